@@ -1,0 +1,1 @@
+//! Shared helpers for kvexact's criterion benches (workload loading).

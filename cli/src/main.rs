@@ -1,0 +1,42 @@
+//! `kvexact`: the operator's command. Each subcommand is a thin shell over a library crate;
+//! no engine logic lives here.
+
+mod encode_cmd;
+mod events_cmd;
+mod parity;
+mod registry_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Exact token ids and KV block hashes for vLLM, SGLang and TensorRT-LLM.
+#[derive(Debug, Parser)]
+#[command(name = "kvexact", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Recompute every case of vector files and compare with the expected values.
+    Parity(parity::Args),
+    /// Decode KV-event wire bytes.
+    #[command(subcommand)]
+    Events(events_cmd::Command),
+    /// Load and inspect a profile registry as the gateway would.
+    #[command(subcommand)]
+    Registry(registry_cmd::Command),
+    /// Render and tokenize one request as an engine would.
+    Encode(encode_cmd::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Parity(args) => parity::run(&args),
+        Command::Events(cmd) => events_cmd::run(&cmd),
+        Command::Registry(cmd) => registry_cmd::run(&cmd),
+        Command::Encode(args) => encode_cmd::run(&args),
+    }
+}
