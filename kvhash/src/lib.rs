@@ -13,4 +13,4 @@ pub mod sglang;
 pub mod trtllm;
 pub mod vllm;
 
-pub use error::HashError;
+pub use error::Error;
