@@ -1,12 +1,155 @@
-//! `kvexact encode` (to be filled by the kvtemplate work).
+//! `kvexact encode`: render and tokenize one request as the gateway's strict path does for an
+//! engine contract; prints `{"rendered", "token_ids"}` or `{"refusal"}` as JSON.
+
+use kvprofile_core::{Generation, LoadOptions, TrustPolicy};
+use kvtemplate::{
+    spec_from_model_dir, spec_from_profile, Encoder, Engine, KvtemplateValidator, Outcome,
+};
+use serde_json::json;
+use std::io::Read;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// Which OpenAI surface the input is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Api {
+    /// `/v1/chat/completions`: the input is the request body.
+    Chat,
+    /// `/v1/completions`: the input is the request body; its string `prompt` is encoded.
+    Completions,
+}
 
 /// Arguments of `kvexact encode`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Registry root (with --model): encode with a published profile.
+    #[arg(long, requires = "model", conflicts_with = "model_dir")]
+    pub registry: Option<PathBuf>,
+    /// Served model name to look up in --registry.
+    #[arg(long, requires = "registry")]
+    pub model: Option<String>,
+    /// A model directory (`<org>__<name>/` with tokenizer.json and a chat template).
+    #[arg(long, required_unless_present = "registry")]
+    pub model_dir: Option<PathBuf>,
+    /// Engine contract: vllm, sglang or trtllm, or a contract id such as sglang-kv-rank-v1
+    /// (with --registry, the id selects the profile's engineQuirks entry).
+    #[arg(long)]
+    pub engine: String,
+    /// Request surface.
+    #[arg(long, value_enum, default_value = "chat")]
+    pub api: Api,
+    /// "Now" for templates that call strftime_now (RFC 3339; default: the system clock).
+    #[arg(long)]
+    pub now: Option<String>,
+    /// Most token ids to return (the gateway's cap).
+    #[arg(long, default_value_t = 4096)]
+    pub max_ids: usize,
+    /// Request body file, or `-` for stdin.
+    #[arg(default_value = "-")]
+    pub file: String,
+}
 
-/// Runs the command.
-pub fn run(_args: &Args) -> ExitCode {
-    eprintln!("not implemented yet");
-    ExitCode::from(2)
+fn fail(msg: impl std::fmt::Display, class: i32) -> ExitCode {
+    println!("{}", json!({ "error": msg.to_string(), "class": class }));
+    ExitCode::from(1)
+}
+
+/// Runs the command. Exit status: 0 encoded, 3 refused, 1 error, 2 usage.
+pub fn run(args: &Args) -> ExitCode {
+    let Some(engine) = Engine::parse(&args.engine) else {
+        eprintln!("unknown engine {:?} (vllm, sglang, trtllm)", args.engine);
+        return ExitCode::from(2);
+    };
+    let now_ms = match &args.now {
+        Some(s) => match kvtemplate::strftime::parse_rfc3339(s) {
+            Some(ms) => ms,
+            None => {
+                eprintln!("--now {s:?} is not an RFC 3339 timestamp");
+                return ExitCode::from(2);
+            }
+        },
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0),
+    };
+    let spec = match (&args.model_dir, &args.registry) {
+        (Some(dir), _) => match spec_from_model_dir(dir, engine) {
+            Ok(s) => s,
+            Err(e) => return fail(e.to_string(), e.class().code()),
+        },
+        (None, Some(root)) => {
+            let opts = LoadOptions {
+                policy: TrustPolicy::for_current_user(),
+                ..LoadOptions::default()
+            };
+            let generation = match Generation::load(root, 1, &opts, &KvtemplateValidator) {
+                Ok(g) => g,
+                Err(e) => return fail(format!("registry {}: {e}", root.display()), -3),
+            };
+            let model = args.model.as_deref().unwrap_or("");
+            let Some(loaded) = generation.profile_for_model(model) else {
+                return fail(format!("no published profile serves model {model:?}"), -3);
+            };
+            match spec_from_profile(&loaded.profile, &loaded.artifacts, &args.engine) {
+                Ok(s) => s,
+                Err(e) => return fail(e.to_string(), e.class().code()),
+            }
+        }
+        (None, None) => {
+            eprintln!("give --model-dir DIR or --registry DIR --model NAME");
+            return ExitCode::from(2);
+        }
+    };
+    let encoder = match Encoder::new(spec) {
+        Ok(e) => e,
+        Err(e) => return fail(e.to_string(), e.class().code()),
+    };
+    let mut body = Vec::new();
+    let read = if args.file == "-" {
+        std::io::stdin().read_to_end(&mut body).map(|_| ())
+    } else {
+        std::fs::read(&args.file).map(|b| body = b)
+    };
+    if let Err(e) = read {
+        eprintln!("cannot read {}: {e}", args.file);
+        return ExitCode::from(2);
+    }
+    let result = match args.api {
+        Api::Chat => encoder
+            .encode_chat_to_vec(&body, now_ms, args.max_ids)
+            .map(|o| o.map(|r| (r.text, r.ids, r.truncated))),
+        Api::Completions => {
+            let prompt = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v.get("prompt").and_then(|p| p.as_str()).map(str::to_string));
+            let Some(prompt) = prompt else {
+                return fail("completions body needs a string \"prompt\"", -1);
+            };
+            let mut out = vec![0u32; args.max_ids];
+            encoder.encode_completions(&prompt, &mut out).map(|o| {
+                o.map(|n| {
+                    out.truncate(n.written);
+                    (prompt, out, n.truncated)
+                })
+            })
+        }
+    };
+    match result {
+        Ok(Outcome::Done((rendered, ids, truncated))) => {
+            println!(
+                "{}",
+                json!({ "rendered": rendered, "token_ids": ids, "truncated": truncated })
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(Outcome::Refused(r)) => {
+            println!(
+                "{}",
+                json!({ "refusal": r.as_str(), "refusal_code": r.code(), "class": r.class().code() })
+            );
+            ExitCode::from(3)
+        }
+        Err(e) => fail(e.to_string(), e.class().code()),
+    }
 }

@@ -1,8 +1,10 @@
 //! `kvexact`: the operator's command. Each subcommand is a thin shell over a library crate;
 //! no engine logic lives here.
 
+mod attest_cmd;
 mod encode_cmd;
 mod events_cmd;
+mod models_cmd;
 mod parity;
 mod registry_cmd;
 
@@ -29,6 +31,11 @@ enum Command {
     Registry(registry_cmd::Command),
     /// Render and tokenize one request as an engine would.
     Encode(encode_cmd::Args),
+    /// Supported-models catalog: list, check, render, install, verify weights.
+    #[command(subcommand)]
+    Models(models_cmd::Command),
+    /// Run the readiness ladder against a live engine.
+    Attest(attest_cmd::Args),
 }
 
 fn main() -> ExitCode {
@@ -38,5 +45,7 @@ fn main() -> ExitCode {
         Command::Events(cmd) => events_cmd::run(&cmd),
         Command::Registry(cmd) => registry_cmd::run(&cmd),
         Command::Encode(args) => encode_cmd::run(&args),
+        Command::Attest(args) => attest_cmd::run(&args),
+        Command::Models(cmd) => models_cmd::run(&cmd),
     }
 }

@@ -5,12 +5,19 @@
 //! * [`vllm`]: vLLM's prefix-cache chain (`sha256_cbor`, `sha256`, `xxhash`, `xxhash_cbor`).
 //! * [`sglang`]: SGLang's sha256 page chain.
 //! * [`trtllm`]: TensorRT-LLM's V1 block-key hash.
+//! * [`BlockHasher`]: any of the three, "ids in, u64 hashes out"; [`Digest`]: full digests.
+//! * [`hash_vectors`]: recomputing the block-hash vector files (parity tests, `kvexact parity`).
 //! * [`events`]: decoding of each engine's KV-event wire format into one typed model.
 
+pub mod digest;
 pub mod error;
 pub mod events;
+pub mod hash_vectors;
+pub mod hasher;
 pub mod sglang;
 pub mod trtllm;
 pub mod vllm;
 
+pub use digest::Digest;
 pub use error::Error;
+pub use hasher::{BlockHasher, HashEngine};

@@ -1,1 +1,356 @@
-//! To be filled: see lib.rs.
+//! SGLang's SHA-256 page chain (target SGLang 0.5.19; spec `sglang.md` §1–3).
+//!
+//! ```text
+//! digest_0 = SHA256(           u32le(t_0) || ... || u32le(t_P-1))
+//! digest_i = SHA256(digest_i-1 || u32le(t_iP) || ... )
+//! ```
+//!
+//! With a `cache_salt` the chain is seeded: `SHA256("sglang-cache-salt-v1" || 0x00 || salt)`
+//! stands in as the parent of page 0. Only full pages are published; the published
+//! `block_hash` is the first 8 digest bytes big-endian as a signed int64
+//! ([`Digest::first8_be`] gives the same bits as `u64`). Token ids must fit in `u32`:
+//! the checked entry points ([`SglangChain::extend_checked`],
+//! [`SglangHasher::block_hashes_u64_checked`]) reject others as SGLang does.
+//!
+//! ```
+//! use kvhash::sglang::SglangHasher;
+//! let h = SglangHasher::new(16).unwrap();
+//! let mut out = [0u64; 2];
+//! assert_eq!(h.block_hashes_u64(&[7u32; 40], &mut out).unwrap(), 2);
+//! assert!(h.block_hashes_u64_checked(&[-1i64; 16], &mut out).is_err());
+//! ```
+
+use crate::{Digest, Error};
+use sha2::{Digest as _, Sha256};
+use std::borrow::Borrow;
+
+/// Prefix of the cache-salt seed message.
+pub const SALT_DOMAIN: &[u8] = b"sglang-cache-salt-v1";
+
+/// How token ids become hashed units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum KeyMode {
+    /// One unit per token (the normal case).
+    #[default]
+    Plain,
+    /// EAGLE speculative decoding: unit `j` is the bigram `(t_j, t_j+1)`, hashed as
+    /// `u32le(t_j) || u32le(t_j+1)`; N tokens make N-1 units.
+    EagleBigram,
+}
+
+/// `SHA256("sglang-cache-salt-v1" || 0x00 || utf8(salt))`, the seed of a salted chain.
+pub fn salt_seed(salt: &str) -> Digest {
+    let mut h = Sha256::new();
+    h.update(SALT_DOMAIN);
+    h.update([0u8]);
+    h.update(salt.as_bytes());
+    Digest::sha256(h.finalize().into())
+}
+
+/// The signed int64 SGLang publishes for a page digest.
+pub fn published_i64(d: &Digest) -> i64 {
+    d.first8_be() as i64
+}
+
+/// What is fixed for one request: page size, key mode and salt.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SglangHasher {
+    page_size: usize,
+    mode: KeyMode,
+    seed: Option<Digest>,
+}
+
+impl SglangHasher {
+    /// An unsalted plain hasher with `page_size` tokens per page.
+    pub fn new(page_size: usize) -> Result<Self, Error> {
+        if page_size == 0 {
+            return Err(Error::ZeroBlockSize);
+        }
+        Ok(SglangHasher {
+            page_size,
+            mode: KeyMode::Plain,
+            seed: None,
+        })
+    }
+
+    /// The same hasher with a request `cache_salt` (`None` or empty = no salt).
+    pub fn with_cache_salt(mut self, salt: Option<&str>) -> Self {
+        self.seed = salt.filter(|s| !s.is_empty()).map(salt_seed);
+        self
+    }
+
+    /// The same hasher with another key mode.
+    pub fn with_mode(mut self, mode: KeyMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Tokens (units) per page.
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// The key mode.
+    pub fn mode(&self) -> KeyMode {
+        self.mode
+    }
+
+    /// The salt seed digest, if salted.
+    pub fn salt_seed(&self) -> Option<Digest> {
+        self.seed
+    }
+
+    /// A fresh chain borrowing this hasher.
+    pub fn chain(&self) -> SglangChain<&SglangHasher> {
+        SglangChain::new(self)
+    }
+
+    /// Digests of the full pages of `ids` into `out`; stops when `out` is full. Returns the
+    /// number written.
+    pub fn page_digests(&self, ids: &[u32], out: &mut [Digest]) -> Result<usize, Error> {
+        let mut n = 0;
+        self.one_shot(ids, out.len(), |d| {
+            if let Some(slot) = out.get_mut(n) {
+                *slot = d;
+            }
+            n += 1;
+        });
+        Ok(n)
+    }
+
+    /// Published hashes (as `u64` bit patterns) of the full pages of `ids` into `out`;
+    /// stops when `out` is full. Returns the number written.
+    pub fn block_hashes_u64(&self, ids: &[u32], out: &mut [u64]) -> Result<usize, Error> {
+        let mut n = 0;
+        self.one_shot(ids, out.len(), |d| {
+            if let Some(slot) = out.get_mut(n) {
+                *slot = d.first8_be();
+            }
+            n += 1;
+        });
+        Ok(n)
+    }
+
+    /// As [`SglangHasher::block_hashes_u64`] for ids of a wider type; any id outside
+    /// `0..2^32` is rejected ([`Error::TokenIdOutOfRange`]) before anything is hashed.
+    pub fn block_hashes_u64_checked<T: Copy + Into<i128>>(
+        &self,
+        ids: &[T],
+        out: &mut [u64],
+    ) -> Result<usize, Error> {
+        check_ids(ids)?;
+        let mut n = 0;
+        let mut chain = self.chain();
+        let units = self.units_for(ids.len(), out.len());
+        chain.feed(ids.get(..units).unwrap_or(&[]), to_u32, &mut |d: Digest| {
+            if let Some(slot) = out.get_mut(n) {
+                *slot = d.first8_be();
+            }
+            n += 1;
+        });
+        Ok(n)
+    }
+
+    /// Tokens to feed so that at most `max_pages` full pages come out.
+    fn units_for(&self, len: usize, max_pages: usize) -> usize {
+        let overlap = usize::from(self.mode == KeyMode::EagleBigram);
+        let units = len.saturating_sub(overlap);
+        let pages = (units / self.page_size).min(max_pages);
+        if pages == 0 {
+            0
+        } else {
+            pages * self.page_size + overlap
+        }
+    }
+
+    fn one_shot(&self, ids: &[u32], max_pages: usize, mut sink: impl FnMut(Digest)) {
+        let used = self.units_for(ids.len(), max_pages);
+        self.chain()
+            .feed(ids.get(..used).unwrap_or(&[]), |t| t, &mut sink);
+    }
+}
+
+fn to_u32<T: Copy + Into<i128>>(t: T) -> u32 {
+    // Only called after `check_ids`.
+    t.into() as u32
+}
+
+fn check_ids<T: Copy + Into<i128>>(ids: &[T]) -> Result<(), Error> {
+    for (index, t) in ids.iter().enumerate() {
+        let v: i128 = (*t).into();
+        if !(0..=u32::MAX as i128).contains(&v) {
+            return Err(Error::TokenIdOutOfRange {
+                engine: "sglang",
+                index,
+                value: v,
+                range: "0..2^32",
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The running state of one token sequence: parent digest, pages so far, and the tokens
+/// of the current partial page (in EAGLE mode also the last token, which starts the next
+/// bigram).
+#[derive(Debug, Clone)]
+pub struct SglangChain<H: Borrow<SglangHasher>> {
+    hasher: H,
+    parent: Option<Digest>,
+    pages: u64,
+    pending: Vec<u32>,
+    buf: Vec<u8>,
+}
+
+impl<H: Borrow<SglangHasher>> SglangChain<H> {
+    /// A chain before page 0.
+    pub fn new(hasher: H) -> Self {
+        let h = hasher.borrow();
+        let parent = h.seed;
+        let cap = 32 + h.page_size * 8;
+        SglangChain {
+            hasher,
+            parent,
+            pages: 0,
+            pending: Vec::new(),
+            buf: Vec::with_capacity(cap),
+        }
+    }
+
+    /// Digest of the last full page (the salt seed, or `None`, before page 0).
+    pub fn parent(&self) -> Option<Digest> {
+        self.parent
+    }
+
+    /// Full pages hashed so far.
+    pub fn pages(&self) -> u64 {
+        self.pages
+    }
+
+    /// Appends tokens; calls `sink` with the digest of every page that becomes full.
+    pub fn extend(&mut self, ids: &[u32], mut sink: impl FnMut(Digest)) {
+        self.feed(ids, |t| t, &mut sink);
+    }
+
+    /// As [`SglangChain::extend`] for ids of a wider type; rejects (before hashing
+    /// anything) ids outside `0..2^32`.
+    pub fn extend_checked<T: Copy + Into<i128>>(
+        &mut self,
+        ids: &[T],
+        mut sink: impl FnMut(Digest),
+    ) -> Result<(), Error> {
+        check_ids(ids)?;
+        self.feed(ids, to_u32, &mut sink);
+        Ok(())
+    }
+
+    /// The digest the current partial page would have (SGLang computes it but never
+    /// publishes it); `None` when there is no partial unit.
+    pub fn partial_digest(&mut self) -> Option<Digest> {
+        let h = self.hasher.borrow();
+        let overlap = usize::from(h.mode == KeyMode::EagleBigram);
+        if self.pending.len() <= overlap {
+            return None;
+        }
+        let units = self.pending.len() - overlap;
+        let pending = std::mem::take(&mut self.pending);
+        let d = self.digest_units(&pending, units, |t| t);
+        self.pending = pending;
+        Some(d)
+    }
+
+    fn feed<T: Copy>(&mut self, ids: &[T], conv: impl Fn(T) -> u32, sink: &mut impl FnMut(Digest)) {
+        let (p, overlap) = {
+            let h = self.hasher.borrow();
+            (h.page_size, usize::from(h.mode == KeyMode::EagleBigram))
+        };
+        let need = p + overlap;
+        let mut rest = ids;
+        loop {
+            if !self.pending.is_empty() {
+                let take = (need - self.pending.len()).min(rest.len());
+                let (head, tail) = rest.split_at(take);
+                self.pending.extend(head.iter().map(|t| conv(*t)));
+                rest = tail;
+                if self.pending.len() < need {
+                    return;
+                }
+                let pending = std::mem::take(&mut self.pending);
+                let d = self.digest_units(&pending, p, |t| t);
+                self.pending = pending;
+                self.pending.drain(..p);
+                self.advance(d, sink);
+                continue;
+            }
+            match rest.get(..need) {
+                Some(page) => {
+                    let d = self.digest_units(page, p, &conv);
+                    self.advance(d, sink);
+                    rest = rest.get(p..).unwrap_or(&[]);
+                }
+                None => {
+                    self.pending.extend(rest.iter().map(|t| conv(*t)));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn advance(&mut self, d: Digest, sink: &mut impl FnMut(Digest)) {
+        self.parent = Some(d);
+        self.pages += 1;
+        sink(d);
+    }
+
+    /// SHA-256 of parent || `units` units taken from `tokens`.
+    #[inline]
+    fn digest_units<T: Copy>(
+        &mut self,
+        tokens: &[T],
+        units: usize,
+        conv: impl Fn(T) -> u32,
+    ) -> Digest {
+        let eagle = self.hasher.borrow().mode == KeyMode::EagleBigram;
+        let buf = &mut self.buf;
+        buf.clear();
+        if let Some(parent) = &self.parent {
+            buf.extend_from_slice(parent.as_bytes());
+        }
+        if eagle {
+            for pair in tokens.windows(2).take(units) {
+                if let [a, b] = pair {
+                    buf.extend_from_slice(&conv(*a).to_le_bytes());
+                    buf.extend_from_slice(&conv(*b).to_le_bytes());
+                }
+            }
+        } else {
+            let start = buf.len();
+            let tokens = tokens.get(..units).unwrap_or(tokens);
+            buf.resize(start + 4 * tokens.len(), 0);
+            if let Some(tail) = buf.get_mut(start..) {
+                for (w, t) in tail.chunks_exact_mut(4).zip(tokens) {
+                    w.copy_from_slice(&conv(*t).to_le_bytes());
+                }
+            }
+        }
+        Digest::sha256(crate::digest::sha256_oneshot(buf))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_out_of_range() {
+        let h = SglangHasher::new(16).unwrap();
+        let mut out = [0u64; 1];
+        let mut ids = [1i64; 16];
+        ids[15] = 1 << 32;
+        assert!(matches!(
+            h.block_hashes_u64_checked(&ids, &mut out),
+            Err(Error::TokenIdOutOfRange { index: 15, .. })
+        ));
+        assert_eq!(SglangHasher::new(0), Err(Error::ZeroBlockSize));
+    }
+}

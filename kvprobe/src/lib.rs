@@ -1,5 +1,45 @@
 //! # kvprobe — token probes, identity, hash challenge, readiness
 //!
-//! Will hold: fixture-set checks and tokenize-response judging (spec/registry.md §5), identity
-//! judging per engine (§4.1), the hash challenge (§8.5) and the readiness ladder (§8.3) as a
-//! pure state machine, plus the live `attest` driver.
+//! Where kvexact's pieces meet to prove, before routing, that an engine agrees with the
+//! gateway (spec/registry.md §4–§8):
+//!
+//! * [`identity`]: identity (§4.1), geometry and served-model judging per engine.
+//! * [`fixtures`]: fixture-set checks (§5.2), tokenize-response judging (§5.3) and TRT-LLM's
+//!   approved oracle.
+//! * [`challenge`]: the hash challenge (§8.5) — prompt growth through the engine's completions
+//!   encoding (kvtemplate), expected hashes (kvhash), judging of decoded KV events.
+//! * [`ladder`]: the readiness ladder (§8.3) as a pure state machine with the [`State`] and
+//!   [`Reason`] vocabularies (§8.2, §8.4).
+//! * `attest` (feature `live`, on by default): the live driver behind `kvexact attest` — real
+//!   HTTP, a ZMQ SUB socket (vLLM, SGLang) or the `POST /kv_cache_events` drain (TRT-LLM).
+//! * `emulator` (feature `emulator`): a loopback engine emulator for tests and the
+//!   `emulator` example.
+//!
+//! Every judgement takes plain inputs (HTTP status and body bytes, decoded events) and returns
+//! a [`Finding`], so the C ABI can call them one at a time.
+#![warn(missing_docs)]
+
+pub mod bridge;
+pub mod challenge;
+pub mod error;
+pub mod finding;
+pub mod fixtures;
+pub mod identity;
+pub mod ladder;
+pub mod reason;
+pub mod state;
+
+#[cfg(feature = "live")]
+pub mod attest;
+#[cfg(feature = "live")]
+pub mod transport;
+
+#[cfg(feature = "emulator")]
+pub mod emulator;
+
+pub use error::Error;
+pub use finding::Finding;
+pub use kvprofile_core::Engine;
+pub use ladder::{evaluate, Evidence, Verdict};
+pub use reason::Reason;
+pub use state::State;

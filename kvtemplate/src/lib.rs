@@ -1,5 +1,38 @@
 //! # kvtemplate — strict requests, HF-exact chat rendering, engine-exact tokenization
 //!
-//! Will hold: the borrowed OpenAI request model, the strict refusal scan (spec/registry.md §9),
-//! chat rendering with minijinja configured like Hugging Face transformers (spec/templates.md),
-//! and tokenization with the pinned `tokenizer.json` per engine contract.
+//! The hot path of the kvexact gateway: a raw OpenAI request body goes in, the prompt token ids
+//! the engine will cache come out — or a typed refusal when a strict rule cannot guarantee that
+//! (spec/registry.md §9).
+//!
+//! * [`json`]: exact-key, last-duplicate-wins JSON borrowed from the caller's bytes.
+//! * [`refusal`]: the §9.2 feature codes ([`Refusal`]), result classes ([`ResultClass`]) and
+//!   [`Outcome`].
+//! * [`env`]: chat templates compiled into a minijinja environment that behaves like
+//!   transformers' Jinja environment (spec/templates.md §2, §5).
+//! * [`Encoder`]: one per (profile, engine contract); `Send + Sync`, share it with `Arc`.
+#![warn(missing_docs)]
+
+pub mod encoder;
+pub mod engine;
+pub mod env;
+pub mod error;
+pub mod json;
+pub mod model_dir;
+pub mod profile;
+pub mod pyjson;
+pub mod pystr;
+pub mod refusal;
+pub mod strftime;
+pub mod strict;
+pub mod template_facts;
+pub mod tokenize;
+pub mod vectors;
+
+pub use encoder::{Encoder, EncoderSpec, Rendered, ScratchBuf, SpecialTokenValue};
+pub use engine::{ChatRequest, Engine, EngineChat};
+pub use env::{ChatTemplate, ClockPolicy, RenderFailure};
+pub use error::Error;
+pub use model_dir::{spec_from_model_dir, validate_artifacts};
+pub use profile::{encoder_from_profile, spec_from_profile, KvtemplateValidator};
+pub use refusal::{Outcome, Refusal, ResultClass};
+pub use strict::Encoded;

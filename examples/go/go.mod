@@ -1,0 +1,3 @@
+module kvexact.example/kvexact
+
+go 1.19

@@ -1,0 +1,262 @@
+//! The error object handed to C through `kvexact_error **err` out-parameters.
+//!
+//! A failing call returns a negative status; when the caller passed a non-NULL `err`, it also
+//! receives a new error object holding the status, a machine code (`"null_argument"`,
+//! `"insecure_file"` …), a human message and, for registry errors, the offending path relative
+//! to the registry root. The caller owns the object and frees it with `kvexact_error_free`.
+//! There is no thread-local "last error": a goroutine may change OS thread between two calls.
+
+use std::borrow::Cow;
+use std::ffi::{c_char, CString};
+
+use crate::handle::{box_free, box_into_raw, box_ref, BoxHandle};
+use crate::panic::boundary;
+use crate::status::{self, kvexact_status};
+
+/// An error returned through a `kvexact_error **err` out-parameter. Opaque; owned by the
+/// caller, who frees it with `kvexact_error_free`. Read it with `kvexact_error_status`,
+/// `kvexact_error_code`, `kvexact_error_message` and `kvexact_error_path`. Not shared between
+/// threads by libkvexact; reading it from several threads at once is safe.
+pub struct kvexact_error {
+    _private: [u8; 0],
+}
+
+/// What a failing entry point reports: the status it returns and the contents of the error
+/// object it writes when the caller asked for one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The negative status the entry point returns.
+    pub status: kvexact_status,
+    /// The machine code, stable across releases (`"null_argument"`, `"insecure_file"` …).
+    pub code: Cow<'static, str>,
+    /// A message for operators.
+    pub message: String,
+    /// The file concerned, relative to the registry root, when there is one.
+    pub path: Option<String>,
+}
+
+impl Failure {
+    /// A failure whose code is the status's own name.
+    pub fn new(status: kvexact_status, message: impl Into<String>) -> Self {
+        Failure {
+            status,
+            code: Cow::Borrowed(status::name(status)),
+            message: message.into(),
+            path: None,
+        }
+    }
+
+    /// A failure with a finer machine code than the status name.
+    pub fn with_code(
+        status: kvexact_status,
+        code: impl Into<Cow<'static, str>>,
+        message: impl Into<String>,
+    ) -> Self {
+        Failure {
+            status,
+            code: code.into(),
+            message: message.into(),
+            path: None,
+        }
+    }
+
+    /// Attaches the registry-relative path of the file concerned.
+    pub fn at_path(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    /// A required pointer argument named `arg` was NULL.
+    pub fn null(arg: &str) -> Self {
+        Failure::new(
+            status::KVEXACT_ERR_NULL_ARGUMENT,
+            format!("argument `{arg}` is NULL"),
+        )
+    }
+
+    /// The argument named `arg` is out of range; `why` says how.
+    pub fn invalid(arg: &str, why: impl std::fmt::Display) -> Self {
+        Failure::new(
+            status::KVEXACT_ERR_INVALID_ARGUMENT,
+            format!("argument `{arg}`: {why}"),
+        )
+    }
+
+    /// A panic was caught; `payload` is the panic payload, used for the message when it is a
+    /// string.
+    pub fn panic(payload: &(dyn std::any::Any + Send)) -> Self {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "non-string panic payload".to_string());
+        Failure::new(
+            status::KVEXACT_ERR_PANIC,
+            format!("internal error (caught panic): {what}"),
+        )
+    }
+}
+
+/// The Rust contents of a `kvexact_error`.
+#[derive(Debug)]
+pub struct ErrorData {
+    status: kvexact_status,
+    code: CString,
+    message: CString,
+    path: Option<CString>,
+}
+
+impl BoxHandle for kvexact_error {
+    type Inner = ErrorData;
+}
+
+/// A C string from text that may contain NUL bytes: each NUL becomes the two characters `\0`.
+pub(crate) fn c_string_lossless(s: &str) -> CString {
+    match CString::new(s) {
+        Ok(c) => c,
+        Err(_) => CString::new(s.replace('\0', "\\0")).unwrap_or_default(),
+    }
+}
+
+impl From<&Failure> for ErrorData {
+    fn from(f: &Failure) -> Self {
+        ErrorData {
+            status: f.status,
+            code: c_string_lossless(&f.code),
+            message: c_string_lossless(&f.message),
+            path: f.path.as_deref().map(c_string_lossless),
+        }
+    }
+}
+
+/// Writes a new error object for `failure` into `*err` when `err` is not NULL.
+///
+/// # Safety
+/// `err` is NULL or valid for one pointer write.
+pub(crate) unsafe fn write_error(err: *mut *mut kvexact_error, failure: &Failure) {
+    if err.is_null() {
+        return;
+    }
+    let obj = box_into_raw::<kvexact_error>(ErrorData::from(failure));
+    // SAFETY: the caller guarantees `err` is valid for writes when not NULL.
+    unsafe { err.write(obj) };
+}
+
+/// The status the failing call returned, or `KVEXACT_ERR_NULL_ARGUMENT` when `err` is NULL.
+///
+/// Ownership: `err` is borrowed.
+///
+/// # Safety
+/// `err` is NULL or a live error object from libkvexact.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_error_status(err: *const kvexact_error) -> kvexact_status {
+    boundary(|| Ok(unsafe { box_ref(err, "err") }?.status))
+}
+
+/// The machine code of the error: a stable lower-case identifier such as `"null_argument"`,
+/// `"insecure_file"` or `"schema_mismatch"` (for errors without a finer code, the status
+/// name). Returns `""` when `err` is NULL.
+///
+/// Ownership: the string belongs to `err` and lives until `kvexact_error_free(err)`.
+///
+/// # Safety
+/// `err` is NULL or a live error object from libkvexact.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_error_code(err: *const kvexact_error) -> *const c_char {
+    boundary(|| Ok(unsafe { box_ref(err, "err") }?.code.as_ptr())).or_empty()
+}
+
+/// The human-readable message (UTF-8, NUL-terminated). Returns `""` when `err` is NULL.
+///
+/// Ownership: the string belongs to `err` and lives until `kvexact_error_free(err)`.
+///
+/// # Safety
+/// `err` is NULL or a live error object from libkvexact.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_error_message(err: *const kvexact_error) -> *const c_char {
+    boundary(|| Ok(unsafe { box_ref(err, "err") }?.message.as_ptr())).or_empty()
+}
+
+/// The file the error is about, relative to the registry root (e.g.
+/// `"profiles/qwen25-7b-instruct-v1.yaml"`), or NULL when the error concerns no file (or
+/// `err` is NULL).
+///
+/// Ownership: the string belongs to `err` and lives until `kvexact_error_free(err)`.
+///
+/// # Safety
+/// `err` is NULL or a live error object from libkvexact.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_error_path(err: *const kvexact_error) -> *const c_char {
+    boundary(|| {
+        Ok(unsafe { box_ref(err, "err") }?
+            .path
+            .as_ref()
+            .map_or(std::ptr::null(), |p| p.as_ptr()))
+    })
+}
+
+/// Frees an error object. NULL is accepted and ignored.
+///
+/// Ownership: takes `err`; every string obtained from it becomes invalid.
+///
+/// # Safety
+/// `err` is NULL or a live error object from libkvexact, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_error_free(err: *mut kvexact_error) {
+    boundary(|| {
+        unsafe { box_free(err) };
+        Ok(())
+    })
+}
+
+/// Replaces a NULL string pointer (a failed lookup) by a static empty string.
+trait OrEmpty {
+    fn or_empty(self) -> *const c_char;
+}
+
+impl OrEmpty for *const c_char {
+    fn or_empty(self) -> *const c_char {
+        if self.is_null() {
+            c"".as_ptr()
+        } else {
+            self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn error_object_round_trip() {
+        let f = Failure::with_code(status::KVEXACT_ERR_REGISTRY, "insecure_file", "a\0b")
+            .at_path("profiles/x.yaml");
+        let mut err: *mut kvexact_error = std::ptr::null_mut();
+        unsafe { write_error(&mut err, &f) };
+        assert!(!err.is_null());
+        unsafe {
+            assert_eq!(kvexact_error_status(err), status::KVEXACT_ERR_REGISTRY);
+            assert_eq!(CStr::from_ptr(kvexact_error_code(err)), c"insecure_file");
+            assert_eq!(CStr::from_ptr(kvexact_error_message(err)), c"a\\0b");
+            assert_eq!(CStr::from_ptr(kvexact_error_path(err)), c"profiles/x.yaml");
+            kvexact_error_free(err);
+        }
+    }
+
+    #[test]
+    fn null_error_is_safe() {
+        unsafe {
+            assert_eq!(
+                kvexact_error_status(std::ptr::null()),
+                status::KVEXACT_ERR_NULL_ARGUMENT
+            );
+            assert_eq!(CStr::from_ptr(kvexact_error_code(std::ptr::null())), c"");
+            assert_eq!(CStr::from_ptr(kvexact_error_message(std::ptr::null())), c"");
+            assert!(kvexact_error_path(std::ptr::null()).is_null());
+            kvexact_error_free(std::ptr::null_mut());
+            write_error(std::ptr::null_mut(), &Failure::null("x"));
+        }
+    }
+}

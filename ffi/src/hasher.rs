@@ -1,0 +1,392 @@
+//! Block hashing (spec/gateway-integration.md §6.4): `kvexact_hasher_new`,
+//! `kvexact_block_hashes_u64`.
+
+/// Which engine hash chain a hasher computes (`KVEXACT_SHA256_CBOR` …).
+///
+/// An integer typedef rather than a C enum, so that an out-of-range value from C is
+/// `KVEXACT_ERR_INVALID_ARGUMENT` instead of undefined behaviour. Values 0–3 are §6.4's; 4 and 5
+/// add vLLM's pickle-serialised variants.
+pub type kvexact_hash_algo = u32;
+
+/// vLLM `sha256_cbor` (the contract's default): SHA-256 over canonical CBOR
+/// `[parent, [ids], extra]`; u64 form = last 8 digest bytes, big-endian.
+pub const KVEXACT_SHA256_CBOR: kvexact_hash_algo = 0;
+/// vLLM `xxhash_cbor`: XXH3-128 over the same CBOR; u64 form = last 8 digest bytes, big-endian.
+pub const KVEXACT_XXHASH_CBOR: kvexact_hash_algo = 1;
+/// SGLang page hash: SHA-256(parent32 ‖ ids as u32 LE); u64 form = first 8 bytes, big-endian.
+pub const KVEXACT_SHA256_SGLANG: kvexact_hash_algo = 2;
+/// TensorRT-LLM V1 block key hash (64-bit, parent-chained; partial tail blocks defined).
+pub const KVEXACT_BLOCKHASH_TRTLLM: kvexact_hash_algo = 3;
+/// vLLM `sha256` (pickle serialisation); u64 form = last 8 digest bytes, big-endian.
+pub const KVEXACT_SHA256_PICKLE: kvexact_hash_algo = 4;
+/// vLLM `xxhash` (pickle serialisation); u64 form = last 8 digest bytes, big-endian.
+pub const KVEXACT_XXHASH_PICKLE: kvexact_hash_algo = 5;
+
+use std::sync::Arc;
+
+use kvhash::sglang::SglangHasher;
+use kvhash::trtllm::TrtllmHasher;
+use kvhash::vllm::{HashAlgo, VllmHasher};
+use kvhash::BlockHasher;
+
+use crate::error::Failure;
+use crate::handle::{
+    arc_clone, arc_free, arc_into_raw, arc_ref, in_slice, out_param, out_slice, ArcHandle,
+};
+use crate::panic::boundary;
+use crate::status::{
+    kvexact_status, KVEXACT_ERR_HASH_UNDEFINED, KVEXACT_ERR_INVALID_ARGUMENT, KVEXACT_ERR_OVERFLOW,
+    KVEXACT_OK,
+};
+
+/// A configured block hasher: algorithm, block size and (vLLM) NONE_HASH seed. Opaque,
+/// immutable and reference-counted: share one pointer between any number of threads; free
+/// each reference (from `kvexact_hasher_new` or `kvexact_hasher_retain`) once with
+/// `kvexact_hasher_free`.
+pub struct kvexact_hasher {
+    _private: [u8; 0],
+}
+
+/// The Rust value behind a `kvexact_hasher`.
+#[derive(Debug)]
+pub struct Hasher {
+    inner: BlockHasher,
+    /// Pickle variants may fail mid-chain (a block larger than one pickle frame); they hash
+    /// into scratch space so that `out` is still written only on success.
+    may_fail_midway: bool,
+}
+
+impl ArcHandle for kvexact_hasher {
+    type Inner = Hasher;
+}
+
+impl Hasher {
+    /// Builds the hasher `kvexact_hasher_new` describes.
+    pub fn new(
+        algo: kvexact_hash_algo,
+        block_size: u32,
+        seed: Option<&[u8]>,
+    ) -> Result<Self, Failure> {
+        let block_size =
+            usize::try_from(block_size).map_err(|_| Failure::invalid("block_size", "too large"))?;
+        if block_size == 0 {
+            return Err(Failure::invalid("block_size", "must be at least 1"));
+        }
+        let vllm_algo = match algo {
+            KVEXACT_SHA256_CBOR => Some(HashAlgo::Sha256Cbor),
+            KVEXACT_XXHASH_CBOR => Some(HashAlgo::XxhashCbor),
+            KVEXACT_SHA256_PICKLE => Some(HashAlgo::Sha256),
+            KVEXACT_XXHASH_PICKLE => Some(HashAlgo::Xxhash),
+            KVEXACT_SHA256_SGLANG | KVEXACT_BLOCKHASH_TRTLLM => None,
+            other => {
+                return Err(Failure::invalid(
+                    "algo",
+                    format_args!("unknown hash algorithm {other}"),
+                ))
+            }
+        };
+        let inner: BlockHasher = match vllm_algo {
+            Some(a) => {
+                let seed = seed
+                    .map(std::str::from_utf8)
+                    .transpose()
+                    .map_err(|e| Failure::invalid("seed", format_args!("not UTF-8: {e}")))?;
+                VllmHasher::new(a, block_size, seed)
+                    .map_err(hash_failure)?
+                    .into()
+            }
+            None if seed.is_some() => {
+                return Err(Failure::invalid(
+                    "seed",
+                    "only vLLM algorithms take a NONE_HASH seed; pass NULL",
+                ))
+            }
+            None if algo == KVEXACT_SHA256_SGLANG => {
+                SglangHasher::new(block_size).map_err(hash_failure)?.into()
+            }
+            None => TrtllmHasher::new(block_size).map_err(hash_failure)?.into(),
+        };
+        Ok(Hasher {
+            inner,
+            may_fail_midway: matches!(vllm_algo, Some(HashAlgo::Sha256 | HashAlgo::Xxhash)),
+        })
+    }
+
+    /// The wrapped kvhash hasher.
+    pub fn block_hasher(&self) -> &BlockHasher {
+        &self.inner
+    }
+
+    /// Total hashes `ids_len` tokens give: full blocks, plus one for a trailing partial block
+    /// when `full_blocks_only` is false and the engine defines its hash.
+    pub fn block_count(&self, ids_len: usize, full_blocks_only: bool) -> Result<usize, Failure> {
+        let bs = self.inner.block_size();
+        let full = ids_len / bs;
+        if full_blocks_only || ids_len % bs == 0 {
+            return Ok(full);
+        }
+        match self.inner {
+            BlockHasher::Vllm(_) => Err(Failure::new(
+                KVEXACT_ERR_HASH_UNDEFINED,
+                "vLLM never hashes a trailing partial block; pass full_blocks_only = 1",
+            )),
+            BlockHasher::Sglang(_) | BlockHasher::Trtllm(_) => Ok(full + 1),
+        }
+    }
+
+    /// Writes up to `out.len()` hashes (u64 form) of `ids`; returns how many were written.
+    /// See `kvexact_block_hashes_u64` for the partial-block rule.
+    pub fn hash_u64(
+        &self,
+        ids: &[u32],
+        full_blocks_only: bool,
+        out: &mut [u64],
+    ) -> Result<usize, Failure> {
+        let total = self.block_count(ids.len(), full_blocks_only)?;
+        let bs = self.inner.block_size();
+        let full = ids.len() / bs;
+        if total == full || out.len() <= full {
+            // Full blocks only (kvhash stops at out.len()).
+            if self.may_fail_midway {
+                let mut scratch = vec![0u64; out.len().min(full)];
+                let n = self
+                    .inner
+                    .block_hashes_u64(ids, &mut scratch)
+                    .map_err(hash_failure)?;
+                out[..n].copy_from_slice(&scratch[..n]);
+                return Ok(n);
+            }
+            return self.inner.block_hashes_u64(ids, out).map_err(hash_failure);
+        }
+        // Full blocks and the partial tail, in one pass over a chain.
+        let mut n = 0usize;
+        let mut sink = |h: u64| {
+            if let Some(slot) = out.get_mut(n) {
+                *slot = h;
+                n += 1;
+            }
+        };
+        let tail = match &self.inner {
+            BlockHasher::Sglang(h) => {
+                let mut chain = h.chain();
+                chain.extend(ids, |d| sink(d.first8_be()));
+                chain.partial_digest().map(|d| d.first8_be())
+            }
+            BlockHasher::Trtllm(h) => {
+                let mut chain = h.chain();
+                chain.extend(ids, &mut sink).map_err(hash_failure)?;
+                chain.partial_hash()
+            }
+            BlockHasher::Vllm(_) => None, // excluded by block_count
+        };
+        match tail {
+            Some(t) => sink(t),
+            None => {
+                return Err(Failure::new(
+                    KVEXACT_ERR_HASH_UNDEFINED,
+                    "no partial-block hash",
+                ))
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Maps a kvhash error to a failure (every hashing error is an argument problem).
+fn hash_failure(e: kvhash::Error) -> Failure {
+    Failure::new(KVEXACT_ERR_INVALID_ARGUMENT, e.to_string())
+}
+
+/// A count as the `int32_t` the ABI returns.
+fn count_i32(n: usize) -> Result<i32, Failure> {
+    i32::try_from(n).map_err(|_| Failure::new(KVEXACT_ERR_OVERFLOW, "more than INT32_MAX blocks"))
+}
+
+/// Creates a hasher for `algo` with `block_size` tokens per block.
+///
+/// `seed` is vLLM's `PYTHONHASHSEED` as bytes (UTF-8, no NUL needed), from which NONE_HASH is
+/// derived: `(NULL, 0)` means *unset* (SHA-256 algorithms then use vLLM's fixed
+/// `"vllm-none-hash"`; xxhash algorithms are refused because vLLM draws a random seed), while
+/// a non-NULL pointer with `seed_len = 0` is the empty string (a set but empty variable). The
+/// gateway's `LLB_KV_NONE_HASH_SEED=0` is `seed = "0", seed_len = 1`. SGLang and TensorRT-LLM
+/// take no seed: pass `(NULL, 0)`.
+///
+/// Returns `KVEXACT_OK` and stores a new reference in `*out`, or `KVEXACT_ERR_NULL_ARGUMENT`
+/// (`out` NULL, or `seed` NULL with `seed_len > 0`) / `KVEXACT_ERR_INVALID_ARGUMENT` (unknown
+/// algorithm, block size 0, seed not UTF-8, seed given to a non-vLLM algorithm, unset seed with
+/// an xxhash algorithm); `*out` is not written on failure.
+///
+/// Ownership: the caller owns `*out` and frees it with `kvexact_hasher_free`; `seed` is only
+/// read during the call.
+///
+/// # Safety
+/// `seed` is NULL or valid for `seed_len` bytes; `out` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_hasher_new(
+    algo: kvexact_hash_algo,
+    block_size: u32,
+    seed: *const u8,
+    seed_len: usize,
+    out: *mut *mut kvexact_hasher,
+) -> kvexact_status {
+    boundary(|| {
+        let out = unsafe { out_param(out, "out") }?;
+        let seed = if seed.is_null() && seed_len == 0 {
+            None
+        } else if seed_len == 0 {
+            Some(&[][..])
+        } else {
+            Some(unsafe { in_slice(seed, seed_len, "seed") }?)
+        };
+        let hasher = Hasher::new(algo, block_size, seed)?;
+        out.write(arc_into_raw(Arc::new(hasher)));
+        Ok(KVEXACT_OK)
+    })
+}
+
+/// Takes another reference to `hasher` and returns it (NULL when `hasher` is NULL).
+///
+/// Ownership: the caller owns the returned reference and frees it with `kvexact_hasher_free`.
+///
+/// # Safety
+/// `hasher` is NULL or a live hasher.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_hasher_retain(
+    hasher: *const kvexact_hasher,
+) -> *const kvexact_hasher {
+    boundary(|| {
+        Ok(arc_into_raw::<kvexact_hasher>(unsafe { arc_clone(hasher, "hasher") }?).cast_const())
+    })
+}
+
+/// Releases one reference to a hasher. NULL is accepted and ignored.
+///
+/// # Safety
+/// `hasher` is NULL or a reference from `kvexact_hasher_new`/`kvexact_hasher_retain` not
+/// released before.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_hasher_free(hasher: *const kvexact_hasher) {
+    boundary(|| {
+        unsafe { arc_free(hasher) };
+        Ok(())
+    })
+}
+
+/// The number of hashes `n` token ids give (the size `out` needs for
+/// `kvexact_block_hashes_u64` to write them all): `n / block_size` full blocks, plus one
+/// for a trailing partial block when `full_blocks_only` is 0. Returns a count `>= 0` or a
+/// negative status (`KVEXACT_ERR_HASH_UNDEFINED` as for `kvexact_block_hashes_u64`).
+///
+/// # Safety
+/// `hasher` is NULL or a live hasher.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_hasher_block_count(
+    hasher: *const kvexact_hasher,
+    n: usize,
+    full_blocks_only: std::ffi::c_int,
+) -> i32 {
+    boundary(|| {
+        let h = unsafe { arc_ref(hasher, "hasher") }?;
+        count_i32(h.block_count(n, full_blocks_only != 0)?)
+    })
+}
+
+/// Hashes `n` token ids block by block and writes one u64 per block to `out`, in the form the
+/// engine publishes in its KV events (vLLM: last 8 digest bytes big-endian; SGLang: first 8
+/// digest bytes big-endian, the bits of its signed int64; TensorRT-LLM: the 64-bit key).
+///
+/// `full_blocks_only`: 1 hashes only full blocks (what engines publish and what a challenge
+/// expects). 0 also hashes a trailing partial block where the engine defines that hash:
+/// SGLang's digest of the partial page (computed, never published) and TensorRT-LLM's partial
+/// block key (published when a request ends). vLLM defines no partial-block hash, so for a
+/// vLLM hasher `full_blocks_only = 0` with `n % block_size != 0` returns
+/// `KVEXACT_ERR_HASH_UNDEFINED` rather than an invented value; pass 1 for scoring, since a
+/// partial block can never match a vLLM inventory anyway.
+///
+/// At most `max_blocks` hashes are written (a prefix of the chain: the gateway caps requests at
+/// 256 blocks). Returns the number written, `min(total, max_blocks)` where the total is
+/// `kvexact_hasher_block_count`, or a negative status: `KVEXACT_ERR_NULL_ARGUMENT`
+/// (`hasher` NULL, `ids` NULL with `n > 0`, `out` NULL with `max_blocks > 0`),
+/// `KVEXACT_ERR_HASH_UNDEFINED`, `KVEXACT_ERR_INVALID_ARGUMENT` (pickle variants: a block
+/// larger than one pickle frame). `out` is written only on success.
+///
+/// No allocation for the CBOR/SGLang/TensorRT-LLM algorithms; safe to call concurrently on
+/// one hasher.
+///
+/// Ownership: `ids` and `out` are borrowed for the call.
+///
+/// # Safety
+/// `ids` is NULL or valid for `n` reads; `out` is NULL or valid for `max_blocks` writes.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_block_hashes_u64(
+    hasher: *const kvexact_hasher,
+    ids: *const u32,
+    n: usize,
+    full_blocks_only: std::ffi::c_int,
+    out: *mut u64,
+    max_blocks: usize,
+) -> i32 {
+    boundary(|| {
+        let h = unsafe { arc_ref(hasher, "hasher") }?;
+        let ids = unsafe { in_slice(ids, n, "ids") }?;
+        let out = unsafe { out_slice(out, max_blocks, "out") }?;
+        count_i32(h.hash_u64(ids, full_blocks_only != 0, out)?)
+    })
+}
+
+/// Migration helper: the legacy strided slot layout of the gateway's
+/// `kv_compute_block_hashes`, consumed by its current Go scorer. For each full block, one slot
+/// of `stride` bytes (`stride >= 8`; the gateway uses 32 for SHA-256 and 16 for xxhash) whose
+/// first 8 bytes are the block's u64 form (as `kvexact_block_hashes_u64`) in big-endian byte
+/// order and whose remaining bytes are zero.
+///
+/// Improvement on §6.4: only full blocks are written. The legacy C code also hashed a trailing
+/// partial block; no engine publishes a partial-block hash that a later request could match
+/// (vLLM and SGLang never publish one; TensorRT-LLM's differs from every full block's), so
+/// scores are unchanged.
+///
+/// Returns the number of slots written (at most `max_blocks`), or a negative status as for
+/// `kvexact_block_hashes_u64`; `KVEXACT_ERR_INVALID_ARGUMENT` when `stride < 8` or
+/// `stride * max_blocks` overflows. `out` is written only on success.
+///
+/// # Safety
+/// `ids` is NULL or valid for `n` reads; `out` is NULL or valid for `stride * max_blocks`
+/// byte writes.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_block_hashes_strided(
+    hasher: *const kvexact_hasher,
+    ids: *const u32,
+    n: usize,
+    out: *mut u8,
+    stride: usize,
+    max_blocks: usize,
+) -> i32 {
+    boundary(|| {
+        let h = unsafe { arc_ref(hasher, "hasher") }?;
+        let ids = unsafe { in_slice(ids, n, "ids") }?;
+        if stride < 8 {
+            return Err(Failure::invalid("stride", "must be at least 8"));
+        }
+        let bytes = stride
+            .checked_mul(max_blocks)
+            .ok_or_else(|| Failure::invalid("max_blocks", "stride * max_blocks overflows"))?;
+        let out = unsafe { out_slice(out, bytes, "out") }?;
+        let total = h.block_count(ids.len(), true)?.min(max_blocks);
+        // The gateway caps requests at 256 blocks: no allocation up to that.
+        let mut stack = [0u64; 256];
+        let mut heap = Vec::new();
+        let hashes: &mut [u64] = if total <= stack.len() {
+            &mut stack[..total]
+        } else {
+            heap.resize(total, 0);
+            &mut heap
+        };
+        let got = h.hash_u64(ids, true, hashes)?;
+        for (slot, hash) in out.chunks_exact_mut(stride).zip(&hashes[..got]) {
+            let (head, rest) = slot.split_at_mut(8);
+            head.copy_from_slice(&hash.to_be_bytes());
+            rest.fill(0);
+        }
+        count_i32(got)
+    })
+}

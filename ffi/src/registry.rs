@@ -1,0 +1,314 @@
+//! The registry (spec/gateway-integration.md §6.2): immutable, reference-counted generations
+//! loaded all-or-nothing from a registry root, and profile lookups.
+
+use std::ffi::{c_char, CString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use kvprofile_core::{Generation, LoadOptions, LoadedProfile, RegistryError, TrustPolicy};
+use kvtemplate::KvtemplateValidator;
+
+use crate::error::{kvexact_error, Failure};
+use crate::handle::{
+    arc_clone, arc_free, arc_into_raw, arc_ref, in_slice, in_str, out_param, out_slice, ArcHandle,
+};
+use crate::panic::{boundary, boundary_err};
+use crate::status::{kvexact_status, KVEXACT_ERR_NOT_FOUND, KVEXACT_ERR_REGISTRY, KVEXACT_OK};
+
+/// One immutable registry generation: every profile with its verified artifact bytes, templates
+/// compiled and tokenizers checked at load. Opaque and reference-counted; share it between
+/// threads freely. Release each reference (from `kvexact_registry_load` or
+/// `kvexact_registry_retain`) once with `kvexact_registry_free`; the generation lives until its
+/// last reference — including those held by profiles and encoders — is gone.
+pub struct kvexact_registry {
+    _private: [u8; 0],
+}
+
+/// One published profile. Opaque and reference-counted; it keeps its generation alive, so it
+/// stays valid after the registry handle it came from is freed. Release with
+/// `kvexact_profile_free`.
+pub struct kvexact_profile {
+    _private: [u8; 0],
+}
+
+/// Options of `kvexact_registry_load`. Pass NULL for the defaults.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct kvexact_registry_opts {
+    /// Owner uid trusted besides 0 (the gateway passes `geteuid()`).
+    pub trusted_uid: u32,
+    /// Cap on a profile document's size; 0 = default (1 MiB).
+    pub max_profile_bytes: u64,
+    /// Cap on an artifact's size (tokenizer.json, template); 0 = default (64 MiB).
+    pub max_artifact_bytes: u64,
+}
+
+/// The Rust value behind a `kvexact_registry`.
+pub type RegistryInner = Generation;
+
+impl ArcHandle for kvexact_registry {
+    type Inner = RegistryInner;
+}
+
+/// The Rust value behind a `kvexact_profile`: the profile and the generation it belongs to.
+#[derive(Debug)]
+pub struct ProfileView {
+    /// Keeps the generation (and so the profile's bytes) alive.
+    pub generation: Arc<Generation>,
+    /// The profile.
+    pub profile: Arc<LoadedProfile>,
+    id: CString,
+}
+
+impl ArcHandle for kvexact_profile {
+    type Inner = ProfileView;
+}
+
+/// A registry error as a failure: status `KVEXACT_ERR_REGISTRY`, the registry's own code
+/// (`INSECURE_MODE`, `TOKENIZER_SHA_MISMATCH` …) and the file, relative to the root.
+pub fn registry_failure(e: &RegistryError) -> Failure {
+    Failure::with_code(KVEXACT_ERR_REGISTRY, e.code(), e.to_string()).at_path(e.path())
+}
+
+fn load_options(opts: Option<&kvexact_registry_opts>) -> LoadOptions {
+    let mut o = LoadOptions {
+        policy: TrustPolicy::for_current_user(),
+        ..LoadOptions::default()
+    };
+    if let Some(opts) = opts {
+        o.policy.trusted_uid = Some(opts.trusted_uid);
+        if opts.max_profile_bytes != 0 {
+            o.policy.caps.profile = opts.max_profile_bytes;
+        }
+        if opts.max_artifact_bytes != 0 {
+            o.policy.caps.artifact = opts.max_artifact_bytes;
+        }
+    }
+    o
+}
+
+/// Loads the registry at `root` (a path as bytes, no NUL needed) as generation
+/// `generation_number` (assigned by the caller, process-monotonic). All or nothing: trust
+/// policy, strict parsing, artifact digests, template compilation and tokenizer loading must
+/// all pass, else nothing is returned and the caller keeps serving its previous handle.
+///
+/// `opts` may be NULL: trust uid 0 and this process's effective uid, default size caps.
+///
+/// Returns `KVEXACT_OK` and a new reference in `*out`; or `KVEXACT_ERR_NULL_ARGUMENT`,
+/// `KVEXACT_ERR_INVALID_ARGUMENT`, or `KVEXACT_ERR_REGISTRY` with an error object whose code
+/// is the registry's (e.g. `"INSECURE_MODE"`, `"TOKENIZER_SHA_MISMATCH"`) and whose path names
+/// the offending file relative to `root`.
+///
+/// Ownership: the caller owns `*out` (free with `kvexact_registry_free`) and `*err` (free with
+/// `kvexact_error_free`); `root` and `opts` are only read during the call.
+///
+/// # Safety
+/// `root` is valid for `root_len` bytes; `opts` is NULL or valid; `out` and `err` are NULL or
+/// valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_registry_load(
+    root: *const u8,
+    root_len: usize,
+    opts: *const kvexact_registry_opts,
+    generation_number: u64,
+    out: *mut *mut kvexact_registry,
+    err: *mut *mut kvexact_error,
+) -> kvexact_status {
+    unsafe {
+        boundary_err(err, || {
+            let out = out_param(out, "out")?;
+            let root = in_slice(root, root_len, "root")?;
+            if root.is_empty() {
+                return Err(Failure::invalid("root", "empty path"));
+            }
+            let opts = load_options(opts.as_ref());
+            let root = Path::new(std::ffi::OsStr::from_bytes(root));
+            let generation = Generation::load(root, generation_number, &opts, &KvtemplateValidator)
+                .map_err(|e| registry_failure(&e))?;
+            out.write(arc_into_raw(Arc::new(generation)));
+            Ok(KVEXACT_OK)
+        })
+    }
+}
+
+/// Takes another reference to `registry` and returns it (NULL when `registry` is NULL).
+///
+/// Ownership: the caller owns the returned reference (free with `kvexact_registry_free`).
+///
+/// # Safety
+/// `registry` is NULL or a live registry handle.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_registry_retain(
+    registry: *mut kvexact_registry,
+) -> *mut kvexact_registry {
+    boundary(|| {
+        Ok(arc_into_raw::<kvexact_registry>(unsafe {
+            arc_clone(registry, "registry")
+        }?))
+    })
+}
+
+/// Releases one reference to a registry generation. NULL is accepted and ignored. Profiles and
+/// encoders obtained from it stay valid (they hold their own references).
+///
+/// # Safety
+/// `registry` is NULL or a reference not released before.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_registry_free(registry: *mut kvexact_registry) {
+    boundary(|| {
+        unsafe { arc_free(registry) };
+        Ok(())
+    })
+}
+
+/// The generation number given to `kvexact_registry_load` (0 when `registry` is NULL).
+///
+/// # Safety
+/// `registry` is NULL or a live registry handle.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_registry_generation(registry: *const kvexact_registry) -> u64 {
+    boundary(|| Ok(unsafe { arc_ref(registry, "registry") }?.number()))
+}
+
+/// Writes the generation's `setDigest` (spec/registry.md §7) as 64 lowercase hex characters and
+/// a NUL into `out_hex`, which must hold 65 bytes. Returns `KVEXACT_OK` or
+/// `KVEXACT_ERR_NULL_ARGUMENT`; `out_hex` is written only on success.
+///
+/// # Safety
+/// `registry` is NULL or a live registry handle; `out_hex` is NULL or valid for 65 bytes.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_registry_set_digest(
+    registry: *const kvexact_registry,
+    out_hex: *mut c_char,
+) -> kvexact_status {
+    boundary(|| {
+        let g = unsafe { arc_ref(registry, "registry") }?;
+        let out = unsafe { out_slice(out_hex.cast::<u8>(), 65, "out_hex") }?;
+        let digest = g.set_digest().as_bytes();
+        let dst = out.get_mut(..digest.len()).ok_or_else(|| {
+            Failure::new(
+                crate::status::KVEXACT_ERR_OVERFLOW,
+                "set digest longer than 64 bytes",
+            )
+        })?;
+        dst.copy_from_slice(digest);
+        if let Some(nul) = out.get_mut(digest.len()) {
+            *nul = 0;
+        }
+        Ok(KVEXACT_OK)
+    })
+}
+
+fn profile_handle(
+    generation: Arc<Generation>,
+    profile: &Arc<LoadedProfile>,
+) -> *const kvexact_profile {
+    let id = crate::error::c_string_lossless(&profile.profile.profile_id);
+    arc_into_raw::<kvexact_profile>(Arc::new(ProfileView {
+        generation,
+        profile: Arc::clone(profile),
+        id,
+    }))
+    .cast_const()
+}
+
+/// Looks up the profile serving a request's `model` name (compared by slug: the base model or
+/// an allowed alias).
+///
+/// Returns `KVEXACT_OK` and a new profile reference in `*out`; `KVEXACT_ERR_NOT_FOUND` when no
+/// profile serves the model; `KVEXACT_ERR_NULL_ARGUMENT` / `KVEXACT_ERR_INVALID_ARGUMENT`
+/// (`model` not UTF-8).
+///
+/// Improvement on §6.2 (which calls the result a borrowed view): `*out` is an owned reference
+/// that keeps its generation alive, so it stays valid whatever order the caller (e.g. Go
+/// finalizers) releases handles in. Free it with `kvexact_profile_free`.
+///
+/// # Safety
+/// `registry` is NULL or a live registry handle; `model` is valid for `n` bytes; `out` is NULL
+/// or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_profile_by_model(
+    registry: *const kvexact_registry,
+    model: *const u8,
+    n: usize,
+    out: *mut *const kvexact_profile,
+) -> kvexact_status {
+    boundary(|| {
+        let generation = unsafe { arc_clone(registry, "registry") }?;
+        let model = unsafe { in_str(model, n, "model") }?;
+        let out = unsafe { out_param(out, "out") }?;
+        let profile = generation
+            .profile_for_model(model)
+            .ok_or_else(|| {
+                Failure::new(
+                    KVEXACT_ERR_NOT_FOUND,
+                    format!("no profile serves model {model:?}"),
+                )
+            })?
+            .clone();
+        out.write(profile_handle(generation, &profile));
+        Ok(KVEXACT_OK)
+    })
+}
+
+/// Looks up a profile by its `profileId`. Returns and owns as `kvexact_profile_by_model`.
+///
+/// # Safety
+/// As `kvexact_profile_by_model`.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_profile_by_id(
+    registry: *const kvexact_registry,
+    id: *const u8,
+    n: usize,
+    out: *mut *const kvexact_profile,
+) -> kvexact_status {
+    boundary(|| {
+        let generation = unsafe { arc_clone(registry, "registry") }?;
+        let id = unsafe { in_str(id, n, "id") }?;
+        let out = unsafe { out_param(out, "out") }?;
+        let profile = generation
+            .profile(id)
+            .ok_or_else(|| Failure::new(KVEXACT_ERR_NOT_FOUND, format!("no profile {id:?}")))?
+            .clone();
+        out.write(profile_handle(generation, &profile));
+        Ok(KVEXACT_OK)
+    })
+}
+
+/// The profile's `profileId` (NUL-terminated), or `""` when `profile` is NULL.
+///
+/// Ownership: the string belongs to `profile` and lives as long as it.
+///
+/// # Safety
+/// `profile` is NULL or a live profile handle.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_profile_id(profile: *const kvexact_profile) -> *const c_char {
+    let p: *const c_char = boundary(|| Ok(unsafe { arc_ref(profile, "profile") }?.id.as_ptr()));
+    if p.is_null() {
+        c"".as_ptr()
+    } else {
+        p
+    }
+}
+
+/// The number of the generation the profile belongs to (0 when `profile` is NULL).
+///
+/// # Safety
+/// `profile` is NULL or a live profile handle.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_profile_generation(profile: *const kvexact_profile) -> u64 {
+    boundary(|| Ok(unsafe { arc_ref(profile, "profile") }?.generation.number()))
+}
+
+/// Releases one profile reference. NULL is accepted and ignored.
+///
+/// # Safety
+/// `profile` is NULL or a reference not released before.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_profile_free(profile: *const kvexact_profile) {
+    boundary(|| {
+        unsafe { arc_free(profile) };
+        Ok(())
+    })
+}

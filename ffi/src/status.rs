@@ -1,0 +1,115 @@
+//! Status codes: `0` is success, `-1 … -7` are the gateway's encode-path codes, everything
+//! else (arguments, buffers, registry, events, panics) is `<= -100`.
+
+use std::ffi::c_char;
+
+/// The result of every fallible call: `KVEXACT_OK` (0) or a negative `KVEXACT_ERR_*` value.
+/// Functions that return a count (`int32_t`) use the same negative values for failures.
+pub type kvexact_status = i32;
+
+/// Success.
+pub const KVEXACT_OK: kvexact_status = 0;
+/// The request is malformed (bad JSON, empty prompt, wrong field types). Same value as the
+/// gateway's `LLB_KV_TOK_ERR_REQUEST`.
+pub const KVEXACT_ERR_REQUEST: kvexact_status = -1;
+/// A strict-rule refusal; the reason is the `kvexact_refusal` out-value. Same value as the
+/// gateway's `LLB_KV_TOK_ERR_UNSUPPORTED`.
+pub const KVEXACT_ERR_UNSUPPORTED: kvexact_status = -2;
+/// The profile cannot serve this request (missing renderer/surface, contract mismatch). Same
+/// value as the gateway's `LLB_KV_TOK_ERR_PROFILE`.
+pub const KVEXACT_ERR_PROFILE: kvexact_status = -3;
+/// The chat template failed to render. Same value as `LLB_KV_TOK_ERR_RENDERER`.
+pub const KVEXACT_ERR_RENDERER: kvexact_status = -4;
+/// The tokenizer failed or is missing. Same value as `LLB_KV_TOK_ERR_TOKENIZER`.
+pub const KVEXACT_ERR_TOKENIZER: kvexact_status = -5;
+/// Any other encode-path failure. Same value as `LLB_KV_TOK_ERR_UNKNOWN`.
+pub const KVEXACT_ERR_UNKNOWN: kvexact_status = -6;
+/// Reserved for the caller's readiness fence; libkvexact never returns it. Same value as
+/// `LLB_KV_TOK_ERR_NOT_READY`.
+pub const KVEXACT_ERR_NOT_READY: kvexact_status = -7;
+
+/// A panic was caught at the ABI boundary (a bug in libkvexact; the call had no effect).
+pub const KVEXACT_ERR_PANIC: kvexact_status = -100;
+/// A required pointer argument was NULL.
+pub const KVEXACT_ERR_NULL_ARGUMENT: kvexact_status = -101;
+/// An argument is out of range (unknown enum value, block size 0, invalid UTF-8 …).
+pub const KVEXACT_ERR_INVALID_ARGUMENT: kvexact_status = -102;
+/// The caller's output buffer is too small; the needed length was written to the length
+/// out-parameter and nothing else was written.
+pub const KVEXACT_ERR_BUFFER_TOO_SMALL: kvexact_status = -103;
+/// The engine defines no hash for what was asked (e.g. a trailing partial block under vLLM,
+/// which never hashes partial blocks). libkvexact refuses rather than invent a value.
+pub const KVEXACT_ERR_HASH_UNDEFINED: kvexact_status = -104;
+/// A result does not fit the return type (e.g. more than `INT32_MAX` blocks).
+pub const KVEXACT_ERR_OVERFLOW: kvexact_status = -105;
+/// Loading or checking the registry failed; the error object names the code and the file.
+pub const KVEXACT_ERR_REGISTRY: kvexact_status = -110;
+/// No profile matches the model name or id.
+pub const KVEXACT_ERR_NOT_FOUND: kvexact_status = -111;
+/// An event payload does not follow the decoder's wire schema (`schema_mismatch`).
+pub const KVEXACT_ERR_EVENT_SCHEMA: kvexact_status = -120;
+/// An event payload is not decodable at all (`decode_error`).
+pub const KVEXACT_ERR_EVENT_DECODE: kvexact_status = -121;
+
+/// Every status with its stable name, in one table (names are the `kvexact_error_code` of
+/// errors that carry no finer code).
+const NAMES: &[(kvexact_status, &str)] = &[
+    (KVEXACT_OK, "ok\0"),
+    (KVEXACT_ERR_REQUEST, "request\0"),
+    (KVEXACT_ERR_UNSUPPORTED, "unsupported\0"),
+    (KVEXACT_ERR_PROFILE, "profile\0"),
+    (KVEXACT_ERR_RENDERER, "renderer\0"),
+    (KVEXACT_ERR_TOKENIZER, "tokenizer\0"),
+    (KVEXACT_ERR_UNKNOWN, "unknown\0"),
+    (KVEXACT_ERR_NOT_READY, "not_ready\0"),
+    (KVEXACT_ERR_PANIC, "panic\0"),
+    (KVEXACT_ERR_NULL_ARGUMENT, "null_argument\0"),
+    (KVEXACT_ERR_INVALID_ARGUMENT, "invalid_argument\0"),
+    (KVEXACT_ERR_BUFFER_TOO_SMALL, "buffer_too_small\0"),
+    (KVEXACT_ERR_HASH_UNDEFINED, "hash_undefined\0"),
+    (KVEXACT_ERR_OVERFLOW, "overflow\0"),
+    (KVEXACT_ERR_REGISTRY, "registry\0"),
+    (KVEXACT_ERR_NOT_FOUND, "not_found\0"),
+    (KVEXACT_ERR_EVENT_SCHEMA, "schema_mismatch\0"),
+    (KVEXACT_ERR_EVENT_DECODE, "decode_error\0"),
+];
+
+/// The stable name of a status (with its NUL terminator), or `None` for an unknown value.
+pub(crate) fn name_with_nul(status: kvexact_status) -> Option<&'static str> {
+    NAMES.iter().find(|(s, _)| *s == status).map(|(_, n)| *n)
+}
+
+/// The stable name of a status without the NUL terminator (`"null_argument"`), or
+/// `"unrecognized_status"`.
+pub(crate) fn name(status: kvexact_status) -> &'static str {
+    name_with_nul(status)
+        .map(|n| n.trim_end_matches('\0'))
+        .unwrap_or("unrecognized_status")
+}
+
+/// The stable lower-case name of a status (`"ok"`, `"request"`, `"null_argument"` …), or
+/// `"unrecognized_status"` for a value libkvexact does not define.
+///
+/// Ownership: the string is static; never free it.
+#[no_mangle]
+pub extern "C" fn kvexact_status_name(status: kvexact_status) -> *const c_char {
+    name_with_nul(status)
+        .unwrap_or("unrecognized_status\0")
+        .as_ptr()
+        .cast()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_nul_terminated() {
+        for (i, (s, n)) in NAMES.iter().enumerate() {
+            assert!(n.ends_with('\0') && !n[..n.len() - 1].contains('\0'));
+            assert!(NAMES[i + 1..].iter().all(|(t, m)| t != s && m != n));
+        }
+        assert_eq!(name(KVEXACT_ERR_NULL_ARGUMENT), "null_argument");
+        assert_eq!(name(12345), "unrecognized_status");
+    }
+}

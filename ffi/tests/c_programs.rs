@@ -1,0 +1,174 @@
+//! Runs the C test programs in `ffi/tests/c/` the way the gateway uses libkvexact: each is
+//! compiled by the system C compiler (`cc`, or `$CC`) against `include/kvexact.h` and the
+//! freshly built static library (`libkvexact.a` + `-lpthread -ldl -lm`), then run with the
+//! repository root as its first argument (to find `testdata/`).
+//! Environment for a program is passed explicitly (never `set_var` in the test process).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CRATE_DIR: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The profile directory (`target/debug` or `target/release`) this test binary was built into;
+/// cargo builds the library's staticlib and cdylib there too.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/c_programs-<hash>
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
+fn find_lib(file: &str) -> PathBuf {
+    let dir = profile_dir();
+    [dir.join(file), dir.join("deps").join(file)]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{file} not found under {}", dir.display()))
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(CRATE_DIR).join("..")
+}
+
+/// Compiles `ffi/tests/c/<name>.c` (plus `extra` flags) into the profile dir as `exe_name`
+/// and returns the executable's path.
+fn compile(name: &str, exe_name: &str, link: &[&str], extra: &[&str]) -> PathBuf {
+    let out_dir = profile_dir().join("kvexact-ctests");
+    std::fs::create_dir_all(&out_dir).expect("create output dir");
+    let exe = out_dir.join(exe_name);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let src = Path::new(CRATE_DIR)
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    let output = Command::new(&cc)
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-g",
+            "-O1",
+        ])
+        .arg("-I")
+        .arg(repo_root().join("include"))
+        .args(extra)
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .args(link)
+        .output()
+        .unwrap_or_else(|e| panic!("run {cc}: {e}"));
+    assert!(
+        output.status.success(),
+        "compiling {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    exe
+}
+
+fn run(exe: &Path, envs: &[(&str, &str)]) {
+    let output = Command::new(exe)
+        .arg(repo_root())
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", exe.display()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    print!("{stdout}");
+    eprint!("{stderr}");
+    assert!(
+        output.status.success(),
+        "{} failed ({}):\n{stdout}\n{stderr}",
+        exe.display(),
+        output.status
+    );
+}
+
+/// Compile against the static library and run.
+fn run_static(name: &str, envs: &[(&str, &str)]) {
+    let lib = find_lib("libkvexact.a");
+    let lib = lib.to_str().expect("UTF-8 path");
+    let exe = compile(
+        name,
+        name,
+        &[lib, "-lpthread", "-ldl", "-lm"],
+        &["-pthread"],
+    );
+    run(&exe, envs);
+}
+
+#[test]
+fn c_abi_basics() {
+    run_static("abi_basics", &[]);
+}
+
+/// The same program linked against the shared library, to check the exported symbols.
+#[test]
+fn c_abi_basics_shared() {
+    let so = find_lib("libkvexact.so");
+    let dir = so
+        .parent()
+        .expect("lib dir")
+        .to_str()
+        .expect("UTF-8 path")
+        .to_string();
+    let exe = compile(
+        "abi_basics",
+        "abi_basics_shared",
+        &["-L", &dir, "-lkvexact", &format!("-Wl,-rpath,{dir}")],
+        &[],
+    );
+    run(&exe, &[]);
+}
+
+/// The header compiles on its own as C89-compatible C99 and as C++.
+#[test]
+fn header_compiles_standalone_in_c_and_cpp() {
+    let include = repo_root().join("include");
+    for (compiler, std) in [("cc", "-std=c99"), ("c++", "-std=c++11")] {
+        let output = Command::new(compiler)
+            .args([
+                std,
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-pedantic",
+                "-fsyntax-only",
+            ])
+            .args(["-x", if compiler == "cc" { "c" } else { "c++" }])
+            .arg(include.join("kvexact.h"))
+            .output()
+            .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
+        assert!(
+            output.status.success(),
+            "{compiler} {std}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[test]
+fn c_hash_vectors() {
+    run_static("hash_vectors", &[]);
+}
+
+/// 8 threads share handles while a publisher replaces them. Debug builds (plain `cargo test`)
+/// run 8,000 calls; release builds (`cargo test --release`) the full 100,000.
+#[test]
+fn c_concurrency() {
+    let iterations = if cfg!(debug_assertions) {
+        "8000"
+    } else {
+        "100000"
+    };
+    run_static("concurrency", &[("KVEXACT_TEST_ITERATIONS", iterations)]);
+}
+
+#[test]
+fn c_gateway_flow() {
+    run_static("gateway_flow", &[]);
+}

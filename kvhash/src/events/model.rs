@@ -1,0 +1,512 @@
+//! The typed event model shared by every engine.
+//!
+//! A decoded [`EventBatch`] borrows strings, byte-string hashes and token-id arrays from the
+//! input bytes (msgpack formats); TensorRT-LLM's JSON values are owned.
+
+use super::msgpack::Reader;
+use std::fmt;
+
+/// Where in the input a decoding error happened: the frame (multipart input), the byte offset
+/// (inside that frame's payload, or the payload given alone) and a field path such as
+/// `events[2].block_hashes[0]` or, for JSON, `$[3].data.blocks[0].block_hash`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Location {
+    /// Index of the ZMQ frame, when the input was a multipart message.
+    pub frame: Option<usize>,
+    /// Byte offset inside the payload (msgpack formats).
+    pub offset: Option<usize>,
+    /// Field path; empty when the error is not inside a known field.
+    pub path: String,
+}
+
+impl Location {
+    /// A location at a byte offset.
+    pub fn offset(offset: usize) -> Self {
+        Location {
+            offset: Some(offset),
+            ..Location::default()
+        }
+    }
+
+    /// A location at a JSON path.
+    pub fn path(path: impl Into<String>) -> Self {
+        Location {
+            path: path.into(),
+            ..Location::default()
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(fr) = self.frame {
+            parts.push(format!("frame {fr}"));
+        }
+        if let Some(o) = self.offset {
+            parts.push(format!("byte {o}"));
+        }
+        if !self.path.is_empty() {
+            parts.push(self.path.clone());
+        }
+        if parts.is_empty() {
+            f.write_str("start of input")
+        } else {
+            f.write_str(&parts.join(", "))
+        }
+    }
+}
+
+/// One decoded batch: a ZMQ message (vLLM, SGLang) or one drained HTTP body (TensorRT-LLM).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventBatch<'a> {
+    /// The format the batch was decoded from.
+    pub format: super::EventFormat,
+    /// Frame 0 (ZMQ topic) when decoded from frames.
+    pub topic: Option<&'a str>,
+    /// Frame 1 (sequence number, 8 bytes big-endian) when decoded from frames.
+    pub seq: Option<u64>,
+    /// Batch timestamp (seconds since the epoch); `None` for TensorRT-LLM.
+    pub ts: Option<f64>,
+    /// Batch slot 2: vLLM's `data_parallel_rank` (`None` when nil on the wire) or SGLang's
+    /// `attn_dp_rank`. `None` for TensorRT-LLM, whose rank is per event
+    /// ([`TrtEnvelope::attention_dp_rank`]).
+    pub rank: Option<u32>,
+    /// The events, in wire order.
+    pub events: Vec<Event<'a>>,
+}
+
+/// One event with, for TensorRT-LLM, its envelope.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event<'a> {
+    /// TensorRT-LLM's `event_id` / `window_size` / `attention_dp_rank`; `None` elsewhere.
+    pub envelope: Option<TrtEnvelope>,
+    /// What happened.
+    pub kind: EventKind<'a>,
+}
+
+/// The event types of all engines.
+// BlockStored dominates real batches; boxing it would add one allocation per event.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind<'a> {
+    /// vLLM / SGLang `BlockStored`: a chain of blocks with their tokens.
+    BlockStored(BlockStored<'a>),
+    /// vLLM / SGLang `BlockRemoved`, TensorRT-LLM `removed`.
+    BlockRemoved(BlockRemoved<'a>),
+    /// vLLM / SGLang `AllBlocksCleared` (prefix-cache reset).
+    AllBlocksCleared,
+    /// TensorRT-LLM `created`: a fresh pool for this window.
+    Created(TrtCreated),
+    /// TensorRT-LLM `stored`: blocks with per-block tokens and metadata.
+    Stored(TrtStored),
+    /// TensorRT-LLM `updated`: a block moved between cache levels or was reprioritised.
+    Updated(TrtUpdated),
+}
+
+impl EventKind<'_> {
+    /// The wire name of the event type (`"BlockStored"`, `"stored"`, …). `BlockRemoved` is
+    /// named `"BlockRemoved"` for every engine.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::BlockStored(_) => "BlockStored",
+            EventKind::BlockRemoved(_) => "BlockRemoved",
+            EventKind::AllBlocksCleared => "AllBlocksCleared",
+            EventKind::Created(_) => "created",
+            EventKind::Stored(_) => "stored",
+            EventKind::Updated(_) => "updated",
+        }
+    }
+}
+
+/// A block hash in the engine's own form.
+///
+/// Conversion to the 64-bit value a gateway indexes ([`BlockHash::to_u64`]):
+///
+/// | form | engine | `to_u64` |
+/// |---|---|---|
+/// | `U64` | vLLM int mode, TensorRT-LLM | the value |
+/// | `I64` | SGLang (signed int64) | two's-complement bits (`v as u64`) |
+/// | `Bytes` | vLLM bytes mode (`VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0`) | `int.from_bytes(d, "big") mod 2^64`: the last 8 bytes big-endian (shorter digests zero-extended), vllm.md §5 |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BlockHash<'a> {
+    /// Unsigned 64-bit (vLLM int mode, TensorRT-LLM).
+    U64(u64),
+    /// Signed 64-bit (SGLang).
+    I64(i64),
+    /// Raw digest bytes (vLLM bytes mode), borrowed from the payload.
+    Bytes(&'a [u8]),
+}
+
+impl BlockHash<'_> {
+    /// The 64-bit value the gateway indexes (see the table on [`BlockHash`]).
+    pub fn to_u64(&self) -> u64 {
+        match *self {
+            BlockHash::U64(v) => v,
+            BlockHash::I64(v) => v as u64,
+            BlockHash::Bytes(b) => {
+                let tail = &b[b.len().saturating_sub(8)..];
+                tail.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x))
+            }
+        }
+    }
+}
+
+/// vLLM / SGLang `BlockStored`. Fields an engine does not send are `None`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockStored<'a> {
+    /// Consecutive chain hashes, one per stored block.
+    pub block_hashes: Vec<BlockHash<'a>>,
+    /// Hash of the block before the first stored one; `None` when it hangs off the root.
+    pub parent_block_hash: Option<BlockHash<'a>>,
+    /// The tokens of the stored blocks (borrowed view).
+    pub token_ids: TokenIds<'a>,
+    /// Tokens per stored block.
+    pub block_size: u32,
+    /// Adapter integer id (vLLM, deprecated; SGLang: always nil in 0.5.19).
+    pub lora_id: Option<i64>,
+    /// Storage tier: `"GPU"`, `"CPU"`, SGLang `"CPU_PINNED"` …
+    pub medium: Option<&'a str>,
+    /// Adapter name (vLLM; SGLang 0.5.22 `dynamo` format).
+    pub lora_name: Option<&'a str>,
+    /// vLLM: one entry per stored block, nil or the block's untagged extra keys.
+    pub extra_keys: Option<Vec<Option<Vec<ExtraKey<'a>>>>>,
+    /// vLLM: KV-cache group index.
+    pub group_idx: Option<u32>,
+    /// vLLM: KV-cache spec kind (`"full_attention"`, `"sliding_window"` …).
+    pub kv_cache_spec_kind: Option<&'a str>,
+    /// vLLM: sliding window of a sliding-window group.
+    pub kv_cache_spec_sliding_window: Option<u64>,
+    /// vLLM offloading tiers: `"LOCAL"` / `"REMOTE"`.
+    pub locality: Option<&'a str>,
+    /// vLLM offloading tiers: ownership.
+    pub ownership: Option<&'a str>,
+    /// vLLM / SGLang 0.5.20+: the request's session id.
+    pub session_id: Option<&'a str>,
+    /// vLLM 0.33 (EAGLE block drop): the look-ahead tokens each hash also covers.
+    pub lookahead_token_ids: Option<TokenIds<'a>>,
+    /// SGLang: the request's cache salt (0.5.19: the 8th element's `{"cache_salt": …}` map).
+    pub cache_salt: Option<&'a str>,
+}
+
+/// vLLM / SGLang `BlockRemoved`, TensorRT-LLM `removed`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockRemoved<'a> {
+    /// The removed hashes.
+    pub block_hashes: Vec<BlockHash<'a>>,
+    /// Storage tier (vLLM, SGLang); `None` for TensorRT-LLM.
+    pub medium: Option<&'a str>,
+    /// vLLM: KV-cache group index.
+    pub group_idx: Option<u32>,
+    /// vLLM offloading tiers.
+    pub locality: Option<&'a str>,
+    /// vLLM offloading tiers.
+    pub ownership: Option<&'a str>,
+}
+
+/// One untagged extra key of a vLLM block, as published in `extra_keys`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtraKey<'a> {
+    /// A text key: the LoRA name, the cache salt, or (vLLM <= 0.18) a bare mm identifier.
+    Text(&'a str),
+    /// A byte-string key: the prompt-embeds digest.
+    Bytes(&'a [u8]),
+    /// A multimodal key `[identifier, offset]` (offset relative to the block start; may be
+    /// negative).
+    Mm {
+        /// The item's identifier.
+        identifier: &'a str,
+        /// Offset of the item's start relative to the block start.
+        offset: i64,
+    },
+}
+
+/// The shape of a token-id array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenShape {
+    /// A flat array of ids (the normal case).
+    Flat,
+    /// SGLang EAGLE bigrams: an array of `[t_j, t_j+1]` pairs. Such events cannot be matched
+    /// with plain-token hashing (sglang.md §1.1); SGLang's own typed decoder rejects them.
+    Bigrams,
+}
+
+/// A borrowed, already validated view of a msgpack token-id array: the ids are decoded
+/// lazily from the payload bytes when iterated, never copied at decode time.
+///
+/// Every element was checked at decode time to be a non-negative integer below 2^64 (and,
+/// for [`TokenShape::Bigrams`], every unit a 2-element array of such integers). Equality
+/// compares shape and values, not the wire widths.
+#[derive(Clone, Copy)]
+pub struct TokenIds<'a> {
+    raw: &'a [u8],
+    units: usize,
+    shape: TokenShape,
+}
+
+impl PartialEq for TokenIds<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.shape == other.shape && self.units == other.units && self.values().eq(other.values())
+    }
+}
+
+impl Eq for TokenIds<'_> {}
+
+impl fmt::Debug for TokenIds<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenIds")
+            .field("shape", &self.shape)
+            .field("values", &self.values().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl<'a> TokenIds<'a> {
+    /// Builds a view; `raw` must be the validated element bytes (see the decoders).
+    pub(crate) fn new(raw: &'a [u8], units: usize, shape: TokenShape) -> Self {
+        TokenIds { raw, units, shape }
+    }
+
+    /// Flat ids or bigrams.
+    pub fn shape(&self) -> TokenShape {
+        self.shape
+    }
+
+    /// Number of units: ids for [`TokenShape::Flat`], pairs for [`TokenShape::Bigrams`].
+    pub fn len(&self) -> usize {
+        self.units
+    }
+
+    /// True when there are no units.
+    pub fn is_empty(&self) -> bool {
+        self.units == 0
+    }
+
+    /// Every integer in wire order (for bigrams: both members of each pair, flattened).
+    pub fn values(&self) -> TokenIter<'a> {
+        TokenIter {
+            raw: self.raw,
+            pos: 0,
+        }
+    }
+
+    /// The ids, when the array is flat; `None` for bigrams.
+    pub fn ids(&self) -> Option<TokenIter<'a>> {
+        match self.shape {
+            TokenShape::Flat => Some(self.values()),
+            TokenShape::Bigrams => None,
+        }
+    }
+
+    /// The pairs, when the array holds bigrams; `None` for flat arrays.
+    pub fn bigrams(&self) -> Option<impl Iterator<Item = (u64, u64)> + 'a> {
+        match self.shape {
+            TokenShape::Flat => None,
+            TokenShape::Bigrams => {
+                let mut it = self.values();
+                Some(std::iter::from_fn(move || Some((it.next()?, it.next()?))))
+            }
+        }
+    }
+
+    /// The flat ids copied into a vector (`None` for bigrams).
+    pub fn to_vec(&self) -> Option<Vec<u64>> {
+        self.ids().map(|it| it.collect())
+    }
+}
+
+/// Iterator over the integers of a [`TokenIds`] view.
+#[derive(Debug, Clone)]
+pub struct TokenIter<'a> {
+    raw: &'a [u8],
+    pos: usize,
+}
+
+impl Iterator for TokenIter<'_> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        // The bytes were validated at decode time; any inconsistency simply ends iteration.
+        loop {
+            let b = *self.raw.get(self.pos)?;
+            if b == 0x92 {
+                self.pos += 1; // a bigram's array header
+                continue;
+            }
+            let (v, n) = read_uint_fast(self.raw.get(self.pos..)?)?;
+            self.pos += n;
+            return Some(v);
+        }
+    }
+}
+
+/// Reads one non-negative msgpack integer; returns the value and its encoded length.
+#[inline]
+fn read_uint_fast(s: &[u8]) -> Option<(u64, usize)> {
+    let b = *s.first()?;
+    let be = |n: usize| -> Option<u64> {
+        let bytes = s.get(1..1 + n)?;
+        Some(bytes.iter().fold(0u64, |a, &x| (a << 8) | u64::from(x)))
+    };
+    match b {
+        0x00..=0x7f => Some((u64::from(b), 1)),
+        0xcc | 0xd0 => Some((be(1)?, 2)),
+        0xcd | 0xd1 => Some((be(2)?, 3)),
+        0xce | 0xd2 => Some((be(4)?, 5)),
+        0xcf | 0xd3 => Some((be(8)?, 9)),
+        _ => None,
+    }
+}
+
+/// Reads and validates a token-id array at the reader's position, returning the lazy view.
+pub(crate) fn read_token_ids<'a>(r: &mut Reader<'a>) -> Result<TokenIds<'a>, crate::Error> {
+    let n = r.array("an array of token ids")?;
+    let start = r.pos();
+    let mut shape = TokenShape::Flat;
+    for i in 0..n {
+        let b = r.peek("a token id")?;
+        if matches!(b, 0x90..=0x9f | 0xdc | 0xdd) {
+            // EAGLE bigrams: every unit must be a fixarray of exactly two ids.
+            if i == 0 {
+                shape = TokenShape::Bigrams;
+            }
+            let at = r.pos();
+            if shape != TokenShape::Bigrams || b != 0x92 {
+                return Err(crate::Error::EventInvalidValue {
+                    at: r.at(at),
+                    reason: "token ids mix integers and arrays, or a bigram is not [a, b]"
+                        .to_string(),
+                });
+            }
+            r.array("a bigram")?;
+            r.u64("a token id")?;
+            r.u64("a token id")?;
+        } else {
+            if shape == TokenShape::Bigrams {
+                let at = r.pos();
+                return Err(crate::Error::EventInvalidValue {
+                    at: r.at(at),
+                    reason: "token ids mix arrays and integers".to_string(),
+                });
+            }
+            r.u64("a token id")?;
+        }
+    }
+    let end = r.pos();
+    Ok(TokenIds::new(r.slice(start, end), n, shape))
+}
+
+/// TensorRT-LLM event envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrtEnvelope {
+    /// Per-manager event counter (a jump means events were dropped).
+    pub event_id: u64,
+    /// Attention window of the pool (not the block size).
+    pub window_size: Option<u64>,
+    /// Attention-DP rank; only with attention DP.
+    pub attention_dp_rank: Option<u32>,
+}
+
+/// TensorRT-LLM `created`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrtCreated {
+    /// Blocks per cache level (0 = GPU, 1 = host).
+    pub num_blocks_per_cache_level: Vec<u64>,
+}
+
+/// TensorRT-LLM `stored`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrtStored {
+    /// Hash of the block before the first listed one; `None` off the root.
+    pub parent_hash: Option<u64>,
+    /// The stored blocks, in chain order.
+    pub blocks: Vec<TrtStoredBlock>,
+}
+
+/// One TensorRT-LLM stored block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrtStoredBlock {
+    /// The V1 block hash.
+    pub block_hash: u64,
+    /// Every token of the block (partial blocks list fewer).
+    pub tokens: Vec<TrtToken>,
+    /// The request's cache salt (1.3.0rc builds); `None` when null or absent.
+    pub cache_salt: Option<String>,
+    /// 0 = GPU, 1 = host.
+    pub cache_level: Option<i64>,
+    /// Retention priority (35 = engine default).
+    pub priority: Option<i64>,
+    /// Multimodal keys (1.3.0rc builds); empty when absent.
+    pub mm_keys: Vec<TrtMmKey>,
+    /// LoRA id, only if a build serializes it (V1 JSON does not).
+    pub lora_id: Option<i64>,
+}
+
+/// One TensorRT-LLM token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrtToken {
+    /// The token id as the engine prints it (int32; ids ≥ 2^31 appear negative).
+    pub token_id: i32,
+    /// Prompt-table extra id (0 when unused).
+    pub token_extra_id: u64,
+}
+
+impl TrtToken {
+    /// The id as the hash reads it: the same 32 bits, unsigned.
+    pub fn token_id_u32(&self) -> u32 {
+        self.token_id as u32
+    }
+}
+
+/// One TensorRT-LLM multimodal key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrtMmKey {
+    /// The item digest as 64 hex digits, or a UUID string.
+    pub hash: String,
+    /// Offset inside the item where this block starts.
+    pub start_offset: u64,
+}
+
+/// TensorRT-LLM `updated`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrtUpdated {
+    /// The block.
+    pub block_hash: u64,
+    /// Cache-level change, if any.
+    pub cache_level: Option<TrtDiff>,
+    /// Priority change, if any.
+    pub priority: Option<TrtDiff>,
+}
+
+/// TensorRT-LLM `event_diff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrtDiff {
+    /// New value.
+    pub new_value: i64,
+    /// Old value.
+    pub old_value: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_views_compare_values_not_widths() {
+        let narrow = [0x05u8, 0xcc, 0x80];
+        let wide = [0xcfu8, 0, 0, 0, 0, 0, 0, 0, 5, 0xd1, 0x00, 0x80];
+        let a = TokenIds::new(&narrow, 2, TokenShape::Flat);
+        let b = TokenIds::new(&wide, 2, TokenShape::Flat);
+        assert_eq!(a.to_vec(), Some(vec![5, 128]));
+        assert_eq!(a, b);
+        assert_ne!(a, TokenIds::new(&narrow[..1], 1, TokenShape::Flat));
+    }
+
+    #[test]
+    fn bytes_hash_to_u64_is_the_big_endian_tail() {
+        let d: Vec<u8> = (1..=32).collect();
+        assert_eq!(BlockHash::Bytes(&d).to_u64(), 0x191a1b1c1d1e1f20);
+        assert_eq!(BlockHash::Bytes(&[1, 2]).to_u64(), 0x0102);
+        assert_eq!(BlockHash::I64(-1).to_u64(), u64::MAX);
+    }
+}

@@ -1,1 +1,0 @@
-//! To be filled: see lib.rs.

@@ -1,0 +1,249 @@
+//! Hand-written canonical CBOR for the fixed shapes vLLM hashes (spec vllm.md §4.1).
+//!
+//! Only definite-length arrays, unsigned/negative integers, byte strings, text strings and
+//! null occur. Every head uses the shortest argument, as RFC 8949 deterministic encoding
+//! (and `cbor2.dumps(..., canonical=True)`) requires.
+
+use super::{BlockKey, TokenId, VllmExtras};
+
+const MAJOR_UINT: u8 = 0;
+const MAJOR_NINT: u8 = 1;
+const MAJOR_BYTES: u8 = 2;
+const MAJOR_TEXT: u8 = 3;
+const MAJOR_ARRAY: u8 = 4;
+const NULL: u8 = 0xf6;
+
+/// Writes a head: major type plus the shortest argument.
+#[inline(always)]
+pub(crate) fn head(buf: &mut Vec<u8>, major: u8, v: u64) {
+    let m = major << 5;
+    if v < 24 {
+        buf.push(m | v as u8);
+    } else if v <= 0xff {
+        buf.extend_from_slice(&[m | 24, v as u8]);
+    } else if v <= 0xffff {
+        let b = (v as u16).to_be_bytes();
+        buf.extend_from_slice(&[m | 25, b[0], b[1]]);
+    } else if v <= 0xffff_ffff {
+        let b = (v as u32).to_be_bytes();
+        buf.extend_from_slice(&[m | 26, b[0], b[1], b[2], b[3]]);
+    } else {
+        let b = v.to_be_bytes();
+        buf.extend_from_slice(&[m | 27, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+    }
+}
+
+/// Unsigned integers (token ids), written into a pre-sized tail of `buf` through a
+/// fixed 9-byte window per id, so that the hot loop has no capacity checks or calls.
+#[inline(always)]
+fn uints<T: TokenId>(buf: &mut Vec<u8>, tokens: &[T]) {
+    let start = buf.len();
+    buf.resize(start + tokens.len() * 9, 0);
+    // A local slice keeps pointer and length in registers (stores through `buf` itself
+    // would force a reload of the Vec's fields after every byte store).
+    let (_, out) = buf.split_at_mut(start);
+    let mut pos = 0;
+    for t in tokens {
+        let Some(window) = out.get_mut(pos..pos + 9) else {
+            break;
+        };
+        let Ok(w) = <&mut [u8; 9]>::try_from(window) else {
+            break;
+        };
+        let v = t.to_u64();
+        pos += match u32::try_from(v) {
+            Ok(v32) => uint32_into(w, v32),
+            Err(_) => uint_into(w, v),
+        };
+    }
+    buf.truncate(start + pos);
+}
+
+/// Branch-free major-0 head of a 32-bit value (token ids straddle the 1-, 2-, 3- and
+/// 5-byte forms at random, which defeats branch prediction). Writes 8 bytes of `w`,
+/// returns how many belong to the head.
+#[inline(always)]
+fn uint32_into(w: &mut [u8; 9], v: u32) -> usize {
+    const HEAD: [u64; 4] = [0, 24, 25, 26];
+    const PAYLOAD: [u32; 4] = [0, 1, 2, 4];
+    let k = (usize::from(v >= 24) + usize::from(v >= 0x100) + usize::from(v >= 0x1_0000)) & 3;
+    let p = PAYLOAD[k];
+    // For v < 24 the value itself is the head byte (k = 0, shift 56).
+    let word = (HEAD[k] << 56) | (u64::from(v) << (56 - 8 * p));
+    w[..8].copy_from_slice(&word.to_be_bytes());
+    1 + p as usize
+}
+
+/// Writes the major-0 head of `v` at the start of `w`; returns its length.
+#[inline]
+fn uint_into(w: &mut [u8; 9], v: u64) -> usize {
+    if v < 24 {
+        w[0] = v as u8;
+        1
+    } else if v <= 0xff {
+        w[0] = 24;
+        w[1] = v as u8;
+        2
+    } else if v <= 0xffff {
+        let b = (v as u16).to_be_bytes();
+        w[0] = 25;
+        w[1] = b[0];
+        w[2] = b[1];
+        3
+    } else if v <= 0xffff_ffff {
+        let b = (v as u32).to_be_bytes();
+        w[0] = 26;
+        w[1..5].copy_from_slice(&b);
+        5
+    } else {
+        w[0] = 27;
+        w[1..9].copy_from_slice(&v.to_be_bytes());
+        9
+    }
+}
+
+/// A signed integer (major 0 or 1).
+#[inline]
+pub(crate) fn int(buf: &mut Vec<u8>, v: i64) {
+    if v >= 0 {
+        head(buf, MAJOR_UINT, v as u64);
+    } else {
+        // -1 - v never overflows for negative v.
+        head(buf, MAJOR_NINT, (-1 - v) as u64);
+    }
+}
+
+/// A byte string.
+#[inline]
+pub(crate) fn bytes(buf: &mut Vec<u8>, b: &[u8]) {
+    head(buf, MAJOR_BYTES, b.len() as u64);
+    buf.extend_from_slice(b);
+}
+
+/// A text string (UTF-8).
+#[inline]
+pub(crate) fn text(buf: &mut Vec<u8>, s: &str) {
+    head(buf, MAJOR_TEXT, s.len() as u64);
+    buf.extend_from_slice(s.as_bytes());
+}
+
+/// `ser(S)` for the NONE_HASH seed string.
+pub(crate) fn encode_seed(buf: &mut Vec<u8>, seed: &str) {
+    text(buf, seed);
+}
+
+/// Largest block the stack fast path takes (`[parent, tokens, null]` with 9-byte ids and
+/// the SHA-256 padding must fit in [`FAST_BUF`] bytes).
+pub(crate) const FAST_MAX_BLOCK: usize = 16;
+const FAST_BUF: usize = 192;
+
+/// SHA-256 of `[parent, [t0..tB-1], null]` (a block without extra keys, B ≤ 16), built
+/// and padded on the stack: the contract's hot path. `None` when the shape does not fit.
+#[inline]
+pub(crate) fn plain_block_sha256<T: TokenId>(parent: &[u8], tokens: &[T]) -> Option<[u8; 32]> {
+    if tokens.len() > FAST_MAX_BLOCK || parent.len() != 32 {
+        return None;
+    }
+    let mut m = [0u8; FAST_BUF];
+    m[0] = (MAJOR_ARRAY << 5) | 3;
+    m[1] = (MAJOR_BYTES << 5) | 24;
+    m[2] = 32;
+    m.get_mut(3..35)?.copy_from_slice(parent);
+    m[35] = (MAJOR_ARRAY << 5) | tokens.len() as u8;
+    let mut pos = 36;
+    for t in tokens {
+        let w = <&mut [u8; 9]>::try_from(m.get_mut(pos..pos + 9)?).ok()?;
+        let v = t.to_u64();
+        pos += match u32::try_from(v) {
+            Ok(v32) => uint32_into(w, v32),
+            Err(_) => {
+                *w = [0; 9];
+                uint_into(w, v)
+            }
+        };
+    }
+    // `uint32_into` writes 8 bytes: clear what lies past the head before padding.
+    m.get_mut(pos..(pos + 9).min(FAST_BUF))?.fill(0);
+    *m.get_mut(pos)? = NULL;
+    crate::digest::sha256_in_place(&mut m, pos + 1)
+}
+
+/// `[parent, [t0..tB-1], extra]` for one block.
+#[inline]
+pub(crate) fn encode_block<T: TokenId>(
+    buf: &mut Vec<u8>,
+    parent: &[u8],
+    tokens: &[T],
+    extras: &VllmExtras,
+    keys: &[BlockKey],
+) {
+    buf.reserve(48 + tokens.len() * 9);
+    buf.push((MAJOR_ARRAY << 5) | 3);
+    bytes(buf, parent);
+    head(buf, MAJOR_ARRAY, tokens.len() as u64);
+    uints(buf, tokens);
+    if keys.is_empty() {
+        buf.push(NULL);
+        return;
+    }
+    head(buf, MAJOR_ARRAY, keys.len() as u64);
+    for key in keys {
+        match key {
+            BlockKey::Lora => {
+                if let Some(lora) = &extras.lora {
+                    head(buf, MAJOR_ARRAY, 3);
+                    text(buf, "lora");
+                    text(buf, &lora.name);
+                    text(buf, &lora.path);
+                }
+            }
+            BlockKey::Mm { index, offset } => {
+                if let Some(f) = extras.mm_features.get(*index) {
+                    head(buf, MAJOR_ARRAY, 3);
+                    text(buf, "mm");
+                    text(buf, &f.identifier);
+                    int(buf, *offset);
+                }
+            }
+            BlockKey::CacheSalt => {
+                if let Some(salt) = &extras.cache_salt {
+                    head(buf, MAJOR_ARRAY, 2);
+                    text(buf, "cache_salt");
+                    text(buf, salt);
+                }
+            }
+            BlockKey::PromptEmbeds(d) => {
+                head(buf, MAJOR_ARRAY, 2);
+                text(buf, "prompt_embeds");
+                bytes(buf, d);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branch_free_heads_match() {
+        for v in [
+            0u32,
+            1,
+            23,
+            24,
+            25,
+            255,
+            256,
+            65535,
+            65536,
+            151_999,
+            u32::MAX,
+        ] {
+            let (mut a, mut b) = ([0u8; 9], [0u8; 9]);
+            let na = uint32_into(&mut a, v);
+            let nb = uint_into(&mut b, u64::from(v));
+            assert_eq!(a[..na], b[..nb], "{v}");
+        }
+    }
+}

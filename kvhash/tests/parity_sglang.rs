@@ -1,0 +1,9 @@
+//! Every case of the SGLang block-hash vectors recomputes exactly; error cases are rejected.
+
+mod common;
+use kvhash::hash_vectors::VectorFormat;
+
+#[test]
+fn block_hashes() {
+    common::run("sglang/block_hashes.json", VectorFormat::Sglang, 37);
+}

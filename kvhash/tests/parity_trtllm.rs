@@ -1,0 +1,9 @@
+//! Every case of the TensorRT-LLM block-hash vectors recomputes exactly.
+
+mod common;
+use kvhash::hash_vectors::VectorFormat;
+
+#[test]
+fn block_hashes() {
+    common::run("trtllm/block_hashes.json", VectorFormat::Trtllm, 42);
+}

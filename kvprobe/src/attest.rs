@@ -1,0 +1,463 @@
+//! The live driver: runs the whole ladder against one running engine as the gateway would —
+//! real HTTP for identity, probes and the challenge completion, a ZMQ SUB socket on the
+//! engine's event port (vLLM, SGLang) or the destructive `POST /kv_cache_events` drain
+//! (TensorRT-LLM) — and evaluates the evidence with [`crate::ladder::evaluate`].
+
+use crate::bridge;
+use crate::challenge::{self, observe_event, Challenge, ChallengeSpec, RankCoverage};
+use crate::fixtures::{self, ApiMode};
+use crate::identity::{self, Geometry, MAX_PROBE_BODY};
+use crate::ladder::{self, EndpointEvidence, Evidence, ManifestEvidence, Observation, Verdict};
+use crate::transport::{HttpClient, ZmqSubscriber};
+use crate::{Engine, Error, Finding, Reason};
+use kvhash::events::{self, EventFormat};
+use kvhash::trtllm::TrtllmHasher;
+use kvprofile_core::{LoadOptions, LoadedProfile, Registry, StructuralValidator, TrustPolicy};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The TRT drain path.
+pub const DRAIN_PATH: &str = "/kv_cache_events";
+/// Cap on a drained body (events can be many).
+pub const MAX_DRAIN_BODY: usize = 16 << 20;
+
+/// What `kvexact attest` is asked to do.
+#[derive(Debug, Clone)]
+pub struct AttestConfig {
+    /// Registry root.
+    pub registry: PathBuf,
+    /// Profile id.
+    pub profile_id: String,
+    /// Engine family.
+    pub engine: Engine,
+    /// HTTP endpoint `host:port`.
+    pub endpoint: String,
+    /// KV-event endpoint `host:port` (ZMQ; vLLM/SGLang). Default: the HTTP host, port 5557.
+    pub events: Option<String>,
+    /// `kvBlockSize` (default 16; 32 for TensorRT-LLM).
+    pub block_size: Option<u32>,
+    /// vLLM none-hash seed (`PYTHONHASHSEED` pair), default `"0"`.
+    pub hash_seed: Option<String>,
+    /// Declared DP ranks (SGLang), default 1.
+    pub dp_ranks: u16,
+    /// Surfaces the rule serves (default: the profile's).
+    pub api_mode: Option<ApiMode>,
+    /// Challenge timeout (default 15 s).
+    pub challenge_timeout: Duration,
+    /// Per-call HTTP deadline (default 5 s).
+    pub probe_timeout: Duration,
+    /// The functional-only opt-in (no manifest → `READY_FUNCTIONAL_ONLY`).
+    pub functional_only: bool,
+    /// A fixed nonce (tests); `None` = from the OS.
+    pub nonce: Option<[u8; 16]>,
+    /// Trust policy for the registry (default: root and the current user).
+    pub trust: TrustPolicy,
+    /// Pause after subscribing before the challenge is sent (default 300 ms).
+    pub settle: Duration,
+}
+
+impl AttestConfig {
+    /// Defaults for everything but the required fields.
+    pub fn new(registry: PathBuf, profile_id: &str, engine: Engine, endpoint: &str) -> AttestConfig {
+        AttestConfig {
+            registry,
+            profile_id: profile_id.to_string(),
+            engine,
+            endpoint: endpoint.to_string(),
+            events: None,
+            block_size: None,
+            hash_seed: None,
+            dp_ranks: 1,
+            api_mode: None,
+            challenge_timeout: Duration::from_secs(15),
+            probe_timeout: Duration::from_secs(5),
+            functional_only: false,
+            nonce: None,
+            trust: TrustPolicy::for_current_user(),
+            settle: Duration::from_millis(300),
+        }
+    }
+
+    fn block_size(&self) -> u32 {
+        self.block_size.unwrap_or(if self.engine == Engine::Trtllm { 32 } else { 16 })
+    }
+
+    fn events_endpoint(&self) -> String {
+        self.events.clone().unwrap_or_else(|| {
+            let host = self.endpoint.rsplit_once(':').map_or(self.endpoint.as_str(), |(h, _)| h);
+            format!("{host}:5557")
+        })
+    }
+}
+
+/// The outcome of `kvexact attest`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttestReport {
+    /// Profile id.
+    pub profile_id: String,
+    /// Engine family.
+    pub engine: Engine,
+    /// HTTP endpoint.
+    pub endpoint: String,
+    /// Engine contract used.
+    pub contract_id: String,
+    /// Manifest digest, when one was in force.
+    pub manifest_digest: Option<String>,
+    /// The ladder's verdict.
+    #[serde(flatten)]
+    pub verdict: Verdict,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn obs(f: Finding) -> Option<Observation> {
+    Some(Observation::at(f, now_ms()))
+}
+
+/// Runs the ladder once. `Err` only for what stops an operator before any engine is asked:
+/// the registry does not load or lacks the profile.
+pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
+    if cfg.engine == Engine::Llamacpp {
+        return Err(Error::Config("llama.cpp has no KV plane to attest".into()));
+    }
+    let generation = Registry::new().publish(&cfg.registry, &LoadOptions { policy: cfg.trust, ..LoadOptions::default() }, &StructuralValidator)?;
+    let loaded = generation
+        .profile(&cfg.profile_id)
+        .ok_or_else(|| Error::Config(format!("profile {:?} is not in the registry", cfg.profile_id)))?
+        .clone();
+    let mut ev = Evidence {
+        endpoints: vec![EndpointEvidence { endpoint: cfg.endpoint.clone(), ..EndpointEvidence::default() }],
+        functional_only_optin: cfg.functional_only,
+        ..Evidence::default()
+    };
+    // Rung 1: drift.
+    if let Err(e) = generation.verify_disk(&cfg.profile_id) {
+        ev.profile_drift = Some(e.to_string());
+    }
+    // The manifest (trust root).
+    let manifest = match generation.load_manifest(&cfg.profile_id) {
+        Ok(Some(m)) => Some(m),
+        Ok(None) => {
+            ev.manifest = ManifestEvidence::Missing { detail: format!("manifests/{}.yaml is absent", cfg.profile_id) };
+            None
+        }
+        Err(e) => {
+            ev.manifest = ManifestEvidence::Missing { detail: e.to_string() };
+            None
+        }
+    };
+    if let Some(m) = &manifest {
+        ev.manifest = ManifestEvidence::Present { digest: m.digest.clone() };
+    }
+    let version = manifest.as_ref().map(|m| m.manifest.engine_version.as_str());
+    let contract = bridge::contract_for(cfg.engine, version)?;
+    let quirks = loaded.profile.quirks(&contract.id);
+    let mode = cfg.api_mode.unwrap_or_else(|| ApiMode::of_profile(&loaded.profile));
+    let mut report = AttestReport {
+        profile_id: cfg.profile_id.clone(),
+        engine: cfg.engine,
+        endpoint: cfg.endpoint.clone(),
+        contract_id: contract.id.clone(),
+        manifest_digest: manifest.as_ref().map(|m| m.digest.clone()),
+        verdict: ladder::evaluate(&ev),
+    };
+    let encoder = match bridge::encoder(&loaded, &contract.id) {
+        Ok(e) => e,
+        Err(e) => {
+            ev.profile_drift.get_or_insert(format!("no validated encoder: {e}"));
+            report.verdict = ladder::evaluate(&ev);
+            return Ok(report);
+        }
+    };
+    let http = HttpClient::new(&cfg.endpoint, cfg.probe_timeout, MAX_PROBE_BODY);
+    // Rung 2: fixtures, identity, token parity.
+    let set = match generation.load_fixtures(&cfg.profile_id, cfg.engine) {
+        Ok(set) => {
+            ev.fixtures = Some(fixtures::check_fixtures(&set, &loaded.profile, mode));
+            Some(set)
+        }
+        Err(e) => {
+            ev.fixtures = Some(fixtures::fixtures_load_failure(&e));
+            None
+        }
+    };
+    let rung1_ok = ev.profile_drift.is_none() && ev.fixtures.as_ref().is_some_and(|f| f.ok);
+    let done = |ev: &Evidence, report: &mut AttestReport| {
+        report.verdict = ladder::evaluate(ev);
+    };
+    let (Some(set), true) = (set, rung1_ok) else {
+        done(&ev, &mut report);
+        return Ok(report);
+    };
+    let ep = &mut ev.endpoints[0];
+    if let Some(m) = &manifest {
+        let f = match http.get(identity::identity_path(cfg.engine)) {
+            Ok(r) => identity::judge_identity(cfg.engine, &m.manifest, r.status, &r.body),
+            Err(f) => f,
+        };
+        let ok = f.ok;
+        ep.identity = obs(f);
+        if !ok {
+            done(&ev, &mut report);
+            return Ok(report);
+        }
+    }
+    let parity = match fixtures::tokenize_path(cfg.engine) {
+        Some(path) => {
+            let mut result = None;
+            let probed = fixtures::probed(&set, mode);
+            for fx in &probed {
+                let f = match http.post_json(path, &fx.request_bytes) {
+                    Ok(r) => fixtures::judge_fixture(&encoder, fx, r.status, &r.body, now_ms()),
+                    Err(f) => f,
+                };
+                if !f.ok {
+                    result = Some(f);
+                    break;
+                }
+            }
+            result.unwrap_or_else(|| Finding::pass(format!("{} fixture(s) answered exactly", probed.len())))
+        }
+        None => fixtures::judge_oracle(&encoder, &set, mode, &loaded.profile.base_model, now_ms()),
+    };
+    let ok = parity.ok;
+    ep.token_parity = obs(parity);
+    if !ok {
+        done(&ev, &mut report);
+        return Ok(report);
+    }
+    // Rung 4: the hash challenge.
+    let f = run_challenge(cfg, &loaded, &encoder, &http, version, &quirks, &mut ev.drain_fault);
+    ev.endpoints[0].challenge = obs(f);
+    done(&ev, &mut report);
+    Ok(report)
+}
+
+fn run_challenge(
+    cfg: &AttestConfig,
+    loaded: &LoadedProfile,
+    encoder: &kvtemplate::Encoder,
+    http: &HttpClient,
+    version: Option<&str>,
+    quirks: &kvprofile_core::EngineQuirks,
+    drain_fault: &mut Option<(Reason, String)>,
+) -> Finding {
+    let model = loaded.profile.base_model.as_str();
+    let bs = cfg.block_size();
+    // Preflight: served model, geometry.
+    let served = match http.get(identity::served_model_path(cfg.engine)) {
+        Ok(r) => identity::judge_served_model(cfg.engine, r.status, &r.body, model),
+        Err(f) => f,
+    };
+    if !served.ok {
+        return served;
+    }
+    let events_ep = cfg.events_endpoint();
+    let zmq_port = events_ep.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).unwrap_or(5557);
+    let geometry = Geometry { block_size: bs, zmq_port, dp_ranks: cfg.dp_ranks.max(1) };
+    if cfg.engine != Engine::Vllm {
+        let path = identity::identity_path(cfg.engine);
+        let g = match http.get(path) {
+            Ok(r) => identity::judge_geometry(cfg.engine, r.status, &r.body, &geometry),
+            Err(f) => f,
+        };
+        if !g.ok {
+            return g;
+        }
+    }
+    let default_format = match cfg.engine {
+        Engine::Vllm => EventFormat::VllmKvMapV2,
+        Engine::Sglang => EventFormat::SglangKvRankV1,
+        _ => EventFormat::TrtllmKvHttpPreviewV1,
+    };
+    let format = version
+        .and_then(|v| EventFormat::from_engine_version(cfg.engine.as_str(), v))
+        .unwrap_or(default_format);
+    let hasher = match bridge::hasher(cfg.engine, None, bs as usize, Some(cfg.hash_seed.as_deref().unwrap_or("0"))) {
+        Ok(h) => h,
+        Err(e) => return Finding::fail(Reason::ChallengeFailed, format!("no hasher: {e}")),
+    };
+    let spec = ChallengeSpec {
+        model: model.to_string(),
+        cache_chunk: quirks.cache_chunk,
+        last_block_only: quirks.challenge_last_block,
+        dp_ranks: u32::from(geometry.dp_ranks),
+    };
+    let mut source = match cfg.engine {
+        Engine::Trtllm => {
+            let drain = HttpClient::new(&cfg.endpoint, cfg.probe_timeout, MAX_DRAIN_BODY);
+            let mut d = Drain { http: drain, last_id: None, format };
+            // Take ownership: empty the buffer of events older than the challenge.
+            if let Err(f) = d.poll(&mut |_| {}) {
+                return f;
+            }
+            Source::Trt(d)
+        }
+        _ => {
+            let host = events_ep.rsplit_once(':').map_or(events_ep.as_str(), |(h, _)| h);
+            let eps: Vec<String> = (0..geometry.dp_ranks).map(|r| format!("{host}:{}", zmq_port.saturating_add(r))).collect();
+            match ZmqSubscriber::connect(&eps, cfg.probe_timeout) {
+                Ok(s) => {
+                    s.settle(cfg.settle);
+                    Source::Zmq(s, format)
+                }
+                Err(e) => {
+                    return Finding::fail(Reason::ChallengeTimeout, format!("no KV events: cannot subscribe to {events_ep}: {e}"))
+                }
+            }
+        }
+    };
+    let trt = TrtllmHasher::new(bs as usize).ok();
+    let mut coverage = RankCoverage::new(u32::from(geometry.dp_ranks));
+    loop {
+        let nonce = match cfg.nonce {
+            Some(n) if coverage == RankCoverage::new(u32::from(geometry.dp_ranks)) => n,
+            _ => match challenge::os_nonce() {
+                Ok(n) => n,
+                Err(f) => return f,
+            },
+        };
+        let mut ch = match Challenge::new(encoder, &hasher, &spec, nonce) {
+            Ok(c) => c,
+            Err(f) => return f,
+        };
+        let f = one_challenge(cfg, http, &mut source, &mut ch, trt.as_ref(), drain_fault);
+        if !f.ok {
+            return f;
+        }
+        if cfg.engine != Engine::Sglang {
+            return f;
+        }
+        let mut ranks = ch.echo_ranks().clone();
+        if ranks.is_empty() {
+            ranks.insert(0);
+        }
+        coverage.record(&ranks);
+        if coverage.complete() {
+            return f;
+        }
+        if !coverage.may_retry() {
+            return coverage.result();
+        }
+    }
+}
+
+enum Source {
+    Zmq(ZmqSubscriber, EventFormat),
+    Trt(Drain),
+}
+
+struct Drain {
+    http: HttpClient,
+    last_id: Option<u64>,
+    format: EventFormat,
+}
+
+impl Drain {
+    /// One drain; calls `sink` for each decoded event. A gap in `event_id` is recorded by the
+    /// caller through the returned flag.
+    fn poll(&mut self, sink: &mut dyn FnMut(&events::Event<'_>)) -> Result<Option<String>, Finding> {
+        let r = self.http.post_json(DRAIN_PATH, b"")?;
+        if r.status != 200 {
+            return Err(Finding::fail(Reason::ChallengeFailed, format!("{DRAIN_PATH}: HTTP {}", r.status)));
+        }
+        let batch = match events::decode_json(self.format, &r.body) {
+            Ok(b) => b,
+            Err(e) => return Ok(Some(format!("undecodable drain body: {e}"))),
+        };
+        let mut gap = None;
+        for e in &batch.events {
+            if let Some(env) = &e.envelope {
+                if let Some(last) = self.last_id {
+                    if env.event_id != last.wrapping_add(1) && gap.is_none() {
+                        gap = Some(format!("event_id jumped from {last} to {}", env.event_id));
+                    }
+                }
+                self.last_id = Some(env.event_id);
+            }
+            sink(e);
+        }
+        Ok(gap.map(|g| format!("gap: {g}")))
+    }
+}
+
+fn one_challenge(
+    cfg: &AttestConfig,
+    http: &HttpClient,
+    source: &mut Source,
+    ch: &mut Challenge,
+    trt: Option<&TrtllmHasher>,
+    drain_fault: &mut Option<(Reason, String)>,
+) -> Finding {
+    let infer = HttpClient::new(&cfg.endpoint, cfg.challenge_timeout, MAX_PROBE_BODY);
+    let _ = http;
+    match infer.post_json("/v1/completions", &ch.request_body()) {
+        Ok(r) if r.status == 200 => {}
+        Ok(r) => return Finding::fail(Reason::ChallengeFailed, format!("challenge inference: HTTP {}", r.status)),
+        Err(f) => return f,
+    }
+    let deadline = Instant::now() + cfg.challenge_timeout;
+    let mut undecodable = 0usize;
+    let mut last_error = String::new();
+    while !ch.finished() && Instant::now() < deadline {
+        match source {
+            Source::Zmq(sub, format) => match sub.recv_until(deadline) {
+                None => break,
+                Some(Err(e)) => {
+                    last_error = e;
+                    break;
+                }
+                Some(Ok(frames)) => {
+                    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+                    match events::decode_frames(*format, &refs) {
+                        Ok(batch) => {
+                            for e in &batch.events {
+                                for o in observe_event(e, None) {
+                                    ch.observe(batch.rank, &o);
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            undecodable += 1;
+                            last_error = e.to_string();
+                        }
+                    }
+                }
+            },
+            Source::Trt(d) => {
+                let r = d.poll(&mut |e| {
+                    let rank = e.envelope.and_then(|v| v.attention_dp_rank);
+                    for o in observe_event(e, trt) {
+                        ch.observe(rank, &o);
+                    }
+                });
+                match r {
+                    Err(f) => return f,
+                    Ok(Some(msg)) if msg.starts_with("gap: ") => {
+                        drain_fault.get_or_insert((Reason::DrainSequenceGap, msg));
+                    }
+                    Ok(Some(msg)) => {
+                        undecodable += 1;
+                        last_error = msg;
+                    }
+                    Ok(None) => {}
+                }
+                if !ch.finished() {
+                    std::thread::sleep(Duration::from_millis(50).min(deadline.saturating_duration_since(Instant::now())));
+                }
+            }
+        }
+    }
+    let mut f = ch.result(true);
+    if !f.ok && undecodable > 0 {
+        f.detail = format!("{}; {undecodable} undecodable message(s), last: {last_error}", f.detail);
+        f = Finding::fail(f.reason.unwrap_or(Reason::ChallengeTimeout), f.detail);
+    }
+    f
+}

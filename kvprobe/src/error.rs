@@ -1,0 +1,29 @@
+//! The crate's error type (used where a typed error, not a [`crate::Finding`], is the answer).
+
+/// What can go wrong in kvprobe outside a judged outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An unknown name of a closed vocabulary.
+    #[error("unknown {what}: {name:?}")]
+    UnknownName {
+        /// The vocabulary.
+        what: &'static str,
+        /// The name given.
+        name: String,
+    },
+    /// A configuration value is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The registry could not be loaded.
+    #[error("registry: {0}")]
+    Registry(#[from] kvprofile_core::RegistryError),
+    /// The encoder could not be built from the profile.
+    #[error("encoder: {0}")]
+    Encoder(#[from] kvtemplate::Error),
+    /// The hasher could not be built.
+    #[error("hasher: {0}")]
+    Hasher(#[from] kvhash::Error),
+    /// An I/O failure outside an engine probe.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}

@@ -1,0 +1,69 @@
+//! The publish-time artifact check hook: kvprofile-core stays below kvtemplate, so template
+//! compilation and tokenizer loading are done by a validator passed into the load.
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+
+use crate::artifacts::VerifiedArtifacts;
+use crate::profile::Profile;
+
+/// Checks a profile's verified artifacts at publish (spec §2): every template must compile
+/// with the environment the renderer uses and every tokenizer must load. An `Err` refuses the
+/// whole generation with [`crate::RegistryError::ArtifactRejected`].
+pub trait ArtifactValidator: Send + Sync {
+    /// Validates one profile; the message of an `Err` is shown to the operator.
+    fn validate_profile(
+        &self,
+        profile: &Profile,
+        artifacts: &VerifiedArtifacts,
+    ) -> Result<(), String>;
+
+    /// A short name for logs and the CLI (e.g. `structural`, `kvtemplate`).
+    fn name(&self) -> &str {
+        "unnamed"
+    }
+}
+
+/// A validator that checks only structure: `tokenizer.json` is a JSON object with a `model`
+/// key, and the template (if any) is non-empty UTF-8. It does **not** compile templates or
+/// build tokenizers; use the renderer's validator (kvtemplate) for that.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StructuralValidator;
+
+#[derive(Deserialize)]
+struct TokenizerShape {
+    #[allow(dead_code)]
+    model: IgnoredAny,
+}
+
+impl ArtifactValidator for StructuralValidator {
+    fn validate_profile(
+        &self,
+        _profile: &Profile,
+        artifacts: &VerifiedArtifacts,
+    ) -> Result<(), String> {
+        serde_json::from_slice::<TokenizerShape>(&artifacts.tokenizer.bytes).map_err(|e| {
+            format!(
+                "{}: not a tokenizer.json object: {e}",
+                artifacts.tokenizer.receipt.relative_path
+            )
+        })?;
+        if let Some(t) = &artifacts.template {
+            match t.as_str() {
+                Some(s) if !s.is_empty() => {}
+                Some(_) => return Err(format!("{}: empty template", t.receipt.relative_path)),
+                None => {
+                    return Err(format!(
+                        "{}: template is not UTF-8",
+                        t.receipt.relative_path
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn name(&self) -> &str {
+        "structural"
+    }
+}

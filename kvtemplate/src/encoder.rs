@@ -1,0 +1,471 @@
+//! [`EncoderSpec`] (what an encoder is built from) and [`Encoder`] (one per profile × engine
+//! contract): template compiled once, tokenizer loaded once, `Send + Sync`.
+
+use crate::engine::{self, ChatRequest, Engine, EngineChat};
+use crate::env::{ChatTemplate, ClockPolicy, RenderFailure, DEFAULT_FUEL};
+use crate::error::Error;
+use crate::json::{map_value, Json};
+use crate::pystr;
+use crate::template_facts::{ContentFormat, TemplateFacts};
+use crate::tokenize::{self, PinnedTokenizer};
+use minijinja::value::{Value, ValueKind};
+
+/// A special-token value handed to the template (`special_tokens_map` entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpecialTokenValue {
+    /// One token string (`pad_token`, `unk_token`, …).
+    Text(String),
+    /// A list (`additional_special_tokens`).
+    List(Vec<String>),
+}
+
+/// Everything an [`Encoder`] is built from. kvprofile-core's profile maps onto it field by field
+/// (spec/registry.md §2); [`crate::spec_from_model_dir`] builds one from a model directory.
+#[derive(Debug, Clone)]
+pub struct EncoderSpec {
+    /// Raw Jinja chat-template source (`None`: completions only).
+    pub template_source: Option<String>,
+    /// `tokenizer.json` bytes (`None`: render only, e.g. EXAONE 3.5 in the vectors).
+    pub tokenizer_json: Option<Vec<u8>>,
+    /// `renderPolicy.bosToken`: bound to `bos_token`; also the BOS for `completions_bos`.
+    pub bos_token: Option<String>,
+    /// `renderPolicy.eosToken`: bound to `eos_token`.
+    pub eos_token: Option<String>,
+    /// Further `special_tokens_map` entries transformers binds (`pad_token`,
+    /// `additional_special_tokens`, …). Only the engine emulation passes them; the strict path
+    /// binds `bos_token`/`eos_token` alone (spec/registry.md §9.2).
+    pub extra_special_tokens: Vec<(String, SpecialTokenValue)>,
+    /// `renderPolicy.addGenerationPrompt`.
+    pub add_generation_prompt: bool,
+    /// `renderPolicy.clockPolicy`.
+    pub clock_policy: ClockPolicy,
+    /// `templateContentFormat`.
+    pub content_format: ContentFormat,
+    /// The engine family of the contract.
+    pub engine: Engine,
+    /// `engineQuirks.<contract>.completionsBos` (SGLang only).
+    pub completions_bos: bool,
+    /// Execution budget per render (minijinja fuel); `None` = unlimited.
+    pub fuel: Option<u64>,
+}
+
+impl EncoderSpec {
+    /// A spec with defaults: no template, no tokenizer, generation prompt on, no clock.
+    pub fn new(engine: Engine) -> EncoderSpec {
+        EncoderSpec {
+            template_source: None,
+            tokenizer_json: None,
+            bos_token: None,
+            eos_token: None,
+            extra_special_tokens: Vec::new(),
+            add_generation_prompt: true,
+            clock_policy: ClockPolicy::None,
+            content_format: ContentFormat::String,
+            engine,
+            completions_bos: false,
+            fuel: Some(DEFAULT_FUEL),
+        }
+    }
+}
+
+/// A rendered and tokenized chat prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// The prompt text.
+    pub text: String,
+    /// The token ids (capped at the caller's maximum).
+    pub ids: Vec<u32>,
+    /// Whether ids were cut at the maximum.
+    pub truncated: bool,
+}
+
+/// Per-call scratch space a caller may keep per thread to avoid re-allocating.
+#[derive(Debug, Default)]
+pub struct ScratchBuf {
+    pub(crate) rendered: String,
+}
+
+impl ScratchBuf {
+    /// An empty scratch buffer.
+    pub fn new() -> ScratchBuf {
+        ScratchBuf::default()
+    }
+
+    /// The text of the last render.
+    pub fn rendered(&self) -> &str {
+        &self.rendered
+    }
+}
+
+/// An encoder for one (profile, engine contract). Build once, share via `Arc`.
+#[derive(Debug)]
+pub struct Encoder {
+    pub(crate) engine: Engine,
+    pub(crate) template: Option<ChatTemplate>,
+    pub(crate) facts: Option<TemplateFacts>,
+    pub(crate) content_format: ContentFormat,
+    pub(crate) tokenizer: Option<PinnedTokenizer>,
+    pub(crate) add_generation_prompt: bool,
+    /// `bos_token`/`eos_token` as template values (strict context).
+    pub(crate) strict_specials: Vec<(Value, Value)>,
+    /// Every special-token binding (engine emulation context).
+    pub(crate) all_specials: Vec<(Value, Value)>,
+}
+
+const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
+
+impl Encoder {
+    /// Compiles the template and loads the tokenizer. Fails on a template that does not
+    /// compile, a tokenizer that does not load, a `completionsBos` quirk on a non-SGLang
+    /// contract or without a resolvable BOS, or a clock policy that disagrees with the
+    /// template (spec/registry.md §2 publish checks).
+    pub fn new(spec: EncoderSpec) -> Result<Encoder, Error> {
+        if spec.completions_bos && spec.engine != Engine::Sglang {
+            return Err(Error::Spec(format!(
+                "completionsBos is an SGLang quirk; contract engine is {}",
+                spec.engine.as_str()
+            )));
+        }
+        let (template, facts) = match &spec.template_source {
+            Some(src) => {
+                let facts = TemplateFacts::scan(src);
+                let declared = spec.clock_policy == ClockPolicy::UtcDate;
+                if facts.uses_strftime_now != declared {
+                    return Err(Error::Spec(if declared {
+                        "clockPolicy utc-date declared but the template never calls strftime_now"
+                            .to_string()
+                    } else {
+                        "template calls strftime_now but no clockPolicy is declared".to_string()
+                    }));
+                }
+                let t = ChatTemplate::compile(src, spec.clock_policy, spec.fuel)
+                    .map_err(Error::TemplateCompile)?;
+                (Some(t), Some(facts))
+            }
+            None if spec.clock_policy == ClockPolicy::UtcDate => {
+                return Err(Error::Spec("clockPolicy requires a template".to_string()))
+            }
+            None => (None, None),
+        };
+        let tokenizer = match &spec.tokenizer_json {
+            Some(bytes) => Some(PinnedTokenizer::new(
+                tokenize::load(bytes)?,
+                spec.bos_token.as_deref(),
+                spec.completions_bos,
+            )?),
+            None if spec.completions_bos => {
+                return Err(Error::Spec("completionsBos needs a tokenizer".to_string()))
+            }
+            None => None,
+        };
+        let mut strict_specials = Vec::new();
+        if let Some(b) = &spec.bos_token {
+            strict_specials.push((Value::from("bos_token"), Value::from(b.as_str())));
+        }
+        if let Some(e) = &spec.eos_token {
+            strict_specials.push((Value::from("eos_token"), Value::from(e.as_str())));
+        }
+        let mut all_specials = strict_specials.clone();
+        for (k, v) in &spec.extra_special_tokens {
+            let v = match v {
+                SpecialTokenValue::Text(s) => Value::from(s.as_str()),
+                SpecialTokenValue::List(l) => Value::from(
+                    l.iter()
+                        .map(|s| Value::from(s.as_str()))
+                        .collect::<Vec<_>>(),
+                ),
+            };
+            all_specials.push((Value::from(k.as_str()), v));
+        }
+        Ok(Encoder {
+            engine: spec.engine,
+            template,
+            facts,
+            content_format: spec.content_format,
+            tokenizer,
+            add_generation_prompt: spec.add_generation_prompt,
+            strict_specials,
+            all_specials,
+        })
+    }
+
+    /// The engine family this encoder emulates.
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// Whether a tokenizer is loaded (render-only encoders have none).
+    pub fn has_tokenizer(&self) -> bool {
+        self.tokenizer.is_some()
+    }
+
+    /// Whether a chat template is loaded.
+    pub fn has_template(&self) -> bool {
+        self.template.is_some()
+    }
+
+    /// The tokenizer, or the runtime error the gateway reports when it is missing (-5).
+    pub fn tokenizer(&self) -> Result<&PinnedTokenizer, Error> {
+        self.tokenizer
+            .as_ref()
+            .ok_or_else(|| Error::TokenizerLoad("this encoder has no tokenizer".to_string()))
+    }
+
+    pub(crate) fn template(&self) -> Result<&ChatTemplate, Error> {
+        self.template
+            .as_ref()
+            .ok_or_else(|| Error::TemplateCompile("this encoder has no chat template".to_string()))
+    }
+
+    /// Renders like transformers' `apply_chat_template(messages, tools=…, add_generation_prompt=…,
+    /// continue_final_message=…, **template_kwargs)` on template-level data (no engine
+    /// normalisation). `messages` and `tools` are template values (see [`Json::to_value`]).
+    pub fn render_hf(
+        &self,
+        messages: Vec<Value>,
+        tools: Option<Value>,
+        add_generation_prompt: bool,
+        continue_final_message: bool,
+        template_kwargs: Option<Value>,
+        now_unix_ms: Option<i64>,
+    ) -> Result<String, Error> {
+        let template = self.template()?;
+        let build = |msgs: Vec<Value>| -> Value {
+            let mut ctx: Vec<(Value, Value)> = vec![
+                (Value::from("messages"), Value::from(msgs)),
+                (
+                    Value::from("tools"),
+                    tools.clone().unwrap_or(Value::from(())),
+                ),
+                (Value::from("documents"), Value::from(())),
+                (
+                    Value::from("add_generation_prompt"),
+                    Value::from(add_generation_prompt),
+                ),
+            ];
+            ctx.extend(self.all_specials.iter().cloned());
+            if let Some(kw) = &template_kwargs {
+                if let Ok(keys) = kw.try_iter() {
+                    for k in keys {
+                        let v = kw.get_item(&k).unwrap_or_default();
+                        ctx.push((k, v));
+                    }
+                }
+            }
+            map_value(ctx)
+        };
+        let render = |ctx: &Value| {
+            template.render(ctx, now_unix_ms).map_err(|f| match f {
+                RenderFailure::Budget => Error::RenderBudget,
+                other => Error::TemplateRender(other.message()),
+            })
+        };
+        if !continue_final_message {
+            return render(&build(messages));
+        }
+        // transformers: append a marker to the final message, render, cut at the marker.
+        let (final_text, marked) = mark_final_message(&messages)?;
+        let mut msgs = messages;
+        if let Some(last) = msgs.last_mut() {
+            *last = marked;
+        }
+        let out = render(&build(msgs))?;
+        let tag = CONTINUE_TAG.trim_end();
+        if !out.contains(pystr::strip(&final_text)) || !out.contains(tag) {
+            return Err(Error::TemplateRender(
+                "ValueError: continue_final_message is set but the final message does not appear in the chat after applying the chat template!".to_string(),
+            ));
+        }
+        let cut = out.rfind(tag).unwrap_or(out.len());
+        let head = out.get(..cut).unwrap_or("");
+        if out.get(cut..).is_some_and(|t| t.starts_with(CONTINUE_TAG)) {
+            Ok(head.to_string())
+        } else {
+            Ok(pystr::rstrip(head).to_string())
+        }
+    }
+
+    /// What the engine renders and tokenizes for a raw OpenAI chat body (full engine
+    /// behaviour: tools, `chat_template_kwargs`, `continue_final_message`, …; no strict rules).
+    pub fn engine_chat(&self, body: &[u8], now_unix_ms: Option<i64>) -> Result<EngineChat, Error> {
+        let req = ChatRequest::parse(body).map_err(Error::Request)?;
+        let e = self.engine;
+        let bad = Error::EngineRequest;
+        if e == Engine::Trtllm && req.body.get("continue_final_message").is_some() {
+            return Err(bad(
+                "request validation: extra fields not permitted: ['continue_final_message']".into(),
+            ));
+        }
+        let cfm = req.flag("continue_final_message", false).map_err(bad)?;
+        let agp = req.flag("add_generation_prompt", true).map_err(bad)?;
+        let add_special = req.flag("add_special_tokens", false).map_err(bad)?;
+        if e == Engine::Vllm && cfm && agp {
+            return Err(bad(
+                "continue_final_message and add_generation_prompt cannot both be true".into(),
+            ));
+        }
+        let raw_msgs = req.messages().map_err(bad)?;
+        let mut messages = raw_msgs
+            .iter()
+            .map(|m| engine::normalise_message(e, m))
+            .collect::<Result<Vec<Value>, String>>()
+            .map_err(bad)?;
+        let tool_choice_none = req.body.get("tool_choice").and_then(Json::as_str) == Some("none");
+        let tools = match req.body.get("tools") {
+            None | Some(Json::Null) => None,
+            Some(_) if e == Engine::Sglang && tool_choice_none => None,
+            Some(Json::Array(t)) => Some(engine::normalise_tools(e, t).map_err(bad)?),
+            Some(_) => return Err(bad("tools must be a list".into())),
+        };
+        let kwargs = match req.body.get("chat_template_kwargs") {
+            None | Some(Json::Null) => None,
+            Some(v @ Json::Object(_)) => Some(v.to_value()),
+            Some(_) => return Err(bad("chat_template_kwargs must be an object".into())),
+        };
+        let last_is_assistant = messages.last().is_some_and(|m| role_is(m, "assistant"));
+        if e != Engine::Sglang {
+            let rendered = self.render_hf(messages, tools, agp, cfm, kwargs, now_unix_ms)?;
+            let ids = match &self.tokenizer {
+                Some(t) => Some(t.chat(e, &rendered, add_special)?),
+                None => None,
+            };
+            return Ok(EngineChat { rendered, ids });
+        }
+        // SGLang: generation prompt always on; a final assistant message becomes a user turn,
+        // or with continue_final_message is removed and appended as ids after the render.
+        let mut prefix: Option<String> = None;
+        if last_is_assistant {
+            if cfm {
+                prefix = messages.pop().and_then(|m| content_of(&m));
+            } else if let Some(last) = messages.last_mut() {
+                *last = with_role(last, "user");
+            }
+        }
+        let rendered = self.render_hf(messages, tools, true, false, kwargs, now_unix_ms)?;
+        let ids = match &self.tokenizer {
+            Some(t) => {
+                let mut ids = t.chat(e, &rendered, false)?;
+                if let Some(p) = prefix {
+                    let mut extra = t.sglang_special(&p)?;
+                    if t.bos_id().is_some() && extra.first() == t.bos_id().as_ref() {
+                        extra.remove(0);
+                    }
+                    ids.extend(extra);
+                }
+                Some(ids)
+            }
+            None => None,
+        };
+        Ok(EngineChat { rendered, ids })
+    }
+
+    /// What the engine caches for a text `/v1/completions` prompt (full engine behaviour:
+    /// vLLM and SGLang refuse an empty prompt; TRT-LLM encodes it to `[]`).
+    pub fn engine_completions(&self, prompt: &str) -> Result<Vec<u32>, Error> {
+        let t = self.tokenizer()?;
+        if prompt.is_empty() {
+            return match self.engine {
+                Engine::Vllm | Engine::Sglang => {
+                    Err(Error::EngineRequest("prompt cannot be empty".to_string()))
+                }
+                Engine::Trtllm => t.completions(self.engine, prompt),
+            };
+        }
+        t.completions(self.engine, prompt)
+    }
+}
+
+fn role_is(m: &Value, role: &str) -> bool {
+    m.get_attr("role").is_ok_and(|v| v.as_str() == Some(role))
+}
+
+fn content_of(m: &Value) -> Option<String> {
+    m.get_attr("content")
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+}
+
+fn with_role(m: &Value, role: &str) -> Value {
+    rebuild(m, |k, v| if k == "role" { Value::from(role) } else { v })
+}
+
+fn rebuild(m: &Value, mut f: impl FnMut(&str, Value) -> Value) -> Value {
+    let Ok(keys) = m.try_iter() else {
+        return m.clone();
+    };
+    map_value(keys.map(|k| {
+        let v = m.get_item(&k).unwrap_or_default();
+        let nv = f(k.as_str().unwrap_or(""), v);
+        (k, nv)
+    }))
+}
+
+/// Appends transformers' marker to the final message's content (for a list: its last text
+/// part); returns the original final text and the marked message.
+fn mark_final_message(messages: &[Value]) -> Result<(String, Value), Error> {
+    let last = messages.last().ok_or_else(|| {
+        Error::EngineRequest("continue_final_message needs at least one message".to_string())
+    })?;
+    let content = last.get_attr("content").unwrap_or_default();
+    match content.kind() {
+        ValueKind::String => {
+            let text = content.as_str().unwrap_or("").to_string();
+            let marked = format!("{text}{CONTINUE_TAG}");
+            Ok((
+                text,
+                rebuild(last, |k, v| {
+                    if k == "content" {
+                        Value::from(marked.as_str())
+                    } else {
+                        v
+                    }
+                }),
+            ))
+        }
+        ValueKind::Seq => {
+            let parts: Vec<Value> = content.try_iter().map(|i| i.collect()).unwrap_or_default();
+            let idx = parts
+                .iter()
+                .rposition(|p| p.get_attr("text").is_ok_and(|t| t.as_str().is_some()))
+                .ok_or_else(|| {
+                    Error::EngineRequest(
+                        "continue_final_message: the final message has no text part".to_string(),
+                    )
+                })?;
+            let text = parts
+                .get(idx)
+                .and_then(|p| p.get_attr("text").ok())
+                .and_then(|t| t.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let marked = format!("{text}{CONTINUE_TAG}");
+            let new_parts: Vec<Value> = parts
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    if i == idx {
+                        rebuild(p, |k, v| {
+                            if k == "text" {
+                                Value::from(marked.as_str())
+                            } else {
+                                v
+                            }
+                        })
+                    } else {
+                        p.clone()
+                    }
+                })
+                .collect();
+            let new_parts = Value::from(new_parts);
+            Ok((
+                text,
+                rebuild(
+                    last,
+                    |k, v| if k == "content" { new_parts.clone() } else { v },
+                ),
+            ))
+        }
+        _ => Err(Error::EngineRequest(
+            "continue_final_message: the final message has no text content".to_string(),
+        )),
+    }
+}

@@ -1,0 +1,244 @@
+//! Engine contracts and how each engine turns an OpenAI chat request into a template context
+//! (spec/templates.md §4 and §11). This is the full, non-strict behaviour the parity vectors
+//! record (`engine_token_ids`); the gateway's strict path (`strict`) refuses everything here
+//! that is not plain chat.
+
+use crate::json::{map_value, Json, JsonObject};
+use minijinja::Value;
+
+/// The engine family of a contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Engine {
+    /// vLLM (0.31 behaviour).
+    Vllm,
+    /// SGLang (0.5.19 behaviour).
+    Sglang,
+    /// TensorRT-LLM (1.3.0rc29 rule).
+    Trtllm,
+}
+
+impl Engine {
+    /// All engines.
+    pub const ALL: [Engine; 3] = [Engine::Vllm, Engine::Sglang, Engine::Trtllm];
+
+    /// `vllm`, `sglang`, `trtllm`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vllm",
+            Engine::Sglang => "sglang",
+            Engine::Trtllm => "trtllm",
+        }
+    }
+
+    /// Parses an engine name or an engine-contract id (`sglang-kv-rank-v1` → SGLang): the
+    /// contract id's first `-`-separated segment names the engine.
+    pub fn parse(s: &str) -> Option<Engine> {
+        match s.split('-').next().unwrap_or("") {
+            "vllm" => Some(Engine::Vllm),
+            "sglang" => Some(Engine::Sglang),
+            "trtllm" | "tensorrt_llm" => Some(Engine::Trtllm),
+            _ => None,
+        }
+    }
+
+    /// How the engine joins several text parts of one message.
+    pub fn text_part_separator(self) -> &'static str {
+        match self {
+            Engine::Sglang => " ",
+            Engine::Vllm | Engine::Trtllm => "\n",
+        }
+    }
+}
+
+/// An OpenAI chat request as the engine emulation reads it (borrowed from the body).
+#[derive(Debug, Clone)]
+pub struct ChatRequest<'a> {
+    /// The whole body (exact keys, last duplicate wins).
+    pub body: JsonObject<'a>,
+}
+
+/// What an engine renders and tokenizes for a chat request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineChat {
+    /// The prompt text the engine renders (for SGLang's `continue_final_message`, the text
+    /// before the assistant prefix ids are appended).
+    pub rendered: String,
+    /// The prompt ids (`None` for a render-only encoder without tokenizer).
+    pub ids: Option<Vec<u32>>,
+}
+
+impl<'a> ChatRequest<'a> {
+    /// Parses a request body.
+    pub fn parse(body: &'a [u8]) -> Result<ChatRequest<'a>, String> {
+        match crate::json::parse(body) {
+            Ok(Json::Object(o)) => Ok(ChatRequest { body: o }),
+            Ok(_) => Err("request body is not a JSON object".to_string()),
+            Err(e) => Err(format!("request body is not JSON: {e}")),
+        }
+    }
+
+    /// A boolean field with its default (`null` counts as absent).
+    pub fn flag(&self, key: &str, default: bool) -> Result<bool, String> {
+        match self.body.get(key) {
+            None | Some(Json::Null) => Ok(default),
+            Some(Json::Bool(b)) => Ok(*b),
+            Some(_) => Err(format!("{key} must be a boolean")),
+        }
+    }
+
+    /// The `messages` array.
+    pub fn messages(&self) -> Result<&[Json<'a>], String> {
+        self.body
+            .get("messages")
+            .and_then(Json::as_array)
+            .ok_or_else(|| "messages must be an array".to_string())
+    }
+}
+
+/// Joins the text parts of an OpenAI content array; `None` if a part is malformed.
+pub fn join_text_parts(parts: &[Json<'_>], sep: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut first = true;
+    for p in parts {
+        let o = p.as_object()?;
+        let ty = o.get("type").and_then(Json::as_str)?;
+        if ty == "text" {
+            let t = o.get("text").and_then(Json::as_str)?;
+            if !first {
+                out.push_str(sep);
+            }
+            out.push_str(t);
+            first = false;
+        }
+    }
+    Some(out)
+}
+
+/// One message normalised the way `engine` hands it to the template: text parts joined,
+/// `null` content as `""`, tool-call `arguments` JSON strings parsed to objects, TRT-LLM's
+/// `media: []`.
+pub fn normalise_message(engine: Engine, msg: &Json<'_>) -> Result<Value, String> {
+    let o = msg
+        .as_object()
+        .ok_or_else(|| "each message must be an object".to_string())?;
+    let mut out: Vec<(Value, Value)> = Vec::with_capacity(o.0.len() + 2);
+    let role = o
+        .get("role")
+        .and_then(Json::as_str)
+        .ok_or_else(|| "message role must be a string".to_string())?;
+    out.push((Value::from("role"), Value::from(role)));
+    let content = match o.get("content") {
+        None | Some(Json::Null) => String::new(),
+        Some(Json::Str(s)) => s.to_string(),
+        Some(Json::Array(parts)) => join_text_parts(parts, engine.text_part_separator())
+            .ok_or_else(|| "malformed content part".to_string())?,
+        Some(_) => return Err("message content must be a string, null or a list".to_string()),
+    };
+    out.push((Value::from("content"), Value::from(content)));
+    for (k, v) in o.effective() {
+        match k {
+            "role" | "content" => {}
+            "tool_calls" => out.push((Value::from(k), normalise_tool_calls(v))),
+            _ => out.push((Value::from(k), v.to_value())),
+        }
+    }
+    if engine == Engine::Trtllm {
+        out.push((Value::from("media"), Value::from(Vec::<Value>::new())));
+    }
+    Ok(map_value(out))
+}
+
+fn normalise_tool_calls(v: &Json<'_>) -> Value {
+    let Some(calls) = v.as_array() else {
+        return v.to_value();
+    };
+    calls
+        .iter()
+        .map(|call| {
+            let Some(co) = call.as_object() else {
+                return call.to_value();
+            };
+            map_value(co.effective().into_iter().map(|(k, cv)| {
+                let val = match (k, cv.as_object()) {
+                    ("function", Some(fo)) => {
+                        map_value(fo.effective().into_iter().map(|(fk, fv)| {
+                            let fval = match (fk, fv) {
+                                ("arguments", Json::Str(s)) => {
+                                    match crate::json::parse(s.as_bytes()) {
+                                        Ok(parsed) => parsed.to_value(),
+                                        Err(_) => fv.to_value(),
+                                    }
+                                }
+                                _ => fv.to_value(),
+                            };
+                            (Value::from(fk), fval)
+                        }))
+                    }
+                    _ => cv.to_value(),
+                };
+                (Value::from(k), val)
+            }))
+        })
+        .collect::<Vec<Value>>()
+        .into()
+}
+
+/// The `tools` list as `engine` hands it to the template (`model_dump()` of its pydantic
+/// models: vLLM drops unset fields; SGLang dumps every field with defaults; TRT-LLM adds
+/// `strict: null`).
+pub fn normalise_tools(engine: Engine, tools: &[Json<'_>]) -> Result<Value, String> {
+    let mut out = Vec::with_capacity(tools.len());
+    for t in tools {
+        let o = t
+            .as_object()
+            .ok_or_else(|| "each tool must be an object".to_string())?;
+        let ty = o.get("type").and_then(Json::as_str).unwrap_or("function");
+        let f = o
+            .get("function")
+            .and_then(Json::as_object)
+            .ok_or_else(|| "tool.function must be an object".to_string())?;
+        let name = f
+            .get("name")
+            .and_then(Json::as_str)
+            .ok_or_else(|| "tool.function.name must be a string".to_string())?;
+        let field = |k: &str| f.get(k).map(Json::to_value);
+        let none = || Value::from(());
+        let func: Vec<(&str, Value)> = match engine {
+            Engine::Vllm => {
+                let mut v = vec![("name", Value::from(name))];
+                if let Some(d) = field("description") {
+                    v.push(("description", d));
+                }
+                if let Some(p) = field("parameters") {
+                    v.push(("parameters", p));
+                }
+                if let Some(s) = field("strict") {
+                    v.push(("strict", s));
+                }
+                v
+            }
+            Engine::Sglang => vec![
+                ("description", field("description").unwrap_or_else(none)),
+                ("name", Value::from(name)),
+                ("parameters", field("parameters").unwrap_or_else(none)),
+                ("strict", field("strict").unwrap_or(Value::from(false))),
+            ],
+            Engine::Trtllm => vec![
+                ("name", Value::from(name)),
+                ("description", field("description").unwrap_or_else(none)),
+                ("parameters", field("parameters").unwrap_or_else(none)),
+                ("strict", field("strict").unwrap_or_else(none)),
+            ],
+        };
+        let func: Value = map_value(func);
+        let mut tool = vec![("type", Value::from(ty)), ("function", func)];
+        if engine == Engine::Sglang {
+            tool.push((
+                "defer_loading",
+                o.get("defer_loading").map_or_else(none, Json::to_value),
+            ));
+        }
+        out.push(map_value(tool));
+    }
+    Ok(Value::from(out))
+}

@@ -1,0 +1,56 @@
+//! The crate's error type.
+
+use crate::refusal::ResultClass;
+
+/// Everything that can go wrong in kvtemplate other than a strict-rule refusal.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The chat template does not compile.
+    #[error("chat template does not compile: {0}")]
+    TemplateCompile(String),
+    /// `tokenizer.json` does not load.
+    #[error("tokenizer.json does not load: {0}")]
+    TokenizerLoad(String),
+    /// Encoding with the tokenizer failed.
+    #[error("tokenizer failed: {0}")]
+    Tokenize(String),
+    /// A model directory lacks a file or holds one that is malformed.
+    #[error("model directory {path}: {reason}")]
+    ModelDir {
+        /// The offending path.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The encoder spec is inconsistent (e.g. a BOS quirk without a resolvable BOS token).
+    #[error("encoder spec: {0}")]
+    Spec(String),
+    /// The request is not valid for the engine (what the engine answers with HTTP 400).
+    #[error("request refused by the engine: {0}")]
+    EngineRequest(String),
+    /// The template raised (`raise_exception`) or failed on these messages.
+    #[error("template error: {0}")]
+    TemplateRender(String),
+    /// The template exhausted its execution budget (minijinja fuel).
+    #[error("template exceeded its execution budget")]
+    RenderBudget,
+    /// The request body could not be parsed.
+    #[error("request: {0}")]
+    Request(String),
+    /// The caller's "now" is outside the representable date range.
+    #[error("clock value out of range: {0} ms")]
+    Clock(i64),
+}
+
+impl Error {
+    /// The typed bridge code (spec/registry.md §9.3) this error maps to.
+    pub fn class(&self) -> ResultClass {
+        match self {
+            Error::TemplateCompile(_) => ResultClass::Renderer,
+            Error::TokenizerLoad(_) | Error::Tokenize(_) => ResultClass::Tokenizer,
+            Error::ModelDir { .. } | Error::Spec(_) => ResultClass::Profile,
+            Error::EngineRequest(_) | Error::Request(_) | Error::Clock(_) => ResultClass::Request,
+            Error::TemplateRender(_) | Error::RenderBudget => ResultClass::Unsupported,
+        }
+    }
+}

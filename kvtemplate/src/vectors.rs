@@ -1,0 +1,431 @@
+//! Parity checks for the template vector files (`testdata/vectors/templates/*.json`,
+//! spec/templates.md §9 and §11) and the gateway's own chat-template and special-token
+//! fixtures. Used by `cargo test -p kvtemplate` and by `kvexact parity`.
+//!
+//! Per chat case: the transformers render of the template-level `messages` must equal
+//! `rendered` byte for byte (or raise the recorded `error`); the tokenizer must give
+//! `token_ids`; and for every engine the emulated OpenAI request must give exactly
+//! `engine_token_ids[engine]` (rendering `engine_rendered[engine]` where recorded), or fail
+//! where `engine_errors` names the engine. Per completion case: tokenizer-level ids, then
+//! `engine_token_ids[engine]` per engine.
+
+use crate::encoder::{Encoder, ScratchBuf};
+use crate::engine::Engine;
+use crate::json::{Json, JsonObject};
+use crate::model_dir::spec_from_model_dir;
+use crate::refusal::Outcome;
+use std::borrow::Cow;
+use std::path::Path;
+
+/// One checked case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaseResult {
+    /// `<profile>/<case id>`.
+    pub name: String,
+    /// `None` = passed; otherwise every difference found.
+    pub failure: Option<String>,
+}
+
+/// The result of one file.
+#[derive(Debug, Clone, Default)]
+pub struct FileReport {
+    /// One entry per case.
+    pub cases: Vec<CaseResult>,
+    /// Remarks for the operator (render-only profiles, …).
+    pub notes: Vec<String>,
+}
+
+/// Which kind of template vector document this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VectorKind {
+    /// `templates/<profile>.json`.
+    Templates,
+    /// `gateway/kv_chat_template_parity.json`.
+    GatewayChat,
+    /// `gateway/kv_special_token_parity.json`.
+    GatewaySpecialToken,
+}
+
+/// Recognises a document by its fields.
+pub fn detect(doc: &serde_json::Value) -> Option<VectorKind> {
+    let has = |k: &str| doc.get(k).is_some();
+    if has("profile") && has("cases") && has("template_special_kwargs") {
+        Some(VectorKind::Templates)
+    } else if has("model_slug") && has("template_rules") && has("cases") {
+        Some(VectorKind::GatewayChat)
+    } else if has("prompt") && has("vllm_authoritative_ids") {
+        Some(VectorKind::GatewaySpecialToken)
+    } else {
+        None
+    }
+}
+
+/// Checks one file's bytes against the model directories under `models`.
+pub fn check_file(bytes: &[u8], models: &Path) -> Result<FileReport, String> {
+    let probe: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    match detect(&probe) {
+        Some(VectorKind::Templates) => check_templates(bytes, models),
+        Some(VectorKind::GatewayChat) => check_gateway_chat(&probe, models),
+        Some(VectorKind::GatewaySpecialToken) => check_gateway_special(&probe, models),
+        None => Err("not a template vector file".to_string()),
+    }
+}
+
+fn slug(model: &str) -> String {
+    model.replace('/', "__")
+}
+
+fn ids_of(v: Option<&Json<'_>>) -> Option<Vec<u32>> {
+    v?.as_array()?
+        .iter()
+        .map(|x| match x {
+            Json::U64(n) => u32::try_from(*n).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+fn obj_str<'j>(o: Option<&'j JsonObject<'_>>, key: &str) -> Option<&'j str> {
+    o?.get(key)?.as_str()
+}
+
+fn first_diff(want: &[u32], got: &[u32]) -> String {
+    let at = want
+        .iter()
+        .zip(got)
+        .position(|(a, b)| a != b)
+        .unwrap_or(want.len().min(got.len()));
+    format!(
+        "ids differ at {at} (want {} ids, got {}): want {:?} got {:?}",
+        want.len(),
+        got.len(),
+        want.get(at..(at + 6).min(want.len())).unwrap_or(&[]),
+        got.get(at..(at + 6).min(got.len())).unwrap_or(&[]),
+    )
+}
+
+fn check_templates(bytes: &[u8], models: &Path) -> Result<FileReport, String> {
+    let doc = crate::json::parse(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let top = doc.as_object().ok_or("not an object")?;
+    let profile = top.get("profile").and_then(Json::as_str).unwrap_or("?");
+    let model = top
+        .get("model")
+        .and_then(Json::as_str)
+        .ok_or("no `model` field")?;
+    let dir = models.join(slug(model));
+    let tokenizer_available = !matches!(top.get("tokenizer_available"), Some(Json::Bool(false)));
+    let mut encoders = Vec::new();
+    for e in Engine::ALL {
+        let spec = spec_from_model_dir(&dir, e).map_err(|e| e.to_string())?;
+        encoders.push((e, Encoder::new(spec).map_err(|e| e.to_string())?));
+    }
+    let mut report = FileReport::default();
+    let has_tok = encoders.iter().all(|(_, enc)| enc.has_tokenizer());
+    if !tokenizer_available || !has_tok {
+        report.notes.push(format!(
+            "{profile}: render-only (no tokenizer for {model}); token ids and engine ids not checked"
+        ));
+    }
+    let check_ids = tokenizer_available && has_tok;
+    let cases = top
+        .get("cases")
+        .and_then(Json::as_array)
+        .ok_or("no `cases` array")?;
+    for case in cases {
+        let c = case.as_object().ok_or("case is not an object")?;
+        let id = c.get("id").and_then(Json::as_str).unwrap_or("?");
+        let mut fails = Vec::new();
+        match c.get("kind").and_then(Json::as_str) {
+            Some("chat") => check_chat_case(c, &encoders, check_ids, &mut fails),
+            Some("completion") if check_ids => check_completion_case(c, &encoders, &mut fails),
+            Some("completion") => {}
+            other => fails.push(format!("unknown case kind {other:?}")),
+        }
+        report.cases.push(CaseResult {
+            name: format!("{profile}/{id}"),
+            failure: (!fails.is_empty()).then(|| fails.join("; ")),
+        });
+    }
+    Ok(report)
+}
+
+fn flag(c: &JsonObject<'_>, key: &str) -> Option<bool> {
+    match c.get(key) {
+        Some(Json::Bool(b)) => Some(*b),
+        _ => None,
+    }
+}
+
+/// The OpenAI body `engine_truth.py` sends for a chat case (spec/templates.md §11).
+pub fn request_body(c: &JsonObject<'_>, model: &str) -> String {
+    let msgs = c.get("request_messages").or_else(|| c.get("messages"));
+    let msgs = msgs.map(client_form).unwrap_or(Json::Array(Vec::new()));
+    let mut body: Vec<(Cow<'_, str>, Json<'_>)> = vec![
+        (
+            Cow::Borrowed("model"),
+            Json::Str(Cow::Owned(model.to_string())),
+        ),
+        (Cow::Borrowed("messages"), msgs),
+    ];
+    if let Some(t) = c.get("tools") {
+        body.push((Cow::Borrowed("tools"), t.clone()));
+    }
+    if flag(c, "add_generation_prompt") == Some(false) {
+        body.push((Cow::Borrowed("add_generation_prompt"), Json::Bool(false)));
+    }
+    if flag(c, "continue_final_message") == Some(true) {
+        body.push((Cow::Borrowed("continue_final_message"), Json::Bool(true)));
+    }
+    if let Some(k) = c.get("template_kwargs") {
+        body.push((Cow::Borrowed("chat_template_kwargs"), k.clone()));
+    }
+    Json::Object(JsonObject(body)).to_json_string()
+}
+
+/// Messages as an OpenAI client sends them: object `arguments` JSON-encoded.
+fn client_form<'a>(msgs: &Json<'a>) -> Json<'a> {
+    match msgs {
+        Json::Object(o) => Json::Object(JsonObject(
+            o.0.iter()
+                .map(|(k, v)| {
+                    let nv = match (k.as_ref(), v) {
+                        ("arguments", a @ Json::Object(_)) => {
+                            Json::Str(Cow::Owned(a.to_json_string()))
+                        }
+                        _ => client_form(v),
+                    };
+                    (k.clone(), nv)
+                })
+                .collect(),
+        )),
+        Json::Array(a) => Json::Array(a.iter().map(client_form).collect()),
+        other => other.clone(),
+    }
+}
+
+fn check_chat_case(
+    c: &JsonObject<'_>,
+    encoders: &[(Engine, Encoder)],
+    check_ids: bool,
+    fails: &mut Vec<String>,
+) {
+    let Some((_, hf)) = encoders.first() else {
+        return;
+    };
+    // 1. transformers render of the template-level input.
+    let messages: Vec<minijinja::Value> = c
+        .get("messages")
+        .and_then(Json::as_array)
+        .unwrap_or(&[])
+        .iter()
+        .map(Json::to_value)
+        .collect();
+    let tools = c.get("tools").map(Json::to_value);
+    let kwargs = c.get("template_kwargs").map(Json::to_value);
+    let agp = flag(c, "add_generation_prompt").unwrap_or(true);
+    let cfm = flag(c, "continue_final_message").unwrap_or(false);
+    let want_rendered = c.get("rendered").and_then(Json::as_str);
+    let want_error = c.get("error").and_then(Json::as_str);
+    let got = hf.render_hf(messages, tools, agp, cfm, kwargs, None);
+    match (&got, want_rendered, want_error) {
+        (Ok(text), Some(want), _) if text == want => {}
+        (Ok(text), Some(want), _) => fails.push(format!(
+            "rendered differs:\n  want {want:?}\n  got  {text:?}"
+        )),
+        (Ok(text), None, _) => fails.push(format!("rendered {text:?}, want an error")),
+        (Err(e), _, Some(want)) => {
+            let msg = match e {
+                crate::Error::TemplateRender(m) => m.clone(),
+                other => other.to_string(),
+            };
+            if want.starts_with("TemplateError: ") && msg != want {
+                fails.push(format!("error differs: want {want:?} got {msg:?}"));
+            }
+        }
+        (Err(e), _, None) => fails.push(format!("render failed: {e}")),
+    }
+    if !check_ids {
+        return;
+    }
+    // 2. tokenizer level: token_ids = encode(rendered, add_special_tokens=False).
+    if let (Ok(text), Some(want)) = (&got, ids_of(c.get("token_ids"))) {
+        match hf.tokenizer().and_then(|t| t.encode(text, false)) {
+            Ok(ids) if ids == want => {}
+            Ok(ids) => fails.push(format!("token_ids: {}", first_diff(&want, &ids))),
+            Err(e) => fails.push(format!("token_ids: {e}")),
+        }
+    }
+    // 3. each engine's OpenAI serving path.
+    let body = request_body(c, "model");
+    let engine_ids = c.get("engine_token_ids").and_then(Json::as_object);
+    let engine_errors = c.get("engine_errors").and_then(Json::as_object);
+    let engine_rendered = c.get("engine_rendered").and_then(Json::as_object);
+    for (e, enc) in encoders {
+        let name = e.as_str();
+        let want_err = obj_str(engine_errors, name);
+        let want = ids_of(engine_ids.and_then(|o| o.get(name)));
+        let want_text = obj_str(engine_rendered, name).or(want_rendered);
+        match (enc.engine_chat(body.as_bytes(), None), want) {
+            (Ok(got), Some(want)) if want_err.is_none() => {
+                if let Some(wt) = want_text {
+                    if got.rendered != wt {
+                        fails.push(format!(
+                            "{name}: rendered differs:\n  want {wt:?}\n  got  {:?}",
+                            got.rendered
+                        ));
+                    }
+                }
+                match got.ids {
+                    Some(ids) if ids == want => {}
+                    Some(ids) => fails.push(format!("{name}: {}", first_diff(&want, &ids))),
+                    None => fails.push(format!("{name}: no ids")),
+                }
+            }
+            (Ok(_), _) => fails.push(format!(
+                "{name}: encoded, but the engine refuses: {}",
+                want_err.unwrap_or("(no ids recorded)")
+            )),
+            (Err(_), _) if want_err.is_some() => {}
+            (Err(err), _) => fails.push(format!("{name}: failed: {err}")),
+        }
+    }
+}
+
+fn check_completion_case(
+    c: &JsonObject<'_>,
+    encoders: &[(Engine, Encoder)],
+    fails: &mut Vec<String>,
+) {
+    let Some(prompt) = c.get("prompt").and_then(Json::as_str) else {
+        fails.push("completion case without a string prompt".to_string());
+        return;
+    };
+    let Some((_, first)) = encoders.first() else {
+        return;
+    };
+    // Tokenizer level (the raw tokenizers library, spec/templates.md §7).
+    if let Ok(t) = first.tokenizer() {
+        let lib_true = ids_of(c.get("tokenizers_lib_add_special_true"))
+            .or_else(|| ids_of(c.get("token_ids_add_special_true")));
+        let lib_false = ids_of(c.get("tokenizers_lib_add_special_false"))
+            .or_else(|| ids_of(c.get("token_ids_add_special_false")));
+        for (special, want) in [(true, lib_true), (false, lib_false)] {
+            if let Some(want) = want {
+                match t.encode(prompt, special) {
+                    Ok(ids) if ids == want => {}
+                    Ok(ids) => fails.push(format!(
+                        "tokenizer add_special_tokens={special}: {}",
+                        first_diff(&want, &ids)
+                    )),
+                    Err(e) => fails.push(format!("tokenizer: {e}")),
+                }
+            }
+        }
+    }
+    let engine_ids = c.get("engine_token_ids").and_then(Json::as_object);
+    let engine_errors = c.get("engine_errors").and_then(Json::as_object);
+    for (e, enc) in encoders {
+        let name = e.as_str();
+        let want = ids_of(engine_ids.and_then(|o| o.get(name)));
+        let want_err = obj_str(engine_errors, name).is_some() || want.is_none();
+        match (enc.engine_completions(prompt), want) {
+            (Ok(ids), Some(want)) if !want_err => {
+                if ids != want {
+                    fails.push(format!("{name}: {}", first_diff(&want, &ids)));
+                }
+            }
+            (Ok(ids), _) => fails.push(format!(
+                "{name}: encoded {} ids, but the engine refuses",
+                ids.len()
+            )),
+            (Err(_), _) if want_err => {}
+            (Err(err), _) => fails.push(format!("{name}: failed: {err}")),
+        }
+    }
+}
+
+fn json_ids(v: Option<&serde_json::Value>) -> Option<Vec<u32>> {
+    v?.as_array()?
+        .iter()
+        .map(|x| x.as_u64().and_then(|n| u32::try_from(n).ok()))
+        .collect()
+}
+
+/// The gateway's chat-template fixture: vLLM strict chat path, rendered and ids.
+fn check_gateway_chat(doc: &serde_json::Value, models: &Path) -> Result<FileReport, String> {
+    let slug = doc
+        .get("model_slug")
+        .and_then(|s| s.as_str())
+        .ok_or("no model_slug")?;
+    let spec = spec_from_model_dir(&models.join(slug), Engine::Vllm).map_err(|e| e.to_string())?;
+    let enc = Encoder::new(spec).map_err(|e| e.to_string())?;
+    let cases = doc
+        .get("cases")
+        .and_then(|c| c.as_object())
+        .ok_or("cases is not an object")?;
+    let mut report = FileReport::default();
+    for (name, case) in cases {
+        let mut fails = Vec::new();
+        let body =
+            serde_json::json!({ "model": doc.get("model"), "messages": case.get("messages") });
+        let body = body.to_string();
+        let mut scratch = ScratchBuf::new();
+        let mut out = vec![0u32; 4096];
+        match enc.encode_chat(body.as_bytes(), 0, &mut out, &mut scratch) {
+            Ok(Outcome::Done(n)) => {
+                if Some(scratch.rendered()) != case.get("rendered_exact").and_then(|r| r.as_str()) {
+                    fails.push(format!("rendered differs: got {:?}", scratch.rendered()));
+                }
+                let got = out.get(..n.written).unwrap_or(&[]);
+                match json_ids(case.get("templated_ids")) {
+                    Some(want) if want == got => {}
+                    Some(want) => fails.push(first_diff(&want, got)),
+                    None => fails.push("no templated_ids".to_string()),
+                }
+            }
+            Ok(Outcome::Refused(r)) => fails.push(format!("refused: {r}")),
+            Err(e) => fails.push(format!("failed: {e}")),
+        }
+        report.cases.push(CaseResult {
+            name: format!("gateway-chat/{name}"),
+            failure: (!fails.is_empty()).then(|| fails.join("; ")),
+        });
+    }
+    Ok(report)
+}
+
+/// The gateway's special-token fixture: vLLM completions of a prompt with `<|im_end|>` text.
+fn check_gateway_special(doc: &serde_json::Value, models: &Path) -> Result<FileReport, String> {
+    let model = doc
+        .get("model")
+        .and_then(|m| m.as_str())
+        .ok_or("no model")?;
+    let prompt = doc
+        .get("prompt")
+        .and_then(|m| m.as_str())
+        .ok_or("no prompt")?;
+    let spec =
+        spec_from_model_dir(&models.join(slug(model)), Engine::Vllm).map_err(|e| e.to_string())?;
+    let enc = Encoder::new(spec).map_err(|e| e.to_string())?;
+    let mut report = FileReport::default();
+    let mut out = vec![0u32; 4096];
+    let mut fails = Vec::new();
+    match enc.encode_completions(prompt, &mut out) {
+        Ok(Outcome::Done(n)) => {
+            let got = out.get(..n.written).unwrap_or(&[]);
+            match json_ids(doc.get("vllm_authoritative_ids")) {
+                Some(want) if want == got => {}
+                Some(want) => fails.push(first_diff(&want, got)),
+                None => fails.push("no vllm_authoritative_ids".to_string()),
+            }
+        }
+        Ok(Outcome::Refused(r)) => fails.push(format!("refused: {r}")),
+        Err(e) => fails.push(format!("failed: {e}")),
+    }
+    report.cases.push(CaseResult {
+        name: "gateway-special-token/vllm_authoritative_ids".to_string(),
+        failure: (!fails.is_empty()).then(|| fails.join("; ")),
+    });
+    Ok(report)
+}

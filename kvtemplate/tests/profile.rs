@@ -1,0 +1,111 @@
+//! kvprofile-core profile → encoder, and the publish-time validator.
+
+mod common_models;
+
+use common_models::*;
+use kvprofile_core::{ArtifactValidator, Profile, Receipt, VerifiedArtifact, VerifiedArtifacts};
+use kvtemplate::{encoder_from_profile, KvtemplateValidator, Outcome};
+use std::sync::Arc;
+
+const PIN: &str = "88145e3c3249adc2546ede277e9819d6e405e19072456e4b521cbc724bd60773";
+const TPIN: &str = "56a1447ad31926fdc21fb07e56e5642bd9c850c4f52d8c8af7bbe5f079a84f5f";
+
+fn profile() -> Profile {
+    let yaml = format!(
+        r#"profileId: r1-distill-qwen-7b-v1
+baseModel: deepseek-ai/DeepSeek-R1-Distill-Qwen-7B
+modelType: qwen2
+engineQuirks:
+  sglang-kv-rank-v1:
+    completionsBos: true
+tokenizerArtifact: sha256/{PIN}
+tokenizerSha256: {PIN}
+templateArtifact: sha256/{TPIN}
+templateSha256: {TPIN}
+templateContentFormat: string
+renderPolicy:
+  addGenerationPrompt: true
+  bosToken: "<｜begin▁of▁sentence｜>"
+  eosToken: "<｜end▁of▁sentence｜>"
+supportedApis:
+  - completions
+  - chat
+aliasPolicy: base_model_only
+"#
+    );
+    Profile::parse(yaml.as_bytes(), "r1.yaml").unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn artifact(bytes: Vec<u8>) -> VerifiedArtifact {
+    VerifiedArtifact {
+        receipt: Receipt {
+            relative_path: "artifacts/test".into(),
+            sha256: String::new(),
+            size: bytes.len() as u64,
+            mode: 0o644,
+            uid: 0,
+            inode: 0,
+            loaded_at: std::time::SystemTime::now(),
+        },
+        bytes: Arc::from(bytes),
+    }
+}
+
+fn artifacts(template: &str) -> VerifiedArtifacts {
+    let tok = std::fs::read(model_dir(R1).join("tokenizer.json")).unwrap_or_default();
+    VerifiedArtifacts {
+        tokenizer: artifact(tok),
+        template: Some(artifact(template.as_bytes().to_vec())),
+        bos_token_id: Some(151646),
+    }
+}
+
+fn r1_template() -> String {
+    spec(R1, kvtemplate::Engine::Vllm)
+        .template_source
+        .unwrap_or_default()
+}
+
+#[test]
+fn profile_encoders_follow_the_contract_quirks() {
+    let p = profile();
+    let a = artifacts(&r1_template());
+    let mut out = [0u32; 16];
+    let sglang =
+        encoder_from_profile(&p, &a, "sglang-kv-rank-v1").unwrap_or_else(|e| panic!("{e}"));
+    let got = sglang
+        .encode_completions("The capital of France is", &mut out)
+        .ok();
+    assert!(matches!(got, Some(Outcome::Done(n)) if n.written == 6));
+    assert_eq!(out[..6], [151646, 785, 6722, 315, 9625, 374]);
+    let vllm = encoder_from_profile(&p, &a, "vllm-kv-v1").unwrap_or_else(|e| panic!("{e}"));
+    let got = vllm
+        .encode_completions("The capital of France is", &mut out)
+        .ok();
+    assert!(matches!(got, Some(Outcome::Done(n)) if n.written == 5));
+    // chat: one BOS, from the template
+    let chat = vllm
+        .encode_chat_to_vec(br#"{"messages":[{"role":"user","content":"hi"}]}"#, 0, 64)
+        .ok();
+    let Some(Outcome::Done(r)) = chat else {
+        panic!("{chat:?}")
+    };
+    assert!(r.text.starts_with("<｜begin▁of▁sentence｜><｜User｜>hi"));
+    assert_eq!(r.ids.iter().filter(|&&i| i == 151646).count(), 1);
+}
+
+#[test]
+fn validator_compiles_templates_and_loads_tokenizers() {
+    let p = profile();
+    assert_eq!(KvtemplateValidator.name(), "kvtemplate");
+    assert!(KvtemplateValidator
+        .validate_profile(&p, &artifacts(&r1_template()))
+        .is_ok());
+    let bad = KvtemplateValidator.validate_profile(&p, &artifacts("{% for %}"));
+    assert!(bad.is_err_and(|e| e.contains("r1-distill-qwen-7b-v1")));
+    let clock = KvtemplateValidator.validate_profile(&p, &artifacts("{{ strftime_now('%Y') }}"));
+    assert!(
+        clock.is_err(),
+        "strftime_now without clockPolicy must be refused"
+    );
+}

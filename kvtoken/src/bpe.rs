@@ -1,0 +1,277 @@
+//! Byte-level BPE over token ids: the same merge order as HF `tokenizers` (always the adjacent
+//! pair of lowest merge rank, leftmost on ties), without strings.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Words of at most this many symbols are merged by rescanning a rank array (cache friendly);
+/// longer ones with a heap, so no word costs quadratic time.
+const SMALL_WORD: usize = 48;
+
+/// A tiny multiply-rotate hasher (FxHash) for the byte-string vocabulary.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut buf = [0u8; 8];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(buf));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+/// A map keyed by byte strings.
+pub(crate) type BytesMap<V> = HashMap<Box<[u8]>, V, BuildHasherDefault<FxHasher>>;
+
+/// One merge: the pair of ids, and its `(rank, merged id)`.
+pub(crate) type Merge = ((u32, u32), (u32, u32));
+
+/// Open-addressing map from an id pair to `(rank, merged id)`.
+pub(crate) struct MergeMap {
+    keys: Vec<u64>,
+    vals: Vec<(u32, u32)>,
+    mask: usize,
+}
+
+const EMPTY: u64 = u64::MAX;
+
+impl MergeMap {
+    /// Builds the map; later duplicates of a pair overwrite earlier ones, as a `HashMap`
+    /// collected from the merges list does in `tokenizers`.
+    pub(crate) fn new(merges: &[Merge]) -> Self {
+        let cap = (merges.len() * 2).next_power_of_two().max(16);
+        let mut map = Self {
+            keys: vec![EMPTY; cap],
+            vals: vec![(0, 0); cap],
+            mask: cap - 1,
+        };
+        for &((a, b), v) in merges {
+            let key = pack(a, b);
+            let mut slot = map.slot(key);
+            loop {
+                match map.keys.get(slot) {
+                    Some(&k) if k == key || k == EMPTY => break,
+                    _ => slot = (slot + 1) & map.mask,
+                }
+            }
+            if let (Some(k), Some(val)) = (map.keys.get_mut(slot), map.vals.get_mut(slot)) {
+                *k = key;
+                *val = v;
+            }
+        }
+        map
+    }
+
+    #[inline]
+    fn slot(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & self.mask
+    }
+
+    /// `(rank, merged id)` of the pair `(a, b)`.
+    #[inline]
+    pub(crate) fn get(&self, a: u32, b: u32) -> Option<(u32, u32)> {
+        let key = pack(a, b);
+        let mut slot = self.slot(key);
+        loop {
+            let k = *self.keys.get(slot)?;
+            if k == key {
+                return self.vals.get(slot).copied();
+            }
+            if k == EMPTY {
+                return None;
+            }
+            slot = (slot + 1) & self.mask;
+        }
+    }
+}
+
+#[inline]
+fn pack(a: u32, b: u32) -> u64 {
+    (u64::from(a) << 32) | u64::from(b)
+}
+
+/// Reusable buffers for [`merge`].
+#[derive(Default)]
+pub(crate) struct BpeScratch {
+    syms: Vec<u32>,
+    ranks: Vec<(u32, u32)>,
+    prev: Vec<usize>,
+    next: Vec<usize>,
+    heap: BinaryHeap<Reverse<(u32, usize, u32)>>,
+}
+
+/// Rank marking "no merge" for a pair.
+const NONE: u32 = u32::MAX;
+
+/// Merges the symbols `word` (byte-level ids) and appends the resulting ids to `out`.
+pub(crate) fn merge(
+    merges: &MergeMap,
+    word: impl Iterator<Item = u32>,
+    scratch: &mut BpeScratch,
+    out: &mut Vec<u32>,
+) {
+    scratch.syms.clear();
+    scratch.syms.extend(word);
+    if scratch.syms.len() <= SMALL_WORD {
+        merge_small(merges, scratch, out);
+    } else {
+        merge_heap(merges, scratch, out);
+    }
+}
+
+/// Rescans the ranks of the adjacent pairs for the lowest (leftmost on ties) after each merge.
+fn merge_small(merges: &MergeMap, s: &mut BpeScratch, out: &mut Vec<u32>) {
+    let syms = &mut s.syms;
+    let ranks = &mut s.ranks;
+    ranks.clear();
+    ranks.extend(
+        syms.windows(2)
+            .map(|w| merges.get(w[0], w[1]).unwrap_or((NONE, 0))),
+    );
+    loop {
+        let mut best = NONE;
+        let mut at = usize::MAX;
+        for (i, &(r, _)) in ranks.iter().enumerate() {
+            if r < best {
+                best = r;
+                at = i;
+            }
+        }
+        if best == NONE {
+            break;
+        }
+        let Some(&(_, new_id)) = ranks.get(at) else {
+            break;
+        };
+        // syms[at], syms[at + 1] -> new_id; pair `at` disappears, its neighbours change.
+        syms[at] = new_id;
+        syms.remove(at + 1);
+        ranks.remove(at);
+        if at > 0 {
+            ranks[at - 1] = merges.get(syms[at - 1], new_id).unwrap_or((NONE, 0));
+        }
+        if at < ranks.len() {
+            ranks[at] = merges.get(new_id, syms[at + 1]).unwrap_or((NONE, 0));
+        }
+    }
+    out.extend_from_slice(syms);
+}
+
+/// The `tokenizers` algorithm: a heap of `(rank, position)` over a linked list of symbols.
+fn merge_heap(merges: &MergeMap, s: &mut BpeScratch, out: &mut Vec<u32>) {
+    let n = s.syms.len();
+    s.prev.clear();
+    s.next.clear();
+    s.prev.extend((0..n).map(|i| i.wrapping_sub(1)));
+    s.next.extend(1..=n);
+    s.heap.clear();
+    for (i, w) in s.syms.windows(2).enumerate() {
+        if let Some((rank, new_id)) = merges.get(w[0], w[1]) {
+            s.heap.push(Reverse((rank, i, new_id)));
+        }
+    }
+    // A removed symbol is marked by NONE in syms.
+    while let Some(Reverse((rank, pos, new_id))) = s.heap.pop() {
+        let Some(&left) = s.syms.get(pos) else {
+            continue;
+        };
+        let right_pos = s.next[pos];
+        let (Some(&right), true) = (s.syms.get(right_pos), left != NONE) else {
+            continue;
+        };
+        // Stale entry: the pair at `pos` is no longer the one this entry was made for.
+        match merges.get(left, right) {
+            Some((r, id)) if r == rank && id == new_id => {}
+            _ => continue,
+        }
+        s.syms[pos] = new_id;
+        s.syms[right_pos] = NONE;
+        let after = s.next[right_pos];
+        s.next[pos] = after;
+        if let Some(p) = s.prev.get_mut(after) {
+            *p = pos;
+        }
+        let before = s.prev[pos];
+        if let Some(&b) = s.syms.get(before) {
+            if let Some((r, id)) = merges.get(b, new_id) {
+                s.heap.push(Reverse((r, before, id)));
+            }
+        }
+        if let Some(&a) = s.syms.get(after) {
+            if let Some((r, id)) = merges.get(new_id, a) {
+                s.heap.push(Reverse((r, pos, id)));
+            }
+        }
+    }
+    out.extend(s.syms.iter().copied().filter(|&id| id != NONE));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn table() -> MergeMap {
+        // ids 0..4 are symbols a b c d; merges build ab(10) bc(11) abc(12) cd(13) aa(14)
+        MergeMap::new(&[
+            ((1, 2), (0, 11)),
+            ((0, 1), (1, 10)),
+            ((10, 2), (2, 12)),
+            ((0, 11), (3, 12)),
+            ((2, 3), (4, 13)),
+            ((0, 0), (5, 14)),
+            ((14, 14), (6, 15)),
+        ])
+    }
+
+    proptest! {
+        #[test]
+        fn small_and_heap_agree(word in proptest::collection::vec(0u32..4, 0..120)) {
+            let m = table();
+            let mut s = BpeScratch::default();
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            s.syms.clear();
+            s.syms.extend(word.iter().copied());
+            merge_small(&m, &mut s, &mut a);
+            s.syms.clear();
+            s.syms.extend(word.iter().copied());
+            merge_heap(&m, &mut s, &mut b);
+            prop_assert_eq!(a, b);
+        }
+    }
+
+    #[test]
+    fn merges_lowest_rank_first() {
+        let m = table();
+        let mut s = BpeScratch::default();
+        let mut out = Vec::new();
+        merge(&m, [0, 1, 2].into_iter(), &mut s, &mut out);
+        assert_eq!(out, [12]); // bc first (rank 0), then a+bc (rank 3)
+        out.clear();
+        merge(&m, [0, 0, 0, 0, 0].into_iter(), &mut s, &mut out);
+        assert_eq!(out, [15, 0]);
+    }
+}

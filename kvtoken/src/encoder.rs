@@ -1,0 +1,532 @@
+//! [`FastEncoder`]: the fast path for recognised configurations, HF `tokenizers` otherwise.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use daachorse::{DoubleArrayAhoCorasick, DoubleArrayAhoCorasickBuilder, MatchKind};
+use serde_json::Value;
+use tokenizers::Tokenizer;
+use unicode_normalization_alignments::{is_nfc_quick, IsNormalized, UnicodeNormalization};
+
+use crate::bpe::{self, BpeScratch, BytesMap, FxHasher, MergeMap};
+use crate::bytelevel::ByteLevel;
+use crate::config::{recognise, Flavor, Recognised};
+use crate::pretok::{self, CharInfo};
+use crate::KvTokenError;
+
+/// Which path an encoder takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EncoderPath {
+    /// The specialised matcher and BPE for a recognised configuration.
+    Fast(Flavor),
+    /// HF `tokenizers`, unchanged; the string says why the configuration was not recognised.
+    Fallback(String),
+}
+
+/// Per-thread buffers, reused across calls so a warm encode allocates nothing but `out`'s
+/// growth. One per thread is kept internally; hold your own to pass to
+/// [`FastEncoder::encode_with_scratch`] if you prefer.
+#[derive(Default)]
+pub struct Scratch {
+    nfc: String,
+    chars: Vec<CharInfo>,
+    bpe: BpeScratch,
+    caches: Vec<WordCache>,
+}
+
+/// Words longer than this (bytes) are not cached.
+const CACHE_MAX_WORD: usize = 256;
+/// A cache holding this many words is emptied before the next insertion.
+const CACHE_MAX_WORDS: usize = 1 << 16;
+/// A scratch keeps the caches of at most this many encoders (the oldest goes first).
+const CACHE_MAX_ENCODERS: usize = 8;
+
+/// The ids of recently seen words, for one encoder (`uid`).
+struct WordCache {
+    uid: u64,
+    /// Words of up to 15 bytes, packed with their length into one integer (no memcmp).
+    short: HashMap<u128, (u32, u32), BuildHasherDefault<FxHasher>>,
+    /// Longer words.
+    long: BytesMap<(u32, u32)>,
+    ids: Vec<u32>,
+}
+
+/// `word` packed into a `u128` with its length in the top byte, if it is under 16 bytes.
+#[inline]
+fn pack_short(word: &[u8]) -> Option<u128> {
+    if word.len() >= 16 {
+        return None;
+    }
+    let mut buf = [0u8; 16];
+    buf.get_mut(..word.len())?.copy_from_slice(word);
+    buf[15] = word.len() as u8;
+    Some(u128::from_le_bytes(buf))
+}
+
+impl WordCache {
+    fn get(&self, word: &[u8]) -> Option<&[u32]> {
+        let &(at, len) = match pack_short(word) {
+            Some(key) => self.short.get(&key)?,
+            None => self.long.get(word)?,
+        };
+        self.ids.get(at as usize..(at as usize + len as usize))
+    }
+
+    fn insert(&mut self, word: &[u8], ids: &[u32]) {
+        if self.short.len() + self.long.len() >= CACHE_MAX_WORDS {
+            self.short.clear();
+            self.long.clear();
+            self.ids.clear();
+        }
+        let entry = (self.ids.len() as u32, ids.len() as u32);
+        self.ids.extend_from_slice(ids);
+        match pack_short(word) {
+            Some(key) => self.short.insert(key, entry),
+            None => self.long.insert(word.into(), entry),
+        };
+    }
+}
+
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// The tables of the fast path.
+struct FastPath {
+    /// Identifies this encoder's word cache in a [`Scratch`].
+    uid: u64,
+    cfg: Recognised,
+    /// Id of the byte-level char of each byte.
+    byte_ids: [u32; 256],
+    merges: MergeMap,
+    /// The model vocabulary keyed by raw bytes; only filled when `ignore_merges`.
+    vocab: BytesMap<u32>,
+    /// Added tokens (all non-normalized, no strip/single-word flags), leftmost-longest.
+    added: Option<DoubleArrayAhoCorasick<u32>>,
+}
+
+/// A tokenizer that computes exactly the ids of HF `tokenizers` for the same `tokenizer.json`,
+/// through a specialised path when it recognises the configuration ([`EncoderPath::Fast`]) and
+/// through `tokenizers` itself otherwise. `Send + Sync`; share it behind an `Arc`.
+///
+/// ```no_run
+/// let enc = kvtoken::FastEncoder::from_file("tokenizer.json")?;
+/// let mut ids = Vec::new();
+/// enc.encode_into("<|im_start|>user\nHi<|im_end|>\n", false, &mut ids)?;
+/// assert!(enc.is_fast());
+/// # Ok::<(), kvtoken::KvTokenError>(())
+/// ```
+pub struct FastEncoder {
+    stock: Tokenizer,
+    fast: Option<FastPath>,
+    path: EncoderPath,
+}
+
+impl std::fmt::Debug for FastEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastEncoder")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+/// Probe texts encoded by both paths when an encoder is built; any difference means fallback.
+const PROBES: &[&str] = &[
+    "",
+    "Hello, world! It's 2024-07-26 and we'll test   spacing\n\n\tand tabs.",
+    "<|im_start|>user\n你好，世界<|im_end|>\n<|begin_of_text|><|eot_id|> <think>x</think>",
+    "Ünïcödé e\u{301} ﬅ 'ſ  \u{3000}x\r\n 12345 🚀🚀 ",
+];
+
+impl FastEncoder {
+    /// Builds an encoder from the bytes of a `tokenizer.json`.
+    pub fn from_bytes(json: &[u8]) -> Result<Self, KvTokenError> {
+        let stock = Tokenizer::from_bytes(json).map_err(|e| KvTokenError::Load(e.to_string()))?;
+        let value: Value =
+            serde_json::from_slice(json).map_err(|e| KvTokenError::Load(e.to_string()))?;
+        Ok(Self::build(stock, &value))
+    }
+
+    /// Builds an encoder from a `tokenizer.json` file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, KvTokenError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| KvTokenError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_bytes(&bytes)
+    }
+
+    /// Builds an encoder from a loaded `tokenizers::Tokenizer` (its configuration is read back
+    /// through its JSON serialisation).
+    pub fn from_tokenizer(stock: Tokenizer) -> Result<Self, KvTokenError> {
+        let json = stock
+            .to_string(false)
+            .map_err(|e| KvTokenError::Load(e.to_string()))?;
+        let value: Value =
+            serde_json::from_str(&json).map_err(|e| KvTokenError::Load(e.to_string()))?;
+        Ok(Self::build(stock, &value))
+    }
+
+    fn build(stock: Tokenizer, json: &Value) -> Self {
+        let mut enc = Self {
+            stock,
+            fast: None,
+            path: EncoderPath::Fallback(String::new()),
+        };
+        match FastPath::new(&enc.stock, json) {
+            Err(reason) => enc.path = EncoderPath::Fallback(reason),
+            Ok(fast) => {
+                let flavor = fast.cfg.flavor;
+                enc.fast = Some(fast);
+                match enc.self_check() {
+                    Ok(()) => enc.path = EncoderPath::Fast(flavor),
+                    Err(reason) => {
+                        enc.fast = None;
+                        enc.path = EncoderPath::Fallback(reason);
+                    }
+                }
+            }
+        }
+        enc
+    }
+
+    fn self_check(&self) -> Result<(), String> {
+        let mut fast = Vec::new();
+        for text in PROBES {
+            for add in [false, true] {
+                let stock = self.encode_stock(text, add).map_err(|e| e.to_string())?;
+                self.encode_into(text, add, &mut fast)
+                    .map_err(|e| e.to_string())?;
+                if stock != fast {
+                    return Err(format!(
+                        "self-check failed on {text:?} (add_special_tokens={add})"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Which path this encoder takes.
+    pub fn path(&self) -> &EncoderPath {
+        &self.path
+    }
+
+    /// Whether this encoder takes the fast path.
+    pub fn is_fast(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// The reference `tokenizers::Tokenizer` (also the fallback path).
+    pub fn stock(&self) -> &Tokenizer {
+        &self.stock
+    }
+
+    /// Encodes `text` into `out` (cleared first): exactly `Tokenizer::encode(text,
+    /// add_special_tokens)`'s ids. Uses a thread-local [`Scratch`].
+    pub fn encode_into(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+        out: &mut Vec<u32>,
+    ) -> Result<(), KvTokenError> {
+        if self.fast.is_none() {
+            return self.encode_stock_into(text, add_special_tokens, out);
+        }
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => {
+                self.encode_with_scratch(&mut scratch, text, add_special_tokens, out)
+            }
+            Err(_) => {
+                self.encode_with_scratch(&mut Scratch::default(), text, add_special_tokens, out)
+            }
+        })
+    }
+
+    /// [`encode_into`](Self::encode_into) with caller-held buffers.
+    pub fn encode_with_scratch(
+        &self,
+        scratch: &mut Scratch,
+        text: &str,
+        add_special_tokens: bool,
+        out: &mut Vec<u32>,
+    ) -> Result<(), KvTokenError> {
+        out.clear();
+        match &self.fast {
+            Some(fast) if u32::try_from(text.len()).is_ok() => {
+                fast.encode(scratch, text, add_special_tokens, out);
+                Ok(())
+            }
+            _ => self.encode_stock_into(text, add_special_tokens, out),
+        }
+    }
+
+    /// Encodes `text` and returns the ids.
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, KvTokenError> {
+        let mut out = Vec::new();
+        self.encode_into(text, add_special_tokens, &mut out)?;
+        Ok(out)
+    }
+
+    /// The reference: HF `tokenizers`' own ids for `text`.
+    pub fn encode_stock(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+    ) -> Result<Vec<u32>, KvTokenError> {
+        let mut out = Vec::new();
+        self.encode_stock_into(text, add_special_tokens, &mut out)?;
+        Ok(out)
+    }
+
+    fn encode_stock_into(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+        out: &mut Vec<u32>,
+    ) -> Result<(), KvTokenError> {
+        let enc = self
+            .stock
+            .encode(text, add_special_tokens)
+            .map_err(|e| KvTokenError::Encode(e.to_string()))?;
+        out.clear();
+        out.extend_from_slice(enc.get_ids());
+        Ok(())
+    }
+
+    /// The byte spans the fast pre-tokenizer splits `text` into (no normalization, no added
+    /// tokens), for comparison with `tokenizers`' pre-tokenizer; `None` on the fallback path.
+    pub fn pre_tokenize_spans(&self, text: &str) -> Option<Vec<(usize, usize)>> {
+        let fast = self.fast.as_ref()?;
+        let mut chars = Vec::new();
+        pretok::scan(text, &mut chars);
+        let mut spans = Vec::new();
+        pretok::split(text.len(), &chars, fast.cfg.flavor.max_digits(), |a, b| {
+            spans.push((a, b))
+        });
+        Some(spans)
+    }
+}
+
+impl FastPath {
+    fn new(stock: &Tokenizer, json: &Value) -> Result<Self, String> {
+        let cfg = recognise(json)?;
+        let added_vocab = stock.get_added_vocabulary();
+        if added_vocab.get_encode_special_tokens() {
+            return Err("encode_special_tokens is set".into());
+        }
+        if stock.get_truncation().is_some() || stock.get_padding().is_some() {
+            return Err("truncation or padding configured".into());
+        }
+        let mut patterns: Vec<(String, u32)> = Vec::new();
+        for (id, tok) in stock.get_added_tokens_decoder() {
+            if tok.lstrip || tok.rstrip || tok.single_word || tok.normalized {
+                return Err(format!(
+                    "added token {:?} has lstrip/rstrip/single_word/normalized",
+                    tok.content
+                ));
+            }
+            patterns.push((tok.content.clone(), id));
+        }
+        let added = if patterns.is_empty() {
+            None
+        } else {
+            Some(
+                DoubleArrayAhoCorasickBuilder::new()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .build_with_values(patterns)
+                    .map_err(|e| format!("added tokens: {e}"))?,
+            )
+        };
+
+        let bl = ByteLevel::new();
+        let vocab = stock.get_vocab(false);
+        let mut byte_ids = [0u32; 256];
+        for (b, slot) in byte_ids.iter_mut().enumerate() {
+            let c = bl.char_of(b as u8).to_string();
+            *slot = *vocab
+                .get(&c)
+                .ok_or_else(|| format!("byte-level char {c:?} missing from the vocabulary"))?;
+        }
+
+        let model = json.get("model").unwrap_or(&Value::Null);
+        let merges_json = model
+            .get("merges")
+            .and_then(Value::as_array)
+            .ok_or("model.merges missing")?;
+        let mut merges = Vec::with_capacity(merges_json.len());
+        let mut rank = 0u32;
+        for m in merges_json {
+            let (a, b) = match m {
+                Value::String(line) => {
+                    if line.starts_with("#version") {
+                        continue;
+                    }
+                    let mut parts = line.split(' ');
+                    match (parts.next(), parts.next(), parts.next()) {
+                        (Some(a), Some(b), None) => (a, b),
+                        _ => return Err(format!("bad merge {line:?}")),
+                    }
+                }
+                Value::Array(pair) => match pair.as_slice() {
+                    [Value::String(a), Value::String(b)] => (a.as_str(), b.as_str()),
+                    _ => return Err("bad merge pair".into()),
+                },
+                _ => return Err("bad merge".into()),
+            };
+            let id = |s: &str| {
+                vocab
+                    .get(s)
+                    .copied()
+                    .ok_or_else(|| format!("merge token {s:?} not in vocab"))
+            };
+            merges.push(((id(a)?, id(b)?), (rank, id(&format!("{a}{b}"))?)));
+            rank += 1;
+        }
+        let merges = MergeMap::new(&merges);
+
+        let mut by_bytes = BytesMap::default();
+        if cfg.ignore_merges {
+            for (tok, &id) in &vocab {
+                if let Some(bytes) = bl.decode(tok) {
+                    by_bytes.insert(bytes.into_boxed_slice(), id);
+                }
+            }
+        }
+        Ok(Self {
+            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+            cfg,
+            byte_ids,
+            merges,
+            vocab: by_bytes,
+            added,
+        })
+    }
+
+    fn encode(&self, s: &mut Scratch, text: &str, add_special_tokens: bool, out: &mut Vec<u32>) {
+        if add_special_tokens {
+            out.extend_from_slice(&self.cfg.prefix);
+        }
+        let mut last = 0;
+        if let Some(added) = &self.added {
+            for m in added.leftmost_find_iter(text) {
+                if let Some(piece) = text.get(last..m.start()) {
+                    self.encode_piece(s, piece, out);
+                }
+                out.push(m.value());
+                last = m.end();
+            }
+        }
+        if let Some(piece) = text.get(last..) {
+            self.encode_piece(s, piece, out);
+        }
+        if add_special_tokens {
+            out.extend_from_slice(&self.cfg.suffix);
+        }
+    }
+
+    /// Normalizes, pre-tokenizes and BPE-encodes a piece of text without added tokens.
+    fn encode_piece(&self, s: &mut Scratch, piece: &str, out: &mut Vec<u32>) {
+        if piece.is_empty() {
+            return;
+        }
+        let Scratch {
+            nfc,
+            chars,
+            bpe,
+            caches,
+        } = s;
+        let cache = match caches.iter().position(|c| c.uid == self.uid) {
+            Some(i) => &mut caches[i],
+            None => {
+                if caches.len() >= CACHE_MAX_ENCODERS {
+                    caches.remove(0);
+                }
+                caches.push(WordCache {
+                    uid: self.uid,
+                    short: HashMap::default(),
+                    long: BytesMap::default(),
+                    ids: Vec::new(),
+                });
+                let last = caches.len() - 1;
+                &mut caches[last]
+            }
+        };
+        let text = if self.cfg.nfc
+            && !piece.is_ascii()
+            && is_nfc_quick(piece.chars()) != IsNormalized::Yes
+        {
+            nfc.clear();
+            nfc.extend(piece.nfc().map(|(c, _)| c));
+            nfc.as_str()
+        } else {
+            piece
+        };
+        pretok::scan(text, chars);
+        let bytes = text.as_bytes();
+        pretok::split(text.len(), chars, self.cfg.flavor.max_digits(), |a, b| {
+            if let Some(word) = bytes.get(a..b) {
+                self.encode_word(word, bpe, cache, out);
+            }
+        });
+    }
+
+    #[inline]
+    fn encode_word(
+        &self,
+        word: &[u8],
+        bpe: &mut BpeScratch,
+        cache: &mut WordCache,
+        out: &mut Vec<u32>,
+    ) {
+        if let [b] = word {
+            out.push(self.byte_ids[usize::from(*b)]);
+            return;
+        }
+        let cacheable = word.len() <= CACHE_MAX_WORD;
+        if cacheable {
+            if let Some(ids) = cache.get(word) {
+                out.extend_from_slice(ids);
+                return;
+            }
+        }
+        let first = out.len();
+        let direct = if self.cfg.ignore_merges {
+            self.vocab.get(word).copied()
+        } else {
+            None
+        };
+        match direct {
+            Some(id) => out.push(id),
+            None => {
+                let ids = word.iter().map(|&b| self.byte_ids[usize::from(b)]);
+                bpe::merge(&self.merges, ids, bpe, out);
+            }
+        }
+        if cacheable {
+            cache.insert(word, out.get(first..).unwrap_or_default());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pack_short;
+
+    #[test]
+    fn short_keys_are_distinct_and_bounded() {
+        assert_ne!(pack_short(b"a"), pack_short(b"a\0"));
+        assert_ne!(pack_short(b""), pack_short(b"\0"));
+        assert_eq!(
+            pack_short(b"0123456789abcde").map(|k| (k >> 120) as u8),
+            Some(15)
+        );
+        assert_eq!(pack_short(b"0123456789abcdef"), None);
+    }
+}

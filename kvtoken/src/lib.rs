@@ -1,0 +1,26 @@
+//! # kvtoken — fast, bit-identical tokenization
+//!
+//! [`FastEncoder`] computes exactly the token ids HF `tokenizers` computes for a
+//! `tokenizer.json`, several times faster, for the byte-level BPE configurations kvexact ships
+//! (Qwen2 / Qwen2.5 / Qwen3 / R1-Distill-Qwen and Llama 3 style: NFC or no normalizer,
+//! `Split` regex + ByteLevel pre-tokenizer, BPE, ByteLevel / TemplateProcessing
+//! post-processor, plain added tokens). The regex is replaced by a hand-written matcher over
+//! character-class tables generated from Oniguruma; BPE runs on ids with an open-addressing
+//! merge table. Any other configuration (e.g. gemma-2's SentencePiece-style BPE) goes through
+//! `tokenizers` unchanged; [`FastEncoder::path`] says which path was taken. Each encoder also
+//! checks itself against `tokenizers` on a few probe texts when built and falls back on any
+//! difference.
+#![warn(missing_docs)]
+
+mod bpe;
+mod bytelevel;
+mod classes;
+mod config;
+mod encoder;
+mod error;
+mod pretok;
+mod tables;
+
+pub use config::Flavor;
+pub use encoder::{EncoderPath, FastEncoder, Scratch};
+pub use error::KvTokenError;

@@ -1,0 +1,30 @@
+# Sourced by the scripts/ffi-*.sh helpers: repository root, target dir, C program list, and a
+# function that builds libkvexact and compiles the C test programs against it.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+CC="${CC:-cc}"
+# The C test programs (each has a main and takes the repository root as argv[1]).
+C_PROGRAMS=()
+for f in "$ROOT"/ffi/tests/c/*.c; do C_PROGRAMS+=("$(basename "$f" .c)"); done
+
+# build_lib PROFILE: cargo build of libkvexact (PROFILE = debug | release); prints the lib dir.
+build_lib() {
+  local profile="$1"
+  if [ "$profile" = release ]; then
+    (cd "$ROOT" && cargo build --release -p kvexact-ffi >&2)
+  else
+    (cd "$ROOT" && cargo build -p kvexact-ffi >&2)
+  fi
+  echo "$TARGET_DIR/$profile"
+}
+
+# compile_c NAME OUT_DIR LIB_DIR [extra cc flags...]: links ffi/tests/c/NAME.c statically.
+compile_c() {
+  local name="$1" out="$2" libdir="$3"
+  shift 3
+  mkdir -p "$out"
+  "$CC" -std=c11 -Wall -Wextra -Werror -pedantic -g -pthread "$@" \
+    -I "$ROOT/include" "$ROOT/ffi/tests/c/$name.c" -o "$out/$name" \
+    "$libdir/libkvexact.a" -lpthread -ldl -lm
+}
