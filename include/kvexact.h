@@ -30,6 +30,14 @@
 #include <stdint.h>
 
 /**
+ * An encoder for one profile on one engine contract (e.g. `"vllm-kv-v1"`,
+ * `"sglang-kv-rank-v1"`): the compiled chat template and the pinned tokenizer, with the
+ * contract's quirks. Opaque, immutable and reference-counted; share one between all worker
+ * threads. It keeps its profile and generation alive. Release with `kvexact_encoder_free`.
+ */
+typedef struct kvexact_encoder kvexact_encoder;
+
+/**
  * An error returned through a `kvexact_error **err` out-parameter. Opaque; owned by the
  * caller, who frees it with `kvexact_error_free`. Read it with `kvexact_error_status`,
  * `kvexact_error_code`, `kvexact_error_message` and `kvexact_error_path`. Not shared between
@@ -46,10 +54,36 @@ typedef struct kvexact_error kvexact_error;
 typedef struct kvexact_hasher kvexact_hasher;
 
 /**
+ * One published profile. Opaque and reference-counted; it keeps its generation alive, so it
+ * stays valid after the registry handle it came from is freed. Release with
+ * `kvexact_profile_free`.
+ */
+typedef struct kvexact_profile kvexact_profile;
+
+/**
+ * One immutable registry generation: every profile with its verified artifact bytes, templates
+ * compiled and tokenizers checked at load. Opaque and reference-counted; share it between
+ * threads freely. Release each reference (from `kvexact_registry_load` or
+ * `kvexact_registry_retain`) once with `kvexact_registry_free`; the generation lives until its
+ * last reference — including those held by profiles and encoders — is gone.
+ */
+typedef struct kvexact_registry kvexact_registry;
+
+/**
  * The result of every fallible call: `KVEXACT_OK` (0) or a negative `KVEXACT_ERR_*` value.
  * Functions that return a count (`int32_t`) use the same negative values for failures.
  */
 typedef int32_t kvexact_status;
+
+/**
+ * Why a strict rule refused a request (`KVEXACT_REFUSAL_*`); written by `kvexact_encode_chat`
+ * next to `KVEXACT_ERR_UNSUPPORTED`.
+ *
+ * An integer typedef rather than a C enum: a C enum's size is implementation-defined, and an
+ * out-of-range value passed from C into a Rust enum would be undefined behaviour, whereas
+ * `kvexact_refusal_name` answers `"unrecognized_refusal"` for it.
+ */
+typedef uint32_t kvexact_refusal;
 
 /**
  * Which engine hash chain a hasher computes (`KVEXACT_SHA256_CBOR` …).
@@ -61,14 +95,22 @@ typedef int32_t kvexact_status;
 typedef uint32_t kvexact_hash_algo;
 
 /**
- * Why a strict rule refused a request (`KVEXACT_REFUSAL_*`); written by `kvexact_encode_chat`
- * next to `KVEXACT_ERR_UNSUPPORTED`.
- *
- * An integer typedef rather than a C enum: a C enum's size is implementation-defined, and an
- * out-of-range value passed from C into a Rust enum would be undefined behaviour, whereas
- * `kvexact_refusal_name` answers `"unrecognized_refusal"` for it.
+ * Options of `kvexact_registry_load`. Pass NULL for the defaults.
  */
-typedef uint32_t kvexact_refusal;
+typedef struct {
+  /**
+   * Owner uid trusted besides 0 (the gateway passes `geteuid()`).
+   */
+  uint32_t trusted_uid;
+  /**
+   * Cap on a profile document's size; 0 = default (1 MiB).
+   */
+  uint64_t max_profile_bytes;
+  /**
+   * Cap on an artifact's size (tokenizer.json, template); 0 = default (64 MiB).
+   */
+  uint64_t max_artifact_bytes;
+} kvexact_registry_opts;
 
 /**
  * vLLM `sha256_cbor` (the contract's default): SHA-256 over canonical CBOR
@@ -329,6 +371,109 @@ extern "C" {
 const char *kvexact_version(void);
 
 /**
+ * Builds the encoder of `profile` for the engine contract `contract_id` (NUL-terminated; its
+ * first `-` segment names the engine: `vllm`, `sglang`, `trtllm`). Compiles the template and
+ * loads the tokenizer (milliseconds to a second: do it at publish time, not per request).
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`, or a negative status with an error
+ * object: `KVEXACT_ERR_PROFILE` (unknown contract, quirk not valid for it),
+ * `KVEXACT_ERR_RENDERER` (template does not compile), `KVEXACT_ERR_TOKENIZER` (tokenizer does
+ * not load), `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_encoder_free`) and `*err`.
+ *
+ * # Safety
+ * `profile` is NULL or a live profile; `contract_id` is NULL or a NUL-terminated string;
+ * `out` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_encoder_new(const kvexact_profile *profile,
+                                   const char *contract_id,
+                                   kvexact_encoder **out,
+                                   kvexact_error **err);
+
+/**
+ * Takes another reference to `encoder` and returns it (NULL when `encoder` is NULL).
+ *
+ * # Safety
+ * `encoder` is NULL or a live encoder.
+ */
+const kvexact_encoder *kvexact_encoder_retain(const kvexact_encoder *encoder);
+
+/**
+ * Releases one encoder reference. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `encoder` is NULL or a reference not released before.
+ */
+void kvexact_encoder_free(kvexact_encoder *encoder);
+
+/**
+ * Encodes a text completions prompt (`text`, `len` bytes of UTF-8, no NUL needed) into the ids
+ * the engine caches, using the contract's completions encoding (tokenizer with special tokens;
+ * SGLang `completionsBos`: BOS + ids without specials, the BOS counting against `max_ids`).
+ *
+ * Writes at most `max_ids` ids (the rest is cut, as the gateway's 4096-id cap does) and
+ * returns how many, or a negative status: `KVEXACT_ERR_REQUEST` (empty text, not UTF-8),
+ * `KVEXACT_ERR_UNSUPPORTED` (NUL byte in the text), `KVEXACT_ERR_TOKENIZER`,
+ * `KVEXACT_ERR_PROFILE`, `KVEXACT_ERR_NULL_ARGUMENT`. `out_ids` is written only on success.
+ *
+ * # Safety
+ * `encoder` is NULL or a live encoder; `text` is valid for `len` bytes; `out_ids` is valid for
+ * `max_ids` writes.
+ */
+int32_t kvexact_encode_completions(const kvexact_encoder *encoder,
+                                   const uint8_t *text,
+                                   size_t len,
+                                   uint32_t *out_ids,
+                                   uint32_t max_ids);
+
+/**
+ * The gateway's chat call: strict refusal scan of the raw request `body` (JSON, exact keys),
+ * render of the profile's template at `now_unix_ms` (UTC; one instant per request), encoding
+ * without special tokens.
+ *
+ * Writes at most `max_ids` ids and returns how many, or a negative status:
+ * `KVEXACT_ERR_UNSUPPORTED` (a strict-rule refusal; its reason in `*refusal_out`),
+ * `KVEXACT_ERR_REQUEST` (e.g. clock out of range), `KVEXACT_ERR_RENDERER` (no template),
+ * `KVEXACT_ERR_TOKENIZER`, `KVEXACT_ERR_NULL_ARGUMENT`. `out_ids` is written only on success.
+ *
+ * `refusal_out` may be NULL; when not NULL it is always written: the refusal for
+ * `KVEXACT_ERR_UNSUPPORTED`, `KVEXACT_REFUSAL_NONE` otherwise.
+ *
+ * # Safety
+ * `encoder` is NULL or a live encoder; `body` is valid for `len` bytes; `out_ids` is valid for
+ * `max_ids` writes; `refusal_out` is NULL or valid for one write.
+ */
+int32_t kvexact_encode_chat(const kvexact_encoder *encoder,
+                            const uint8_t *body,
+                            size_t len,
+                            int64_t now_unix_ms,
+                            uint32_t *out_ids,
+                            uint32_t max_ids,
+                            kvexact_refusal *refusal_out);
+
+/**
+ * Debug/oracle: the prompt `kvexact_encode_chat` would tokenize, as UTF-8 bytes (no NUL).
+ *
+ * Writes the needed length to `*len_out`; when `cap` is smaller, returns
+ * `KVEXACT_ERR_BUFFER_TOO_SMALL` and writes nothing else (`buf` may be NULL with `cap` 0 to
+ * ask for the size). Otherwise copies the prompt into `buf` and returns `KVEXACT_OK`. Other
+ * statuses and `refusal_out` as for `kvexact_encode_chat`.
+ *
+ * # Safety
+ * As `kvexact_encode_chat`; `buf` is NULL or valid for `cap` writes; `len_out` is NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_render_chat(const kvexact_encoder *encoder,
+                                   const uint8_t *body,
+                                   size_t len,
+                                   int64_t now_unix_ms,
+                                   uint8_t *buf,
+                                   size_t cap,
+                                   size_t *len_out,
+                                   kvexact_refusal *refusal_out);
+
+/**
  * The status the failing call returned, or `KVEXACT_ERR_NULL_ARGUMENT` when `err` is NULL.
  *
  * Ownership: `err` is borrowed.
@@ -508,6 +653,128 @@ int32_t kvexact_block_hashes_strided(const kvexact_hasher *hasher,
  * Ownership: the string is static; never free it.
  */
 const char *kvexact_refusal_name(kvexact_refusal refusal);
+
+/**
+ * Loads the registry at `root` (a path as bytes, no NUL needed) as generation
+ * `generation_number` (assigned by the caller, process-monotonic). All or nothing: trust
+ * policy, strict parsing, artifact digests, template compilation and tokenizer loading must
+ * all pass, else nothing is returned and the caller keeps serving its previous handle.
+ *
+ * `opts` may be NULL: trust uid 0 and this process's effective uid, default size caps.
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`; or `KVEXACT_ERR_NULL_ARGUMENT`,
+ * `KVEXACT_ERR_INVALID_ARGUMENT`, or `KVEXACT_ERR_REGISTRY` with an error object whose code
+ * is the registry's (e.g. `"INSECURE_MODE"`, `"TOKENIZER_SHA_MISMATCH"`) and whose path names
+ * the offending file relative to `root`.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_registry_free`) and `*err` (free with
+ * `kvexact_error_free`); `root` and `opts` are only read during the call.
+ *
+ * # Safety
+ * `root` is valid for `root_len` bytes; `opts` is NULL or valid; `out` and `err` are NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_registry_load(const uint8_t *root,
+                                     size_t root_len,
+                                     const kvexact_registry_opts *opts,
+                                     uint64_t generation_number,
+                                     kvexact_registry **out,
+                                     kvexact_error **err);
+
+/**
+ * Takes another reference to `registry` and returns it (NULL when `registry` is NULL).
+ *
+ * Ownership: the caller owns the returned reference (free with `kvexact_registry_free`).
+ *
+ * # Safety
+ * `registry` is NULL or a live registry handle.
+ */
+kvexact_registry *kvexact_registry_retain(kvexact_registry *registry);
+
+/**
+ * Releases one reference to a registry generation. NULL is accepted and ignored. Profiles and
+ * encoders obtained from it stay valid (they hold their own references).
+ *
+ * # Safety
+ * `registry` is NULL or a reference not released before.
+ */
+void kvexact_registry_free(kvexact_registry *registry);
+
+/**
+ * The generation number given to `kvexact_registry_load` (0 when `registry` is NULL).
+ *
+ * # Safety
+ * `registry` is NULL or a live registry handle.
+ */
+uint64_t kvexact_registry_generation(const kvexact_registry *registry);
+
+/**
+ * Writes the generation's `setDigest` (spec/registry.md §7) as 64 lowercase hex characters and
+ * a NUL into `out_hex`, which must hold 65 bytes. Returns `KVEXACT_OK` or
+ * `KVEXACT_ERR_NULL_ARGUMENT`; `out_hex` is written only on success.
+ *
+ * # Safety
+ * `registry` is NULL or a live registry handle; `out_hex` is NULL or valid for 65 bytes.
+ */
+kvexact_status kvexact_registry_set_digest(const kvexact_registry *registry, char *out_hex);
+
+/**
+ * Looks up the profile serving a request's `model` name (compared by slug: the base model or
+ * an allowed alias).
+ *
+ * Returns `KVEXACT_OK` and a new profile reference in `*out`; `KVEXACT_ERR_NOT_FOUND` when no
+ * profile serves the model; `KVEXACT_ERR_NULL_ARGUMENT` / `KVEXACT_ERR_INVALID_ARGUMENT`
+ * (`model` not UTF-8).
+ *
+ * Improvement on §6.2 (which calls the result a borrowed view): `*out` is an owned reference
+ * that keeps its generation alive, so it stays valid whatever order the caller (e.g. Go
+ * finalizers) releases handles in. Free it with `kvexact_profile_free`.
+ *
+ * # Safety
+ * `registry` is NULL or a live registry handle; `model` is valid for `n` bytes; `out` is NULL
+ * or valid for one write.
+ */
+kvexact_status kvexact_profile_by_model(const kvexact_registry *registry,
+                                        const uint8_t *model,
+                                        size_t n,
+                                        const kvexact_profile **out);
+
+/**
+ * Looks up a profile by its `profileId`. Returns and owns as `kvexact_profile_by_model`.
+ *
+ * # Safety
+ * As `kvexact_profile_by_model`.
+ */
+kvexact_status kvexact_profile_by_id(const kvexact_registry *registry,
+                                     const uint8_t *id,
+                                     size_t n,
+                                     const kvexact_profile **out);
+
+/**
+ * The profile's `profileId` (NUL-terminated), or `""` when `profile` is NULL.
+ *
+ * Ownership: the string belongs to `profile` and lives as long as it.
+ *
+ * # Safety
+ * `profile` is NULL or a live profile handle.
+ */
+const char *kvexact_profile_id(const kvexact_profile *profile);
+
+/**
+ * The number of the generation the profile belongs to (0 when `profile` is NULL).
+ *
+ * # Safety
+ * `profile` is NULL or a live profile handle.
+ */
+uint64_t kvexact_profile_generation(const kvexact_profile *profile);
+
+/**
+ * Releases one profile reference. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `profile` is NULL or a reference not released before.
+ */
+void kvexact_profile_free(const kvexact_profile *profile);
 
 /**
  * The stable lower-case name of a status (`"ok"`, `"request"`, `"null_argument"` …), or

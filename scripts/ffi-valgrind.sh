@@ -9,7 +9,7 @@ out="$TARGET_DIR/kvexact-valgrind"
 for p in "${C_PROGRAMS[@]}"; do
   compile_c "$p" "$out" "$libdir" -O0
   echo "== valgrind $p"
-  KVEXACT_TEST_ITERATIONS="${KVEXACT_TEST_ITERATIONS:-2000}" \
+  KVEXACT_TEST_ITERATIONS="${KVEXACT_TEST_ITERATIONS:-2000}" KVEXACT_TEST_GENERATIONS="${KVEXACT_TEST_GENERATIONS:-1}" \
     valgrind --quiet --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
     --show-leak-kinds=definite "$out/$p" "$ROOT"
 done

@@ -79,7 +79,8 @@ pub fn run(args: &Args) -> ExitCode {
         print_text(&report);
     }
     let state = report.verdict.enforced_state;
-    if state == State::Ready || (state == State::ReadyFunctionalOnly && args.allow_functional_only) {
+    if state == State::Ready || (state == State::ReadyFunctionalOnly && args.allow_functional_only)
+    {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -90,7 +91,14 @@ fn print_text(r: &AttestReport) {
     let v = &r.verdict;
     println!("state: {}", v.enforced_state);
     let reasons: Vec<&str> = v.reason_codes.iter().map(|x| x.as_str()).collect();
-    println!("reasons: {}", if reasons.is_empty() { "-".to_string() } else { reasons.join(", ") });
+    println!(
+        "reasons: {}",
+        if reasons.is_empty() {
+            "-".to_string()
+        } else {
+            reasons.join(", ")
+        }
+    );
     if !v.detail.is_empty() {
         println!("detail: {}", v.detail);
     }
@@ -109,7 +117,11 @@ fn print_text(r: &AttestReport) {
             kvprobe::ladder::ReceiptKind::TokenParity => "token_parity",
             kvprobe::ladder::ReceiptKind::HashEcho => "hash_echo",
         };
-        let status = if x.ok { "ok".to_string() } else { x.reason.map_or("failed", |r| r.as_str()).to_string() };
+        let status = if x.ok {
+            "ok".to_string()
+        } else {
+            x.reason.map_or("failed", |r| r.as_str()).to_string()
+        };
         println!("  {kind:<12} {:<21} {status:<22} {}", x.endpoint, x.detail);
     }
 }

@@ -13,17 +13,24 @@ const REVISION: &str = "c1899de289a04d12100db370d81485cdf75e47ca";
 fn registry_for(engine: Engine) -> TempRegistry {
     let reg = TempRegistry::copy_of(Path::new(REGISTRY)).expect("copy registry");
     if engine != Engine::Vllm {
-        reg.stage_manifest(PROFILE, engine, Some(REVISION)).expect("manifest");
+        reg.stage_manifest(PROFILE, engine, Some(REVISION))
+            .expect("manifest");
     }
     reg
 }
 
 fn attest(reg: &TempRegistry, engine: Engine, emu: &Emulator, extra: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kvexact"));
-    cmd.arg("attest")
-        .arg("--registry")
-        .arg(reg.root())
-        .args(["--profile", PROFILE, "--engine", engine.as_str(), "--endpoint", emu.endpoint(), "--timeout-s", "2"]);
+    cmd.arg("attest").arg("--registry").arg(reg.root()).args([
+        "--profile",
+        PROFILE,
+        "--engine",
+        engine.as_str(),
+        "--endpoint",
+        emu.endpoint(),
+        "--timeout-s",
+        "2",
+    ]);
     if let Some(ev) = emu.events_endpoint() {
         cmd.args(["--events", ev]);
     }
@@ -34,10 +41,17 @@ fn attest(reg: &TempRegistry, engine: Engine, emu: &Emulator, extra: &[&str]) ->
 fn ready_for_each_engine() {
     for engine in [Engine::Vllm, Engine::Sglang, Engine::Trtllm] {
         let reg = registry_for(engine);
-        let emu = Emulator::start(EmulatorConfig::from_registry(reg.root(), PROFILE, engine).unwrap()).unwrap();
+        let emu =
+            Emulator::start(EmulatorConfig::from_registry(reg.root(), PROFILE, engine).unwrap())
+                .unwrap();
         let out = attest(&reg, engine, &emu, &["--json"]);
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(out.status.code(), Some(0), "{engine}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{engine}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
         assert_eq!(v["enforcedState"], "READY", "{engine}");
         assert_eq!(v["reasonCodes"], serde_json::json!([]));
@@ -55,41 +69,79 @@ fn failing_ladder_exits_1_with_the_reason() {
     let out = attest(&reg, Engine::Vllm, &emu, &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(stdout.starts_with("state: PROFILE_VALIDATED\nreasons: identity_mismatch\n"), "{stdout}");
+    assert!(
+        stdout.starts_with("state: PROFILE_VALIDATED\nreasons: identity_mismatch\n"),
+        "{stdout}"
+    );
 }
 
 #[test]
 fn functional_only_needs_the_opt_in() {
     let reg = registry_for(Engine::Vllm);
     reg.remove(&format!("manifests/{PROFILE}.yaml")).unwrap();
-    let emu = Emulator::start(EmulatorConfig::from_registry(reg.root(), PROFILE, Engine::Vllm).unwrap()).unwrap();
+    let emu =
+        Emulator::start(EmulatorConfig::from_registry(reg.root(), PROFILE, Engine::Vllm).unwrap())
+            .unwrap();
     let out = attest(&reg, Engine::Vllm, &emu, &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout.contains("state: ENGINE_HASH_ATTESTED\nreasons: manifest_missing"), "{stdout}");
+    assert!(
+        stdout.contains("state: ENGINE_HASH_ATTESTED\nreasons: manifest_missing"),
+        "{stdout}"
+    );
     let out = attest(&reg, Engine::Vllm, &emu, &["--allow-functional-only"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.starts_with("state: READY_FUNCTIONAL_ONLY\n"), "{stdout}");
+    assert!(
+        stdout.starts_with("state: READY_FUNCTIONAL_ONLY\n"),
+        "{stdout}"
+    );
 }
 
 #[test]
 fn unreachable_endpoint_and_bad_registry() {
     let reg = registry_for(Engine::Vllm);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let ep = format!("127.0.0.1:{port}");
     let out = Command::new(env!("CARGO_BIN_EXE_kvexact"))
         .arg("attest")
         .arg("--registry")
         .arg(reg.root())
-        .args(["--profile", PROFILE, "--engine", "vllm", "--endpoint", &ep, "--timeout-s", "2", "--json"])
+        .args([
+            "--profile",
+            PROFILE,
+            "--engine",
+            "vllm",
+            "--endpoint",
+            &ep,
+            "--timeout-s",
+            "2",
+            "--json",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["reasonCodes"], serde_json::json!(["endpoint_unreachable"]));
+    assert_eq!(
+        v["reasonCodes"],
+        serde_json::json!(["endpoint_unreachable"])
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_kvexact"))
-        .args(["attest", "--registry", "/nonexistent/kvexact", "--profile", PROFILE, "--engine", "vllm", "--endpoint", &ep])
+        .args([
+            "attest",
+            "--registry",
+            "/nonexistent/kvexact",
+            "--profile",
+            PROFILE,
+            "--engine",
+            "vllm",
+            "--endpoint",
+            &ep,
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -254,3 +254,35 @@ fn the_real_llama_index_against_an_empty_directory() {
         format!("llama32-1b-v1: 0/{n} files match scripts/models/weights/llama32-1b-v1.index")
     );
 }
+
+#[test]
+fn a_terminal_gets_a_progress_bar() {
+    // util-linux `script` gives the command a pseudo-terminal; skip where it is absent.
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("script(1) not available; skipped");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let (dir, idx) = snapshot(t.path());
+    let cmd = format!(
+        "{} models verify-weights tiny-v1 {} --index {}",
+        env!("CARGO_BIN_EXE_kvexact"),
+        dir.display(),
+        idx.display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("\r[##############################] 100%  5/5 files"),
+        "{text:?}"
+    );
+    assert!(text.contains("tiny-v1: 5/5 files match"));
+}

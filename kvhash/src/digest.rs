@@ -105,7 +105,7 @@ impl Digest {
 }
 
 /// SHA-256 initial state.
-const SHA256_H0: [u32; 8] = [
+pub(crate) const SHA256_H0: [u32; 8] = [
     0x6a09_e667,
     0xbb67_ae85,
     0x3c6e_f372,
@@ -154,30 +154,6 @@ pub(crate) fn sha256_oneshot(msg: &[u8]) -> [u8; 32] {
         o.copy_from_slice(&w.to_be_bytes());
     }
     out
-}
-
-/// SHA-256 of the first `len` bytes of `m`, padding in place (the bytes after `len` must be
-/// zero and `len + 9` must fit in `m`); `None` if it does not fit. For messages built on
-/// the stack, so that nothing is copied before compression.
-#[inline]
-pub(crate) fn sha256_in_place<const N: usize>(m: &mut [u8; N], len: usize) -> Option<[u8; 32]> {
-    use sha2::digest::generic_array::GenericArray;
-    let total = (len + 9).div_ceil(64) * 64;
-    *m.get_mut(len)? = 0x80;
-    m.get_mut(total - 8..total)?
-        .copy_from_slice(&(len as u64).wrapping_mul(8).to_be_bytes());
-    let mut state = SHA256_H0;
-    for b in m.get(..total)?.chunks_exact(64) {
-        sha2::compress256(
-            &mut state,
-            std::slice::from_ref(GenericArray::from_slice(b)),
-        );
-    }
-    let mut out = [0u8; 32];
-    for (o, w) in out.chunks_exact_mut(4).zip(state) {
-        o.copy_from_slice(&w.to_be_bytes());
-    }
-    Some(out)
 }
 
 impl fmt::Debug for Digest {

@@ -288,3 +288,30 @@ fn oversized_and_deeply_nested_input_hits_the_caps() {
         Err(Error::EventLimitExceeded { .. })
     ));
 }
+
+#[test]
+fn trtllm_token_ids_outside_the_common_shape_take_the_checked_path() {
+    use kvhash::events::EventKind;
+    let body = br#"[{"event_id":0,"data":{"type":"stored","parent_hash":null,"blocks":[{"block_hash":1,"tokens":[{"token_id":3000000000},{"token_id":-1,"token_extra_id":null}]}]}}]"#;
+    let b = decode_json(EventFormat::TrtllmKvHttpV1, body).unwrap();
+    let EventKind::Stored(s) = &b.events[0].kind else {
+        panic!()
+    };
+    let ids: Vec<u32> = s.blocks[0]
+        .tokens
+        .iter()
+        .map(|t| t.token_id_u32())
+        .collect();
+    assert_eq!(ids, [3000000000, u32::MAX]);
+    let body = br#"[{"event_id":0,"data":{"type":"stored","parent_hash":null,"blocks":[{"block_hash":1,"tokens":[{"token_id":5},{"token_id":1.0}]}]}}]"#;
+    let err = decode_json(EventFormat::TrtllmKvHttpV1, body).unwrap_err();
+    assert_eq!(
+        err.event_location().unwrap().path,
+        "$[0].data.blocks[0].tokens[1].token_id"
+    );
+    let body = br#"[{"event_id":0,"data":{"type":"stored","parent_hash":null,"blocks":[{"block_hash":1,"tokens":[{"token_id":4294967296}]}]}}]"#;
+    assert!(matches!(
+        decode_json(EventFormat::TrtllmKvHttpV1, body),
+        Err(Error::EventIntegerOutOfRange { .. })
+    ));
+}

@@ -255,6 +255,27 @@ fn token() -> impl Strategy<Value = u64> {
     ]
 }
 
+/// Ids at and around every CBOR head boundary (23/24, 255/256, 65535/65536, 2^32-1/2^32).
+fn boundary_token() -> impl Strategy<Value = u64> {
+    const EDGES: [u64; 10] = [
+        0,
+        23,
+        24,
+        255,
+        256,
+        65_535,
+        65_536,
+        u32::MAX as u64,
+        1 << 32,
+        u64::MAX,
+    ];
+    prop_oneof![
+        4 => proptest::sample::select(&EDGES[..8]),
+        1 => proptest::sample::select(&EDGES[..]),
+        2 => 0u64..152_000,
+    ]
+}
+
 fn text() -> impl Strategy<Value = String> {
     prop_oneof!["[a-z/_-]{0,12}", "\\PC{0,6}", "[x]{250,300}"]
 }
@@ -297,8 +318,8 @@ fn vllm_case() -> impl Strategy<Value = VllmCase> {
             Just(HashAlgo::Sha256),
             Just(HashAlgo::Xxhash)
         ],
-        1usize..20,
-        proptest::collection::vec(token(), 0..90),
+        prop_oneof![1usize..20, 20usize..70],
+        proptest::collection::vec(token(), 0..150),
     )
         .prop_flat_map(|(algo, block, ids)| {
             let n = ids.len() as u64;
@@ -377,6 +398,35 @@ proptest! {
             prop_assert_eq!(hex::encode(&got), hex::encode(&want), "block {}", i);
             let d = chain.extend_to_vec(block).unwrap();
             prop_assert_eq!(d[0], c.algo.digest(&want));
+        }
+    }
+
+    /// The plain `sha256_cbor` stack path (block size ≤ 64) on ids at every CBOR head
+    /// boundary, as `u32` and as `u64`, against SHA-256 of ciborium's bytes; block sizes
+    /// straddle the 23/24 array-head boundary and the 64-id limit of the stack buffer.
+    #[test]
+    fn vllm_plain_sha256_cbor_boundaries(
+        block in 1usize..70,
+        ids in proptest::collection::vec(boundary_token(), 0..200),
+    ) {
+        use sha2::Digest as _;
+        let h = VllmHasher::new(HashAlgo::Sha256Cbor, block, Some("0")).unwrap();
+        let mut parent = h.none_hash();
+        let mut want = Vec::new();
+        for b in ids.chunks_exact(block) {
+            let bytes = cbor_block(&parent, b, &[]);
+            parent = Digest::sha256(sha2::Sha256::digest(&bytes).into());
+            want.push(parent);
+        }
+        let mut got = vec![Digest::sha256([0; 32]); want.len()];
+        prop_assert_eq!(h.block_hashes(&ids, &mut got).unwrap(), want.len());
+        prop_assert_eq!(&got, &want);
+        if ids.iter().all(|t| *t <= u32::MAX as u64) {
+            let ids32: Vec<u32> = ids.iter().map(|t| *t as u32).collect();
+            let mut ints = vec![0u64; want.len()];
+            h.block_hashes_u64(&ids32, &mut ints).unwrap();
+            let w: Vec<u64> = want.iter().map(Digest::last8_be).collect();
+            prop_assert_eq!(ints, w);
         }
     }
 

@@ -69,7 +69,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    println!("{engine} emulator for {profile}: http {}  events {}  (exits in {lifetime} s)", emu.endpoint(), emu.events_endpoint().unwrap_or("-"));
+    println!(
+        "{engine} emulator for {profile}: http {}  events {}  (exits in {lifetime} s)",
+        emu.endpoint(),
+        emu.events_endpoint().unwrap_or("-")
+    );
     emu.wait();
     ExitCode::SUCCESS
 }

@@ -59,7 +59,12 @@ pub struct AttestConfig {
 
 impl AttestConfig {
     /// Defaults for everything but the required fields.
-    pub fn new(registry: PathBuf, profile_id: &str, engine: Engine, endpoint: &str) -> AttestConfig {
+    pub fn new(
+        registry: PathBuf,
+        profile_id: &str,
+        engine: Engine,
+        endpoint: &str,
+    ) -> AttestConfig {
         AttestConfig {
             registry,
             profile_id: profile_id.to_string(),
@@ -80,12 +85,19 @@ impl AttestConfig {
     }
 
     fn block_size(&self) -> u32 {
-        self.block_size.unwrap_or(if self.engine == Engine::Trtllm { 32 } else { 16 })
+        self.block_size.unwrap_or(if self.engine == Engine::Trtllm {
+            32
+        } else {
+            16
+        })
     }
 
     fn events_endpoint(&self) -> String {
         self.events.clone().unwrap_or_else(|| {
-            let host = self.endpoint.rsplit_once(':').map_or(self.endpoint.as_str(), |(h, _)| h);
+            let host = self
+                .endpoint
+                .rsplit_once(':')
+                .map_or(self.endpoint.as_str(), |(h, _)| h);
             format!("{host}:5557")
         })
     }
@@ -126,13 +138,28 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
     if cfg.engine == Engine::Llamacpp {
         return Err(Error::Config("llama.cpp has no KV plane to attest".into()));
     }
-    let generation = Registry::new().publish(&cfg.registry, &LoadOptions { policy: cfg.trust, ..LoadOptions::default() }, &StructuralValidator)?;
+    let generation = Registry::new().publish(
+        &cfg.registry,
+        &LoadOptions {
+            policy: cfg.trust,
+            ..LoadOptions::default()
+        },
+        &StructuralValidator,
+    )?;
     let loaded = generation
         .profile(&cfg.profile_id)
-        .ok_or_else(|| Error::Config(format!("profile {:?} is not in the registry", cfg.profile_id)))?
+        .ok_or_else(|| {
+            Error::Config(format!(
+                "profile {:?} is not in the registry",
+                cfg.profile_id
+            ))
+        })?
         .clone();
     let mut ev = Evidence {
-        endpoints: vec![EndpointEvidence { endpoint: cfg.endpoint.clone(), ..EndpointEvidence::default() }],
+        endpoints: vec![EndpointEvidence {
+            endpoint: cfg.endpoint.clone(),
+            ..EndpointEvidence::default()
+        }],
         functional_only_optin: cfg.functional_only,
         ..Evidence::default()
     };
@@ -144,21 +171,31 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
     let manifest = match generation.load_manifest(&cfg.profile_id) {
         Ok(Some(m)) => Some(m),
         Ok(None) => {
-            ev.manifest = ManifestEvidence::Missing { detail: format!("manifests/{}.yaml is absent", cfg.profile_id) };
+            ev.manifest = ManifestEvidence::Missing {
+                detail: format!("manifests/{}.yaml is absent", cfg.profile_id),
+            };
             None
         }
         Err(e) => {
-            ev.manifest = ManifestEvidence::Missing { detail: e.to_string() };
+            ev.manifest = ManifestEvidence::Missing {
+                detail: e.to_string(),
+            };
             None
         }
     };
     if let Some(m) = &manifest {
-        ev.manifest = ManifestEvidence::Present { digest: m.digest.clone() };
+        ev.manifest = ManifestEvidence::Present {
+            digest: m.digest.clone(),
+        };
     }
-    let version = manifest.as_ref().map(|m| m.manifest.engine_version.as_str());
+    let version = manifest
+        .as_ref()
+        .map(|m| m.manifest.engine_version.as_str());
     let contract = bridge::contract_for(cfg.engine, version)?;
     let quirks = loaded.profile.quirks(&contract.id);
-    let mode = cfg.api_mode.unwrap_or_else(|| ApiMode::of_profile(&loaded.profile));
+    let mode = cfg
+        .api_mode
+        .unwrap_or_else(|| ApiMode::of_profile(&loaded.profile));
     let mut report = AttestReport {
         profile_id: cfg.profile_id.clone(),
         engine: cfg.engine,
@@ -170,7 +207,8 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
     let encoder = match bridge::encoder(&loaded, &contract.id) {
         Ok(e) => e,
         Err(e) => {
-            ev.profile_drift.get_or_insert(format!("no validated encoder: {e}"));
+            ev.profile_drift
+                .get_or_insert(format!("no validated encoder: {e}"));
             report.verdict = ladder::evaluate(&ev);
             return Ok(report);
         }
@@ -222,7 +260,9 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
                     break;
                 }
             }
-            result.unwrap_or_else(|| Finding::pass(format!("{} fixture(s) answered exactly", probed.len())))
+            result.unwrap_or_else(|| {
+                Finding::pass(format!("{} fixture(s) answered exactly", probed.len()))
+            })
         }
         None => fixtures::judge_oracle(&encoder, &set, mode, &loaded.profile.base_model, now_ms()),
     };
@@ -233,7 +273,15 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
         return Ok(report);
     }
     // Rung 4: the hash challenge.
-    let f = run_challenge(cfg, &loaded, &encoder, &http, version, &quirks, &mut ev.drain_fault);
+    let f = run_challenge(
+        cfg,
+        &loaded,
+        &encoder,
+        &http,
+        version,
+        &quirks,
+        &mut ev.drain_fault,
+    );
     ev.endpoints[0].challenge = obs(f);
     done(&ev, &mut report);
     Ok(report)
@@ -259,8 +307,15 @@ fn run_challenge(
         return served;
     }
     let events_ep = cfg.events_endpoint();
-    let zmq_port = events_ep.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).unwrap_or(5557);
-    let geometry = Geometry { block_size: bs, zmq_port, dp_ranks: cfg.dp_ranks.max(1) };
+    let zmq_port = events_ep
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse::<u16>().ok())
+        .unwrap_or(5557);
+    let geometry = Geometry {
+        block_size: bs,
+        zmq_port,
+        dp_ranks: cfg.dp_ranks.max(1),
+    };
     if cfg.engine != Engine::Vllm {
         let path = identity::identity_path(cfg.engine);
         let g = match http.get(path) {
@@ -279,7 +334,12 @@ fn run_challenge(
     let format = version
         .and_then(|v| EventFormat::from_engine_version(cfg.engine.as_str(), v))
         .unwrap_or(default_format);
-    let hasher = match bridge::hasher(cfg.engine, None, bs as usize, Some(cfg.hash_seed.as_deref().unwrap_or("0"))) {
+    let hasher = match bridge::hasher(
+        cfg.engine,
+        None,
+        bs as usize,
+        Some(cfg.hash_seed.as_deref().unwrap_or("0")),
+    ) {
         Ok(h) => h,
         Err(e) => return Finding::fail(Reason::ChallengeFailed, format!("no hasher: {e}")),
     };
@@ -292,23 +352,35 @@ fn run_challenge(
     let mut source = match cfg.engine {
         Engine::Trtllm => {
             let drain = HttpClient::new(&cfg.endpoint, cfg.probe_timeout, MAX_DRAIN_BODY);
-            let mut d = Drain { http: drain, last_id: None, format };
+            let mut d = Drain {
+                http: drain,
+                timeout: cfg.probe_timeout,
+                last_id: None,
+                format,
+            };
             // Take ownership: empty the buffer of events older than the challenge.
-            if let Err(f) = d.poll(&mut |_| {}) {
+            if let Err(f) = d.poll(cfg.probe_timeout, &mut |_| {}) {
                 return f;
             }
             Source::Trt(d)
         }
         _ => {
-            let host = events_ep.rsplit_once(':').map_or(events_ep.as_str(), |(h, _)| h);
-            let eps: Vec<String> = (0..geometry.dp_ranks).map(|r| format!("{host}:{}", zmq_port.saturating_add(r))).collect();
+            let host = events_ep
+                .rsplit_once(':')
+                .map_or(events_ep.as_str(), |(h, _)| h);
+            let eps: Vec<String> = (0..geometry.dp_ranks)
+                .map(|r| format!("{host}:{}", zmq_port.saturating_add(r)))
+                .collect();
             match ZmqSubscriber::connect(&eps, cfg.probe_timeout) {
                 Ok(s) => {
                     s.settle(cfg.settle);
                     Source::Zmq(s, format)
                 }
                 Err(e) => {
-                    return Finding::fail(Reason::ChallengeTimeout, format!("no KV events: cannot subscribe to {events_ep}: {e}"))
+                    return Finding::fail(
+                        Reason::ChallengeTimeout,
+                        format!("no KV events: cannot subscribe to {events_ep}: {e}"),
+                    )
                 }
             }
         }
@@ -327,7 +399,7 @@ fn run_challenge(
             Ok(c) => c,
             Err(f) => return f,
         };
-        let f = one_challenge(cfg, http, &mut source, &mut ch, trt.as_ref(), drain_fault);
+        let f = one_challenge(cfg, &mut source, &mut ch, trt.as_ref(), drain_fault);
         if !f.ok {
             return f;
         }
@@ -348,6 +420,12 @@ fn run_challenge(
     }
 }
 
+/// The DP rank a challenge judges: SGLang's `attn_dp_rank`; other engines' ranks are not
+/// declared per rule.
+fn rank_of(engine: Engine, rank: Option<u32>) -> Option<u32> {
+    (engine == Engine::Sglang).then_some(rank).flatten()
+}
+
 enum Source {
     Zmq(ZmqSubscriber, EventFormat),
     Trt(Drain),
@@ -355,6 +433,7 @@ enum Source {
 
 struct Drain {
     http: HttpClient,
+    timeout: Duration,
     last_id: Option<u64>,
     format: EventFormat,
 }
@@ -362,10 +441,23 @@ struct Drain {
 impl Drain {
     /// One drain; calls `sink` for each decoded event. A gap in `event_id` is recorded by the
     /// caller through the returned flag.
-    fn poll(&mut self, sink: &mut dyn FnMut(&events::Event<'_>)) -> Result<Option<String>, Finding> {
-        let r = self.http.post_json(DRAIN_PATH, b"")?;
+    fn poll(
+        &mut self,
+        timeout: Duration,
+        sink: &mut dyn FnMut(&events::Event<'_>),
+    ) -> Result<Option<String>, Finding> {
+        // Never wait past the caller's deadline (nor less than 100 ms, nor more than a probe).
+        let limit = timeout.clamp(
+            Duration::from_millis(100),
+            self.timeout.max(Duration::from_millis(100)),
+        );
+        let http = HttpClient::new(self.http.endpoint(), limit, MAX_DRAIN_BODY);
+        let r = http.post_json(DRAIN_PATH, b"")?;
         if r.status != 200 {
-            return Err(Finding::fail(Reason::ChallengeFailed, format!("{DRAIN_PATH}: HTTP {}", r.status)));
+            return Err(Finding::fail(
+                Reason::ChallengeFailed,
+                format!("{DRAIN_PATH}: HTTP {}", r.status),
+            ));
         }
         let batch = match events::decode_json(self.format, &r.body) {
             Ok(b) => b,
@@ -389,20 +481,25 @@ impl Drain {
 
 fn one_challenge(
     cfg: &AttestConfig,
-    http: &HttpClient,
     source: &mut Source,
     ch: &mut Challenge,
     trt: Option<&TrtllmHasher>,
     drain_fault: &mut Option<(Reason, String)>,
 ) -> Finding {
+    // The watch is armed (subscribed / drained) before sending; one deadline covers the
+    // inference and the wait for its events.
+    let deadline = Instant::now() + cfg.challenge_timeout;
     let infer = HttpClient::new(&cfg.endpoint, cfg.challenge_timeout, MAX_PROBE_BODY);
-    let _ = http;
     match infer.post_json("/v1/completions", &ch.request_body()) {
         Ok(r) if r.status == 200 => {}
-        Ok(r) => return Finding::fail(Reason::ChallengeFailed, format!("challenge inference: HTTP {}", r.status)),
+        Ok(r) => {
+            return Finding::fail(
+                Reason::ChallengeFailed,
+                format!("challenge inference: HTTP {}", r.status),
+            )
+        }
         Err(f) => return f,
     }
-    let deadline = Instant::now() + cfg.challenge_timeout;
     let mut undecodable = 0usize;
     let mut last_error = String::new();
     while !ch.finished() && Instant::now() < deadline {
@@ -419,7 +516,7 @@ fn one_challenge(
                         Ok(batch) => {
                             for e in &batch.events {
                                 for o in observe_event(e, None) {
-                                    ch.observe(batch.rank, &o);
+                                    ch.observe(rank_of(cfg.engine, batch.rank), &o);
                                 }
                             }
                         }
@@ -431,10 +528,10 @@ fn one_challenge(
                 }
             },
             Source::Trt(d) => {
-                let r = d.poll(&mut |e| {
-                    let rank = e.envelope.and_then(|v| v.attention_dp_rank);
+                let left = deadline.saturating_duration_since(Instant::now());
+                let r = d.poll(left, &mut |e| {
                     for o in observe_event(e, trt) {
-                        ch.observe(rank, &o);
+                        ch.observe(None, &o);
                     }
                 });
                 match r {
@@ -449,14 +546,20 @@ fn one_challenge(
                     Ok(None) => {}
                 }
                 if !ch.finished() {
-                    std::thread::sleep(Duration::from_millis(50).min(deadline.saturating_duration_since(Instant::now())));
+                    std::thread::sleep(
+                        Duration::from_millis(50)
+                            .min(deadline.saturating_duration_since(Instant::now())),
+                    );
                 }
             }
         }
     }
     let mut f = ch.result(true);
     if !f.ok && undecodable > 0 {
-        f.detail = format!("{}; {undecodable} undecodable message(s), last: {last_error}", f.detail);
+        f.detail = format!(
+            "{}; {undecodable} undecodable message(s), last: {last_error}",
+            f.detail
+        );
         f = Finding::fail(f.reason.unwrap_or(Reason::ChallengeTimeout), f.detail);
     }
     f

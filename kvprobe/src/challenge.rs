@@ -77,11 +77,14 @@ pub fn observe_event(ev: &Event<'_>, trt: Option<&TrtllmHasher>) -> Vec<Observed
             let mut out = Vec::with_capacity(st.blocks.len());
             for b in &st.blocks {
                 let ids: Vec<u32> = b.tokens.iter().map(|t| t.token_id_u32()).collect();
-                let extra = b.cache_salt.is_some() || !b.mm_keys.is_empty() || b.tokens.iter().any(|t| t.token_extra_id != 0);
+                let extra = b.cache_salt.is_some()
+                    || !b.mm_keys.is_empty()
+                    || b.tokens.iter().any(|t| t.token_extra_id != 0);
                 let rehash = trt.and_then(|h| h.block_hash(parent, 0, &ids, None).ok());
                 out.push(Observed {
                     hashes: vec![rehash.unwrap_or(b.block_hash)],
-                    token_ids: (!ids.is_empty()).then(|| ids.iter().map(|&t| u64::from(t)).collect()),
+                    token_ids: (!ids.is_empty())
+                        .then(|| ids.iter().map(|&t| u64::from(t)).collect()),
                     block_size: u32::try_from(ids.len()).ok(),
                     has_lora: b.lora_id.is_some(),
                     has_extra_keys: extra,
@@ -126,7 +129,12 @@ impl Challenge {
     /// Builds the challenge: prompt growth through `encoder`'s completions encoding until it
     /// has `need` tokens, expected tokens and their block hashes through `hasher`. Errors are
     /// `challenge_failed` findings.
-    pub fn new(encoder: &Encoder, hasher: &BlockHasher, spec: &ChallengeSpec, nonce: [u8; 16]) -> Result<Challenge, Finding> {
+    pub fn new(
+        encoder: &Encoder,
+        hasher: &BlockHasher,
+        spec: &ChallengeSpec,
+        nonce: [u8; 16],
+    ) -> Result<Challenge, Finding> {
         let fail = |d: String| Finding::fail(Reason::ChallengeFailed, d);
         let bs = hasher.block_size();
         if bs == 0 {
@@ -136,7 +144,9 @@ impl Challenge {
             None => 2 * bs,
             Some(0) => return Err(fail("cacheChunk 0".into())),
             Some(c) if c as usize % bs != 0 => {
-                return Err(fail(format!("cacheChunk {c} is not a multiple of block size {bs}")))
+                return Err(fail(format!(
+                    "cacheChunk {c} is not a multiple of block size {bs}"
+                )))
             }
             Some(c) => (2 * bs).div_ceil(c as usize) * c as usize + 1,
         };
@@ -152,7 +162,10 @@ impl Challenge {
                 break;
             }
             if appends == MAX_APPENDS {
-                return Err(fail(format!("prompt never reached {need} tokens ({} after {MAX_APPENDS} appends)", ids.len())));
+                return Err(fail(format!(
+                    "prompt never reached {need} tokens ({} after {MAX_APPENDS} appends)",
+                    ids.len()
+                )));
             }
             prompt.push_str(PROMPT_TAIL);
         }
@@ -168,7 +181,10 @@ impl Challenge {
             .map_err(|e| fail(format!("hashing failed: {e}")))?;
         expected.truncate(written);
         if expected.len() < 2 {
-            return Err(fail(format!("only {} expected hash(es); need at least 2", expected.len())));
+            return Err(fail(format!(
+                "only {} expected hash(es); need at least 2",
+                expected.len()
+            )));
         }
         let index = expected.iter().enumerate().map(|(i, &h)| (h, i)).collect();
         Ok(Challenge {
@@ -238,33 +254,50 @@ impl Challenge {
         let fail = |d: String| Finding::fail(Reason::ChallengeFailed, d);
         let bs = self.block_size;
         for (j, h) in ev.hashes.iter().enumerate() {
-            let Some(&idx) = self.index.get(h) else { continue };
+            let Some(&idx) = self.index.get(h) else {
+                continue;
+            };
             if let Some(r) = rank {
                 if r >= self.dp_ranks {
-                    return Err(fail(format!("echo from undeclared rank {r} ({} declared)", self.dp_ranks)));
+                    return Err(fail(format!(
+                        "echo from undeclared rank {r} ({} declared)",
+                        self.dp_ranks
+                    )));
                 }
                 self.echo_ranks.insert(r);
             }
             if ev.has_lora || ev.has_extra_keys {
-                return Err(fail(format!("the event echoing block {idx} carries LoRA or extra keys")));
+                return Err(fail(format!(
+                    "the event echoing block {idx} carries LoRA or extra keys"
+                )));
             }
             if ev.rehash_mismatch {
-                return Err(fail(format!("the event echoing block {idx} publishes a hash its tokens do not give")));
+                return Err(fail(format!(
+                    "the event echoing block {idx} publishes a hash its tokens do not give"
+                )));
             }
             let Some(tokens) = &ev.token_ids else {
-                return Err(fail(format!("the event echoing block {idx} carries no token ids")));
+                return Err(fail(format!(
+                    "the event echoing block {idx} carries no token ids"
+                )));
             };
             let ebs = ev.block_size.map_or(bs, |b| b as usize);
             if ebs == 0 || ebs % bs != 0 {
-                return Err(fail(format!("event block_size {ebs} is not a multiple of the contract block size {bs}")));
+                return Err(fail(format!(
+                    "event block_size {ebs} is not a multiple of the contract block size {bs}"
+                )));
             }
             let k = ebs / bs;
             let got = tokens.get(j * ebs..(j + 1) * ebs);
-            let want = (idx + 1).checked_sub(k).and_then(|first| self.tokens.get(first * bs..(idx + 1) * bs));
+            let want = (idx + 1)
+                .checked_sub(k)
+                .and_then(|first| self.tokens.get(first * bs..(idx + 1) * bs));
             match (got, want) {
                 (Some(g), Some(w)) if g.iter().zip(w).all(|(a, b)| *a == u64::from(*b)) => {}
                 (Some(_), Some(_)) => {
-                    return Err(fail(format!("token ids of the event echoing block {idx} differ from the gateway's")))
+                    return Err(fail(format!(
+                        "token ids of the event echoing block {idx} differ from the gateway's"
+                    )))
                 }
                 _ => {
                     return Err(fail(format!(
@@ -296,14 +329,21 @@ impl Challenge {
         }
         let seen = self.seen.iter().filter(|&&s| s).count();
         if self.finished() {
-            return Finding::pass(format!("{seen} of {} expected block hashes echoed", self.expected.len()));
+            return Finding::pass(format!(
+                "{seen} of {} expected block hashes echoed",
+                self.expected.len()
+            ));
         }
         Finding::fail(
             Reason::ChallengeTimeout,
             format!(
                 "{seen} of {} expected block hashes observed{}",
                 self.expected.len(),
-                if timed_out { " before the timeout" } else { " (still waiting)" }
+                if timed_out {
+                    " before the timeout"
+                } else {
+                    " (still waiting)"
+                }
             ),
         )
     }
@@ -331,7 +371,8 @@ impl RankCoverage {
     /// Records a passed challenge and the ranks that echoed it.
     pub fn record(&mut self, ranks: &BTreeSet<u32>) {
         self.attempts += 1;
-        self.echoed.extend(ranks.iter().copied().filter(|&r| r < self.declared));
+        self.echoed
+            .extend(ranks.iter().copied().filter(|&r| r < self.declared));
     }
 
     /// Every declared rank echoed (a stream without ranks counts as rank 0).
@@ -349,8 +390,13 @@ impl RankCoverage {
         if self.complete() {
             Finding::pass(format!("{} rank(s) echoed", self.declared))
         } else {
-            let missing: Vec<u32> = (0..self.declared).filter(|r| !self.echoed.contains(r)).collect();
-            Finding::fail(Reason::ChallengeFailed, format!("rank coverage incomplete: ranks {missing:?} never echoed"))
+            let missing: Vec<u32> = (0..self.declared)
+                .filter(|r| !self.echoed.contains(r))
+                .collect();
+            Finding::fail(
+                Reason::ChallengeFailed,
+                format!("rank coverage incomplete: ranks {missing:?} never echoed"),
+            )
         }
     }
 }
@@ -378,19 +424,36 @@ mod tests {
     }
 
     fn spec() -> ChallengeSpec {
-        ChallengeSpec { model: "m".into(), cache_chunk: None, last_block_only: false, dp_ranks: 1 }
+        ChallengeSpec {
+            model: "m".into(),
+            cache_chunk: None,
+            last_block_only: false,
+            dp_ranks: 1,
+        }
     }
 
     fn hasher(bs: usize) -> BlockHasher {
-        VllmHasher::new(HashAlgo::Sha256Cbor, bs, Some("0")).unwrap().into()
+        VllmHasher::new(HashAlgo::Sha256Cbor, bs, Some("0"))
+            .unwrap()
+            .into()
     }
 
     fn stored(c: &Challenge, range: std::ops::Range<usize>, ebs: usize) -> Observed {
         let bs = c.block_size;
         let k = ebs / bs;
         Observed {
-            hashes: c.expected_hashes()[range.clone()].iter().enumerate().filter(|(i, _)| (i + 1) % k == 0).map(|(_, h)| *h).collect(),
-            token_ids: Some(c.expected_tokens()[range.start * bs..range.end * bs].iter().map(|&t| u64::from(t)).collect()),
+            hashes: c.expected_hashes()[range.clone()]
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| (i + 1) % k == 0)
+                .map(|(_, h)| *h)
+                .collect(),
+            token_ids: Some(
+                c.expected_tokens()[range.start * bs..range.end * bs]
+                    .iter()
+                    .map(|&t| u64::from(t))
+                    .collect(),
+            ),
             block_size: Some(ebs as u32),
             ..Observed::default()
         }
@@ -410,20 +473,36 @@ mod tests {
         assert_eq!(body["prompt"], c.prompt());
         // Expected hashes are the hasher's over the expected tokens.
         let mut want = [0u64; 4];
-        hasher(4).block_hashes_u64(c.expected_tokens(), &mut want).unwrap();
+        hasher(4)
+            .block_hashes_u64(c.expected_tokens(), &mut want)
+            .unwrap();
         assert_eq!(c.expected_hashes(), want);
     }
 
     #[test]
     fn cache_chunk() {
         let enc = word_encoder();
-        let s = ChallengeSpec { cache_chunk: Some(8), ..spec() };
+        let s = ChallengeSpec {
+            cache_chunk: Some(8),
+            ..spec()
+        };
         let c = Challenge::new(&enc, &hasher(4), &s, [1; 16]).unwrap();
         // need = ceil(8/8)*8 + 1 = 9 → 16 tokens; keep floor(15/8)*8 = 8.
         assert_eq!(c.expected_tokens().len(), 8);
-        let bad = ChallengeSpec { cache_chunk: Some(6), ..spec() };
-        assert_eq!(Challenge::new(&enc, &hasher(4), &bad, [1; 16]).unwrap_err().reason, Some(Reason::ChallengeFailed));
-        let zero = ChallengeSpec { cache_chunk: Some(0), ..spec() };
+        let bad = ChallengeSpec {
+            cache_chunk: Some(6),
+            ..spec()
+        };
+        assert_eq!(
+            Challenge::new(&enc, &hasher(4), &bad, [1; 16])
+                .unwrap_err()
+                .reason,
+            Some(Reason::ChallengeFailed)
+        );
+        let zero = ChallengeSpec {
+            cache_chunk: Some(0),
+            ..spec()
+        };
         assert!(Challenge::new(&enc, &hasher(4), &zero, [1; 16]).is_err());
     }
 
@@ -447,7 +526,13 @@ mod tests {
         assert!(c.result(false).ok);
         // Split across events, unrelated traffic ignored.
         let mut c = fresh();
-        assert!(!c.observe(None, &Observed { hashes: vec![42], ..Observed::default() }));
+        assert!(!c.observe(
+            None,
+            &Observed {
+                hashes: vec![42],
+                ..Observed::default()
+            }
+        ));
         assert!(!c.observe(None, &stored(&c, 0..2, 4)));
         assert!(c.observe(None, &stored(&c, 2..4, 4)));
         assert!(c.result(true).ok);
@@ -462,7 +547,16 @@ mod tests {
         assert_eq!(f.reason, Some(Reason::ChallengeTimeout));
         assert!(f.detail.contains("3 of 4"));
         // challengeLastBlock: the last one alone suffices.
-        let mut c = Challenge::new(&enc, &hasher(4), &ChallengeSpec { last_block_only: true, ..spec() }, [2; 16]).unwrap();
+        let mut c = Challenge::new(
+            &enc,
+            &hasher(4),
+            &ChallengeSpec {
+                last_block_only: true,
+                ..spec()
+            },
+            [2; 16],
+        )
+        .unwrap();
         assert!(c.observe(None, &stored(&c, 3..4, 4)));
         assert!(c.result(false).ok);
     }
@@ -471,12 +565,27 @@ mod tests {
     fn judged_failures() {
         let enc = word_encoder();
         let fresh = || Challenge::new(&enc, &hasher(4), &spec(), [3; 16]).unwrap();
-        let cases: Vec<(&str, Box<dyn Fn(&mut Observed)>)> = vec![
+        type Mutation = Box<dyn Fn(&mut Observed)>;
+        let cases: Vec<(&str, Mutation)> = vec![
             ("extra keys", Box::new(|o| o.has_extra_keys = true)),
             ("lora", Box::new(|o| o.has_lora = true)),
             ("no tokens", Box::new(|o| o.token_ids = None)),
-            ("wrong tokens", Box::new(|o| if let Some(t) = &mut o.token_ids { t[1] += 1 })),
-            ("short tokens", Box::new(|o| if let Some(t) = &mut o.token_ids { t.pop(); })),
+            (
+                "wrong tokens",
+                Box::new(|o| {
+                    if let Some(t) = &mut o.token_ids {
+                        t[1] += 1
+                    }
+                }),
+            ),
+            (
+                "short tokens",
+                Box::new(|o| {
+                    if let Some(t) = &mut o.token_ids {
+                        t.pop();
+                    }
+                }),
+            ),
             ("block size 6", Box::new(|o| o.block_size = Some(6))),
             ("rehash", Box::new(|o| o.rehash_mismatch = true)),
         ];

@@ -24,7 +24,9 @@ impl ApiMode {
     pub fn serves(self, api: Api) -> bool {
         matches!(
             (self, api),
-            (ApiMode::Both, _) | (ApiMode::Completions, Api::Completions) | (ApiMode::Chat, Api::Chat)
+            (ApiMode::Both, _)
+                | (ApiMode::Completions, Api::Completions)
+                | (ApiMode::Chat, Api::Chat)
         )
     }
 
@@ -62,7 +64,11 @@ pub fn check_fixtures(set: &FixtureSet, profile: &Profile, mode: ApiMode) -> Fin
         if mode.serves(api) && set.of_api(api).next().is_none() {
             return Finding::fail(
                 Reason::ProbeFixturesMissing,
-                format!("{}: no {} fixture for a rule serving {api:?}", set.dir, api_name(api)),
+                format!(
+                    "{}: no {} fixture for a rule serving {api:?}",
+                    set.dir,
+                    api_name(api)
+                ),
             );
         }
     }
@@ -73,7 +79,11 @@ pub fn check_fixtures(set: &FixtureSet, profile: &Profile, mode: ApiMode) -> Fin
         if has != want {
             return Finding::fail(
                 Reason::ProbeFixturesMissing,
-                format!("{}: clock pairing broken (oracleNow {})", f.expect_path, if has { "present" } else { "absent" }),
+                format!(
+                    "{}: clock pairing broken (oracleNow {})",
+                    f.expect_path,
+                    if has { "present" } else { "absent" }
+                ),
             );
         }
     }
@@ -82,7 +92,10 @@ pub fn check_fixtures(set: &FixtureSet, profile: &Profile, mode: ApiMode) -> Fin
 
 /// The fixtures a rule probes: those of the surfaces it serves (spec §5.2.4).
 pub fn probed(set: &FixtureSet, mode: ApiMode) -> Vec<&Fixture> {
-    set.fixtures.iter().filter(|f| mode.serves(f.expect.api)).collect()
+    set.fixtures
+        .iter()
+        .filter(|f| mode.serves(f.expect.api))
+        .collect()
 }
 
 fn api_name(api: Api) -> &'static str {
@@ -108,7 +121,10 @@ pub fn judge_tokenize(expected: &[u32], status: u16, body: &[u8]) -> Finding {
     let Some(Value::Array(tokens)) = o.get("tokens") else {
         return schema("no `tokens` array");
     };
-    if !o.get("max_model_len").is_some_and(|v| v.is_i64() || v.is_u64()) {
+    if !o
+        .get("max_model_len")
+        .is_some_and(|v| v.is_i64() || v.is_u64())
+    {
         return schema("no integer `max_model_len`");
     }
     let mut got = Vec::with_capacity(tokens.len());
@@ -154,28 +170,47 @@ pub fn compare_ids(expected: &[u32], got: &[u32]) -> Finding {
 /// The ids a fixture expects at `now_unix_ms`: the banked ids, or for a clock fixture
 /// (`oracleNow`) the gateway's own render re-derived at `now_unix_ms` after checking that the
 /// render at `oracleNow` reproduces the banked ids (spec §5.3 "Clock fixtures").
-pub fn expected_ids(encoder: &Encoder, fixture: &Fixture, now_unix_ms: i64) -> Result<Vec<u32>, Finding> {
+pub fn expected_ids(
+    encoder: &Encoder,
+    fixture: &Fixture,
+    now_unix_ms: i64,
+) -> Result<Vec<u32>, Finding> {
     let Some(oracle_now) = &fixture.expect.oracle_now else {
         return Ok(fixture.expect.expected_token_ids.clone());
     };
     let Some(at) = rfc3339_unix_ms(oracle_now) else {
-        return Err(Finding::fail(Reason::ProbeFixturesMissing, format!("{}: bad oracleNow", fixture.expect_path)));
+        return Err(Finding::fail(
+            Reason::ProbeFixturesMissing,
+            format!("{}: bad oracleNow", fixture.expect_path),
+        ));
     };
     let banked = derive_chat(encoder, fixture, at)?;
     if banked != fixture.expect.expected_token_ids {
         let f = compare_ids(&fixture.expect.expected_token_ids, &banked);
         return Err(Finding::fail(
             Reason::ProbeFixturesMissing,
-            format!("{}: the render at oracleNow does not reproduce the banked ids ({})", fixture.name, f.detail),
+            format!(
+                "{}: the render at oracleNow does not reproduce the banked ids ({})",
+                fixture.name, f.detail
+            ),
         ));
     }
     derive_chat(encoder, fixture, now_unix_ms)
 }
 
-fn derive_chat(encoder: &Encoder, fixture: &Fixture, now_unix_ms: i64) -> Result<Vec<u32>, Finding> {
+fn derive_chat(
+    encoder: &Encoder,
+    fixture: &Fixture,
+    now_unix_ms: i64,
+) -> Result<Vec<u32>, Finding> {
     // The engine's own chat behaviour (fixtures may end on an assistant turn, which the strict
     // request path refuses but the engine renders).
-    let fault = |d: String| Finding::fail(Reason::ProfileResolutionFault, format!("{}: {d}", fixture.name));
+    let fault = |d: String| {
+        Finding::fail(
+            Reason::ProfileResolutionFault,
+            format!("{}: {d}", fixture.name),
+        )
+    };
     match encoder.engine_chat(&fixture.request_bytes, Some(now_unix_ms)) {
         Ok(chat) => match chat.ids {
             Some(ids) if !ids.is_empty() => Ok(ids),
@@ -190,11 +225,17 @@ fn derive(encoder: &Encoder, fixture: &Fixture, now_unix_ms: i64) -> Result<Vec<
         Api::Chat => derive_chat(encoder, fixture, now_unix_ms),
         Api::Completions => {
             let Some(prompt) = &fixture.request.prompt else {
-                return Err(Finding::fail(Reason::ProbeSchemaMismatch, format!("{}: no prompt", fixture.name)));
+                return Err(Finding::fail(
+                    Reason::ProbeSchemaMismatch,
+                    format!("{}: no prompt", fixture.name),
+                ));
             };
-            encoder
-                .engine_completions(prompt)
-                .map_err(|e| Finding::fail(Reason::ProfileResolutionFault, format!("{}: {e}", fixture.name)))
+            encoder.engine_completions(prompt).map_err(|e| {
+                Finding::fail(
+                    Reason::ProfileResolutionFault,
+                    format!("{}: {e}", fixture.name),
+                )
+            })
         }
     }
 }
@@ -202,7 +243,13 @@ fn derive(encoder: &Encoder, fixture: &Fixture, now_unix_ms: i64) -> Result<Vec<
 /// Judges one fixture's tokenize response, re-deriving clock fixtures at `now_unix_ms` (the
 /// answer's time) and once more a minute earlier when that falls on another UTC date (the date
 /// rolled over between sending and answering).
-pub fn judge_fixture(encoder: &Encoder, fixture: &Fixture, status: u16, body: &[u8], now_unix_ms: i64) -> Finding {
+pub fn judge_fixture(
+    encoder: &Encoder,
+    fixture: &Fixture,
+    status: u16,
+    body: &[u8],
+    now_unix_ms: i64,
+) -> Finding {
     let expected = match expected_ids(encoder, fixture, now_unix_ms) {
         Ok(e) => e,
         Err(f) => return f,
@@ -225,9 +272,15 @@ pub fn judge_fixture(encoder: &Encoder, fixture: &Fixture, status: u16, body: &[
 
 fn named(fixture: &Fixture, mut f: Finding) -> Finding {
     f = if f.ok {
-        Finding { detail: format!("{}: {}", fixture.name, f.detail), ..f }
+        Finding {
+            detail: format!("{}: {}", fixture.name, f.detail),
+            ..f
+        }
     } else {
-        Finding::fail(f.reason.unwrap_or(Reason::TokenMismatch), format!("{}: {}", fixture.name, f.detail))
+        Finding::fail(
+            f.reason.unwrap_or(Reason::TokenMismatch),
+            format!("{}: {}", fixture.name, f.detail),
+        )
     };
     f
 }
@@ -236,13 +289,22 @@ fn named(fixture: &Fixture, mut f: Finding) -> Finding {
 /// completions through the engine's completions encoding, chat through render + encode
 /// without specials — and compare with the banked ids. A fixture naming another model or
 /// lacking prompt/messages is `probe_schema_mismatch`. A pass is marked `oracle`.
-pub fn judge_oracle(encoder: &Encoder, set: &FixtureSet, mode: ApiMode, model: &str, now_unix_ms: i64) -> Finding {
+pub fn judge_oracle(
+    encoder: &Encoder,
+    set: &FixtureSet,
+    mode: ApiMode,
+    model: &str,
+    now_unix_ms: i64,
+) -> Finding {
     let fixtures = probed(set, mode);
     for f in &fixtures {
         if f.request.model != model {
             return Finding::fail(
                 Reason::ProbeSchemaMismatch,
-                format!("{}: model {:?}, rule serves {model:?}", f.name, f.request.model),
+                format!(
+                    "{}: model {:?}, rule serves {model:?}",
+                    f.name, f.request.model
+                ),
             );
         }
         let shape_ok = match f.expect.api {
@@ -250,12 +312,20 @@ pub fn judge_oracle(encoder: &Encoder, set: &FixtureSet, mode: ApiMode, model: &
             Api::Chat => f.request.messages.is_some(),
         };
         if !shape_ok {
-            return Finding::fail(Reason::ProbeSchemaMismatch, format!("{}: body lacks prompt/messages", f.name));
+            return Finding::fail(
+                Reason::ProbeSchemaMismatch,
+                format!("{}: body lacks prompt/messages", f.name),
+            );
         }
         let at = match &f.expect.oracle_now {
             Some(s) => match rfc3339_unix_ms(s) {
                 Some(t) => t,
-                None => return Finding::fail(Reason::ProbeFixturesMissing, format!("{}: bad oracleNow", f.name)),
+                None => {
+                    return Finding::fail(
+                        Reason::ProbeFixturesMissing,
+                        format!("{}: bad oracleNow", f.name),
+                    )
+                }
             },
             None => now_unix_ms,
         };
@@ -268,7 +338,11 @@ pub fn judge_oracle(encoder: &Encoder, set: &FixtureSet, mode: ApiMode, model: &
             return named(f, c);
         }
     }
-    Finding::pass(format!("approved oracle re-derived {} fixture(s)", fixtures.len())).with_oracle()
+    Finding::pass(format!(
+        "approved oracle re-derived {} fixture(s)",
+        fixtures.len()
+    ))
+    .with_oracle()
 }
 
 /// Parses an RFC 3339 instant (`2026-03-05T07:08:09Z`, fractions and `±hh:mm` offsets
@@ -283,13 +357,24 @@ pub fn rfc3339_unix_ms(s: &str) -> Option<i64> {
             None
         }
     };
-    if b.len() < 20 || b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') || !matches!(b.get(10), Some(b'T' | b't')) {
+    if b.len() < 20
+        || b.get(4) != Some(&b'-')
+        || b.get(7) != Some(&b'-')
+        || !matches!(b.get(10), Some(b'T' | b't'))
+    {
         return None;
     }
     if b.get(13) != Some(&b':') || b.get(16) != Some(&b':') {
         return None;
     }
-    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    let (y, mo, d, h, mi, se) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
         return None;
     }
@@ -343,7 +428,14 @@ mod tests {
     #[test]
     fn tokenize_schema_and_comparison() {
         let exp = [1u32, 2, 3];
-        assert!(judge_tokenize(&exp, 200, br#"{"count":3,"tokens":[1,2,3],"max_model_len":40960}"#).ok);
+        assert!(
+            judge_tokenize(
+                &exp,
+                200,
+                br#"{"count":3,"tokens":[1,2,3],"max_model_len":40960}"#
+            )
+            .ok
+        );
         for bad in [
             &br#"{"count":2,"tokens":[1,2,3],"max_model_len":1}"#[..],
             br#"{"tokens":[1,2,3],"max_model_len":1}"#,
@@ -354,26 +446,64 @@ mod tests {
             br#"{"count":3,"tokens":[1,2,3],"max_model_len":1e30}"#,
             b"not json",
         ] {
-            assert_eq!(reason(&judge_tokenize(&exp, 200, bad)), Some("probe_schema_mismatch"), "{}", String::from_utf8_lossy(bad));
+            assert_eq!(
+                reason(&judge_tokenize(&exp, 200, bad)),
+                Some("probe_schema_mismatch"),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
-        assert_eq!(reason(&judge_tokenize(&exp, 500, b"{}")), Some("probe_schema_mismatch"));
-        let f = judge_tokenize(&exp, 200, br#"{"count":3,"tokens":[1,9,3],"max_model_len":1}"#);
+        assert_eq!(
+            reason(&judge_tokenize(&exp, 500, b"{}")),
+            Some("probe_schema_mismatch")
+        );
+        let f = judge_tokenize(
+            &exp,
+            200,
+            br#"{"count":3,"tokens":[1,9,3],"max_model_len":1}"#,
+        );
         assert_eq!(reason(&f), Some("token_mismatch"));
         assert!(f.detail.contains("index 1"), "{}", f.detail);
         // A prefix is not enough, and neither is a longer answer.
-        let f = judge_tokenize(&exp, 200, br#"{"count":2,"tokens":[1,2],"max_model_len":1}"#);
+        let f = judge_tokenize(
+            &exp,
+            200,
+            br#"{"count":2,"tokens":[1,2],"max_model_len":1}"#,
+        );
         assert_eq!(reason(&f), Some("token_mismatch"));
         assert!(f.detail.contains("index 2"), "{}", f.detail);
-        assert_eq!(reason(&judge_tokenize(&exp, 200, br#"{"count":4,"tokens":[1,2,3,4],"max_model_len":1}"#)), Some("token_mismatch"));
+        assert_eq!(
+            reason(&judge_tokenize(
+                &exp,
+                200,
+                br#"{"count":4,"tokens":[1,2,3,4],"max_model_len":1}"#
+            )),
+            Some("token_mismatch")
+        );
     }
 
     #[test]
     fn rfc3339() {
         assert_eq!(rfc3339_unix_ms("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(rfc3339_unix_ms("2026-03-05T07:08:09Z"), Some(1_772_694_489_000));
-        assert_eq!(rfc3339_unix_ms("2026-03-05T07:08:09.5Z"), Some(1_772_694_489_500));
-        assert_eq!(rfc3339_unix_ms("2026-03-05T09:08:09+02:00"), Some(1_772_694_489_000));
-        for bad in ["", "2026-03-05", "2026-13-05T07:08:09Z", "2026-03-05T07:08:09", "2026-03-05T07:08:09.Z"] {
+        assert_eq!(
+            rfc3339_unix_ms("2026-03-05T07:08:09Z"),
+            Some(1_772_694_489_000)
+        );
+        assert_eq!(
+            rfc3339_unix_ms("2026-03-05T07:08:09.5Z"),
+            Some(1_772_694_489_500)
+        );
+        assert_eq!(
+            rfc3339_unix_ms("2026-03-05T09:08:09+02:00"),
+            Some(1_772_694_489_000)
+        );
+        for bad in [
+            "",
+            "2026-03-05",
+            "2026-13-05T07:08:09Z",
+            "2026-03-05T07:08:09",
+            "2026-03-05T07:08:09.Z",
+        ] {
             assert_eq!(rfc3339_unix_ms(bad), None, "{bad}");
         }
     }

@@ -31,13 +31,20 @@ pub fn served_model_path(engine: Engine) -> &'static str {
 }
 
 /// Parses a 200 JSON-object body or explains why not (`probe_schema_mismatch`).
-pub(crate) fn json_object(what: &str, status: u16, body: &[u8]) -> Result<Map<String, Value>, Finding> {
+pub(crate) fn json_object(
+    what: &str,
+    status: u16,
+    body: &[u8],
+) -> Result<Map<String, Value>, Finding> {
     let schema = |d: String| Finding::fail(Reason::ProbeSchemaMismatch, d);
     if status != 200 {
         return Err(schema(format!("{what}: HTTP {status}")));
     }
     if body.len() > MAX_PROBE_BODY {
-        return Err(schema(format!("{what}: body of {} bytes exceeds {MAX_PROBE_BODY}", body.len())));
+        return Err(schema(format!(
+            "{what}: body of {} bytes exceeds {MAX_PROBE_BODY}",
+            body.len()
+        )));
     }
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(m)) => Ok(m),
@@ -59,7 +66,12 @@ fn string_field<'a>(o: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
 /// * TensorRT-LLM `/server_info`: there is no runtime version; the response must describe its
 ///   KV contract: `kv_cache_hash_algo` present and [`TRT_HASH_ALGO`], `tokens_per_block`
 ///   present (`identity_mismatch`). The block size itself is judged by [`judge_geometry`].
-pub fn judge_identity(engine: Engine, manifest: &EngineManifest, status: u16, body: &[u8]) -> Finding {
+pub fn judge_identity(
+    engine: Engine,
+    manifest: &EngineManifest,
+    status: u16,
+    body: &[u8],
+) -> Finding {
     let path = identity_path(engine);
     let o = match json_object(path, status, body) {
         Ok(o) => o,
@@ -68,12 +80,18 @@ pub fn judge_identity(engine: Engine, manifest: &EngineManifest, status: u16, bo
     match engine {
         Engine::Vllm | Engine::Sglang => {
             let Some(v) = string_field(&o, "version") else {
-                return Finding::fail(Reason::ProbeSchemaMismatch, format!("{path}: no string `version`"));
+                return Finding::fail(
+                    Reason::ProbeSchemaMismatch,
+                    format!("{path}: no string `version`"),
+                );
             };
             if v != manifest.engine_version {
                 return Finding::fail(
                     Reason::IdentityMismatch,
-                    format!("engine reports version {v:?}, manifest pins {:?}", manifest.engine_version),
+                    format!(
+                        "engine reports version {v:?}, manifest pins {:?}",
+                        manifest.engine_version
+                    ),
                 );
             }
             if engine == Engine::Sglang {
@@ -89,7 +107,9 @@ pub fn judge_identity(engine: Engine, manifest: &EngineManifest, status: u16, bo
                         _ => {
                             return Finding::fail(
                                 Reason::IdentityMismatch,
-                                format!("engine reports no revision (start it with --revision {want})"),
+                                format!(
+                                    "engine reports no revision (start it with --revision {want})"
+                                ),
                             )
                         }
                     }
@@ -109,7 +129,10 @@ pub fn judge_identity(engine: Engine, manifest: &EngineManifest, status: u16, bo
                 Reason::IdentityMismatch,
                 format!("kv_cache_hash_algo {a}, contract needs {TRT_HASH_ALGO:?}"),
             ),
-            _ => Finding::fail(Reason::IdentityMismatch, "/server_info lacks an integer tokens_per_block"),
+            _ => Finding::fail(
+                Reason::IdentityMismatch,
+                "/server_info lacks an integer tokens_per_block",
+            ),
         },
         Engine::Llamacpp => Finding::fail(Reason::AdapterUnavailable, "llama.cpp has no KV plane"),
     }
@@ -141,20 +164,32 @@ pub fn judge_geometry(engine: Engine, status: u16, body: &[u8], rule: &Geometry)
             };
             let page = o.get("page_size").and_then(Value::as_u64);
             if page != Some(u64::from(rule.block_size)) {
-                return geo(format!("page_size {page:?}, rule block size {}", rule.block_size));
+                return geo(format!(
+                    "page_size {page:?}, rule block size {}",
+                    rule.block_size
+                ));
             }
             let Some(Value::Object(ev)) = o.get("kv_events") else {
                 return geo("kv_events is off (start SGLang with --kv-events-config)".into());
             };
             let base = ev.get("endpoint_port_base").and_then(Value::as_u64);
             if base != Some(u64::from(rule.zmq_port)) {
-                return geo(format!("kv_events.endpoint_port_base {base:?}, rule port {}", rule.zmq_port));
+                return geo(format!(
+                    "kv_events.endpoint_port_base {base:?}, rule port {}",
+                    rule.zmq_port
+                ));
             }
             let dp = ev.get("dp_size").and_then(Value::as_u64);
             if dp != Some(u64::from(rule.dp_ranks)) {
-                return geo(format!("kv_events.dp_size {dp:?}, rule declares {} rank(s)", rule.dp_ranks));
+                return geo(format!(
+                    "kv_events.dp_size {dp:?}, rule declares {} rank(s)",
+                    rule.dp_ranks
+                ));
             }
-            Finding::pass(format!("page_size {}, port base {}, dp_size {}", rule.block_size, rule.zmq_port, rule.dp_ranks))
+            Finding::pass(format!(
+                "page_size {}, port base {}, dp_size {}",
+                rule.block_size, rule.zmq_port, rule.dp_ranks
+            ))
         }
         Engine::Trtllm => {
             let o = match json_object("/server_info", status, body) {
@@ -163,11 +198,16 @@ pub fn judge_geometry(engine: Engine, status: u16, body: &[u8], rule: &Geometry)
             };
             let tpb = o.get("tokens_per_block").and_then(Value::as_u64);
             if tpb != Some(u64::from(rule.block_size)) {
-                return geo(format!("tokens_per_block {tpb:?}, rule block size {}", rule.block_size));
+                return geo(format!(
+                    "tokens_per_block {tpb:?}, rule block size {}",
+                    rule.block_size
+                ));
             }
             let algo = o.get("kv_cache_hash_algo").and_then(Value::as_str);
             if algo != Some(TRT_HASH_ALGO) {
-                return geo(format!("kv_cache_hash_algo {algo:?}, contract needs {TRT_HASH_ALGO:?}"));
+                return geo(format!(
+                    "kv_cache_hash_algo {algo:?}, contract needs {TRT_HASH_ALGO:?}"
+                ));
             }
             Finding::pass(format!("tokens_per_block {}", rule.block_size))
         }
@@ -192,19 +232,30 @@ pub fn judge_served_model(engine: Engine, status: u16, body: &[u8], model: &str)
             } else {
                 Finding::fail(
                     Reason::IdentityMismatch,
-                    format!("engine serves {served:?} (model_path {path_:?}), rule needs {model:?}"),
+                    format!(
+                        "engine serves {served:?} (model_path {path_:?}), rule needs {model:?}"
+                    ),
                 )
             }
         }
         _ => {
             let Some(Value::Array(cards)) = o.get("data") else {
-                return Finding::fail(Reason::ProbeSchemaMismatch, format!("{path}: no `data` array"));
+                return Finding::fail(
+                    Reason::ProbeSchemaMismatch,
+                    format!("{path}: no `data` array"),
+                );
             };
-            let ids: Vec<&str> = cards.iter().filter_map(|c| c.get("id").and_then(Value::as_str)).collect();
+            let ids: Vec<&str> = cards
+                .iter()
+                .filter_map(|c| c.get("id").and_then(Value::as_str))
+                .collect();
             if ids.contains(&model) {
                 Finding::pass(format!("serves {model}"))
             } else {
-                Finding::fail(Reason::IdentityMismatch, format!("engine serves {ids:?}, rule needs {model:?}"))
+                Finding::fail(
+                    Reason::IdentityMismatch,
+                    format!("engine serves {ids:?}, rule needs {model:?}"),
+                )
             }
         }
     }
@@ -238,11 +289,20 @@ mod tests {
         assert_eq!(reason(&f), Some("identity_mismatch"));
         assert!(f.detail.contains("0.28.1"));
         for bad in [&br#"{"v":"0.28.0"}"#[..], b"{", b"[]", br#"{"version":28}"#] {
-            assert_eq!(reason(&judge_identity(Engine::Vllm, &m, 200, bad)), Some("probe_schema_mismatch"));
+            assert_eq!(
+                reason(&judge_identity(Engine::Vllm, &m, 200, bad)),
+                Some("probe_schema_mismatch")
+            );
         }
-        assert_eq!(reason(&judge_identity(Engine::Vllm, &m, 404, b"{}")), Some("probe_schema_mismatch"));
+        assert_eq!(
+            reason(&judge_identity(Engine::Vllm, &m, 404, b"{}")),
+            Some("probe_schema_mismatch")
+        );
         let big = vec![b' '; MAX_PROBE_BODY + 1];
-        assert_eq!(reason(&judge_identity(Engine::Vllm, &m, 200, &big)), Some("probe_schema_mismatch"));
+        assert_eq!(
+            reason(&judge_identity(Engine::Vllm, &m, 200, &big)),
+            Some("probe_schema_mismatch")
+        );
     }
 
     #[test]
@@ -250,12 +310,35 @@ mod tests {
         let m = manifest("0.5.18", Some("abc"));
         let ok = br#"{"version":"0.5.18","revision":"abc"}"#;
         assert!(judge_identity(Engine::Sglang, &m, 200, ok).ok);
-        for bad in [&br#"{"version":"0.5.18","revision":"abd"}"#[..], br#"{"version":"0.5.18","revision":null}"#, br#"{"version":"0.5.19","revision":"abc"}"#] {
-            assert_eq!(reason(&judge_identity(Engine::Sglang, &m, 200, bad)), Some("identity_mismatch"));
+        for bad in [
+            &br#"{"version":"0.5.18","revision":"abd"}"#[..],
+            br#"{"version":"0.5.18","revision":null}"#,
+            br#"{"version":"0.5.19","revision":"abc"}"#,
+        ] {
+            assert_eq!(
+                reason(&judge_identity(Engine::Sglang, &m, 200, bad)),
+                Some("identity_mismatch")
+            );
         }
-        assert_eq!(reason(&judge_identity(Engine::Sglang, &m, 200, br#"{"revision":"abc"}"#)), Some("probe_schema_mismatch"));
+        assert_eq!(
+            reason(&judge_identity(
+                Engine::Sglang,
+                &m,
+                200,
+                br#"{"revision":"abc"}"#
+            )),
+            Some("probe_schema_mismatch")
+        );
         // No pinned revision: not compared.
-        assert!(judge_identity(Engine::Sglang, &manifest("0.5.18", None), 200, br#"{"version":"0.5.18"}"#).ok);
+        assert!(
+            judge_identity(
+                Engine::Sglang,
+                &manifest("0.5.18", None),
+                200,
+                br#"{"version":"0.5.18"}"#
+            )
+            .ok
+        );
     }
 
     #[test]
@@ -263,18 +346,41 @@ mod tests {
         let m = manifest("1.3.0rc24", None);
         let ok = br#"{"kv_cache_hash_algo":"v1_block_key","tokens_per_block":32}"#;
         assert!(judge_identity(Engine::Trtllm, &m, 200, ok).ok);
-        for bad in [&br#"{"tokens_per_block":32}"#[..], br#"{"kv_cache_hash_algo":"v2_sha256","tokens_per_block":32}"#, br#"{"kv_cache_hash_algo":"v1_block_key"}"#] {
-            assert_eq!(reason(&judge_identity(Engine::Trtllm, &m, 200, bad)), Some("identity_mismatch"), "{}", String::from_utf8_lossy(bad));
+        for bad in [
+            &br#"{"tokens_per_block":32}"#[..],
+            br#"{"kv_cache_hash_algo":"v2_sha256","tokens_per_block":32}"#,
+            br#"{"kv_cache_hash_algo":"v1_block_key"}"#,
+        ] {
+            assert_eq!(
+                reason(&judge_identity(Engine::Trtllm, &m, 200, bad)),
+                Some("identity_mismatch"),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
-        let rule = Geometry { block_size: 32, zmq_port: 5557, dp_ranks: 1 };
+        let rule = Geometry {
+            block_size: 32,
+            zmq_port: 5557,
+            dp_ranks: 1,
+        };
         assert!(judge_geometry(Engine::Trtllm, 200, ok, &rule).ok);
-        let r16 = Geometry { block_size: 16, ..rule };
-        assert_eq!(reason(&judge_geometry(Engine::Trtllm, 200, ok, &r16)), Some("engine_geometry_mismatch"));
+        let r16 = Geometry {
+            block_size: 16,
+            ..rule
+        };
+        assert_eq!(
+            reason(&judge_geometry(Engine::Trtllm, 200, ok, &r16)),
+            Some("engine_geometry_mismatch")
+        );
     }
 
     #[test]
     fn sglang_geometry() {
-        let rule = Geometry { block_size: 16, zmq_port: 5557, dp_ranks: 1 };
+        let rule = Geometry {
+            block_size: 16,
+            zmq_port: 5557,
+            dp_ranks: 1,
+        };
         let ok = br#"{"page_size":16,"kv_events":{"publisher":"zmq","endpoint_port_base":5557,"dp_size":1}}"#;
         assert!(judge_geometry(Engine::Sglang, 200, ok, &rule).ok);
         for bad in [
@@ -283,9 +389,15 @@ mod tests {
             br#"{"page_size":16,"kv_events":{"endpoint_port_base":5558,"dp_size":1}}"#,
             br#"{"page_size":16,"kv_events":{"endpoint_port_base":5557,"dp_size":2}}"#,
         ] {
-            assert_eq!(reason(&judge_geometry(Engine::Sglang, 200, bad, &rule)), Some("engine_geometry_mismatch"));
+            assert_eq!(
+                reason(&judge_geometry(Engine::Sglang, 200, bad, &rule)),
+                Some("engine_geometry_mismatch")
+            );
         }
-        assert_eq!(reason(&judge_geometry(Engine::Sglang, 500, ok, &rule)), Some("probe_schema_mismatch"));
+        assert_eq!(
+            reason(&judge_geometry(Engine::Sglang, 500, ok, &rule)),
+            Some("probe_schema_mismatch")
+        );
         assert!(judge_geometry(Engine::Vllm, 0, b"", &rule).ok);
     }
 
@@ -293,11 +405,20 @@ mod tests {
     fn served_model() {
         let body = br#"{"object":"list","data":[{"id":"Qwen/Qwen3-0.6B","object":"model"}]}"#;
         assert!(judge_served_model(Engine::Vllm, 200, body, "Qwen/Qwen3-0.6B").ok);
-        assert_eq!(reason(&judge_served_model(Engine::Trtllm, 200, body, "other")), Some("identity_mismatch"));
-        assert_eq!(reason(&judge_served_model(Engine::Vllm, 200, b"{}", "x")), Some("probe_schema_mismatch"));
+        assert_eq!(
+            reason(&judge_served_model(Engine::Trtllm, 200, body, "other")),
+            Some("identity_mismatch")
+        );
+        assert_eq!(
+            reason(&judge_served_model(Engine::Vllm, 200, b"{}", "x")),
+            Some("probe_schema_mismatch")
+        );
         let sg = br#"{"model_path":"/models/x","served_model_name":"Qwen/Qwen3-0.6B"}"#;
         assert!(judge_served_model(Engine::Sglang, 200, sg, "Qwen/Qwen3-0.6B").ok);
         assert!(judge_served_model(Engine::Sglang, 200, sg, "/models/x").ok);
-        assert_eq!(reason(&judge_served_model(Engine::Sglang, 200, sg, "y")), Some("identity_mismatch"));
+        assert_eq!(
+            reason(&judge_served_model(Engine::Sglang, 200, sg, "y")),
+            Some("identity_mismatch")
+        );
     }
 }

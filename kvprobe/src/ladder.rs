@@ -58,7 +58,10 @@ pub struct Observation {
 impl Observation {
     /// `finding` observed at `time_unix_ms`.
     pub fn at(finding: Finding, time_unix_ms: i64) -> Observation {
-        Observation { finding, time_unix_ms }
+        Observation {
+            finding,
+            time_unix_ms,
+        }
     }
 }
 
@@ -208,17 +211,33 @@ fn from_finding(state: State, f: &Finding, fallback: Reason) -> Option<Step> {
 fn ladder(ev: &Evidence, have_manifest: bool) -> Step {
     use State::*;
     if !ev.profile_bound {
-        return stop(LegacyActiveUnattested, Reason::NoModelProfileBound, "no model profile bound");
+        return stop(
+            LegacyActiveUnattested,
+            Reason::NoModelProfileBound,
+            "no model profile bound",
+        );
     }
     if !ev.fence_acked {
-        return stop(EnforcementFault, Reason::EnforcementFault, "the fence was not acknowledged");
+        return stop(
+            EnforcementFault,
+            Reason::EnforcementFault,
+            "the fence was not acknowledged",
+        );
     }
     // Rung 1.
     if ev.endpoints.is_empty() {
-        return stop(ProfileValidated, Reason::NoEndpoints, "the rule has no endpoints");
+        return stop(
+            ProfileValidated,
+            Reason::NoEndpoints,
+            "the rule has no endpoints",
+        );
     }
     if !ev.adapter_available {
-        return stop(ProfileValidated, Reason::AdapterUnavailable, "no adapter for the engine");
+        return stop(
+            ProfileValidated,
+            Reason::AdapterUnavailable,
+            "no adapter for the engine",
+        );
     }
     if let Some(d) = &ev.profile_drift {
         return stop(ProfileValidated, Reason::ProfileResolutionFault, d.clone());
@@ -228,7 +247,11 @@ fn ladder(ev: &Evidence, have_manifest: bool) -> Step {
     }
     // Rung 2: identity (with a manifest) and token parity on every endpoint.
     let Some(fx) = &ev.fixtures else {
-        return stop(ProfileValidated, Reason::AttestationPending, "token parity not yet probed");
+        return stop(
+            ProfileValidated,
+            Reason::AttestationPending,
+            "token parity not yet probed",
+        );
     };
     if let Some(s) = from_finding(ProfileValidated, fx, Reason::ProbeFixturesMissing) {
         return s;
@@ -237,14 +260,22 @@ fn ladder(ev: &Evidence, have_manifest: bool) -> Step {
     for e in &ev.endpoints {
         if have_manifest {
             let Some(o) = &e.identity else {
-                return stop(ProfileValidated, Reason::AttestationPending, format!("{}: identity not yet probed", e.endpoint));
+                return stop(
+                    ProfileValidated,
+                    Reason::AttestationPending,
+                    format!("{}: identity not yet probed", e.endpoint),
+                );
             };
             if let Some(s) = from_finding(ProfileValidated, &o.finding, Reason::IdentityMismatch) {
                 return (s.0, s.1, format!("{}: {}", e.endpoint, s.2));
             }
         }
         let Some(o) = &e.token_parity else {
-            return stop(ProfileValidated, Reason::AttestationPending, format!("{}: token parity not yet probed", e.endpoint));
+            return stop(
+                ProfileValidated,
+                Reason::AttestationPending,
+                format!("{}: token parity not yet probed", e.endpoint),
+            );
         };
         if let Some(s) = from_finding(ProfileValidated, &o.finding, Reason::TokenMismatch) {
             return (s.0, s.1, format!("{}: {}", e.endpoint, s.2));
@@ -252,11 +283,19 @@ fn ladder(ev: &Evidence, have_manifest: bool) -> Step {
         oracle &= o.finding.oracle;
     }
     // Rung 3.
-    let parity = if oracle { TokenParityNotAvailableWithApprovedOracle } else { TokenParityVerified };
+    let parity = if oracle {
+        TokenParityNotAvailableWithApprovedOracle
+    } else {
+        TokenParityVerified
+    };
     // Rung 4: the challenge everywhere.
     for e in &ev.endpoints {
         let Some(o) = &e.challenge else {
-            return stop(parity, Reason::HashAttestationPending, format!("{}: hash challenge not yet run", e.endpoint));
+            return stop(
+                parity,
+                Reason::HashAttestationPending,
+                format!("{}: hash challenge not yet run", e.endpoint),
+            );
         };
         if let Some(s) = from_finding(parity, &o.finding, Reason::ChallengeFailed) {
             return (s.0, s.1, format!("{}: {}", e.endpoint, s.2));
@@ -276,12 +315,24 @@ fn ladder(ev: &Evidence, have_manifest: bool) -> Step {
     };
     // Rung 6.
     if let Some(d) = &ev.peer_mismatch {
-        return stop(EngineHashAttested, Reason::PeerCapabilityMismatch, d.clone());
+        return stop(
+            EngineHashAttested,
+            Reason::PeerCapabilityMismatch,
+            d.clone(),
+        );
     }
     // Rung 7.
     match ev.eligible_acked {
-        None => stop(PendingDataplaneContract, Reason::BindingDataplanePending, "eligible=1 not yet written"),
-        Some(false) => stop(EnforcementFault, Reason::EnforcementFault, "eligible=1 was not acknowledged"),
+        None => stop(
+            PendingDataplaneContract,
+            Reason::BindingDataplanePending,
+            "eligible=1 not yet written",
+        ),
+        Some(false) => stop(
+            EnforcementFault,
+            Reason::EnforcementFault,
+            "eligible=1 was not acknowledged",
+        ),
         Some(true) => (target, None, String::new()),
     }
 }
@@ -325,7 +376,14 @@ mod tests {
         assert_eq!(v.enforced_state, State::Ready);
         assert!(v.reason_codes.is_empty());
         let kinds: Vec<_> = v.receipts.iter().map(|r| r.kind).collect();
-        assert_eq!(kinds, [ReceiptKind::Identity, ReceiptKind::TokenParity, ReceiptKind::HashEcho]);
+        assert_eq!(
+            kinds,
+            [
+                ReceiptKind::Identity,
+                ReceiptKind::TokenParity,
+                ReceiptKind::HashEcho
+            ]
+        );
         assert_eq!(v.receipts[0].manifest_digest.as_deref(), Some("d"));
         let json = serde_json::to_value(&v).unwrap();
         assert_eq!(json["enforcedState"], "READY");
@@ -337,31 +395,124 @@ mod tests {
         use Reason as R;
         use State as S;
         let p = S::ProfileValidated;
-        let cases: Vec<(S, R, Box<dyn FnOnce(&mut Evidence)>)> = vec![
-            (S::LegacyActiveUnattested, R::NoModelProfileBound, Box::new(|e| e.profile_bound = false)),
-            (S::EnforcementFault, R::EnforcementFault, Box::new(|e| e.fence_acked = false)),
+        type Edit = Box<dyn FnOnce(&mut Evidence)>;
+        let cases: Vec<(S, R, Edit)> = vec![
+            (
+                S::LegacyActiveUnattested,
+                R::NoModelProfileBound,
+                Box::new(|e| e.profile_bound = false),
+            ),
+            (
+                S::EnforcementFault,
+                R::EnforcementFault,
+                Box::new(|e| e.fence_acked = false),
+            ),
             (p, R::NoEndpoints, Box::new(|e| e.endpoints.clear())),
-            (p, R::AdapterUnavailable, Box::new(|e| e.adapter_available = false)),
-            (p, R::ProfileResolutionFault, Box::new(|e| e.profile_drift = Some("drift".into()))),
-            (p, R::DrainOwnershipLost, Box::new(|e| e.drain_fault = Some((R::DrainOwnershipLost, "x".into())))),
-            (p, R::DrainSequenceGap, Box::new(|e| e.drain_fault = Some((R::DrainSequenceGap, "x".into())))),
+            (
+                p,
+                R::AdapterUnavailable,
+                Box::new(|e| e.adapter_available = false),
+            ),
+            (
+                p,
+                R::ProfileResolutionFault,
+                Box::new(|e| e.profile_drift = Some("drift".into())),
+            ),
+            (
+                p,
+                R::DrainOwnershipLost,
+                Box::new(|e| e.drain_fault = Some((R::DrainOwnershipLost, "x".into()))),
+            ),
+            (
+                p,
+                R::DrainSequenceGap,
+                Box::new(|e| e.drain_fault = Some((R::DrainSequenceGap, "x".into()))),
+            ),
             (p, R::AttestationPending, Box::new(|e| e.fixtures = None)),
-            (p, R::ProbeFixturesMissing, Box::new(|e| e.fixtures = Some(Finding::fail(R::ProbeFixturesMissing, "none")))),
-            (p, R::AttestationPending, Box::new(|e| e.endpoints[0].identity = None)),
-            (p, R::IdentityMismatch, Box::new(|e| e.endpoints[0].identity = bad(R::IdentityMismatch))),
-            (p, R::EndpointUnreachable, Box::new(|e| e.endpoints[0].identity = bad(R::EndpointUnreachable))),
-            (p, R::ProbeSchemaMismatch, Box::new(|e| e.endpoints[0].identity = bad(R::ProbeSchemaMismatch))),
-            (p, R::AttestationPending, Box::new(|e| e.endpoints[0].token_parity = None)),
-            (p, R::TokenMismatch, Box::new(|e| e.endpoints[0].token_parity = bad(R::TokenMismatch))),
-            (p, R::ProfileResolutionFault, Box::new(|e| e.endpoints[0].token_parity = bad(R::ProfileResolutionFault))),
-            (S::TokenParityVerified, R::HashAttestationPending, Box::new(|e| e.endpoints[0].challenge = None)),
-            (S::TokenParityVerified, R::ChallengeFailed, Box::new(|e| e.endpoints[0].challenge = bad(R::ChallengeFailed))),
-            (S::TokenParityVerified, R::ChallengeTimeout, Box::new(|e| e.endpoints[0].challenge = bad(R::ChallengeTimeout))),
-            (S::TokenParityVerified, R::EngineGeometryMismatch, Box::new(|e| e.endpoints[0].challenge = bad(R::EngineGeometryMismatch))),
-            (S::EngineHashAttested, R::ManifestMissing, Box::new(|e| e.manifest = ManifestEvidence::Missing { detail: "absent".into() })),
-            (S::EngineHashAttested, R::PeerCapabilityMismatch, Box::new(|e| e.peer_mismatch = Some("peer".into()))),
-            (S::PendingDataplaneContract, R::BindingDataplanePending, Box::new(|e| e.eligible_acked = None)),
-            (S::EnforcementFault, R::EnforcementFault, Box::new(|e| e.eligible_acked = Some(false))),
+            (
+                p,
+                R::ProbeFixturesMissing,
+                Box::new(|e| e.fixtures = Some(Finding::fail(R::ProbeFixturesMissing, "none"))),
+            ),
+            (
+                p,
+                R::AttestationPending,
+                Box::new(|e| e.endpoints[0].identity = None),
+            ),
+            (
+                p,
+                R::IdentityMismatch,
+                Box::new(|e| e.endpoints[0].identity = bad(R::IdentityMismatch)),
+            ),
+            (
+                p,
+                R::EndpointUnreachable,
+                Box::new(|e| e.endpoints[0].identity = bad(R::EndpointUnreachable)),
+            ),
+            (
+                p,
+                R::ProbeSchemaMismatch,
+                Box::new(|e| e.endpoints[0].identity = bad(R::ProbeSchemaMismatch)),
+            ),
+            (
+                p,
+                R::AttestationPending,
+                Box::new(|e| e.endpoints[0].token_parity = None),
+            ),
+            (
+                p,
+                R::TokenMismatch,
+                Box::new(|e| e.endpoints[0].token_parity = bad(R::TokenMismatch)),
+            ),
+            (
+                p,
+                R::ProfileResolutionFault,
+                Box::new(|e| e.endpoints[0].token_parity = bad(R::ProfileResolutionFault)),
+            ),
+            (
+                S::TokenParityVerified,
+                R::HashAttestationPending,
+                Box::new(|e| e.endpoints[0].challenge = None),
+            ),
+            (
+                S::TokenParityVerified,
+                R::ChallengeFailed,
+                Box::new(|e| e.endpoints[0].challenge = bad(R::ChallengeFailed)),
+            ),
+            (
+                S::TokenParityVerified,
+                R::ChallengeTimeout,
+                Box::new(|e| e.endpoints[0].challenge = bad(R::ChallengeTimeout)),
+            ),
+            (
+                S::TokenParityVerified,
+                R::EngineGeometryMismatch,
+                Box::new(|e| e.endpoints[0].challenge = bad(R::EngineGeometryMismatch)),
+            ),
+            (
+                S::EngineHashAttested,
+                R::ManifestMissing,
+                Box::new(|e| {
+                    e.manifest = ManifestEvidence::Missing {
+                        detail: "absent".into(),
+                    }
+                }),
+            ),
+            (
+                S::EngineHashAttested,
+                R::PeerCapabilityMismatch,
+                Box::new(|e| e.peer_mismatch = Some("peer".into())),
+            ),
+            (
+                S::PendingDataplaneContract,
+                R::BindingDataplanePending,
+                Box::new(|e| e.eligible_acked = None),
+            ),
+            (
+                S::EnforcementFault,
+                R::EnforcementFault,
+                Box::new(|e| e.eligible_acked = Some(false)),
+            ),
         ];
         for (state, reason, f) in cases {
             assert_eq!(run(f), (state, vec![reason]), "{reason}");
@@ -371,24 +522,38 @@ mod tests {
     #[test]
     fn functional_only_and_oracle() {
         let (s, r) = run(|e| {
-            e.manifest = ManifestEvidence::Missing { detail: "absent".into() };
+            e.manifest = ManifestEvidence::Missing {
+                detail: "absent".into(),
+            };
             e.functional_only_optin = true;
         });
         assert_eq!((s, r), (State::ReadyFunctionalOnly, vec![]));
         // Without a manifest the identity probe is not required (and not receipted).
         let v = evaluate(&Evidence {
-            manifest: ManifestEvidence::Missing { detail: "absent".into() },
-            endpoints: vec![EndpointEvidence { identity: None, ..green().endpoints[0].clone() }],
+            manifest: ManifestEvidence::Missing {
+                detail: "absent".into(),
+            },
+            endpoints: vec![EndpointEvidence {
+                identity: None,
+                ..green().endpoints[0].clone()
+            }],
             ..green()
         });
         assert_eq!(v.enforced_state, State::EngineHashAttested);
         assert_eq!(v.receipts.len(), 2);
         // Oracle parity, challenge pending.
         let (s, r) = run(|e| {
-            e.endpoints[0].token_parity = Some(Observation::at(Finding::pass("o").with_oracle(), 1));
+            e.endpoints[0].token_parity =
+                Some(Observation::at(Finding::pass("o").with_oracle(), 1));
             e.endpoints[0].challenge = None;
         });
-        assert_eq!((s, r), (State::TokenParityNotAvailableWithApprovedOracle, vec![Reason::HashAttestationPending]));
+        assert_eq!(
+            (s, r),
+            (
+                State::TokenParityNotAvailableWithApprovedOracle,
+                vec![Reason::HashAttestationPending]
+            )
+        );
         // Every endpoint must pass: the second one fails.
         let (s, r) = run(|e| {
             let mut second = e.endpoints[0].clone();
@@ -396,6 +561,9 @@ mod tests {
             second.challenge = bad(Reason::ChallengeTimeout);
             e.endpoints.push(second);
         });
-        assert_eq!((s, r), (State::TokenParityVerified, vec![Reason::ChallengeTimeout]));
+        assert_eq!(
+            (s, r),
+            (State::TokenParityVerified, vec![Reason::ChallengeTimeout])
+        );
     }
 }

@@ -9,7 +9,7 @@
 //! * [`challenge`]: the hash challenge (§8.5) — prompt growth through the engine's completions
 //!   encoding (kvtemplate), expected hashes (kvhash), judging of decoded KV events.
 //! * [`ladder`]: the readiness ladder (§8.3) as a pure state machine with the [`State`] and
-//!   [`Reason`] vocabularies (§8.2, §8.4).
+//!   [`Reason`] vocabularies (§8.2, §8.4); [`cadence`]: kicks and the per-tick decision.
 //! * `attest` (feature `live`, on by default): the live driver behind `kvexact attest` — real
 //!   HTTP, a ZMQ SUB socket (vLLM, SGLang) or the `POST /kv_cache_events` drain (TRT-LLM).
 //! * `emulator` (feature `emulator`): a loopback engine emulator for tests and the
@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod bridge;
+pub mod cadence;
 pub mod challenge;
 pub mod error;
 pub mod finding;

@@ -116,7 +116,10 @@ mod tests {
     fn round_trip() {
         for s in State::ALL {
             assert_eq!(s.as_str().parse::<State>().unwrap(), s);
-            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{}\"", s.as_str()));
+            assert_eq!(
+                serde_json::to_string(&s).unwrap(),
+                format!("\"{}\"", s.as_str())
+            );
         }
         assert!(State::Ready.is_ready() && State::ReadyFunctionalOnly.is_ready());
         assert!(!State::EngineHashAttested.is_ready());

@@ -89,9 +89,10 @@ impl HttpClient {
 /// `endpoint_unreachable`.
 fn http_failure(url: &str, e: ureq::Error) -> Finding {
     match e {
-        ureq::Error::BodyExceedsLimit(n) => {
-            Finding::fail(Reason::ProbeSchemaMismatch, format!("{url}: response body exceeds {n} bytes"))
-        }
+        ureq::Error::BodyExceedsLimit(n) => Finding::fail(
+            Reason::ProbeSchemaMismatch,
+            format!("{url}: response body exceeds {n} bytes"),
+        ),
         other => Finding::fail(Reason::EndpointUnreachable, format!("{url}: {other}")),
     }
 }
@@ -123,7 +124,9 @@ impl ZmqSubscriber {
             zeromq::SubSocket::new()
         };
         rt.block_on(async {
-            sock.subscribe("").await.map_err(|e| format!("subscribe: {e}"))?;
+            sock.subscribe("")
+                .await
+                .map_err(|e| format!("subscribe: {e}"))?;
             for ep in endpoints {
                 let url = format!("tcp://{ep}");
                 match tokio::time::timeout(timeout, sock.connect(&url)).await {

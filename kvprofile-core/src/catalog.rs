@@ -526,6 +526,7 @@ pub struct SupportEntry {
     pub promotion: Promotion,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence_bundle: Option<String>,
+    #[serde(deserialize_with = "crate::ids::unique_map")]
     pub capabilities: BTreeMap<String, CapabilityEvidence>,
 }
 

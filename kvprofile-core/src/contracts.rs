@@ -248,6 +248,7 @@ pub struct ContractCatalog {
     /// Monotonic catalog generation (1).
     pub generation: u32,
     /// ABI-frozen engine wire ids.
+    #[serde(deserialize_with = "crate::ids::unique_map")]
     pub engine_ids: BTreeMap<Engine, u32>,
     /// Closed vocabularies.
     pub bindings: Bindings,

@@ -46,6 +46,41 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// `deserialize_with` helper for maps that must refuse duplicate keys (serde's `BTreeMap`
+/// impl keeps the last one silently; the registry's rule is "unknown or ambiguous → error").
+pub(crate) fn unique_map<'de, D, K, V>(d: D) -> Result<std::collections::BTreeMap<K, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    K: serde::Deserialize<'de> + Ord + std::fmt::Debug,
+    V: serde::Deserialize<'de>,
+{
+    use serde::de::{Error, MapAccess, Visitor};
+    use std::marker::PhantomData;
+
+    struct Unique<K, V>(PhantomData<(K, V)>);
+    impl<'de, K, V> Visitor<'de> for Unique<K, V>
+    where
+        K: serde::Deserialize<'de> + Ord + std::fmt::Debug,
+        V: serde::Deserialize<'de>,
+    {
+        type Value = std::collections::BTreeMap<K, V>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map without duplicate keys")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            let mut out = std::collections::BTreeMap::new();
+            while let Some((k, v)) = m.next_entry::<K, V>()? {
+                if out.contains_key(&k) {
+                    return Err(A::Error::custom(format!("duplicate key {k:?}")));
+                }
+                out.insert(k, v);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Unique(PhantomData))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -89,4 +89,20 @@ mod tests {
             assert!(Locator::parse(bad, &h).is_err(), "{bad:?}");
         }
     }
+
+    proptest::proptest! {
+        /// Whatever is accepted resolves strictly beneath `artifacts/` with only safe segments.
+        #[test]
+        fn accepted_locators_stay_beneath_artifacts(text in "[a-z0-9./:\\\\-]{0,24}") {
+            let pin = "ab".repeat(32);
+            if let Ok(l) = Locator::parse(&text, &pin) {
+                let rel = l.relative_path();
+                let mut segs = rel.split('/');
+                proptest::prop_assert_eq!(segs.next(), Some("artifacts"));
+                for s in segs {
+                    proptest::prop_assert!(is_safe_segment(s), "{}", rel);
+                }
+            }
+        }
+    }
 }

@@ -110,7 +110,11 @@ pub struct Profile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_type: Option<String>,
     /// Contract id → quirks.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "crate::ids::unique_map"
+    )]
     pub engine_quirks: BTreeMap<String, EngineQuirks>,
     /// Upstream revision of the tokenizer (audit only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -413,6 +417,20 @@ aliasPolicy: base_model_only
         let e = refuse(
             "aliasPolicy: base_model_only",
             "aliasPolicy: base_model_only\n---\na: 1",
+        );
+        assert_eq!(e.code(), "PROFILE_SCHEMA");
+        // Duplicate keys (top level and inside engineQuirks) are refused, not "last wins".
+        let e = refuse("modelType: qwen2", "modelType: qwen2\nmodelType: llama");
+        assert_eq!(e.code(), "PROFILE_SCHEMA");
+        let e = refuse(
+            "    completionsBos: true",
+            "    completionsBos: true\n  sglang-kv-rank-v1:\n    cacheChunk: 64",
+        );
+        assert_eq!(e.code(), "PROFILE_SCHEMA");
+        // YAML merge keys are not a way to smuggle fields in.
+        let e = refuse(
+            "aliasPolicy: base_model_only",
+            "aliasPolicy: base_model_only\n<<: {x: 1}",
         );
         assert_eq!(e.code(), "PROFILE_SCHEMA");
     }

@@ -626,4 +626,19 @@ mod tests {
         }
         assert!(split_rel(".").unwrap().is_empty());
     }
+
+    proptest::proptest! {
+        /// `read_capped` against the obvious rule: accept exactly when the bytes fit the cap
+        /// and equal the size `fstat` promised.
+        #[test]
+        fn read_capped_matches_the_rule(len in 0usize..64, stat in 0u64..64, cap in 0u64..64) {
+            let data = vec![7u8; len];
+            let got = read_capped(&data[..], stat, cap, "f");
+            let ok = stat <= cap && (len as u64) <= cap && len as u64 == stat;
+            proptest::prop_assert_eq!(got.is_ok(), ok);
+            if let Ok(b) = got {
+                proptest::prop_assert_eq!(b, data);
+            }
+        }
+    }
 }

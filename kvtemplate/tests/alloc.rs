@@ -39,7 +39,9 @@ static GLOBAL: Counting = Counting;
 fn body(turns: usize, words_per_turn: usize) -> String {
     let mut msgs = vec![serde_json::json!({"role": "system", "content": "You are terse."})];
     for t in 0..turns {
-        let text: String = (0..words_per_turn).map(|i| format!("w{} ", (i * 7 + t) % 97)).collect();
+        let text: String = (0..words_per_turn)
+            .map(|i| format!("w{} ", (i * 7 + t) % 97))
+            .collect();
         msgs.push(serde_json::json!({"role": "user", "content": text}));
         msgs.push(serde_json::json!({"role": "assistant", "content": "ok"}));
     }
@@ -48,7 +50,10 @@ fn body(turns: usize, words_per_turn: usize) -> String {
 }
 
 fn count(f: impl FnOnce()) -> (usize, usize) {
-    let (a0, b0) = (ALLOCS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed));
+    let (a0, b0) = (
+        ALLOCS.load(Ordering::Relaxed),
+        BYTES.load(Ordering::Relaxed),
+    );
     f();
     (
         ALLOCS.load(Ordering::Relaxed) - a0,
@@ -65,10 +70,16 @@ fn render_allocations_scale_with_messages_not_bytes() {
     // warm up (first render compiles nothing, but lazily initialised statics allocate)
     let _ = enc.render_chat(small.as_bytes(), 0, &mut scratch);
     let (n_small, _) = count(|| {
-        assert_eq!(enc.render_chat(small.as_bytes(), 0, &mut scratch).ok(), Some(Outcome::Done(())));
+        assert_eq!(
+            enc.render_chat(small.as_bytes(), 0, &mut scratch).ok(),
+            Some(Outcome::Done(()))
+        );
     });
     let (n_large, bytes_large) = count(|| {
-        assert_eq!(enc.render_chat(large.as_bytes(), 0, &mut scratch).ok(), Some(Outcome::Done(())));
+        assert_eq!(
+            enc.render_chat(large.as_bytes(), 0, &mut scratch).ok(),
+            Some(Outcome::Done(()))
+        );
     });
     println!(
         "render_chat: {n_small} allocations (body {} B); {n_large} allocations, {bytes_large} B allocated (body {} B)",

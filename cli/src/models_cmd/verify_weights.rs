@@ -145,19 +145,14 @@ pub fn check_all(dir: &Path, idx: &WeightsIndex, threads: usize, bar: bool) -> V
 
 fn draw(err: &mut dyn Write, done: usize, n: usize, bytes: u64, total: u64) {
     const WIDTH: u64 = 30;
-    let filled = if total == 0 {
-        WIDTH
-    } else {
-        bytes.saturating_mul(WIDTH) / total
-    };
+    let filled = bytes
+        .saturating_mul(WIDTH)
+        .checked_div(total)
+        .unwrap_or(WIDTH);
     let bar: String = (0..WIDTH)
         .map(|i| if i < filled { '#' } else { '.' })
         .collect();
-    let pct = if total == 0 {
-        100
-    } else {
-        bytes.saturating_mul(100) / total
-    };
+    let pct = bytes.saturating_mul(100).checked_div(total).unwrap_or(100);
     let _ = write!(
         err,
         "\r[{bar}] {pct:>3}%  {done}/{n} files  {} / {}",
@@ -249,4 +244,76 @@ pub fn run(a: &Args) -> Result<Status, Refusal> {
     } else {
         Status::Failed
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The obvious twin: whole-buffer digests.
+    fn slow_digest(bytes: &[u8], algo: WeightsAlgo) -> String {
+        match algo {
+            WeightsAlgo::Sha256 => hex::encode(Sha256::digest(bytes)),
+            WeightsAlgo::Gitblob => {
+                let mut v = format!("blob {}\0", bytes.len()).into_bytes();
+                v.extend_from_slice(bytes);
+                hex::encode(Sha1::digest(&v))
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        #[test]
+        fn streaming_and_parallel_checks_equal_the_slow_twin(
+            sizes in proptest::collection::vec(0usize..(2 << 20) + 7, 1..6),
+            corrupt in proptest::collection::vec(any::<bool>(), 6),
+            seed in any::<u8>(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut entries = Vec::new();
+            for (i, n) in sizes.iter().enumerate() {
+                let bytes: Vec<u8> = (0..*n).map(|j| (j as u8).wrapping_mul(31).wrapping_add(seed ^ i as u8)).collect();
+                let algo = if i % 2 == 0 { WeightsAlgo::Sha256 } else { WeightsAlgo::Gitblob };
+                let name = format!("f{i}");
+                let hex = slow_digest(&bytes, algo);
+                let on_disk = if corrupt[i] && !bytes.is_empty() {
+                    let mut b = bytes.clone();
+                    b[n / 2] ^= 0x80;
+                    b
+                } else {
+                    bytes.clone()
+                };
+                std::fs::write(dir.path().join(&name), &on_disk).unwrap();
+                let sink = AtomicU64::new(0);
+                prop_assert_eq!(hash_file(&dir.path().join(&name), algo, *n as u64, &sink).unwrap(), slow_digest(&on_disk, algo));
+                prop_assert_eq!(sink.load(Ordering::Relaxed), *n as u64);
+                entries.push(WeightsEntry { algo, hex, size: *n as u64, name });
+            }
+            let idx = WeightsIndex { entries, sha256: String::new() };
+            let one = check_all(dir.path(), &idx, 1, false);
+            let many = check_all(dir.path(), &idx, 4, false);
+            prop_assert_eq!(&one, &many);
+            for (i, r) in one.iter().enumerate() {
+                let bad = corrupt[i] && sizes[i] > 0;
+                prop_assert_eq!(*r, if bad { FileCheck::Mismatch } else { FileCheck::Match });
+            }
+        }
+    }
+
+    #[test]
+    fn progress_bar_line() {
+        let mut buf = Vec::new();
+        draw(&mut buf, 1, 2, 1_500_000_000, 3_000_000_000);
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "\r[###############...............]  50%  1/2 files  1.5 GB / 3.0 GB"
+        );
+        let mut buf = Vec::new();
+        draw(&mut buf, 0, 0, 0, 0);
+        assert!(String::from_utf8(buf)
+            .unwrap()
+            .starts_with("\r[##############################] 100%"));
+    }
 }

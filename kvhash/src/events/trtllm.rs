@@ -273,6 +273,10 @@ fn decode_stored(data: &Obj, dpath: &str, limits: &Limits) -> Result<TrtStored, 
         let toks = arr(field(o, "tokens", &p)?, &tp, limits)?;
         let mut tokens = Vec::with_capacity(toks.len());
         for (j, t) in toks.iter().enumerate() {
+            if let Some(tok) = fast_token(t) {
+                tokens.push(tok);
+                continue;
+            }
             let q = format!("{tp}[{j}]");
             let to = obj(t, &q)?;
             let token_id = token_id_of(field(to, "token_id", &q)?, &format!("{q}.token_id"))?;
@@ -325,6 +329,21 @@ fn decode_stored(data: &Obj, dpath: &str, limits: &Limits) -> Result<TrtStored, 
     Ok(TrtStored {
         parent_hash,
         blocks,
+    })
+}
+
+/// The common token shape without building any path text; `None` sends the token down the
+/// checked path, which accepts a superset and reports errors with their location.
+fn fast_token(t: &Value) -> Option<TrtToken> {
+    let o = t.as_object()?;
+    let token_id = i32::try_from(o.get("token_id")?.as_i64()?).ok()?;
+    let token_extra_id = match o.get("token_extra_id") {
+        None | Some(Value::Null) => 0,
+        Some(v) => v.as_u64()?,
+    };
+    Some(TrtToken {
+        token_id,
+        token_extra_id,
     })
 }
 

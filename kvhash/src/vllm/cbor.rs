@@ -62,16 +62,19 @@ fn uints<T: TokenId>(buf: &mut Vec<u8>, tokens: &[T]) {
 /// Branch-free major-0 head of a 32-bit value (token ids straddle the 1-, 2-, 3- and
 /// 5-byte forms at random, which defeats branch prediction). Writes 8 bytes of `w`,
 /// returns how many belong to the head.
+///
+/// `k` = 0, 1, 2, 3 for the 1-, 2-, 3- and 5-byte forms; the head byte sits in the top
+/// byte of a big-endian word with the value shifted right behind it (for v < 24 the value
+/// itself is the head byte), and the length is `8 - shift / 8`.
 #[inline(always)]
 fn uint32_into(w: &mut [u8; 9], v: u32) -> usize {
-    const HEAD: [u64; 4] = [0, 24, 25, 26];
-    const PAYLOAD: [u32; 4] = [0, 1, 2, 4];
+    const HEAD: [u64; 4] = [0, 24 << 56, 25 << 56, 26 << 56];
+    const SHIFT: [u32; 4] = [56, 48, 40, 24];
     let k = (usize::from(v >= 24) + usize::from(v >= 0x100) + usize::from(v >= 0x1_0000)) & 3;
-    let p = PAYLOAD[k];
-    // For v < 24 the value itself is the head byte (k = 0, shift 56).
-    let word = (HEAD[k] << 56) | (u64::from(v) << (56 - 8 * p));
+    let shift = SHIFT[k];
+    let word = HEAD[k] | (u64::from(v) << shift);
     w[..8].copy_from_slice(&word.to_be_bytes());
-    1 + p as usize
+    8 - (shift >> 3) as usize
 }
 
 /// Writes the major-0 head of `v` at the start of `w`; returns its length.
@@ -132,40 +135,90 @@ pub(crate) fn encode_seed(buf: &mut Vec<u8>, seed: &str) {
     text(buf, seed);
 }
 
-/// Largest block the stack fast path takes (`[parent, tokens, null]` with 9-byte ids and
-/// the SHA-256 padding must fit in [`FAST_BUF`] bytes).
-pub(crate) const FAST_MAX_BLOCK: usize = 16;
-const FAST_BUF: usize = 192;
+/// Largest block the stack fast path takes: `[parent, tokens, null]` with 9-byte ids and
+/// the SHA-256 padding must fit in [`FAST_BUF`] bytes.
+pub(crate) const FAST_MAX_BLOCK: usize = 64;
+/// 3 + 32 + 2 head/parent bytes, 64 ids of at most 9 bytes, null, 9 padding bytes, rounded
+/// up to whole 64-byte compression blocks.
+const FAST_BUF: usize = 640;
 
-/// SHA-256 of `[parent, [t0..tB-1], null]` (a block without extra keys, B ≤ 16), built
-/// and padded on the stack: the contract's hot path. `None` when the shape does not fit.
-#[inline]
-pub(crate) fn plain_block_sha256<T: TokenId>(parent: &[u8], tokens: &[T]) -> Option<[u8; 32]> {
-    if tokens.len() > FAST_MAX_BLOCK || parent.len() != 32 {
-        return None;
+/// SHA-256 of `[parent, [t0..tB-1], null]` (a block without extra keys, B ≤ 64), built and
+/// padded in one stack buffer reused for every block of a chain: the contract's hot path.
+///
+/// The constant bytes (outer array head, byte-string head of the parent, array head of the
+/// ids) are written once by [`PlainSha256Cbor::new`]; per block only the parent, the ids,
+/// the null, the padding and the length are written, and only the compression blocks the
+/// message occupies are hashed.
+pub(crate) struct PlainSha256Cbor {
+    m: [u8; FAST_BUF],
+    /// Offset of the first id.
+    ids_at: usize,
+    /// Ids per block.
+    len: usize,
+}
+
+impl PlainSha256Cbor {
+    /// The buffer for blocks of `block_size` ids; `None` when they may not fit.
+    #[inline]
+    pub(crate) fn new(block_size: usize) -> Option<Self> {
+        if block_size == 0 || block_size > FAST_MAX_BLOCK {
+            return None;
+        }
+        let mut m = [0u8; FAST_BUF];
+        m[0] = (MAJOR_ARRAY << 5) | 3;
+        m[1] = (MAJOR_BYTES << 5) | 24;
+        m[2] = 32;
+        let mut head_bytes = Vec::with_capacity(2);
+        head(&mut head_bytes, MAJOR_ARRAY, block_size as u64);
+        let ids_at = 35 + head_bytes.len();
+        m.get_mut(35..ids_at)?.copy_from_slice(&head_bytes);
+        Some(PlainSha256Cbor {
+            m,
+            ids_at,
+            len: block_size,
+        })
     }
-    let mut m = [0u8; FAST_BUF];
-    m[0] = (MAJOR_ARRAY << 5) | 3;
-    m[1] = (MAJOR_BYTES << 5) | 24;
-    m[2] = 32;
-    m.get_mut(3..35)?.copy_from_slice(parent);
-    m[35] = (MAJOR_ARRAY << 5) | tokens.len() as u8;
-    let mut pos = 36;
-    for t in tokens {
-        let w = <&mut [u8; 9]>::try_from(m.get_mut(pos..pos + 9)?).ok()?;
-        let v = t.to_u64();
-        pos += match u32::try_from(v) {
-            Ok(v32) => uint32_into(w, v32),
-            Err(_) => {
-                *w = [0; 9];
-                uint_into(w, v)
-            }
-        };
+
+    /// The digest of one block (`tokens.len()` must be the block size given to
+    /// [`PlainSha256Cbor::new`]; `None` otherwise).
+    #[inline]
+    pub(crate) fn hash<T: TokenId>(&mut self, parent: &[u8; 32], tokens: &[T]) -> Option<[u8; 32]> {
+        use sha2::digest::generic_array::GenericArray;
+        if tokens.len() != self.len {
+            return None;
+        }
+        let m = &mut self.m;
+        // Ids first: they do not depend on the previous block's digest, so the CPU can
+        // encode them while that digest is still being computed.
+        let mut pos = self.ids_at;
+        for t in tokens {
+            let w = <&mut [u8; 9]>::try_from(m.get_mut(pos..pos + 9)?).ok()?;
+            let v = t.to_u64();
+            pos += match u32::try_from(v) {
+                Ok(v32) => uint32_into(w, v32),
+                Err(_) => uint_into(w, v),
+            };
+        }
+        m.get_mut(3..35)?.copy_from_slice(parent);
+        // Null, then zeros up to the length field (the 8-byte id windows and earlier,
+        // longer blocks leave bytes behind that must not be hashed as padding).
+        let len = pos + 1;
+        let total = (len + 9).div_ceil(64) * 64;
+        *m.get_mut(pos)? = NULL;
+        *m.get_mut(len)? = 0x80;
+        m.get_mut(len + 1..total - 8)?.fill(0);
+        m.get_mut(total - 8..total)?
+            .copy_from_slice(&(len as u64).wrapping_mul(8).to_be_bytes());
+        let mut state = crate::digest::SHA256_H0;
+        for b in m.get(..total)?.chunks_exact(64) {
+            sha2::compress256(&mut state, std::slice::from_ref(GenericArray::from_slice(b)));
+        }
+        let mut out = [0u8; 32];
+        for (o, w) in out.chunks_exact_mut(4).zip(state) {
+            o.copy_from_slice(&w.to_be_bytes());
+        }
+        Some(out)
     }
-    // `uint32_into` writes 8 bytes: clear what lies past the head before padding.
-    m.get_mut(pos..(pos + 9).min(FAST_BUF))?.fill(0);
-    *m.get_mut(pos)? = NULL;
-    crate::digest::sha256_in_place(&mut m, pos + 1)
 }
 
 /// `[parent, [t0..tB-1], extra]` for one block.

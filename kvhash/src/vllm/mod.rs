@@ -517,6 +517,7 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
         mut sink: impl FnMut(Digest),
     ) -> Result<(), Error> {
         let bs = self.hasher.borrow().block_size;
+        let mut fast = self.fast_path();
         let mut rest = tokens;
         if !self.pending.is_empty() {
             let need = bs - self.pending.len();
@@ -527,7 +528,7 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
             let (head, tail) = rest.split_at(need);
             self.pending.extend(head.iter().map(|t| t.to_u64()));
             let pending = std::mem::take(&mut self.pending);
-            let r = self.hash_block(&pending);
+            let r = self.hash_block(&mut fast, &pending);
             self.pending = pending;
             self.pending.clear();
             r?;
@@ -536,7 +537,7 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
         }
         let mut blocks = rest.chunks_exact(bs);
         for block in &mut blocks {
-            self.hash_block(block)?;
+            self.hash_block(&mut fast, block)?;
             sink(self.parent);
         }
         self.pending
@@ -606,18 +607,35 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
         Ok(end)
     }
 
-    /// Hashes one block; the digest becomes `self.parent`.
+    /// The reusable stack buffer of the plain `sha256_cbor` path, when it applies (no extra
+    /// keys, block size ≤ 64).
     #[inline]
-    fn hash_block<T: TokenId>(&mut self, tokens: &[T]) -> Result<(), Error> {
+    fn fast_path(&self) -> Option<cbor::PlainSha256Cbor> {
         let h: &VllmHasher = self.hasher.borrow();
         if h.algo == HashAlgo::Sha256Cbor && h.extras.is_plain() {
-            if let Some(d) = cbor::plain_block_sha256(self.parent.as_bytes(), tokens) {
-                self.position = self
-                    .position
-                    .checked_add(tokens.len() as u64)
-                    .ok_or(Error::PositionOverflow)?;
-                self.parent = Digest::sha256(d);
-                return Ok(());
+            cbor::PlainSha256Cbor::new(h.block_size)
+        } else {
+            None
+        }
+    }
+
+    /// Hashes one block; the digest becomes `self.parent`.
+    #[inline]
+    fn hash_block<T: TokenId>(
+        &mut self,
+        fast: &mut Option<cbor::PlainSha256Cbor>,
+        tokens: &[T],
+    ) -> Result<(), Error> {
+        if let Some(f) = fast {
+            if let Ok(parent) = <&[u8; 32]>::try_from(self.parent.as_bytes()) {
+                if let Some(d) = f.hash(parent, tokens) {
+                    let Some(end) = self.position.checked_add(tokens.len() as u64) else {
+                        return Err(Error::PositionOverflow);
+                    };
+                    self.position = end;
+                    self.parent = Digest::sha256(d);
+                    return Ok(());
+                }
             }
         }
         let end = self.serialize(tokens)?;

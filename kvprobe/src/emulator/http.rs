@@ -36,7 +36,11 @@ pub struct Response {
 impl Response {
     /// A 200 JSON response.
     pub fn json(v: &serde_json::Value) -> Response {
-        Response { status: 200, body: v.to_string().into_bytes(), delay: None }
+        Response {
+            status: 200,
+            body: v.to_string().into_bytes(),
+            delay: None,
+        }
     }
 
     /// A status with a JSON error body.
@@ -64,13 +68,20 @@ pub fn serve(
             Ok((s, _)) => {
                 let _ = handle(s, &handler, &stop, deadline);
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(5)),
         }
     }
 }
 
-fn handle(mut s: TcpStream, handler: &impl Fn(&Request) -> Response, stop: &AtomicBool, deadline: Instant) -> io::Result<()> {
+fn handle(
+    mut s: TcpStream,
+    handler: &impl Fn(&Request) -> Response,
+    stop: &AtomicBool,
+    deadline: Instant,
+) -> io::Result<()> {
     s.set_nonblocking(false)?;
     s.set_read_timeout(Some(Duration::from_secs(2)))?;
     s.set_write_timeout(Some(Duration::from_secs(2)))?;

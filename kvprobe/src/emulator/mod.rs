@@ -97,27 +97,42 @@ impl EmulatorConfig {
     /// A correct engine for a registry profile: the profile's tokenizer and template through the
     /// engine's encoder, the manifest's version and revision (or the contract's default
     /// version), block size 16 (TensorRT-LLM 32), vLLM seed `"0"`.
-    pub fn from_registry(root: &Path, profile_id: &str, engine: Engine) -> Result<EmulatorConfig, crate::Error> {
-        let generation = Registry::new().publish(root, &LoadOptions { policy: TrustPolicy::for_current_user(), ..LoadOptions::default() }, &StructuralValidator)?;
+    pub fn from_registry(
+        root: &Path,
+        profile_id: &str,
+        engine: Engine,
+    ) -> Result<EmulatorConfig, crate::Error> {
+        let generation = Registry::new().publish(
+            root,
+            &LoadOptions {
+                policy: TrustPolicy::for_current_user(),
+                ..LoadOptions::default()
+            },
+            &StructuralValidator,
+        )?;
         let loaded = generation
             .profile(profile_id)
             .ok_or_else(|| crate::Error::Config(format!("no profile {profile_id}")))?;
         let manifest = generation.load_manifest(profile_id).ok().flatten();
-        let version = manifest.as_ref().map(|m| m.manifest.engine_version.clone()).unwrap_or_else(|| {
-            match engine {
-                Engine::Vllm => "0.28.0",
-                Engine::Sglang => "0.5.18",
-                _ => "1.3.0rc24",
-            }
-            .to_string()
-        });
+        let version = manifest
+            .as_ref()
+            .map(|m| m.manifest.engine_version.clone())
+            .unwrap_or_else(|| {
+                match engine {
+                    Engine::Vllm => "0.28.0",
+                    Engine::Sglang => "0.5.18",
+                    _ => "1.3.0rc24",
+                }
+                .to_string()
+            });
         let contract = bridge::contract_for(engine, Some(&version))?;
         let encoder = bridge::encoder(loaded, &contract.id)?;
-        let event_format = EventFormat::from_engine_version(engine.as_str(), &version).unwrap_or(match engine {
-            Engine::Vllm => EventFormat::VllmKvMapV2,
-            Engine::Sglang => EventFormat::SglangKvRankV1,
-            _ => EventFormat::TrtllmKvHttpPreviewV1,
-        });
+        let event_format =
+            EventFormat::from_engine_version(engine.as_str(), &version).unwrap_or(match engine {
+                Engine::Vllm => EventFormat::VllmKvMapV2,
+                Engine::Sglang => EventFormat::SglangKvRankV1,
+                _ => EventFormat::TrtllmKvHttpPreviewV1,
+            });
         Ok(EmulatorConfig {
             engine,
             model: loaded.profile.base_model.clone(),
@@ -145,7 +160,10 @@ pub struct Emulator {
 
 impl std::fmt::Debug for Emulator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Emulator").field("http", &self.http_addr).field("zmq", &self.zmq_addr).finish()
+        f.debug_struct("Emulator")
+            .field("http", &self.http_addr)
+            .field("zmq", &self.zmq_addr)
+            .finish()
     }
 }
 
@@ -180,7 +198,9 @@ impl Emulator {
             let (port_tx, port_rx) = mpsc::channel::<Result<u16, String>>();
             let st = stop.clone();
             let port = cfg.zmq_port;
-            threads.push(std::thread::spawn(move || publisher(port, rx, port_tx, st, deadline)));
+            threads.push(std::thread::spawn(move || {
+                publisher(port, rx, port_tx, st, deadline)
+            }));
             let port = port_rx
                 .recv_timeout(Duration::from_secs(10))
                 .map_err(|e| crate::Error::Config(format!("ZMQ publisher did not start: {e}")))?
@@ -188,13 +208,24 @@ impl Emulator {
             (Some(tx), port)
         };
         let zmq_addr = publish.as_ref().map(|_| format!("127.0.0.1:{zmq_port}"));
-        let shared = Arc::new(Shared { cfg, hasher, zmq_port, publish, trt_queue: Mutex::new(TrtQueue::default()) });
+        let shared = Arc::new(Shared {
+            cfg,
+            hasher,
+            zmq_port,
+            publish,
+            trt_queue: Mutex::new(TrtQueue::default()),
+        });
         let st = stop.clone();
         threads.push(std::thread::spawn(move || {
             let sh = shared;
             http::serve(listener, st, deadline, move |r| route(&sh, r));
         }));
-        Ok(Emulator { http_addr, zmq_addr, stop, threads })
+        Ok(Emulator {
+            http_addr,
+            zmq_addr,
+            stop,
+            threads,
+        })
     }
 
     /// The HTTP endpoint `127.0.0.1:port`.
@@ -224,9 +255,19 @@ impl Drop for Emulator {
     }
 }
 
-fn publisher(port: u16, rx: mpsc::Receiver<Vec<u8>>, port_tx: mpsc::Sender<Result<u16, String>>, stop: Arc<AtomicBool>, deadline: Instant) {
+fn publisher(
+    port: u16,
+    rx: mpsc::Receiver<Vec<u8>>,
+    port_tx: mpsc::Sender<Result<u16, String>>,
+    stop: Arc<AtomicBool>,
+    deadline: Instant,
+) {
     use zeromq::{Socket, SocketSend};
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             let _ = port_tx.send(Err(e.to_string()));
@@ -256,7 +297,9 @@ fn publisher(port: u16, rx: mpsc::Receiver<Vec<u8>>, port_tx: mpsc::Sender<Resul
                 msg.push_back(seq.to_be_bytes().to_vec().into());
                 msg.push_back(payload.into());
                 seq += 1;
-                let _ = rt.block_on(async { tokio::time::timeout(Duration::from_secs(2), sock.send(msg)).await });
+                let _ = rt.block_on(async {
+                    tokio::time::timeout(Duration::from_secs(2), sock.send(msg)).await
+                });
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -302,7 +345,8 @@ fn route(sh: &Shared, r: &Request) -> Response {
             "object": "list",
             "data": [{ "id": cfg.model, "object": "model", "created": 0, "owned_by": e.as_str(), "root": cfg.model }]
         })),
-        ("POST", "/tokenize", Engine::Vllm) | ("POST", "/tokenize" | "/v1/tokenize", Engine::Sglang) => tokenize(cfg, r),
+        ("POST", "/tokenize", Engine::Vllm)
+        | ("POST", "/tokenize" | "/v1/tokenize", Engine::Sglang) => tokenize(cfg, r),
         ("POST", "/v1/completions", _) => completions(sh, r),
         ("POST", "/kv_cache_events", Engine::Trtllm) => {
             let mut q = sh.trt_queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -324,7 +368,9 @@ fn identity(cfg: &EmulatorConfig, v: Value) -> Response {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn tokenize(cfg: &EmulatorConfig, r: &Request) -> Response {
@@ -332,7 +378,10 @@ fn tokenize(cfg: &EmulatorConfig, r: &Request) -> Response {
         return Response::error(400, "body is not a JSON object");
     };
     let ids = if let Some(Value::String(p)) = body.get("prompt") {
-        let add_special = body.get("add_special_tokens").and_then(Value::as_bool).unwrap_or(true);
+        let add_special = body
+            .get("add_special_tokens")
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
         let res = if add_special {
             cfg.encoder.engine_completions(p)
         } else {
@@ -438,11 +487,14 @@ fn publish_stored(sh: &Shared, ids: &[u32]) {
 
 fn stored_payload(cfg: &EmulatorConfig, hashes: &[u64], tokens: &[u32]) -> Vec<u8> {
     let mut w = msgpack::Writer::new();
-    let ts = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    let ts = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
     w.array(3).f64(ts).array(1);
     match cfg.event_format {
         EventFormat::SglangKvRankV1 => {
-            w.array(if cfg.faults.extra_keys { 8 } else { 7 }).str("BlockStored");
+            w.array(if cfg.faults.extra_keys { 8 } else { 7 })
+                .str("BlockStored");
             w.array(hashes.len());
             for h in hashes {
                 w.int(*h as i64);
@@ -467,12 +519,20 @@ fn stored_payload(cfg: &EmulatorConfig, hashes: &[u64], tokens: &[u32]) -> Vec<u
             for h in hashes {
                 w.uint(*h);
             }
-            w.str("parent_block_hash").nil().str("token_ids").array(tokens.len());
+            w.str("parent_block_hash")
+                .nil()
+                .str("token_ids")
+                .array(tokens.len());
             for t in tokens {
                 w.uint(u64::from(*t));
             }
             w.str("block_size").uint(cfg.block_size as u64);
-            w.str("lora_id").nil().str("medium").str("GPU").str("lora_name").nil();
+            w.str("lora_id")
+                .nil()
+                .str("medium")
+                .str("GPU")
+                .str("lora_name")
+                .nil();
             w.str("extra_keys").array(hashes.len());
             for _ in hashes {
                 if cfg.faults.extra_keys {
@@ -481,7 +541,10 @@ fn stored_payload(cfg: &EmulatorConfig, hashes: &[u64], tokens: &[u32]) -> Vec<u
                     w.nil();
                 }
             }
-            w.str("group_idx").uint(0).str("kv_cache_spec_kind").str("full_attention");
+            w.str("group_idx")
+                .uint(0)
+                .str("kv_cache_spec_kind")
+                .str("full_attention");
         }
     }
     w.uint(0);
@@ -497,7 +560,11 @@ fn vllm_fields(w: &mut msgpack::Writer, cfg: &EmulatorConfig, hashes: &[u64], to
     for t in tokens {
         w.uint(u64::from(*t));
     }
-    w.uint(cfg.block_size as u64).nil().str("GPU").nil().array(hashes.len());
+    w.uint(cfg.block_size as u64)
+        .nil()
+        .str("GPU")
+        .nil()
+        .array(hashes.len());
     for _ in hashes {
         if cfg.faults.extra_keys {
             w.array(1).str("tenant-x");

@@ -119,7 +119,16 @@ mod tests {
     #[test]
     fn smallest_forms() {
         let mut w = Writer::new();
-        w.array(3).uint(5).uint(200).uint(70000).int(-1).int(-100).int(-6_157_722_022_507_328_103).nil().str("GPU").map(1);
+        w.array(3)
+            .uint(5)
+            .uint(200)
+            .uint(70000)
+            .int(-1)
+            .int(-100)
+            .int(-6_157_722_022_507_328_103)
+            .nil()
+            .str("GPU")
+            .map(1);
         assert_eq!(
             hex(&w.into_bytes()),
             "9305cc c8ce00011170ffd09cd3aa8b60720ed9cd99c0a3475055 81".replace(' ', "")

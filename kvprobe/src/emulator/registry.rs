@@ -21,7 +21,8 @@ impl TempRegistry {
     /// Copies `src` into a fresh directory under the system temp dir.
     pub fn copy_of(src: &Path) -> io::Result<TempRegistry> {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let root = std::env::temp_dir().join(format!("kvprobe-registry-{}-{n}", std::process::id()));
+        let root =
+            std::env::temp_dir().join(format!("kvprobe-registry-{}-{n}", std::process::id()));
         if root.exists() {
             fs::remove_dir_all(&root)?;
         }
@@ -37,13 +38,29 @@ impl TempRegistry {
     /// Writes `manifests/<id>.yaml` staging the registry for `engine` (SGLang `0.5.18` with a
     /// `modelRevision`, TensorRT-LLM `1.3.0rc24`, vLLM `0.28.0`), keeping the image digest and
     /// revision of the existing manifest.
-    pub fn stage_manifest(&self, profile_id: &str, engine: Engine, revision: Option<&str>) -> io::Result<()> {
+    pub fn stage_manifest(
+        &self,
+        profile_id: &str,
+        engine: Engine,
+        revision: Option<&str>,
+    ) -> io::Result<()> {
         let (digest, version) = match engine {
-            Engine::Vllm => ("sha256:61fc8a896b0a4fbbbdc063bc4b0dbc25ce98e02b5050c24aeb7830ac02039b14", "0.28.0"),
-            Engine::Sglang => ("sha256:9e148f5ac788e856a06166bd6347a831831eb9fcfab4d1770874823a7c29a1a1", "0.5.18"),
-            _ => ("sha256:a867619f00000000000000000000000000000000000000000000000000000000", "1.3.0rc24"),
+            Engine::Vllm => (
+                "sha256:61fc8a896b0a4fbbbdc063bc4b0dbc25ce98e02b5050c24aeb7830ac02039b14",
+                "0.28.0",
+            ),
+            Engine::Sglang => (
+                "sha256:9e148f5ac788e856a06166bd6347a831831eb9fcfab4d1770874823a7c29a1a1",
+                "0.5.18",
+            ),
+            _ => (
+                "sha256:a867619f00000000000000000000000000000000000000000000000000000000",
+                "1.3.0rc24",
+            ),
         };
-        let mut text = format!("profileId: {profile_id}\nimageDigest: \"{digest}\"\nengineVersion: \"{version}\"\n");
+        let mut text = format!(
+            "profileId: {profile_id}\nimageDigest: \"{digest}\"\nengineVersion: \"{version}\"\n"
+        );
         if let Some(r) = revision {
             text.push_str(&format!("modelRevision: \"{r}\"\n"));
         }
