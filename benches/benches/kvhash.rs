@@ -4,15 +4,30 @@
 //! `vllm_sha256_cbor_4096` / `raw_sha256_vllm_bytes_4096` (both in those bytes) shows the
 //! cost of serializing on top of SHA-256. `raw_sha256_vllm_bytes_4096_chained` hashes the
 //! same messages one after the other with a data dependency, as a chain must.
+//!
+//! `vllm_agent40_uncached` / `vllm_agent40_cached`: the 40 requests of a growing agent
+//! conversation (request k is a prefix of request k+1; Qwen2.5 per-turn token counts of
+//! `agent-40turns-prefixes`, pseudo-random ids), hashed in order without and with a fresh
+//! [`kvhash::prefix_cache::PrefixCache`]; throughput in bytes of token ids of all 40.
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use kvexact_benches::pseudo_random_ids;
+use kvhash::prefix_cache::PrefixCache;
 use kvhash::sglang::SglangHasher;
 use kvhash::trtllm::TrtllmHasher;
 use kvhash::vllm::{HashAlgo, VllmHasher};
+use kvhash::BlockHasher;
 use sha2::{Digest as _, Sha256};
 
 const N: usize = 4096;
+
+/// Qwen2.5 prompt tokens of each request of `agent-40turns-prefixes`
+/// (shared/bench/workload/README.md).
+const AGENT40: [usize; 40] = [
+    244, 625, 983, 1251, 1481, 1641, 1944, 2296, 2768, 3160, 3412, 3692, 3903, 4137, 4434, 4733,
+    5151, 5546, 5856, 6145, 6282, 6576, 6917, 7222, 7678, 7937, 8319, 8597, 8768, 9071, 9279, 9676,
+    10019, 10319, 10689, 10943, 11177, 11439, 11709, 12258,
+];
 
 fn bench(c: &mut Criterion) {
     let ids = pseudo_random_ids(N, 152_000, 0x5eed);
@@ -61,6 +76,41 @@ fn bench(c: &mut Criterion) {
             vllm.block_hashes_u64(black_box(&ids), &mut out)
                 .expect("hash")
         })
+    });
+
+    // A growing conversation: 40 requests, each a prefix of the next.
+    let convo = pseudo_random_ids(AGENT40[39], 152_000, 0xa6e7);
+    let block_hasher: BlockHasher = vllm.clone().into();
+    let total: usize = AGENT40.iter().sum();
+    let mut out40 = vec![0u64; AGENT40[39] / 16];
+    g.throughput(Throughput::Bytes((total * 4) as u64));
+    g.bench_function("vllm_agent40_uncached", |b| {
+        b.iter(|| {
+            let mut acc = 0u64;
+            for len in AGENT40 {
+                let n = block_hasher
+                    .block_hashes_u64(black_box(&convo[..len]), &mut out40)
+                    .expect("hash");
+                acc ^= out40[..n].last().copied().unwrap_or(0);
+            }
+            acc
+        })
+    });
+    g.bench_function("vllm_agent40_cached", |b| {
+        b.iter_batched(
+            || PrefixCache::new(1 << 16),
+            |cache| {
+                let mut acc = 0u64;
+                for len in AGENT40 {
+                    let n = cache
+                        .block_hashes_u64(&block_hasher, black_box(&convo[..len]), &mut out40)
+                        .expect("hash");
+                    acc ^= out40[..n].last().copied().unwrap_or(0);
+                }
+                (cache, acc)
+            },
+            BatchSize::SmallInput,
+        )
     });
 
     g.throughput(Throughput::Bytes((N * 4) as u64));

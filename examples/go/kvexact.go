@@ -178,3 +178,170 @@ func cBool(b bool) C.int {
 	}
 	return 0
 }
+
+// Refusal is a strict-rule refusal reason (kvexact_refusal).
+type Refusal uint32
+
+// Name is the refusal's feature code ("tools", "trailing_assistant", …).
+func (r Refusal) Name() string { return RefusalName(uint32(r)) }
+
+// RefusedError is returned by EncodeChat/EncodeCompletions for a strict-rule refusal.
+type RefusedError struct{ Reason Refusal }
+
+func (e *RefusedError) Error() string { return "kvexact: refused: " + e.Reason.Name() }
+
+// Is lets errors.Is(err, ErrUnsupported) match refusals.
+func (e *RefusedError) Is(target error) bool { return target == ErrUnsupported }
+
+// Registry is one immutable registry generation.
+type Registry struct{ p *C.kvexact_registry }
+
+// LoadRegistry loads root as generation number gen, trusting uid (besides 0).
+func LoadRegistry(root string, trustedUID uint32, gen uint64) (*Registry, error) {
+	croot := C.CString(root)
+	defer C.free(unsafe.Pointer(croot))
+	opts := C.kvexact_registry_opts{trusted_uid: C.uint32_t(trustedUID)}
+	var r *C.kvexact_registry
+	var cerr *C.kvexact_error
+	st := C.kvexact_registry_load((*C.uint8_t)(unsafe.Pointer(croot)), C.size_t(len(root)), &opts, C.uint64_t(gen), &r, &cerr)
+	if st != C.KVEXACT_OK {
+		return nil, takeError(st, cerr)
+	}
+	out := &Registry{p: r}
+	runtime.SetFinalizer(out, (*Registry).Close)
+	return out, nil
+}
+
+// Close releases this reference. Idempotent.
+func (r *Registry) Close() {
+	if r.p != nil {
+		C.kvexact_registry_free(r.p)
+		r.p = nil
+		runtime.SetFinalizer(r, nil)
+	}
+}
+
+// Generation is the generation number given at load.
+func (r *Registry) Generation() uint64 {
+	g := uint64(C.kvexact_registry_generation(r.p))
+	runtime.KeepAlive(r)
+	return g
+}
+
+// SetDigest is the generation's setDigest (64 hex chars).
+func (r *Registry) SetDigest() (string, error) {
+	var buf [65]C.char
+	st := C.kvexact_registry_set_digest(r.p, &buf[0])
+	runtime.KeepAlive(r)
+	if st != C.KVEXACT_OK {
+		return "", Status(st)
+	}
+	return C.GoString(&buf[0]), nil
+}
+
+// Profile is a published profile; it keeps its generation alive.
+type Profile struct{ p *C.kvexact_profile }
+
+// ProfileByModel looks up the profile serving a request's model name.
+func (r *Registry) ProfileByModel(model string) (*Profile, error) {
+	cm := C.CString(model)
+	defer C.free(unsafe.Pointer(cm))
+	var p *C.kvexact_profile
+	st := C.kvexact_profile_by_model(r.p, (*C.uint8_t)(unsafe.Pointer(cm)), C.size_t(len(model)), &p)
+	runtime.KeepAlive(r)
+	if st != C.KVEXACT_OK {
+		return nil, Status(st)
+	}
+	out := &Profile{p: p}
+	runtime.SetFinalizer(out, (*Profile).Close)
+	return out, nil
+}
+
+// ID is the profileId.
+func (p *Profile) ID() string {
+	s := C.GoString(C.kvexact_profile_id(p.p))
+	runtime.KeepAlive(p)
+	return s
+}
+
+// Close releases this reference. Idempotent.
+func (p *Profile) Close() {
+	if p.p != nil {
+		C.kvexact_profile_free(p.p)
+		p.p = nil
+		runtime.SetFinalizer(p, nil)
+	}
+}
+
+// Encoder renders and tokenizes requests for one profile × engine contract; safe for
+// concurrent use.
+type Encoder struct{ p *C.kvexact_encoder }
+
+// NewEncoder builds the encoder of p for contractID (e.g. "vllm-kv-map-v2").
+func NewEncoder(p *Profile, contractID string) (*Encoder, error) {
+	cc := C.CString(contractID)
+	defer C.free(unsafe.Pointer(cc))
+	var e *C.kvexact_encoder
+	var cerr *C.kvexact_error
+	st := C.kvexact_encoder_new(p.p, cc, &e, &cerr)
+	runtime.KeepAlive(p)
+	if st != C.KVEXACT_OK {
+		return nil, takeError(st, cerr)
+	}
+	out := &Encoder{p: e}
+	runtime.SetFinalizer(out, (*Encoder).Close)
+	return out, nil
+}
+
+// Close releases this reference. Idempotent.
+func (e *Encoder) Close() {
+	if e.p != nil {
+		C.kvexact_encoder_free(e.p)
+		e.p = nil
+		runtime.SetFinalizer(e, nil)
+	}
+}
+
+func bytesPtr(b []byte) *C.uint8_t {
+	if len(b) == 0 {
+		return nil
+	}
+	return (*C.uint8_t)(unsafe.Pointer(&b[0]))
+}
+
+// EncodeChat encodes a raw chat request body at nowUnixMs (UTC) into at most len(out) ids.
+func (e *Encoder) EncodeChat(body []byte, nowUnixMs int64, out []uint32) (int, error) {
+	var refusal C.kvexact_refusal
+	var op *C.uint32_t
+	if len(out) > 0 {
+		op = (*C.uint32_t)(unsafe.Pointer(&out[0]))
+	}
+	n := C.kvexact_encode_chat(e.p, bytesPtr(body), C.size_t(len(body)), C.int64_t(nowUnixMs), op, C.uint32_t(len(out)), &refusal)
+	runtime.KeepAlive(e)
+	runtime.KeepAlive(body)
+	if n == C.KVEXACT_ERR_UNSUPPORTED {
+		return 0, &RefusedError{Reason: Refusal(refusal)}
+	}
+	if n < 0 {
+		return 0, Status(n)
+	}
+	return int(n), nil
+}
+
+// EncodeCompletions encodes a completions prompt text into at most len(out) ids.
+func (e *Encoder) EncodeCompletions(text string, out []uint32) (int, error) {
+	b := []byte(text)
+	var op *C.uint32_t
+	if len(out) > 0 {
+		op = (*C.uint32_t)(unsafe.Pointer(&out[0]))
+	}
+	n := C.kvexact_encode_completions(e.p, bytesPtr(b), C.size_t(len(b)), op, C.uint32_t(len(out)))
+	runtime.KeepAlive(e)
+	if n == C.KVEXACT_ERR_UNSUPPORTED {
+		return 0, &RefusedError{Reason: Refusal(C.KVEXACT_REFUSAL_NUL_BYTE)}
+	}
+	if n < 0 {
+		return 0, Status(n)
+	}
+	return int(n), nil
+}

@@ -7,6 +7,7 @@
 //! * [`trtllm`]: TensorRT-LLM's V1 block-key hash.
 //! * [`BlockHasher`]: any of the three, "ids in, u64 hashes out"; [`Digest`]: full digests.
 //! * [`hash_vectors`]: recomputing the block-hash vector files (parity tests, `kvexact parity`).
+//! * [`prefix_cache`]: block hashes of already-seen prefixes reused across turns.
 //! * [`events`]: decoding of each engine's KV-event wire format into one typed model.
 
 pub mod digest;
@@ -14,6 +15,7 @@ pub mod error;
 pub mod events;
 pub mod hash_vectors;
 pub mod hasher;
+pub mod prefix_cache;
 pub mod sglang;
 pub mod trtllm;
 pub mod vllm;

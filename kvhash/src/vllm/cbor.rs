@@ -168,10 +168,15 @@ impl PlainSha256Cbor {
         m[0] = (MAJOR_ARRAY << 5) | 3;
         m[1] = (MAJOR_BYTES << 5) | 24;
         m[2] = 32;
-        let mut head_bytes = Vec::with_capacity(2);
-        head(&mut head_bytes, MAJOR_ARRAY, block_size as u64);
-        let ids_at = 35 + head_bytes.len();
-        m.get_mut(35..ids_at)?.copy_from_slice(&head_bytes);
+        // Array head of the ids: 1 byte below 24 ids, else 2 (block_size ≤ 64 < 256).
+        let ids_at = if block_size < 24 {
+            m[35] = (MAJOR_ARRAY << 5) | block_size as u8;
+            36
+        } else {
+            m[35] = (MAJOR_ARRAY << 5) | 24;
+            m[36] = block_size as u8;
+            37
+        };
         Some(PlainSha256Cbor {
             m,
             ids_at,
