@@ -2,6 +2,7 @@
 //! no engine logic lives here.
 
 mod attest_cmd;
+mod demo_cmd;
 mod encode_cmd;
 mod events_cmd;
 mod models_cmd;
@@ -36,6 +37,8 @@ enum Command {
     Models(models_cmd::Command),
     /// Run the readiness ladder against a live engine.
     Attest(attest_cmd::Args),
+    /// The embedded default: sample registry, built-in request, ids and hashes for all engines.
+    Demo(demo_cmd::Args),
 }
 
 fn main() -> ExitCode {
@@ -47,5 +50,6 @@ fn main() -> ExitCode {
         Command::Encode(args) => encode_cmd::run(&args),
         Command::Attest(args) => attest_cmd::run(&args),
         Command::Models(cmd) => models_cmd::run(&cmd),
+        Command::Demo(args) => demo_cmd::run(&args),
     }
 }

@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 use kvprofile_core::{
     ArtifactValidator, AttestationCheck, Generation, LoadOptions, LoadedProfile, RegistryError,
-    StructuralValidator, TrustPolicy,
+    TrustPolicy,
 };
+use kvtemplate::KvtemplateValidator;
 
 /// `kvexact registry` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -39,15 +40,14 @@ pub enum Command {
     },
 }
 
-/// The validator the CLI publishes with. kvtemplate's validator (template compile + tokenizer
-/// load) plugs in here once it exists; until then templates and tokenizers are checked for
-/// structure only, and every command says so.
+/// The validator the CLI publishes with: kvtemplate's, so every template is compiled with the
+/// very environment the encoder renders with and every tokenizer is built (spec §2, §7).
 fn validator() -> (&'static dyn ArtifactValidator, &'static str) {
-    static STRUCTURAL: StructuralValidator = StructuralValidator;
+    static KVTEMPLATE: KvtemplateValidator = KvtemplateValidator;
     (
-        &STRUCTURAL,
-        "structural (tokenizer.json shape and UTF-8 templates only; templates are not compiled \
-         and tokenizers not built: kvtemplate's validator is not wired in yet)",
+        &KVTEMPLATE,
+        "kvtemplate (templates compiled with the rendering environment, tokenizers built, \
+         completionsBos ids resolved)",
     )
 }
 

@@ -48,10 +48,10 @@
 use crate::vllm::{VllmChain, VllmHasher};
 use crate::{BlockHasher, Digest, Error};
 use sha2::Digest as _;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Number of shards (independent locks) of a [`PrefixCache`].
 pub const SHARDS: usize = 16;
@@ -99,6 +99,17 @@ pub struct CacheStats {
     pub evicted: u64,
 }
 
+/// Most recent requests remembered whole (see [`PrefixCache`]).
+pub const MEMOS: usize = 64;
+
+/// A recent request: its full-block ids, their digests and lookup keys.
+struct Memo {
+    fp: ConfigFingerprint,
+    ids: Box<[u32]>,
+    digests: Box<[Digest]>,
+    keys: Box<[u64]>,
+}
+
 /// One cached block: the full key (checked on every hit) and the digest.
 struct Entry {
     fp: ConfigFingerprint,
@@ -141,6 +152,7 @@ struct Shard {
 /// documentation). `Send + Sync`; share one per gateway (e.g. in an `Arc`).
 pub struct PrefixCache {
     shards: Vec<Mutex<Shard>>,
+    memos: Mutex<VecDeque<Arc<Memo>>>,
     per_shard: usize,
     reused: AtomicU64,
     hashed: AtomicU64,
@@ -162,6 +174,7 @@ impl PrefixCache {
     pub fn new(capacity: usize) -> Self {
         PrefixCache {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            memos: Mutex::new(VecDeque::new()),
             per_shard: capacity.div_ceil(SHARDS),
             reused: AtomicU64::new(0),
             hashed: AtomicU64::new(0),
@@ -250,21 +263,37 @@ impl PrefixCache {
         let bs = h.block_size();
         let blocks = (ids.len() / bs).min(max_blocks);
         let used = ids.get(..blocks * bs).unwrap_or(&[]);
-        // Lookup keys of every block, computed up front from the tokens alone, so that the
-        // probes below are independent of each other (and each shard is locked once).
-        let keys = Self::keys(fp, used, bs);
-        let mut found: Vec<Option<(Digest, Digest)>> = vec![None; blocks];
-        for (s, shard) in self.shards.iter().enumerate() {
-            if !keys.iter().any(|k| shard_of(*k) == s) {
+        let mut keys = Vec::with_capacity(blocks);
+        let mut digests: Vec<Digest> = Vec::with_capacity(blocks);
+        // 1. The longest prefix shared with a recent request (verified token by token).
+        let memo = self.best_memo(fp, used, bs);
+        if let Some((memo, m)) = &memo {
+            keys.extend_from_slice(memo.keys.get(..*m).unwrap_or(&[]));
+            digests.extend_from_slice(memo.digests.get(..*m).unwrap_or(&[]));
+        }
+        let from_memo = digests.len();
+        // 2. Block entries after it. Lookup keys are computed from the tokens alone, so the
+        //    probes are independent of each other and each shard is locked once.
+        let x = keys.last().copied().unwrap_or_else(|| key_seed(fp));
+        extend_keys(x, used.get(from_memo * bs..).unwrap_or(&[]), bs, &mut keys);
+        let tail_keys = keys.get(from_memo..).unwrap_or(&[]);
+        let mut found: Vec<Option<(Digest, Digest)>> = vec![None; tail_keys.len()];
+        for (s, group) in by_shard(tail_keys).iter().enumerate() {
+            if group.is_empty() {
                 continue;
             }
-            let Ok(mut shard) = shard.lock() else {
+            let Some(Ok(mut shard)) = self.shards.get(s).map(Mutex::lock) else {
                 continue;
             };
-            for ((k, block), slot) in keys.iter().zip(used.chunks_exact(bs)).zip(&mut found) {
-                if shard_of(*k) != s {
+            for &j in group {
+                let i = from_memo + j;
+                let (Some(k), Some(block), Some(slot)) = (
+                    tail_keys.get(j),
+                    used.get(i * bs..(i + 1) * bs),
+                    found.get_mut(j),
+                ) else {
                     continue;
-                }
+                };
                 if let Some(e) = shard.map.get_mut(k) {
                     if e.fp == *fp && e.tokens.as_slice() == block {
                         e.referenced = true;
@@ -275,59 +304,107 @@ impl PrefixCache {
         }
         // Exactness by induction: block i is reused only if its entry's parent is the
         // verified digest of block i-1 (NONE_HASH for block 0) and its tokens are equal.
-        let mut parent = h.none_hash();
-        let mut done = 0usize;
+        let mut parent = digests.last().copied().unwrap_or_else(|| h.none_hash());
         for f in &found {
             match f {
                 Some((p, d)) if *p == parent => {
-                    sink(*d);
+                    digests.push(*d);
                     parent = *d;
-                    done += 1;
                 }
                 _ => break,
             }
         }
+        let done = digests.len();
         self.reused.fetch_add(done as u64, Ordering::Relaxed);
-        if done == blocks {
-            return Ok(());
+        // 3. Hash the rest, from the last known digest.
+        if done < blocks {
+            let start = used.get(done * bs..).unwrap_or(&[]);
+            let fresh = VllmChain::resume(h, parent, (done * bs) as u64)?.extend_to_vec(start)?;
+            let mut new = Vec::with_capacity(fresh.len());
+            for ((block, d), k) in start
+                .chunks_exact(bs)
+                .zip(fresh)
+                .zip(keys.get(done..).unwrap_or(&[]))
+            {
+                new.push((*k, parent, block, d));
+                digests.push(d);
+                parent = d;
+            }
+            self.hashed
+                .fetch_add((blocks - done) as u64, Ordering::Relaxed);
+            self.insert_all(fp, &new);
         }
-        let start = used.get(done * bs..).unwrap_or(&[]);
-        let digests = VllmChain::resume(h, parent, (done * bs) as u64)?.extend_to_vec(start)?;
-        let mut new = Vec::with_capacity(digests.len());
-        for ((block, d), k) in start
-            .chunks_exact(bs)
-            .zip(digests)
-            .zip(keys.get(done..).unwrap_or(&[]))
-        {
-            new.push((*k, parent, block, d));
-            sink(d);
-            parent = d;
+        for d in &digests {
+            sink(*d);
         }
-        self.hashed
-            .fetch_add((blocks - done) as u64, Ordering::Relaxed);
-        self.insert_all(fp, &new);
+        self.remember(fp, used, digests, keys, memo);
         Ok(())
     }
 
-    /// The 64-bit lookup key of every full block of `used`: a mix of the fingerprint and
-    /// all tokens up to the block's end (only a hint: hits are verified in full).
-    fn keys(fp: &ConfigFingerprint, used: &[u32], bs: usize) -> Vec<u64> {
-        const K: u64 = 0x9e37_79b9_7f4a_7c15;
-        let f = fp.0;
-        let mut x = u64::from_le_bytes([f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]]);
-        let mut keys = Vec::with_capacity(used.len() / bs.max(1));
-        for block in used.chunks_exact(bs) {
-            for pair in block.chunks(2) {
-                let a = pair.first().copied().unwrap_or(0);
-                let b = pair.get(1).copied().unwrap_or(u32::MAX);
-                x = (x ^ (u64::from(a) | (u64::from(b) << 32))).wrapping_mul(K);
-                x ^= x >> 29;
+    /// The recent request sharing the most full blocks with `used` (same configuration),
+    /// and that number of blocks; `None` if none shares any.
+    fn best_memo(
+        &self,
+        fp: &ConfigFingerprint,
+        used: &[u32],
+        bs: usize,
+    ) -> Option<(Arc<Memo>, usize)> {
+        let candidates: Vec<Arc<Memo>> = {
+            let memos = self.memos.lock().ok()?;
+            memos.iter().filter(|m| m.fp == *fp).cloned().collect()
+        };
+        let mut best: Option<(Arc<Memo>, usize)> = None;
+        for m in candidates {
+            let shared = m
+                .ids
+                .chunks_exact(bs)
+                .zip(used.chunks_exact(bs))
+                .take_while(|(a, b)| a == b)
+                .count()
+                .min(m.digests.len())
+                .min(m.keys.len());
+            if shared > 0 && best.as_ref().is_none_or(|b| shared > b.1) {
+                best = Some((m, shared));
             }
-            let mut y = (x ^ block.len() as u64).wrapping_mul(K);
-            y ^= y >> 32;
-            keys.push(y);
         }
-        keys
+        best
+    }
+
+    /// Keeps this request as a memo (dropping the memo it extended, if it covered it
+    /// whole), then evicts the oldest memos beyond [`MEMOS`] or `capacity` blocks in all.
+    fn remember(
+        &self,
+        fp: &ConfigFingerprint,
+        used: &[u32],
+        digests: Vec<Digest>,
+        keys: Vec<u64>,
+        extended: Option<(Arc<Memo>, usize)>,
+    ) {
+        let blocks = digests.len();
+        if blocks == 0 || blocks > self.capacity() {
+            return;
+        }
+        let Ok(mut memos) = self.memos.lock() else {
+            return;
+        };
+        if let Some((old, m)) = extended {
+            if m == old.digests.len() {
+                memos.retain(|x| !Arc::ptr_eq(x, &old));
+            }
+        }
+        memos.push_back(Arc::new(Memo {
+            fp: *fp,
+            ids: used.into(),
+            digests: digests.into(),
+            keys: keys.into(),
+        }));
+        let mut total: usize = memos.iter().map(|m| m.digests.len()).sum();
+        while memos.len() > MEMOS || total > self.capacity() {
+            match memos.pop_front() {
+                Some(m) => total -= m.digests.len(),
+                None => break,
+            }
+        }
     }
 
     /// Inserts new blocks `(key, parent, tokens, digest)`, locking each shard once.
@@ -396,10 +473,52 @@ impl PrefixCache {
     }
 }
 
+const K: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The lookup-key state before block 0 of a configuration.
+fn key_seed(fp: &ConfigFingerprint) -> u64 {
+    let f = fp.0;
+    u64::from_le_bytes([f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]])
+}
+
+/// Appends the 64-bit lookup key of every full block of `tail`, continuing from state `x`
+/// (the previous block's key): a mix of the fingerprint and all tokens up to the block's
+/// end. Only a hint: hits are verified in full.
+fn extend_keys(mut x: u64, tail: &[u32], bs: usize, keys: &mut Vec<u64>) {
+    for block in tail.chunks_exact(bs) {
+        // Independent terms per pair of tokens (no serial dependency inside a block),
+        // summed; then one serial mixing step per block.
+        let mut h = block.len() as u64;
+        for (j, pair) in block.chunks(2).enumerate() {
+            let a = pair.first().copied().unwrap_or(0);
+            let b = pair.get(1).copied().unwrap_or(u32::MAX);
+            let p = u64::from(a) | (u64::from(b) << 32);
+            let term = (p ^ (j as u64).wrapping_mul(0xd6e8_feb8_6659_fd93)).wrapping_mul(K);
+            h = h.wrapping_add(term ^ (term >> 31));
+        }
+        x = (x ^ h).wrapping_mul(K);
+        x ^= x >> 32;
+        keys.push(x);
+    }
+}
+
+/// Indices of `keys` grouped by shard.
+fn by_shard(keys: &[u64]) -> Vec<Vec<usize>> {
+    let mut groups = vec![Vec::new(); SHARDS];
+    for (i, k) in keys.iter().enumerate() {
+        if let Some(g) = groups.get_mut(shard_of(*k)) {
+            g.push(i);
+        }
+    }
+    groups
+}
+
 /// The shard of a lookup key.
 #[inline]
 fn shard_of(k: u64) -> usize {
-    (k >> 60) as usize % SHARDS
+    // Bits the map itself does not use much (it takes the low bits for the bucket and
+    // the top 7 for its tags).
+    (k >> 40) as usize % SHARDS
 }
 
 /// A block's tokens, inline up to 16 (vLLM's default block size), else on the heap.

@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::json::{map_value, Json};
 use crate::pystr;
 use crate::template_facts::{ContentFormat, TemplateFacts};
-use crate::tokenize::{self, PinnedTokenizer};
+use crate::tokenize::PinnedTokenizer;
 use minijinja::value::{Value, ValueKind};
 
 /// A special-token value handed to the template (`special_tokens_map` entry).
@@ -83,6 +83,7 @@ pub struct Rendered {
 #[derive(Debug, Default)]
 pub struct ScratchBuf {
     pub(crate) rendered: String,
+    pub(crate) ids: Vec<u32>,
 }
 
 impl ScratchBuf {
@@ -94,6 +95,11 @@ impl ScratchBuf {
     /// The text of the last render.
     pub fn rendered(&self) -> &str {
         &self.rendered
+    }
+
+    /// The full (uncapped) ids of the last successful encode.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
     }
 }
 
@@ -148,8 +154,8 @@ impl Encoder {
             None => (None, None),
         };
         let tokenizer = match &spec.tokenizer_json {
-            Some(bytes) => Some(PinnedTokenizer::new(
-                tokenize::load(bytes)?,
+            Some(bytes) => Some(PinnedTokenizer::from_bytes(
+                bytes,
                 spec.bos_token.as_deref(),
                 spec.completions_bos,
             )?),
@@ -192,6 +198,15 @@ impl Encoder {
     /// The engine family this encoder emulates.
     pub fn engine(&self) -> Engine {
         self.engine
+    }
+
+    /// Enables a cross-request [`kvtoken::SegmentCache`] of about `capacity_bytes` for this
+    /// encoder's tokenizer (call before sharing the encoder). Ids are identical with or
+    /// without it; `0` disables it.
+    pub fn enable_segment_cache(&mut self, capacity_bytes: usize) {
+        if let Some(t) = &mut self.tokenizer {
+            t.set_segment_cache(capacity_bytes);
+        }
     }
 
     /// Whether a tokenizer is loaded (render-only encoders have none).

@@ -230,11 +230,12 @@ impl Encoder {
         if let Outcome::Refused(r) = self.render_chat(body, now_unix_ms, scratch)? {
             return Ok(Outcome::Refused(r));
         }
-        let ids = tok.chat(self.engine, &scratch.rendered, false)?;
+        let ScratchBuf { rendered, ids } = scratch;
+        tok.chat_into(self.engine, rendered, false, ids)?;
         if ids.is_empty() {
             return Err(Error::Tokenize("the tokenizer produced no ids".to_string()));
         }
-        Ok(Outcome::Done(copy_capped(&ids, out)))
+        Ok(Outcome::Done(copy_capped(ids, out)))
     }
 
     /// Convenience form of [`Encoder::encode_chat`] returning the text and ids (at most
@@ -272,6 +273,23 @@ impl Encoder {
         text: &str,
         out: &mut [u32],
     ) -> Result<Outcome<Encoded>, Error> {
+        thread_local! {
+            static IDS: std::cell::RefCell<ScratchBuf> = std::cell::RefCell::new(ScratchBuf::new());
+        }
+        IDS.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => self.encode_completions_with(text, out, &mut scratch),
+            Err(_) => self.encode_completions_with(text, out, &mut ScratchBuf::new()),
+        })
+    }
+
+    /// [`Encoder::encode_completions`] with a caller-held scratch (the full ids are left in
+    /// [`ScratchBuf::ids`]).
+    pub fn encode_completions_with(
+        &self,
+        text: &str,
+        out: &mut [u32],
+        scratch: &mut ScratchBuf,
+    ) -> Result<Outcome<Encoded>, Error> {
         let tok = self.tokenizer()?;
         if text.is_empty() {
             return Err(Error::Request("empty prompt".to_string()));
@@ -279,11 +297,11 @@ impl Encoder {
         if text.contains('\0') {
             return Ok(Outcome::Refused(Refusal::NulByte));
         }
-        let ids = tok.completions(self.engine, text)?;
-        if ids.is_empty() {
+        tok.completions_into(self.engine, text, &mut scratch.ids)?;
+        if scratch.ids.is_empty() {
             return Err(Error::Tokenize("the tokenizer produced no ids".to_string()));
         }
-        Ok(Outcome::Done(copy_capped(&ids, out)))
+        Ok(Outcome::Done(copy_capped(&scratch.ids, out)))
     }
 
     fn strict_context(&self, messages: Vec<Value>) -> Value {

@@ -1,13 +1,20 @@
 //! The pinned `tokenizer.json`, and how each engine turns text into ids
 //! (spec/templates.md §7, §11; vllm.md §8; sglang.md §7; trtllm.md §1; registry.md §9.3).
+//!
+//! Text is encoded by [`kvtoken::FastEncoder`], which gives exactly `tokenizers`' ids (and
+//! falls back to `tokenizers` itself for configurations it does not recognise). An optional
+//! [`kvtoken::SegmentCache`] reuses the ids of text between added tokens across requests.
 
 use crate::engine::Engine;
 use crate::error::Error;
+use kvtoken::{FastEncoder, SegmentCache};
 use tokenizers::Tokenizer;
 
 /// A loaded tokenizer plus the BOS facts the engines' loaders derive.
 pub struct PinnedTokenizer {
-    tok: Tokenizer,
+    tok: FastEncoder,
+    /// Cross-request cache of segment ids (text between added tokens), if enabled.
+    segments: Option<SegmentCache>,
     /// BOS id for the SGLang `completionsBos` quirk (resolved at construction).
     bos_id: Option<u32>,
     /// SGLang encodes with special tokens on by default (`BOS + text` when it restores the
@@ -22,6 +29,8 @@ impl std::fmt::Debug for PinnedTokenizer {
         f.debug_struct("PinnedTokenizer")
             .field("bos_id", &self.bos_id)
             .field("sglang_bos", &self.sglang_bos)
+            .field("path", self.tok.path())
+            .field("segment_cache", &self.segments.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -60,18 +69,39 @@ impl PinnedTokenizer {
         bos_token: Option<&str>,
         completions_bos: bool,
     ) -> Result<PinnedTokenizer, Error> {
+        let fast = FastEncoder::from_tokenizer(tok).map_err(|e| Error::TokenizerLoad(e.to_string()))?;
+        Self::from_fast(fast, bos_token, completions_bos)
+    }
+
+    /// Builds from the bytes of `tokenizer.json` (no re-serialisation of the config).
+    pub fn from_bytes(
+        tokenizer_json: &[u8],
+        bos_token: Option<&str>,
+        completions_bos: bool,
+    ) -> Result<PinnedTokenizer, Error> {
+        let fast =
+            FastEncoder::from_bytes(tokenizer_json).map_err(|e| Error::TokenizerLoad(e.to_string()))?;
+        Self::from_fast(fast, bos_token, completions_bos)
+    }
+
+    fn from_fast(
+        tok: FastEncoder,
+        bos_token: Option<&str>,
+        completions_bos: bool,
+    ) -> Result<PinnedTokenizer, Error> {
         let bos_id = match (completions_bos, bos_token) {
-            (true, Some(b)) => Some(resolve_special_id(&tok, b)?),
+            (true, Some(b)) => Some(resolve_special_id(tok.stock(), b)?),
             (true, None) => {
                 return Err(Error::Spec(
                     "completionsBos needs renderPolicy.bosToken".to_string(),
                 ))
             }
-            (false, Some(b)) => resolve_special_id(&tok, b).ok(),
+            (false, Some(b)) => resolve_special_id(tok.stock(), b).ok(),
             (false, None) => None,
         };
         let mut t = PinnedTokenizer {
             tok,
+            segments: None,
             bos_id,
             sglang_bos: completions_bos,
             sglang_chat_plain: false,
@@ -80,8 +110,19 @@ impl PinnedTokenizer {
         Ok(t)
     }
 
-    /// The underlying tokenizer.
-    pub fn inner(&self) -> &Tokenizer {
+    /// Enables a cross-request segment cache holding about `capacity_bytes` of segment text
+    /// (ids are identical with or without it; it is bypassed on the fallback path).
+    pub fn set_segment_cache(&mut self, capacity_bytes: usize) {
+        self.segments = (capacity_bytes > 0).then(|| SegmentCache::new(capacity_bytes));
+    }
+
+    /// The segment cache, if enabled.
+    pub fn segment_cache(&self) -> Option<&SegmentCache> {
+        self.segments.as_ref()
+    }
+
+    /// The encoder (fast path, or `tokenizers` on fallback).
+    pub fn inner(&self) -> &FastEncoder {
         &self.tok
     }
 
@@ -92,32 +133,65 @@ impl PinnedTokenizer {
 
     /// `tokenizer(text, add_special_tokens=…)` with special-token text recognised.
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, Error> {
-        self.tok
-            .encode_fast(text, add_special_tokens)
-            .map(|e| e.get_ids().to_vec())
-            .map_err(|e| Error::Tokenize(e.to_string()))
+        let mut out = Vec::new();
+        self.encode_into(text, add_special_tokens, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`encode`](Self::encode) into `out` (cleared first).
+    pub fn encode_into(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+        out: &mut Vec<u32>,
+    ) -> Result<(), Error> {
+        let r = match &self.segments {
+            Some(cache) => self
+                .tok
+                .encode_into_cached(text, add_special_tokens, cache, out),
+            None => self.tok.encode_into(text, add_special_tokens, out),
+        };
+        r.map_err(|e| Error::Tokenize(e.to_string()))
     }
 
     /// SGLang's "special tokens on": `BOS + encode(text, no specials)` when it restores the
     /// BOS flag, else the tokenizer's own post-processor.
     pub fn sglang_special(&self, text: &str) -> Result<Vec<u32>, Error> {
+        let mut out = Vec::new();
+        self.sglang_special_into(text, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`sglang_special`](Self::sglang_special) into `out` (cleared first).
+    pub fn sglang_special_into(&self, text: &str, out: &mut Vec<u32>) -> Result<(), Error> {
         match (self.sglang_bos, self.bos_id) {
             (true, Some(bos)) => {
-                let mut ids = Vec::with_capacity(text.len() / 3 + 2);
-                ids.push(bos);
-                ids.extend(self.encode(text, false)?);
-                Ok(ids)
+                self.encode_into(text, false, out)?;
+                out.insert(0, bos);
+                Ok(())
             }
-            _ => self.encode(text, true),
+            _ => self.encode_into(text, true, out),
         }
     }
 
     /// The ids `engine` caches for a text completions prompt (the prompt is assumed non-empty;
     /// the caller decides what an empty prompt means).
     pub fn completions(&self, engine: Engine, text: &str) -> Result<Vec<u32>, Error> {
+        let mut out = Vec::new();
+        self.completions_into(engine, text, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`completions`](Self::completions) into `out` (cleared first).
+    pub fn completions_into(
+        &self,
+        engine: Engine,
+        text: &str,
+        out: &mut Vec<u32>,
+    ) -> Result<(), Error> {
         match engine {
-            Engine::Vllm | Engine::Trtllm => self.encode(text, true),
-            Engine::Sglang => self.sglang_special(text),
+            Engine::Vllm | Engine::Trtllm => self.encode_into(text, true, out),
+            Engine::Sglang => self.sglang_special_into(text, out),
         }
     }
 
@@ -129,10 +203,23 @@ impl PinnedTokenizer {
         rendered: &str,
         add_special_tokens: bool,
     ) -> Result<Vec<u32>, Error> {
+        let mut out = Vec::new();
+        self.chat_into(engine, rendered, add_special_tokens, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`chat`](Self::chat) into `out` (cleared first).
+    pub fn chat_into(
+        &self,
+        engine: Engine,
+        rendered: &str,
+        add_special_tokens: bool,
+        out: &mut Vec<u32>,
+    ) -> Result<(), Error> {
         match engine {
-            Engine::Vllm | Engine::Trtllm => self.encode(rendered, add_special_tokens),
-            Engine::Sglang if self.sglang_chat_plain => self.encode(rendered, false),
-            Engine::Sglang => self.sglang_special(rendered),
+            Engine::Vllm | Engine::Trtllm => self.encode_into(rendered, add_special_tokens, out),
+            Engine::Sglang if self.sglang_chat_plain => self.encode_into(rendered, false, out),
+            Engine::Sglang => self.sglang_special_into(rendered, out),
         }
     }
 }
