@@ -30,6 +30,21 @@
 #include <stdint.h>
 
 /**
+ * `kvexact_event.kind` of a `BlockStored` event.
+ */
+#define KVEXACT_EVENT_STORED 0
+
+/**
+ * `kvexact_event.kind` of a `BlockRemoved` event.
+ */
+#define KVEXACT_EVENT_REMOVED 1
+
+/**
+ * `kvexact_event.kind` of an `AllBlocksCleared` event.
+ */
+#define KVEXACT_EVENT_ALL_CLEARED 2
+
+/**
  * An encoder for one profile on one engine contract (e.g. `"vllm-kv-v1"`,
  * `"sglang-kv-rank-v1"`): the compiled chat template and the pinned tokenizer, with the
  * contract's quirks. Opaque, immutable and reference-counted; share one between all worker
@@ -44,6 +59,12 @@ typedef struct kvexact_encoder kvexact_encoder;
  * threads by libkvexact; reading it from several threads at once is safe.
  */
 typedef struct kvexact_error kvexact_error;
+
+/**
+ * A stateful decoder for one wire schema. Opaque; owned by one caller at a time (not for
+ * concurrent use: give each subscriber its own). Free with `kvexact_event_decoder_free`.
+ */
+typedef struct kvexact_event_decoder kvexact_event_decoder;
 
 /**
  * A configured block hasher: algorithm, block size and (vLLM) NONE_HASH seed. Opaque,
@@ -84,6 +105,54 @@ typedef int32_t kvexact_status;
  * `kvexact_refusal_name` answers `"unrecognized_refusal"` for it.
  */
 typedef uint32_t kvexact_refusal;
+
+/**
+ * One decoded event. Every pointer points into the decoder and stays valid until the next
+ * `kvexact_event_decode` on it or `kvexact_event_decoder_free`.
+ */
+typedef struct {
+  /**
+   * `KVEXACT_EVENT_STORED`, `KVEXACT_EVENT_REMOVED` or `KVEXACT_EVENT_ALL_CLEARED`.
+   */
+  uint8_t kind;
+  /**
+   * The block hashes in the u64 form the gateway indexes (vLLM ints as sent; vLLM digest
+   * bytes → last 8 bytes big-endian; SGLang int64 → its two's-complement bits).
+   */
+  const uint64_t *hashes;
+  /**
+   * Number of `hashes`.
+   */
+  size_t n_hashes;
+  /**
+   * Stored only: the blocks' token ids, in order; may be empty (0).
+   */
+  const uint32_t *token_ids;
+  /**
+   * Number of `token_ids`.
+   */
+  size_t n_tokens;
+  /**
+   * Stored only: tokens per block; 0 when absent.
+   */
+  uint32_t block_size;
+  /**
+   * Stored only: 1 when the event names a LoRA adapter (id or name).
+   */
+  uint8_t has_lora;
+  /**
+   * Stored only: 1 when any block carries extra keys (multimodal, salt, embeddings …).
+   */
+  uint8_t has_extra_keys;
+  /**
+   * Stored only, an addition to §6.6: 1 when the event names its parent block.
+   */
+  uint8_t has_parent;
+  /**
+   * The parent block's hash (u64 form) when `has_parent` is 1, else 0.
+   */
+  uint64_t parent_hash;
+} kvexact_event;
 
 /**
  * Which engine hash chain a hasher computes (`KVEXACT_SHA256_CBOR` …).
@@ -526,6 +595,53 @@ const char *kvexact_error_path(const kvexact_error *err);
  * `err` is NULL or a live error object from libkvexact, not freed before.
  */
 void kvexact_error_free(kvexact_error *err);
+
+/**
+ * Creates a decoder for the ZMQ/msgpack wire schema `wire_schema_id` (NUL-terminated):
+ * `"vllm-kv-array-v1"`, `"vllm-kv-map-v2"`, `"vllm-kv-map-v3"`, `"sglang-kv-rank-v1"`,
+ * `"sglang-kv-map-v2"`.
+ *
+ * `rehash` is for TensorRT-LLM's HTTP/JSON schemas, which this version of the C ABI does not
+ * decode yet: pass NULL (a TensorRT-LLM schema id or a non-NULL `rehash` is
+ * `KVEXACT_ERR_INVALID_ARGUMENT`).
+ *
+ * Returns `KVEXACT_OK` and the decoder in `*out` (free with `kvexact_event_decoder_free`), or
+ * `KVEXACT_ERR_NULL_ARGUMENT` / `KVEXACT_ERR_INVALID_ARGUMENT` (unknown schema id).
+ *
+ * # Safety
+ * `wire_schema_id` is NULL or NUL-terminated; `rehash` is NULL or a live hasher; `out` is NULL
+ * or valid for one write.
+ */
+kvexact_status kvexact_event_decoder_new(const char *wire_schema_id,
+                                         const kvexact_hasher *rehash,
+                                         kvexact_event_decoder **out);
+
+/**
+ * Decodes one msgpack payload (frame 2 of a ZMQ message). On success writes the events to
+ * `*events` / `*n_events` (valid until the next call on this decoder) and the batch's DP rank
+ * to `*dp_rank` (-1 when absent). All or nothing: a bad event fails the whole payload with
+ * `KVEXACT_ERR_EVENT_SCHEMA` (code `"schema_mismatch"`) or `KVEXACT_ERR_EVENT_DECODE` (code
+ * `"decode_error"`), and no output is written.
+ *
+ * # Safety
+ * `decoder` is NULL or a live decoder not used concurrently; `payload` is valid for `len`
+ * bytes; `events`, `n_events`, `dp_rank` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_event_decode(kvexact_event_decoder *decoder,
+                                    const uint8_t *payload,
+                                    size_t len,
+                                    const kvexact_event **events,
+                                    size_t *n_events,
+                                    int64_t *dp_rank,
+                                    kvexact_error **err);
+
+/**
+ * Frees a decoder (and the events it last returned). NULL is accepted and ignored.
+ *
+ * # Safety
+ * `decoder` is NULL or a live decoder not freed before.
+ */
+void kvexact_event_decoder_free(kvexact_event_decoder *decoder);
 
 /**
  * Creates a hasher for `algo` with `block_size` tokens per block.

@@ -122,7 +122,7 @@ impl Hasher {
     pub fn block_count(&self, ids_len: usize, full_blocks_only: bool) -> Result<usize, Failure> {
         let bs = self.inner.block_size();
         let full = ids_len / bs;
-        if full_blocks_only || ids_len % bs == 0 {
+        if full_blocks_only || ids_len.is_multiple_of(bs) {
             return Ok(full);
         }
         match self.inner {

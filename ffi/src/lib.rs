@@ -22,6 +22,7 @@
 
 pub mod encoder;
 pub mod error;
+pub mod events;
 pub mod handle;
 pub mod hasher;
 pub mod panic;

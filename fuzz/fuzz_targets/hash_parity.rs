@@ -3,15 +3,18 @@
 //! * vLLM (CBOR algorithms): the hand-written CBOR of every block equals ciborium's encoding
 //!   of `[parent, tokens, extra]` with extra keys by the spec's plain rule;
 //! * every engine: hashing in arbitrary pieces equals hashing in one shot;
-//! * SGLang's checked path rejects exactly the ids outside `0..2^32`.
+//! * SGLang's checked path rejects exactly the ids outside `0..2^32`;
+//! * `PrefixCache` (tiny capacities, so evictions happen) returns exactly the uncached
+//!   hashes for a conversation of growing and diverging requests.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use ciborium::Value as Cbor;
+use kvhash::prefix_cache::PrefixCache;
 use kvhash::sglang::{KeyMode, SglangHasher};
 use kvhash::trtllm::{MmItem, SaltVariant, TrtllmHasher};
 use kvhash::vllm::{HashAlgo, LoraKey, MmFeature, VllmExtras, VllmHasher};
-use kvhash::Digest;
+use kvhash::{BlockHasher, Digest};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
@@ -222,8 +225,51 @@ fn trtllm(inp: &Input) {
     assert_eq!(got, one[..n]);
 }
 
+fn prefix_cache(inp: &Input) {
+    let algo = HashAlgo::ALL[usize::from(inp.algo) % 4];
+    let Ok(h) = VllmHasher::new(algo, usize::from(inp.block % 20), inp.seed.as_deref()) else {
+        return;
+    };
+    let extras = VllmExtras {
+        lora: inp.lora.clone().map(|(name, path)| LoraKey { name, path }),
+        cache_salt: inp.salt.clone(),
+        ..Default::default()
+    };
+    let Ok(h) = h.with_extras(extras) else {
+        return;
+    };
+    let h = BlockHasher::from(h);
+    let ids: Vec<u32> = inp.ids.iter().take(400).map(|t| (*t % 5) as u32).collect();
+    let cache = PrefixCache::new(usize::from(inp.block % 7) * 3);
+    // Requests: prefixes of `ids` at the split points (growing), each also diverging at
+    // its end (one id changed), in the order given.
+    let mut len = 0usize;
+    for s in &inp.splits {
+        len = (len + usize::from(*s) % 64) % (ids.len() + 1);
+        let mut req = ids[..len].to_vec();
+        for variant in 0..2 {
+            if variant == 1 {
+                match req.last_mut() {
+                    Some(t) => *t = t.wrapping_add(1),
+                    None => continue,
+                }
+            }
+            let mut a = vec![0u64; req.len() + 1];
+            let mut b = vec![0u64; req.len() + 1];
+            let na = cache.block_hashes_u64(&h, &req, &mut a);
+            let nb = h.block_hashes_u64(&req, &mut b);
+            match (na, nb) {
+                (Ok(na), Ok(nb)) => assert_eq!((na, &a), (nb, &b)),
+                (na, nb) => assert_eq!(na.is_err(), nb.is_err()),
+            }
+        }
+    }
+    assert!(cache.len() <= cache.capacity());
+}
+
 fuzz_target!(|inp: Input| {
     vllm(&inp);
+    prefix_cache(&inp);
     sglang(&inp);
     trtllm(&inp);
 });

@@ -211,7 +211,7 @@ fn vllm_extras(inputs: &Value, n_tokens: usize) -> Result<VllmExtras, String> {
     if let Some(e) = inputs.get("prompt_embeds").filter(|e| !e.is_null()) {
         let data = hex::decode(str_field(e, "data_hex")?).map_err(|e| format!("data_hex: {e}"))?;
         let rows = usize_field(e, "num_tokens")?;
-        if rows == 0 || data.len() % rows != 0 || rows != n_tokens {
+        if rows == 0 || !data.len().is_multiple_of(rows) || rows != n_tokens {
             return Err("prompt_embeds: data does not match num_tokens".to_string());
         }
         let row_bytes = data.len() / rows;

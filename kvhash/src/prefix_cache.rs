@@ -2,29 +2,33 @@
 //!
 //! A gateway sees every turn of a conversation, and turn k+1's token ids usually extend
 //! turn k's. The chain makes this cheap to exploit exactly: block `i`'s digest is a function
-//! of (configuration, digest of block `i-1`, tokens of block `i`) only. The cache maps
-//! exactly that triple to the digest, like a trie whose nodes are named by the chain's own
-//! digests:
+//! of (configuration, digest of block `i-1`, tokens of block `i`) only. Two layers:
 //!
-//! ```text
-//! (config fingerprint, parent digest, block tokens) -> block digest
-//! ```
+//! 1. **Block entries** (a trie whose nodes are named by the chain's own digests):
+//!    `(config fingerprint, parent digest, block tokens) -> block digest`, in [`SHARDS`]
+//!    shards, each behind its own `Mutex` (no global lock), each evicting with the CLOCK
+//!    rule (an entry hit since the hand last passed is spared once); `capacity` entries in
+//!    all. Entries are found through a 64-bit key mixed from the fingerprint and the
+//!    tokens up to the block's end (computed up front, so the probes of one request are
+//!    independent and each shard is locked once per request); a block is reused only if
+//!    the stored fingerprint, parent and tokens are equal — the parent being the digest
+//!    already verified for block `i-1` (NONE_HASH for block 0). By induction every reused
+//!    digest is exactly the chain's.
+//! 2. **Recent requests** (at most [`MEMOS`], `capacity` blocks in all): the full-block ids
+//!    of a request with all its digests. A request that extends one of them (compared token
+//!    for token, one `memcmp`) takes that many digests at once, without a lookup per block;
+//!    this is what makes a 40-turn conversation cheap. A request replaces the memo it
+//!    extended.
 //!
-//! A lookup walks the request's blocks from NONE_HASH while entries are found; the chain is
-//! resumed at the first miss and only the blocks after it are hashed (and inserted).
-//!
-//! Exactness does not depend on any non-cryptographic hash: entries are found through a
-//! fast 64-bit key, but a hit requires the stored fingerprint (SHA-256 of the hasher's whole
-//! configuration), the full parent digest and every token of the block to be equal. A key
-//! collision is only a miss. Configurations are told apart by the SHA-256 fingerprint, and
-//! prefixes by the chain's digests (SHA-256 or XXH3-128, as the engine itself relies on).
-//!
-//! Memory is bounded: `capacity` blocks in all, spread over [`SHARDS`] shards each behind
-//! its own `Mutex` (no global lock), each evicting with the CLOCK rule (a block hit since
-//! the hand last passed is spared once).
+//! The chain is resumed after the longest verified prefix and only the blocks after it are
+//! hashed (and inserted). Exactness never depends on a non-cryptographic hash: the 64-bit
+//! keys only find candidates, and a key collision is only a miss. Configurations are told
+//! apart by [`ConfigFingerprint`] (SHA-256 of the hasher's whole configuration), prefixes
+//! by comparing tokens and the chain's digests (SHA-256 or XXH3-128, as the engine itself
+//! relies on). Memory: at most about `2 × capacity` blocks (entries plus memos).
 //!
 //! Only vLLM chains are cached; SGLang and TensorRT-LLM hashers are computed in full on
-//! every call (same results, counted as misses).
+//! every call (same results, counted as hashed).
 //!
 //! ```
 //! use kvhash::prefix_cache::PrefixCache;
@@ -355,14 +359,20 @@ impl PrefixCache {
         };
         let mut best: Option<(Arc<Memo>, usize)> = None;
         for m in candidates {
-            let shared = m
-                .ids
-                .chunks_exact(bs)
-                .zip(used.chunks_exact(bs))
-                .take_while(|(a, b)| a == b)
-                .count()
-                .min(m.digests.len())
-                .min(m.keys.len());
+            let both = m.ids.len().min(used.len());
+            // One comparison for the common case (one request extends the other), block
+            // by block otherwise.
+            let whole = m.ids.get(..both) == used.get(..both);
+            let blocks = if whole {
+                both / bs
+            } else {
+                m.ids
+                    .chunks_exact(bs)
+                    .zip(used.chunks_exact(bs))
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            };
+            let shared = blocks.min(m.digests.len()).min(m.keys.len());
             if shared > 0 && best.as_ref().is_none_or(|b| shared > b.1) {
                 best = Some((m, shared));
             }

@@ -391,7 +391,7 @@ impl<H: Borrow<TrtllmHasher>> TrtllmChain<H> {
     /// A chain resumed after `position` tokens (a block boundary) whose last hash is `parent`.
     pub fn resume(hasher: H, parent: u64, position: u64) -> Result<Self, Error> {
         let bs = hasher.borrow().tokens_per_block;
-        if position % bs as u64 != 0 {
+        if !position.is_multiple_of(bs as u64) {
             return Err(Error::MisalignedPosition {
                 position,
                 block_size: bs,

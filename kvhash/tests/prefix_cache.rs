@@ -60,7 +60,11 @@ fn hasher(cfg: (u8, u8, u8, u8)) -> BlockHasher {
 
 /// Conversations: each request is a random earlier request's ids (or nothing), cut at a
 /// random point, extended by random ids; ids from a tiny alphabet so blocks repeat.
-fn conversation() -> impl Strategy<Value = Vec<(usize, usize, Vec<u32>, (u8, u8, u8, u8))>> {
+/// One request of a generated conversation: (which earlier request it starts from, where
+/// that one is cut, the ids appended, the configuration).
+type Step = (usize, usize, Vec<u32>, (u8, u8, u8, u8));
+
+fn conversation() -> impl Strategy<Value = Vec<Step>> {
     proptest::collection::vec(
         (
             any::<usize>(),
@@ -72,7 +76,7 @@ fn conversation() -> impl Strategy<Value = Vec<(usize, usize, Vec<u32>, (u8, u8,
     )
 }
 
-fn requests(conv: &[(usize, usize, Vec<u32>, (u8, u8, u8, u8))]) -> Vec<(Vec<u32>, BlockHasher)> {
+fn requests(conv: &[Step]) -> Vec<(Vec<u32>, BlockHasher)> {
     let mut reqs: Vec<(Vec<u32>, BlockHasher)> = Vec::new();
     for (from, cut, tail, cfg) in conv {
         let mut ids = if reqs.is_empty() {
@@ -166,7 +170,11 @@ fn growing_conversation_hashes_only_new_blocks() {
         assert_eq!(got, uncached(&h, &ids[..len], len / 16));
         let after = cache.stats();
         let blocks = (len / 16) as u64;
-        assert_eq!(after.hashed - before.hashed, blocks - prev_blocks, "turn of {len}");
+        assert_eq!(
+            after.hashed - before.hashed,
+            blocks - prev_blocks,
+            "turn of {len}"
+        );
         assert_eq!(after.reused - before.reused, prev_blocks, "turn of {len}");
         prev_blocks = blocks;
     }

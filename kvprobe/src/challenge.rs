@@ -143,7 +143,7 @@ impl Challenge {
         let need = match spec.cache_chunk {
             None => 2 * bs,
             Some(0) => return Err(fail("cacheChunk 0".into())),
-            Some(c) if c as usize % bs != 0 => {
+            Some(c) if !(c as usize).is_multiple_of(bs) => {
                 return Err(fail(format!(
                     "cacheChunk {c} is not a multiple of block size {bs}"
                 )))
@@ -282,7 +282,7 @@ impl Challenge {
                 )));
             };
             let ebs = ev.block_size.map_or(bs, |b| b as usize);
-            if ebs == 0 || ebs % bs != 0 {
+            if ebs == 0 || !ebs.is_multiple_of(bs) {
                 return Err(fail(format!(
                     "event block_size {ebs} is not a multiple of the contract block size {bs}"
                 )));

@@ -27,6 +27,7 @@ pub mod finding;
 pub mod fixtures;
 pub mod identity;
 pub mod ladder;
+pub mod pipeline;
 pub mod reason;
 pub mod state;
 

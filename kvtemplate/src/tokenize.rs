@@ -69,7 +69,8 @@ impl PinnedTokenizer {
         bos_token: Option<&str>,
         completions_bos: bool,
     ) -> Result<PinnedTokenizer, Error> {
-        let fast = FastEncoder::from_tokenizer(tok).map_err(|e| Error::TokenizerLoad(e.to_string()))?;
+        let fast =
+            FastEncoder::from_tokenizer(tok).map_err(|e| Error::TokenizerLoad(e.to_string()))?;
         Self::from_fast(fast, bos_token, completions_bos)
     }
 
@@ -79,8 +80,8 @@ impl PinnedTokenizer {
         bos_token: Option<&str>,
         completions_bos: bool,
     ) -> Result<PinnedTokenizer, Error> {
-        let fast =
-            FastEncoder::from_bytes(tokenizer_json).map_err(|e| Error::TokenizerLoad(e.to_string()))?;
+        let fast = FastEncoder::from_bytes(tokenizer_json)
+            .map_err(|e| Error::TokenizerLoad(e.to_string()))?;
         Self::from_fast(fast, bos_token, completions_bos)
     }
 

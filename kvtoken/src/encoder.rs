@@ -15,6 +15,7 @@ use crate::bpe::{self, BpeScratch, BytesMap, FxHasher, MergeMap};
 use crate::bytelevel::ByteLevel;
 use crate::config::{recognise, Flavor, Recognised};
 use crate::pretok::{self, CharInfo};
+use crate::segment_cache::{SegmentCache, MIN_SEGMENT};
 use crate::KvTokenError;
 
 /// Which path an encoder takes.
@@ -267,6 +268,38 @@ impl FastEncoder {
         }
     }
 
+    /// [`encode_into`](Self::encode_into) through a [`SegmentCache`]: pieces between added
+    /// tokens found in `cache` are copied instead of encoded, the others encoded and
+    /// inserted. Exactly the same ids as without the cache; on the fallback path the cache
+    /// is not used.
+    pub fn encode_into_cached(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+        cache: &SegmentCache,
+        out: &mut Vec<u32>,
+    ) -> Result<(), KvTokenError> {
+        match &self.fast {
+            Some(fast) if u32::try_from(text.len()).is_ok() => {
+                out.clear();
+                SCRATCH.with(|cell| match cell.try_borrow_mut() {
+                    Ok(mut scratch) => {
+                        fast.encode_cached(&mut scratch, text, add_special_tokens, cache, out)
+                    }
+                    Err(_) => fast.encode_cached(
+                        &mut Scratch::default(),
+                        text,
+                        add_special_tokens,
+                        cache,
+                        out,
+                    ),
+                });
+                Ok(())
+            }
+            _ => self.encode_into(text, add_special_tokens, out),
+        }
+    }
+
     /// Encodes `text` and returns the ids.
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, KvTokenError> {
         let mut out = Vec::new();
@@ -429,6 +462,59 @@ impl FastPath {
         if add_special_tokens {
             out.extend_from_slice(&self.cfg.suffix);
         }
+    }
+
+    /// [`encode`](Self::encode) with each long piece between added tokens looked up in (or
+    /// inserted into) `cache`.
+    fn encode_cached(
+        &self,
+        s: &mut Scratch,
+        text: &str,
+        add_special_tokens: bool,
+        cache: &SegmentCache,
+        out: &mut Vec<u32>,
+    ) {
+        if add_special_tokens {
+            out.extend_from_slice(&self.cfg.prefix);
+        }
+        let mut last = 0;
+        if let Some(added) = &self.added {
+            for m in added.leftmost_find_iter(text) {
+                if let Some(piece) = text.get(last..m.start()) {
+                    self.encode_piece_cached(s, piece, cache, out);
+                }
+                out.push(m.value());
+                last = m.end();
+            }
+        }
+        if let Some(piece) = text.get(last..) {
+            self.encode_piece_cached(s, piece, cache, out);
+        }
+        if add_special_tokens {
+            out.extend_from_slice(&self.cfg.suffix);
+        }
+    }
+
+    fn encode_piece_cached(
+        &self,
+        s: &mut Scratch,
+        piece: &str,
+        cache: &SegmentCache,
+        out: &mut Vec<u32>,
+    ) {
+        if piece.len() < MIN_SEGMENT {
+            return self.encode_piece(s, piece, out);
+        }
+        if cache.get_into(self.uid, piece.as_bytes(), out) {
+            return;
+        }
+        let first = out.len();
+        self.encode_piece(s, piece, out);
+        cache.insert(
+            self.uid,
+            piece.as_bytes(),
+            out.get(first..).unwrap_or_default(),
+        );
     }
 
     /// Normalizes, pre-tokenizes and BPE-encodes a piece of text without added tokens.

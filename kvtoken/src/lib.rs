@@ -19,8 +19,10 @@ mod config;
 mod encoder;
 mod error;
 mod pretok;
+pub mod segment_cache;
 mod tables;
 
 pub use config::Flavor;
 pub use encoder::{EncoderPath, FastEncoder, Scratch};
 pub use error::KvTokenError;
+pub use segment_cache::{SegmentCache, SegmentStats};

@@ -57,6 +57,7 @@ static atomic_int stop = 0;
 static long iterations_per_worker = 0;
 static atomic_long generations = 0;
 static long min_generations = 2;
+static int with_registry = 1; /* env KVEXACT_TEST_REGISTRY=0: hashers only (for valgrind) */
 static atomic_long calls = 0;
 
 static kvexact_hasher *make_hasher(int a) {
@@ -117,7 +118,7 @@ static void *worker(void *arg) {
   uint64_t out[MAX_BLOCKS];
   for (long i = 0; i < iterations_per_worker || atomic_load(&generations) < min_generations; i++) {
     atomic_fetch_add(&calls, 1);
-    if (i % 4 == 0) { /* one call in four is a full encode + hash */
+    if (with_registry && i % 4 == 0) { /* one call in four is a full encode + hash */
       pthread_mutex_lock(&lock);
       const kvexact_hasher *vh = kvexact_hasher_retain(current[0]);
       pthread_mutex_unlock(&lock);
@@ -146,18 +147,20 @@ static void *worker(void *arg) {
 static void *publisher(void *arg) {
   long *published = arg;
   while (!stop) {
-    kvexact_registry *reg = NULL;
-    kvexact_encoder *enc = NULL;
-    publish_generation(&reg, &enc);
-    pthread_mutex_lock(&lock);
-    kvexact_registry *old_reg = current_registry;
-    const kvexact_encoder *old_enc = current_encoder;
-    current_registry = reg;
-    current_encoder = enc;
-    pthread_mutex_unlock(&lock);
-    kvexact_encoder_free((kvexact_encoder *)old_enc); /* in-flight calls hold their own refs */
-    kvexact_registry_free(old_reg);
-    atomic_fetch_add(&generations, 1);
+    if (with_registry) {
+      kvexact_registry *reg = NULL;
+      kvexact_encoder *enc = NULL;
+      publish_generation(&reg, &enc);
+      pthread_mutex_lock(&lock);
+      kvexact_registry *old_reg = current_registry;
+      const kvexact_encoder *old_enc = current_encoder;
+      current_registry = reg;
+      current_encoder = enc;
+      pthread_mutex_unlock(&lock);
+      kvexact_encoder_free((kvexact_encoder *)old_enc); /* in-flight calls hold their own refs */
+      kvexact_registry_free(old_reg);
+      atomic_fetch_add(&generations, 1);
+    }
     for (int a = 0; a < N_ALGOS; a++) {
       kvexact_hasher *fresh = make_hasher(a);
       pthread_mutex_lock(&lock);
@@ -179,6 +182,11 @@ int main(int argc, char **argv) {
   if (total < N_WORKERS) total = N_WORKERS;
   const char *g = getenv("KVEXACT_TEST_GENERATIONS"); /* swaps that must happen under load */
   if (g) min_generations = atol(g);
+  const char *wr = getenv("KVEXACT_TEST_REGISTRY");
+  if (wr && strcmp(wr, "0") == 0) {
+    with_registry = 0;
+    min_generations = 0;
+  }
   iterations_per_worker = total / N_WORKERS;
 
   for (int p = 0; p < N_PROMPTS; p++) {
@@ -195,7 +203,7 @@ int main(int argc, char **argv) {
     }
   }
 
-  {
+  if (with_registry) {
     kvexact_encoder *enc = NULL;
     publish_generation(&current_registry, &enc);
     current_encoder = enc;

@@ -216,7 +216,10 @@ impl PlainSha256Cbor {
             .copy_from_slice(&(len as u64).wrapping_mul(8).to_be_bytes());
         let mut state = crate::digest::SHA256_H0;
         for b in m.get(..total)?.chunks_exact(64) {
-            sha2::compress256(&mut state, std::slice::from_ref(GenericArray::from_slice(b)));
+            sha2::compress256(
+                &mut state,
+                std::slice::from_ref(GenericArray::from_slice(b)),
+            );
         }
         let mut out = [0u8; 32];
         for (o, w) in out.chunks_exact_mut(4).zip(state) {

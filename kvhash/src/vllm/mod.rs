@@ -209,7 +209,7 @@ impl PromptEmbeds {
                 reason: "row size is zero",
             });
         }
-        if data.len() % row_bytes != 0 {
+        if !data.len().is_multiple_of(row_bytes) {
             return Err(Error::PromptEmbeds {
                 reason: "data is not a whole number of rows",
             });
@@ -462,7 +462,7 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
             (h.algo, h.block_size as u64)
         };
         check_len(algo, &parent)?;
-        if position % bs != 0 {
+        if !position.is_multiple_of(bs) {
             return Err(Error::MisalignedPosition {
                 position,
                 block_size: bs as usize,
@@ -470,8 +470,11 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
         }
         // Replay the multimodal cursor over the blocks before `position`.
         let mut start = 0u64;
-        while start < position {
-            let end = start.checked_add(bs).ok_or(Error::PositionOverflow)?;
+        let has_mm = !chain.hasher.borrow().extras.mm_features.is_empty();
+        while has_mm && start < position {
+            let Some(end) = start.checked_add(bs) else {
+                return Err(Error::PositionOverflow);
+            };
             chain.keys.clear();
             let h = chain.hasher.borrow();
             chain.mm_cursor = mm_keys(

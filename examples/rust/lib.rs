@@ -1,0 +1,1 @@
+//! Holds nothing: the package exists for its examples (`cargo run -p kvexact-examples --example route`).
