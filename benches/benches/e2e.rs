@@ -137,6 +137,15 @@ fn bench(c: &mut Criterion) {
                 b.iter(|| bufs.chat(&k.cold, black_box(&body)))
             });
         }
+        // What bounds the pipeline beyond tokenizing: parse, refusal scan and render alone.
+        g.bench_function(format!("{name}/render_only"), |b| {
+            b.iter(|| {
+                first
+                    .encoder()
+                    .render_chat(black_box(&body), NOW, &mut scratch)
+                    .expect("render")
+            })
+        });
         g.bench_function(format!("{name}/stock_encode"), |b| {
             b.iter(|| {
                 stock
@@ -237,6 +246,17 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    let mut scratch = ScratchBuf::new();
+    g.bench_function("agent40/render_only", |b| {
+        b.iter(|| {
+            for t in &turns {
+                let _ = first
+                    .encoder()
+                    .render_chat(black_box(t), NOW, &mut scratch)
+                    .expect("render");
+            }
+        })
+    });
     g.bench_function("agent40/stock_encode", |b| {
         b.iter(|| {
             rendered

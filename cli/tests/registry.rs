@@ -60,7 +60,7 @@ fn verify_prints_profiles_and_set_digest() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(
-        stdout.contains("validator: structural"),
+        stdout.contains("validator: kvtemplate"),
         "says which validator ran"
     );
     assert!(

@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
     kvexact_error_free(err);
     goto out;
   }
-  const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"What is 2+2?\"}]}";
+  const char *body = "{\"messages\":[{\"role\":\"system\",\"content\":\"You are a terse assistant.\"},{\"role\":\"user\",\"content\":\"Which replica already holds the KV cache for this conversation prefix?\"}]}";
   uint32_t ids[4096];
   kvexact_refusal refusal;
   int32_t n = kvexact_encode_chat(enc, (const uint8_t *)body, strlen(body),
