@@ -132,7 +132,11 @@ pub fn run(args: &Args) -> ExitCode {
     };
     let load_time = t.elapsed();
     let Some(profile) = generation.profile(&args.profile) else {
-        return fail(format!("no profile {:?} in {}", args.profile, root.display()));
+        return fail(format!(
+            "no profile {:?} in {}",
+            args.profile,
+            root.display()
+        ));
     };
     let setups = match engines() {
         Ok(s) => s,

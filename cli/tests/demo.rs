@@ -97,11 +97,17 @@ fn demo_agrees_with_encode_and_with_reference_chains() {
     let engines = demo["engines"].as_array().expect("engines");
     assert_eq!(engines.len(), 3);
 
-    let model = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/models/Qwen__Qwen3-0.6B"));
+    let model = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../testdata/models/Qwen__Qwen3-0.6B"
+    ));
     let model = model.to_str().expect("utf-8 path");
     for e in engines {
         let name = e["engine"].as_str().expect("engine name");
-        let (rc, out) = kvexact(&["encode", "--model-dir", model, "--engine", name], Some(BODY));
+        let (rc, out) = kvexact(
+            &["encode", "--model-dir", model, "--engine", name],
+            Some(BODY),
+        );
         assert_eq!(rc, 0, "{}", String::from_utf8_lossy(&out));
         let enc: serde_json::Value = serde_json::from_slice(&out).expect("encode JSON");
         assert_eq!(e["rendered"], enc["rendered"], "{name}: rendered");
@@ -130,7 +136,14 @@ fn demo_text_output_names_every_engine() {
     let (rc, out) = kvexact(&["demo"], None);
     assert_eq!(rc, 0);
     let text = String::from_utf8(out).expect("utf-8");
-    for needle in ["setDigest", "== vllm", "== sglang", "== trtllm", "token ids", "block hashes"] {
+    for needle in [
+        "setDigest",
+        "== vllm",
+        "== sglang",
+        "== trtllm",
+        "token ids",
+        "block hashes",
+    ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
 }

@@ -24,7 +24,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let generation = registry
         .publish(root.as_ref(), &opts, &KvtemplateValidator)
         .map_err(|e| format!("REFUSED {}: {}: {}", e.code(), e.path(), e.detail()))?;
-    println!("generation {} setDigest {}", generation.number(), generation.set_digest());
+    println!(
+        "generation {} setDigest {}",
+        generation.number(),
+        generation.set_digest()
+    );
 
     // 2. Resolve the request's model name to a profile and build the vLLM encoder + hasher.
     let profile = generation
@@ -56,7 +60,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A refused request is an ordinary result, not an error:
     let salted = br#"{"messages":[{"role":"user","content":"hi"}],"cache_salt":"tenant-7"}"#;
     if let Outcome::Refused(r) = encoder.encode_chat(salted, 0, &mut ids, &mut scratch)? {
-        println!("cache_salt request refused with code {:?} ({})", r.as_str(), r as i32);
+        println!(
+            "cache_salt request refused with code {:?} ({})",
+            r.as_str(),
+            r as i32
+        );
     }
     Ok(())
 }
