@@ -47,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut ids = vec![0u32; 8192];
     let mut hashes = vec![0u64; 8192 / 16];
     match encoder.encode_chat(body, 0, &mut ids, &mut scratch)? {
-        Outcome::Refused(r) => println!("refused: {}", r.as_str()),
+        Outcome::Refused(r) => return Err(format!("refused: {}", r.as_str()).into()),
         Outcome::Done(enc) => {
             let ids = &ids[..enc.written];
             let n = hasher.block_hashes_u64(ids, &mut hashes)?;
