@@ -30,19 +30,56 @@
 #include <stdint.h>
 
 /**
- * `kvexact_event.kind` of a `BlockStored` event.
+ * `kvexact_event.kind` of a stored-blocks event: vLLM/SGLang `BlockStored` (one event for the
+ * whole chain) or one block of a TensorRT-LLM `stored` event (one event per block).
  */
 #define KVEXACT_EVENT_STORED 0
 
 /**
- * `kvexact_event.kind` of a `BlockRemoved` event.
+ * `kvexact_event.kind` of a `BlockRemoved` event (TensorRT-LLM `removed`).
  */
 #define KVEXACT_EVENT_REMOVED 1
 
 /**
- * `kvexact_event.kind` of an `AllBlocksCleared` event.
+ * `kvexact_event.kind` of an `AllBlocksCleared` event (vLLM, SGLang).
  */
 #define KVEXACT_EVENT_ALL_CLEARED 2
+
+/**
+ * `kvexact_event.kind` of a TensorRT-LLM `created` event (an addition to §6.6): a fresh cache
+ * pool for one attention window, at the head of a new stream. No hashes. A caller that keeps
+ * per-endpoint state may treat it as "forget every block of this endpoint"; others skip it.
+ */
+#define KVEXACT_EVENT_CREATED 3
+
+/**
+ * `kvexact_event.kind` of a TensorRT-LLM `updated` event (an addition to §6.6): the block in
+ * `hashes[0]` moved between cache levels (GPU ↔ host) or was reprioritised; it is still
+ * cached and reusable, so a prefix index may skip it.
+ */
+#define KVEXACT_EVENT_UPDATED 4
+
+/**
+ * `api_mode` value: the rule serves chat and completions (the data-plane word's 0).
+ */
+#define KVEXACT_API_BOTH 0
+
+/**
+ * `api_mode` value: completions only (1).
+ */
+#define KVEXACT_API_COMPLETIONS 1
+
+/**
+ * `api_mode` value: chat only (2).
+ */
+#define KVEXACT_API_CHAT 2
+
+/**
+ * One armed hash challenge (spec/registry.md §8.5): the nonce prompt, its expected tokens and
+ * block hashes, and the judging of the KV events the engine publishes for it. Opaque; owned
+ * by one caller at a time (not for concurrent use). Free with `kvexact_challenge_free`.
+ */
+typedef struct kvexact_challenge kvexact_challenge;
 
 /**
  * An encoder for one profile on one engine contract (e.g. `"vllm-kv-v1"`,
@@ -67,12 +104,26 @@ typedef struct kvexact_error kvexact_error;
 typedef struct kvexact_event_decoder kvexact_event_decoder;
 
 /**
+ * One engine's probe-fixture set for a profile (`probefixtures/<profile-id>/<engine>/`,
+ * spec/registry.md §5). Opaque, immutable and reference-counted; release with
+ * `kvexact_fixtures_free`.
+ */
+typedef struct kvexact_fixtures kvexact_fixtures;
+
+/**
  * A configured block hasher: algorithm, block size and (vLLM) NONE_HASH seed. Opaque,
  * immutable and reference-counted: share one pointer between any number of threads; free
  * each reference (from `kvexact_hasher_new` or `kvexact_hasher_retain`) once with
  * `kvexact_hasher_free`.
  */
 typedef struct kvexact_hasher kvexact_hasher;
+
+/**
+ * A profile's engine manifest (`manifests/<profile-id>.yaml`, spec/registry.md §4), the trust
+ * root of identity probes. Opaque, immutable and reference-counted; release with
+ * `kvexact_manifest_free`.
+ */
+typedef struct kvexact_manifest kvexact_manifest;
 
 /**
  * One published profile. Opaque and reference-counted; it keeps its generation alive, so it
@@ -109,15 +160,21 @@ typedef uint32_t kvexact_refusal;
 /**
  * One decoded event. Every pointer points into the decoder and stays valid until the next
  * `kvexact_event_decode` on it or `kvexact_event_decoder_free`.
+ *
+ * Fields marked "stored only" are 0 / NULL for other kinds.
  */
 typedef struct {
   /**
-   * `KVEXACT_EVENT_STORED`, `KVEXACT_EVENT_REMOVED` or `KVEXACT_EVENT_ALL_CLEARED`.
+   * `KVEXACT_EVENT_STORED`, `KVEXACT_EVENT_REMOVED`, `KVEXACT_EVENT_ALL_CLEARED`, or
+   * (TensorRT-LLM schemas only) `KVEXACT_EVENT_CREATED` / `KVEXACT_EVENT_UPDATED`.
    */
   uint8_t kind;
   /**
    * The block hashes in the u64 form the gateway indexes (vLLM ints as sent; vLLM digest
-   * bytes → last 8 bytes big-endian; SGLang int64 → its two's-complement bits).
+   * bytes → last 8 bytes big-endian; SGLang int64 → its two's-complement bits;
+   * TensorRT-LLM u64 as sent). TensorRT-LLM stored: exactly one hash, the block's — the
+   * re-derived one when the decoder re-hashes (see `rehash_mismatch`). Updated: the one
+   * updated block. Created, all cleared: none.
    */
   const uint64_t *hashes;
   /**
@@ -125,7 +182,8 @@ typedef struct {
    */
   size_t n_hashes;
   /**
-   * Stored only: the blocks' token ids, in order; may be empty (0).
+   * Stored only: the blocks' token ids, in order (TensorRT-LLM: the one block's tokens,
+   * int32 ids as their unsigned 32 bits); may be empty (0).
    */
   const uint32_t *token_ids;
   /**
@@ -133,25 +191,43 @@ typedef struct {
    */
   size_t n_tokens;
   /**
-   * Stored only: tokens per block; 0 when absent.
+   * Stored only: tokens per block (TensorRT-LLM: the block's token count, fewer than the
+   * configured block size for a partial tail block); 0 when absent.
    */
   uint32_t block_size;
   /**
-   * Stored only: 1 when the event names a LoRA adapter (id or name).
+   * Stored only: 1 when the event names a LoRA adapter (vLLM/SGLang id or name;
+   * TensorRT-LLM `lora_id`, which V1 JSON does not serialise).
    */
   uint8_t has_lora;
   /**
-   * Stored only: 1 when any block carries extra keys (multimodal, salt, embeddings …).
+   * Stored only: 1 when the block(s) carry extra keys: vLLM/SGLang non-empty `extra_keys`
+   * or a `cache_salt`; TensorRT-LLM a `cache_salt`, `mm_keys`, or a non-zero
+   * `token_extra_id`.
    */
   uint8_t has_extra_keys;
   /**
-   * Stored only, an addition to §6.6: 1 when the event names its parent block.
+   * Stored only, an addition to §6.6: 1 when the block(s) hang off a parent block rather
+   * than the root. vLLM/SGLang: the event names its parent. TensorRT-LLM: the event's
+   * `parent_hash` for its first block, the previous block of the same event otherwise.
    */
   uint8_t has_parent;
   /**
-   * The parent block's hash (u64 form) when `has_parent` is 1, else 0.
+   * The parent block's hash (u64 form) when `has_parent` is 1, else 0 (for TensorRT-LLM also
+   * the root's hash). TensorRT-LLM: the published hash of the parent, which is what the
+   * re-hash chains on.
    */
   uint64_t parent_hash;
+  /**
+   * TensorRT-LLM stored only, an addition to §6.6 (appended last so that earlier fields
+   * keep their offsets): 1 when the decoder was given a `rehash` hasher and the hash it
+   * re-derived from the block's tokens and `parent_hash` differs from the published one.
+   * `hashes[0]` then holds the re-derived hash, not the published one (the challenge
+   * judge's view: a block whose hash cannot be reproduced from its tokens — salted, LoRA,
+   * extra ids, multimodal, or a different hash algorithm — must never match a plain
+   * request's hash). 0 everywhere else.
+   */
+  uint8_t rehash_mismatch;
 } kvexact_event;
 
 /**
@@ -162,6 +238,73 @@ typedef struct {
  * add vLLM's pickle-serialised variants.
  */
 typedef uint32_t kvexact_hash_algo;
+
+/**
+ * An engine family, for the judges: `KVEXACT_VLLM`, `KVEXACT_SGLANG`, `KVEXACT_TRTLLM`.
+ */
+typedef uint32_t kvexact_engine;
+
+/**
+ * One probe/challenge outcome.
+ */
+typedef struct {
+  /**
+   * 1 when the judged thing passed, else 0.
+   */
+  int32_t ok;
+  /**
+   * 1 when the pass was earned through TensorRT-LLM's approved oracle (the rung then reads
+   * `TOKEN_PARITY_NOT_AVAILABLE_WITH_APPROVED_ORACLE`), else 0.
+   */
+  int32_t oracle;
+  /**
+   * The reason code when `ok` is 0 (`"token_mismatch"`, `"identity_mismatch"`, … — the
+   * §8.4 vocabulary), a static NUL-terminated string never to be freed; NULL when `ok` is 1.
+   */
+  const char *reason;
+  /**
+   * What was seen, NUL-terminated UTF-8 (cut at a character boundary to fit).
+   */
+  char detail[256];
+} kvexact_finding;
+
+/**
+ * What `kvexact_fixture_describe` tells about one fixture. Pointers stay valid while the fixture
+ * set lives.
+ */
+typedef struct {
+  /**
+   * The fixture's name (its file stem), NUL-terminated.
+   */
+  const char *name;
+  /**
+   * The surface it probes: `KVEXACT_API_COMPLETIONS` (1) or `KVEXACT_API_CHAT` (2).
+   */
+  uint32_t api;
+  /**
+   * 1 for a clock fixture (`oracleNow`): its ids are re-derived at the answer's time.
+   */
+  uint8_t clock;
+} kvexact_fixture_info;
+
+/**
+ * What a challenge needs from the rule besides the encoder and hasher.
+ */
+typedef struct {
+  /**
+   * The served model name put in the request body (UTF-8, `model_len` bytes).
+   */
+  const uint8_t *model;
+  /**
+   * Length of `model`.
+   */
+  size_t model_len;
+  /**
+   * Declared DP ranks (SGLang `kvDpRankCount`; 0 or 1 for one rank). An echo from a rank at
+   * or above this fails the challenge.
+   */
+  uint32_t dp_ranks;
+} kvexact_challenge_opts;
 
 /**
  * Options of `kvexact_registry_load`. Pass NULL for the defaults.
@@ -211,6 +354,21 @@ typedef struct {
  * vLLM `xxhash` (pickle serialisation); u64 form = last 8 digest bytes, big-endian.
  */
 #define KVEXACT_XXHASH_PICKLE 5
+
+/**
+ * vLLM.
+ */
+#define KVEXACT_VLLM 0
+
+/**
+ * SGLang.
+ */
+#define KVEXACT_SGLANG 1
+
+/**
+ * TensorRT-LLM.
+ */
+#define KVEXACT_TRTLLM 2
 
 /**
  * No refusal (the call succeeded, or failed for another reason). Name: `"none"`.
@@ -428,6 +586,11 @@ typedef struct {
  */
 #define KVEXACT_ERR_EVENT_DECODE (-121)
 
+/**
+ * A hash challenge could not be armed (the readiness reason is `challenge_failed`).
+ */
+#define KVEXACT_ERR_CHALLENGE (-130)
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -597,16 +760,24 @@ const char *kvexact_error_path(const kvexact_error *err);
 void kvexact_error_free(kvexact_error *err);
 
 /**
- * Creates a decoder for the ZMQ/msgpack wire schema `wire_schema_id` (NUL-terminated):
- * `"vllm-kv-array-v1"`, `"vllm-kv-map-v2"`, `"vllm-kv-map-v3"`, `"sglang-kv-rank-v1"`,
- * `"sglang-kv-map-v2"`.
+ * Creates a decoder for the wire schema `wire_schema_id` (NUL-terminated): the ZMQ/msgpack
+ * schemas `"vllm-kv-array-v1"`, `"vllm-kv-map-v2"`, `"vllm-kv-map-v3"`,
+ * `"sglang-kv-rank-v1"`, `"sglang-kv-map-v2"`, or TensorRT-LLM's HTTP/JSON schemas
+ * `"trtllm-kv-http-v1"` (1.2.x) and `"trtllm-kv-http-preview-v1"` (1.3.0rc, adds per-block
+ * `cache_salt` and `mm_keys`).
  *
- * `rehash` is for TensorRT-LLM's HTTP/JSON schemas, which this version of the C ABI does not
- * decode yet: pass NULL (a TensorRT-LLM schema id or a non-NULL `rehash` is
- * `KVEXACT_ERR_INVALID_ARGUMENT`).
+ * `rehash`: for a TensorRT-LLM schema, NULL (hashes are passed on as published) or a
+ * TensorRT-LLM hasher (`KVEXACT_BLOCKHASH_TRTLLM`; its block size does not matter) with which
+ * every stored block's hash is re-derived from its tokens (see
+ * `kvexact_event.rehash_mismatch`). For a ZMQ schema it must be NULL.
  *
- * Returns `KVEXACT_OK` and the decoder in `*out` (free with `kvexact_event_decoder_free`), or
- * `KVEXACT_ERR_NULL_ARGUMENT` / `KVEXACT_ERR_INVALID_ARGUMENT` (unknown schema id).
+ * Returns `KVEXACT_OK` and the decoder in `*out`, or `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (unknown schema id; `rehash` not NULL for a ZMQ schema;
+ * `rehash` not a TensorRT-LLM hasher); `*out` is not written on failure.
+ *
+ * Ownership: the caller owns `*out` and frees it with `kvexact_event_decoder_free`. The
+ * decoder keeps its own copy of `rehash`'s configuration: the caller still owns `rehash` and
+ * may free it right after this call.
  *
  * # Safety
  * `wire_schema_id` is NULL or NUL-terminated; `rehash` is NULL or a live hasher; `out` is NULL
@@ -617,11 +788,21 @@ kvexact_status kvexact_event_decoder_new(const char *wire_schema_id,
                                          kvexact_event_decoder **out);
 
 /**
- * Decodes one msgpack payload (frame 2 of a ZMQ message). On success writes the events to
- * `*events` / `*n_events` (valid until the next call on this decoder) and the batch's DP rank
- * to `*dp_rank` (-1 when absent). All or nothing: a bad event fails the whole payload with
- * `KVEXACT_ERR_EVENT_SCHEMA` (code `"schema_mismatch"`) or `KVEXACT_ERR_EVENT_DECODE` (code
- * `"decode_error"`), and no output is written.
+ * Decodes one payload: for a ZMQ schema the msgpack frame 2 of a ZMQ message, for a
+ * TensorRT-LLM schema the JSON body of a `POST /kv_cache_events` response (a TensorRT-LLM
+ * `stored` event becomes one `KVEXACT_EVENT_STORED` event per block, in order; `created` and
+ * `updated` become `KVEXACT_EVENT_CREATED` / `KVEXACT_EVENT_UPDATED`, which callers that only
+ * index blocks skip). On success writes the events to `*events` / `*n_events` (valid until
+ * the next call on this decoder) and the batch's DP rank to `*dp_rank` (-1 when absent;
+ * always -1 for TensorRT-LLM, whose `attention_dp_rank` is per event and not reported).
+ *
+ * All or nothing: a bad event fails the whole payload with `KVEXACT_ERR_EVENT_SCHEMA` (code
+ * `"schema_mismatch"`: well-formed msgpack/JSON that is not this schema's events) or
+ * `KVEXACT_ERR_EVENT_DECODE` (code `"decode_error"`: bytes that are not msgpack/JSON, a
+ * truncated payload, an integer out of range such as a token id above 2^32-1, a limit
+ * exceeded), and no output is written; `*err` (when `err` is not NULL) gets a new error
+ * object the caller frees with `kvexact_error_free`. NULL arguments are
+ * `KVEXACT_ERR_NULL_ARGUMENT`.
  *
  * # Safety
  * `decoder` is NULL or a live decoder not used concurrently; `payload` is valid for `len`
@@ -763,6 +944,406 @@ int32_t kvexact_block_hashes_strided(const kvexact_hasher *hasher,
                                      size_t max_blocks);
 
 /**
+ * The identity route of an engine: `"/version"` (vLLM), `"/get_server_info"` (SGLang),
+ * `"/server_info"` (TensorRT-LLM); NULL for an unknown engine. Static; never free it.
+ */
+const char *kvexact_identity_path(kvexact_engine engine);
+
+/**
+ * The tokenize route fixtures are POSTed to: `"/tokenize"` (vLLM), `"/v1/tokenize"` (SGLang);
+ * NULL for TensorRT-LLM, which has none (use `kvexact_judge_oracle`) and for an unknown
+ * engine. Static; never free it.
+ */
+const char *kvexact_tokenize_path(kvexact_engine engine);
+
+/**
+ * The served-model route: `"/get_model_info"` (SGLang), else `"/v1/models"`; NULL for an
+ * unknown engine. Static; never free it.
+ */
+const char *kvexact_served_model_path(kvexact_engine engine);
+
+/**
+ * Reads the manifest of `profile_id` beneath the root `registry` was loaded from, under the
+ * same trust policy (a fresh read: manifests are read on demand, not at publish).
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`; `KVEXACT_ERR_NOT_FOUND` (code
+ * `"MANIFEST_MISSING"`, path `manifests/<id>.yaml`) when the profile has no manifest;
+ * `KVEXACT_ERR_REGISTRY` with the registry's code and path when it is untrusted, unparseable,
+ * names another profile, or the profile is unknown; `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_manifest_free`) and `*err`.
+ *
+ * # Safety
+ * `registry` is NULL or live; `profile_id` is valid for `n` bytes; `out` and `err` are NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_manifest_load(const kvexact_registry *registry,
+                                     const uint8_t *profile_id,
+                                     size_t n,
+                                     kvexact_manifest **out,
+                                     kvexact_error **err);
+
+/**
+ * The manifest file's sha256 (64 lowercase hex digits, NUL-terminated), for receipts; NULL
+ * when `manifest` is NULL. Valid while the manifest lives; never free it.
+ *
+ * # Safety
+ * `manifest` is NULL or live.
+ */
+const char *kvexact_manifest_digest(const kvexact_manifest *manifest);
+
+/**
+ * The engine version the manifest pins (NUL-terminated); NULL when `manifest` is NULL. Valid
+ * while the manifest lives; never free it.
+ *
+ * # Safety
+ * `manifest` is NULL or live.
+ */
+const char *kvexact_manifest_engine_version(const kvexact_manifest *manifest);
+
+/**
+ * Releases a manifest reference. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `manifest` is NULL or a live reference not released before.
+ */
+void kvexact_manifest_free(kvexact_manifest *manifest);
+
+/**
+ * Reads `engine`'s fixture set for `profile_id` beneath the root `registry` was loaded from,
+ * under the same trust policy, and checks it against the profile (model names, clock
+ * pairing).
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`, or `KVEXACT_ERR_REGISTRY` with the
+ * registry's code and the offending file (the readiness reason is then
+ * `probe_fixtures_missing`), `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_fixtures_free`) and `*err`.
+ *
+ * # Safety
+ * `registry` is NULL or live; `profile_id` is valid for `n` bytes; `out` and `err` are NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_fixtures_load(const kvexact_registry *registry,
+                                     const uint8_t *profile_id,
+                                     size_t n,
+                                     kvexact_engine engine,
+                                     kvexact_fixtures **out,
+                                     kvexact_error **err);
+
+/**
+ * Set-level checks before any probe (spec/registry.md §5.2): a fixture for every surface the
+ * rule serves (`api_mode` 0 both, 1 completions, 2 chat) and clock pairing against the profile.
+ * Writes the finding (`probe_fixtures_missing` on failure) to `*out`.
+ *
+ * Returns `KVEXACT_OK`, or `KVEXACT_ERR_NULL_ARGUMENT` / `KVEXACT_ERR_INVALID_ARGUMENT`
+ * (nothing written).
+ *
+ * # Safety
+ * `fixtures` and `profile` are NULL or live; `out` is NULL or valid for one write.
+ */
+kvexact_status kvexact_fixtures_check(const kvexact_fixtures *fixtures,
+                                      const kvexact_profile *profile,
+                                      uint32_t api_mode,
+                                      kvexact_finding *out);
+
+/**
+ * Number of fixtures in the set (0 when `fixtures` is NULL).
+ *
+ * # Safety
+ * `fixtures` is NULL or live.
+ */
+size_t kvexact_fixtures_count(const kvexact_fixtures *fixtures);
+
+/**
+ * The request body of fixture `i`, to POST verbatim to the engine's tokenize route
+ * (`kvexact_tokenize_path`). `*bytes` points into the set (valid while it lives; not
+ * NUL-terminated); `*len` is its length.
+ *
+ * Returns `KVEXACT_OK`, or `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range) /
+ * `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `fixtures` is NULL or live; `bytes` and `len` are NULL or valid for one write.
+ */
+kvexact_status kvexact_fixture_request(const kvexact_fixtures *fixtures,
+                                       size_t i,
+                                       const uint8_t **bytes,
+                                       size_t *len);
+
+/**
+ * Name, surface and clock flag of fixture `i` (addition to §6.5: the gateway probes only the
+ * fixtures of the surfaces a rule serves, §5.2.4, and needs the surface to filter).
+ *
+ * Returns `KVEXACT_OK`, or `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range) /
+ * `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `fixtures` is NULL or live; `out` is NULL or valid for one write.
+ */
+kvexact_status kvexact_fixture_describe(const kvexact_fixtures *fixtures,
+                                        size_t i,
+                                        kvexact_fixture_info *out);
+
+/**
+ * Releases a fixture-set reference. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `fixtures` is NULL or a live reference not released before.
+ */
+void kvexact_fixtures_free(kvexact_fixtures *fixtures);
+
+/**
+ * Judges an engine's tokenize response to fixture `i` (spec/registry.md §5.3): a 200 JSON body
+ * with integer `count`, integer-array `tokens`, integer `max_model_len` and `count ==
+ * len(tokens)` (else `probe_schema_mismatch`), whose tokens equal the expected ids exactly
+ * (else `token_mismatch` naming the first differing index). A clock fixture's ids are
+ * re-derived by `encoder` at `now_unix_ms` (the answer's time, Unix ms UTC), once more a minute
+ * earlier when the UTC date rolled over in between.
+ *
+ * Writes the finding to `*out` and returns `KVEXACT_OK`; `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range, status outside 0..=65535) write nothing.
+ *
+ * # Safety
+ * `encoder` and `fixtures` are NULL or live; `body` is valid for `len` bytes; `out` is NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_judge_tokenize(const kvexact_encoder *encoder,
+                                      const kvexact_fixtures *fixtures,
+                                      size_t i,
+                                      int32_t http_status,
+                                      const uint8_t *body,
+                                      size_t len,
+                                      int64_t now_unix_ms,
+                                      kvexact_finding *out);
+
+/**
+ * TensorRT-LLM's approved oracle (no tokenize route): re-derives every fixture of the surfaces
+ * `api_mode` serves through `encoder` and compares with the banked ids; a fixture naming
+ * another model than `model` or lacking prompt/messages is `probe_schema_mismatch`. A pass has
+ * `oracle` = 1. `now_unix_ms` is used for clock fixtures without `oracleNow`.
+ *
+ * Improvement on §6.5: the rule's `model` and `api_mode` are parameters, since the oracle
+ * checks the fixtures against the rule and probes only the surfaces it serves.
+ *
+ * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `encoder` and `fixtures` are NULL or live; `model` is valid for `model_len` bytes; `out` is
+ * NULL or valid for one write.
+ */
+kvexact_status kvexact_judge_oracle(const kvexact_encoder *encoder,
+                                    const kvexact_fixtures *fixtures,
+                                    const uint8_t *model,
+                                    size_t model_len,
+                                    uint32_t api_mode,
+                                    int64_t now_unix_ms,
+                                    kvexact_finding *out);
+
+/**
+ * Judges an identity response (the body of `kvexact_identity_path(engine)`) against the
+ * manifest: vLLM/SGLang `version` must equal the pinned engine version (SGLang: and
+ * `revision` the pinned model revision); TensorRT-LLM must describe its KV contract
+ * (`kv_cache_hash_algo` `"v1_block_key"`, integer `tokens_per_block`). Failures are
+ * `identity_mismatch`, or `probe_schema_mismatch` for a non-200 / non-JSON / oversized body.
+ *
+ * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `manifest` is NULL or live; `body` is valid for `len` bytes; `out` is NULL or valid for one
+ * write.
+ */
+kvexact_status kvexact_judge_identity(kvexact_engine engine,
+                                      const kvexact_manifest *manifest,
+                                      int32_t http_status,
+                                      const uint8_t *body,
+                                      size_t len,
+                                      kvexact_finding *out);
+
+/**
+ * Challenge preflight: the rule's KV geometry against the engine's server info — SGLang
+ * `/get_server_info` (`page_size`, `kv_events.endpoint_port_base`, `kv_events.dp_size`),
+ * TensorRT-LLM `/server_info` (`tokens_per_block`, hash mode); vLLM publishes none and always
+ * passes. Failures are `engine_geometry_mismatch`.
+ *
+ * Improvement on §6.5: `http_status` is passed too (a non-200 answer is
+ * `probe_schema_mismatch`, not a geometry verdict).
+ *
+ * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `server_info` is valid for `len` bytes; `out` is NULL or valid for one write.
+ */
+kvexact_status kvexact_judge_geometry(kvexact_engine engine,
+                                      int32_t http_status,
+                                      const uint8_t *server_info,
+                                      size_t len,
+                                      uint32_t block_size,
+                                      uint16_t zmq_port,
+                                      uint16_t dp_ranks,
+                                      kvexact_finding *out);
+
+/**
+ * Served-model preflight (addition to §6.5): the body of `kvexact_served_model_path(engine)`
+ * must list `model` (SGLang `/get_model_info` `served_model_name` or `model_path`, else
+ * `/v1/models` `data[].id`); else `identity_mismatch` (`probe_schema_mismatch` for a body
+ * that is not the route's JSON).
+ *
+ * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `body` is valid for `len` bytes; `model` for `model_len` bytes; `out` is NULL or valid for
+ * one write.
+ */
+kvexact_status kvexact_judge_served_model(kvexact_engine engine,
+                                          int32_t http_status,
+                                          const uint8_t *body,
+                                          size_t len,
+                                          const uint8_t *model,
+                                          size_t model_len,
+                                          kvexact_finding *out);
+
+/**
+ * Arms a challenge: grows the nonce prompt through `encoder`'s completions encoding (the
+ * engine's, with its contract quirks `cacheChunk` and `challengeLastBlock`) until it is long
+ * enough, and computes the expected tokens and block hashes with `hasher` (the rule's).
+ *
+ * `nonce` is 16 bytes, or NULL to draw them from the OS (`/dev/urandom`).
+ *
+ * Improvement on §6.5: `opts` carries the served model name and declared DP ranks, which the
+ * request body and the judging need and the encoder does not know.
+ *
+ * Returns `KVEXACT_OK` and the challenge in `*out`; `KVEXACT_ERR_CHALLENGE` with code
+ * `"challenge_failed"` (the readiness reason) when it cannot be built (prompt never long
+ * enough, fewer than 2 expected blocks, `cacheChunk` not a multiple of the block size, nonce
+ * unavailable); `KVEXACT_ERR_NULL_ARGUMENT` / `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_challenge_free`) and `*err`; the
+ * challenge keeps no reference to `encoder` or `hasher`.
+ *
+ * # Safety
+ * `encoder`, `hasher` are NULL or live; `nonce` is NULL or valid for 16 bytes; `opts` is NULL
+ * or valid (and its `model` valid for `model_len` bytes); `out` and `err` are NULL or valid for
+ * one write.
+ */
+kvexact_status kvexact_challenge_new(const kvexact_encoder *encoder,
+                                     const kvexact_hasher *hasher,
+                                     const uint8_t *nonce,
+                                     const kvexact_challenge_opts *opts,
+                                     kvexact_challenge **out,
+                                     kvexact_error **err);
+
+/**
+ * The `/v1/completions` body to POST for the challenge:
+ * `{"model":…,"prompt":…,"max_tokens":1,"temperature":0}`; with `bootstrap_host` non-NULL
+ * (SGLang P/D rules) also `"bootstrap_host":…,"bootstrap_port":…,"bootstrap_room":…`.
+ * `bootstrap_room` must be non-negative (a random 63-bit value).
+ *
+ * Writes the needed length to `*len`; when `cap` is smaller returns
+ * `KVEXACT_ERR_BUFFER_TOO_SMALL` and writes nothing else (`buf` may be NULL with `cap` 0 to ask
+ * for the size); else copies the body (no NUL) and returns `KVEXACT_OK`.
+ *
+ * # Safety
+ * `challenge` is NULL or live; `bootstrap_host` is NULL or NUL-terminated; `buf` is NULL or
+ * valid for `cap` bytes; `len` is NULL or valid for one write.
+ */
+kvexact_status kvexact_challenge_request_body(const kvexact_challenge *challenge,
+                                              const char *bootstrap_host,
+                                              uint16_t bootstrap_port,
+                                              int64_t bootstrap_room,
+                                              uint8_t *buf,
+                                              size_t cap,
+                                              size_t *len);
+
+/**
+ * The challenge's expected block hashes and tokens (for logs and receipts). The pointers point
+ * into the challenge (valid while it lives).
+ *
+ * Returns `KVEXACT_OK`, or `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `challenge` is NULL or live; the four out-parameters are NULL or valid for one write.
+ */
+kvexact_status kvexact_challenge_expected(const kvexact_challenge *challenge,
+                                          const uint64_t **hashes,
+                                          size_t *n_hashes,
+                                          const uint32_t **tokens,
+                                          size_t *n_tokens);
+
+/**
+ * Feeds one decoded event from the challenged endpoint's stream (as `kvexact_event_decode`
+ * returned it; only stored events count). `dp_rank` is the batch's DP rank, or -1 when the
+ * stream carries none. Returns 1 once the challenge is decided (passed or failed), 0 while it
+ * still waits, or a negative status (`KVEXACT_ERR_NULL_ARGUMENT`,
+ * `KVEXACT_ERR_INVALID_ARGUMENT`) when the arguments are unusable.
+ *
+ * # Safety
+ * `challenge` is NULL or live and not used concurrently; `ev` is NULL or a valid event whose
+ * pointers are valid for their counts.
+ */
+int32_t kvexact_challenge_observe(kvexact_challenge *challenge,
+                                  int64_t dp_rank,
+                                  const kvexact_event *ev);
+
+/**
+ * The challenge's outcome: a pass once every expected hash (or, quirk `challengeLastBlock`,
+ * the last one) was echoed with matching tokens; `challenge_failed` for a wrong echo (LoRA or
+ * extra keys, different tokens, an undeclared rank, a TensorRT-LLM hash its tokens do not
+ * give); `challenge_timeout` when undecided (`timed_out` non-zero says the caller's wait —
+ * 15 s by default — ended).
+ *
+ * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `challenge` is NULL or live; `out` is NULL or valid for one write.
+ */
+kvexact_status kvexact_challenge_result(const kvexact_challenge *challenge,
+                                        int32_t timed_out,
+                                        kvexact_finding *out);
+
+/**
+ * Frees a challenge. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `challenge` is NULL or live and not freed before.
+ */
+void kvexact_challenge_free(kvexact_challenge *challenge);
+
+/**
+ * One pass of the readiness ladder (spec/registry.md §8.3) over the evidence the gateway
+ * gathered, as JSON in and JSON out (addition to §6.5: the ladder's inputs are a tree of
+ * optional findings per endpoint, which JSON carries to Go without a dozen C structs).
+ *
+ * `evidence_json` is kvprobe's `Evidence` in camelCase JSON; every key is optional (defaults:
+ * profile bound, fence and eligible acknowledged, adapter available, manifest missing,
+ * nothing probed), an unknown key is refused. Findings are
+ * `{"ok":…,"oracle":…,"reason":"token_mismatch"|null,"detail":"…"}`, observations
+ * `{"finding":{…},"timeUnixMs":…}`, the manifest `{"kind":"present","digest":"…"}` or
+ * `{"kind":"missing","detail":"…"}`. The verdict written to `buf` is
+ * `{"enforcedState":"READY",…,"reasonCodes":[…],"detail":"…","receipts":[…]}`.
+ *
+ * Writes the verdict's length to `*len`; when `cap` is smaller returns
+ * `KVEXACT_ERR_BUFFER_TOO_SMALL` and writes nothing else; else copies it (no NUL) and returns
+ * `KVEXACT_OK`. Evidence that is not valid JSON of that shape is
+ * `KVEXACT_ERR_INVALID_ARGUMENT` with an error object naming the problem.
+ *
+ * # Safety
+ * `evidence_json` is valid for `evidence_len` bytes; `buf` is NULL or valid for `cap` bytes;
+ * `len` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_readiness_evaluate(const uint8_t *evidence_json,
+                                          size_t evidence_len,
+                                          uint8_t *buf,
+                                          size_t cap,
+                                          size_t *len,
+                                          kvexact_error **err);
+
+/**
  * The stable feature code of a refusal (`"tools"`, `"multi_text_part"` …, `"none"` for
  * `KVEXACT_REFUSAL_NONE`), or `"unrecognized_refusal"` for a value libkvexact does not define.
  *
@@ -891,6 +1472,119 @@ uint64_t kvexact_profile_generation(const kvexact_profile *profile);
  * `profile` is NULL or a reference not released before.
  */
 void kvexact_profile_free(const kvexact_profile *profile);
+
+/**
+ * Writes the generation's discovery document (spec/registry.md §7, what
+ * `GET /config/ai/model-profiles` serves) as compact UTF-8 JSON, no NUL:
+ * `{"registryGeneration":…,"setDigest":"…","profiles":[{"profileId":…,"gen":…,"baseModel":…,
+ * "aliasPolicy":…,"allowedAliases":[…],"supportedApis":[…],…}]}`, profiles sorted by id; no
+ * locator, path or root appears in it.
+ *
+ * Size query: whenever the call returns `KVEXACT_OK` or `KVEXACT_ERR_BUFFER_TOO_SMALL`,
+ * `*len` holds the document's length. When `cap` is smaller, returns
+ * `KVEXACT_ERR_BUFFER_TOO_SMALL` and writes nothing else; `buf` may be NULL with `cap` 0 to
+ * ask for the size. Otherwise copies the document into `buf` and returns `KVEXACT_OK`.
+ * `KVEXACT_ERR_NULL_ARGUMENT` for a NULL `registry` or `len` (or a NULL `buf` with `cap` > 0).
+ * The document is the same for every call on one handle.
+ *
+ * Ownership: `buf` stays the caller's; nothing is allocated for the caller.
+ *
+ * # Safety
+ * `registry` is NULL or a live registry handle; `buf` is NULL or valid for `cap` writes; `len`
+ * is NULL or valid for one write.
+ */
+kvexact_status kvexact_registry_discovery_json(const kvexact_registry *registry,
+                                               uint8_t *buf,
+                                               size_t cap,
+                                               size_t *len);
+
+/**
+ * Drift check (spec/registry.md §7) of one profile: re-reads its document and every artifact
+ * it was published with beneath the generation's root, under the same trust policy, and
+ * compares each sha256 with the load-time receipt.
+ *
+ * Returns `KVEXACT_OK` when nothing changed; `KVEXACT_ERR_REGISTRY` with an error object whose
+ * code is `"PROFILE_DRIFT"` (bytes changed) or a trust-policy code (`"INSECURE_MODE"`,
+ * `"MISSING"`, `"SYMLINK"` …) and whose path names the file relative to the root (e.g.
+ * `"artifacts/sha256/<hex>"`); `KVEXACT_ERR_NOT_FOUND` when the generation has no profile
+ * `profile_id` (improvement on §6.2: the same status as `kvexact_profile_by_id`, not a
+ * registry failure); `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_INVALID_ARGUMENT` (`profile_id`
+ * not UTF-8).
+ *
+ * This reads files (a tokenizer may be megabytes): run it from the control plane, not per
+ * request. The generation itself never changes; drift only tells the caller to reload.
+ *
+ * Ownership: the caller owns `*err` (free with `kvexact_error_free`); `profile_id` is only
+ * read during the call.
+ *
+ * # Safety
+ * `registry` is NULL or a live registry handle; `profile_id` is valid for `n` bytes; `err` is
+ * NULL or valid for one write.
+ */
+kvexact_status kvexact_registry_verify_disk(const kvexact_registry *registry,
+                                            const uint8_t *profile_id,
+                                            size_t n,
+                                            kvexact_error **err);
+
+/**
+ * Writes the profile document as compact UTF-8 JSON, no NUL: the parsed and validated
+ * `<profile-id>.yaml` (spec/registry.md §2) serialized again, with the same camelCase keys
+ * (`profileId`, `baseModel`, `engineQuirks`, `renderPolicy` …) and optional keys the document
+ * leaves out omitted. It is not the file's bytes (comments, key order and YAML formatting
+ * are gone) and adds nothing resolved at load (no artifact bytes, paths or BOS id).
+ *
+ * Size query and statuses as `kvexact_registry_discovery_json` (NULL `profile` →
+ * `KVEXACT_ERR_NULL_ARGUMENT`).
+ *
+ * # Safety
+ * `profile` is NULL or a live profile handle; `buf` is NULL or valid for `cap` writes; `len`
+ * is NULL or valid for one write.
+ */
+kvexact_status kvexact_profile_json(const kvexact_profile *profile,
+                                    uint8_t *buf,
+                                    size_t cap,
+                                    size_t *len);
+
+/**
+ * Rule admission (spec/registry.md §9.4, §2 `modelType`): may a strict rule that serves
+ * `model` (the rule's `model_name`, `model_len` bytes of UTF-8, no NUL needed) through
+ * `api_mode` (`KVEXACT_API_BOTH` 0, `KVEXACT_API_COMPLETIONS` 1, `KVEXACT_API_CHAT` 2) on the
+ * engine contract `contract_id` (NUL-terminated, e.g. `"vllm-kv-map-v2"`,
+ * `"sglang-kv-rank-v1"`, `"trtllm-kv-http-v1"`) bind this profile?
+ *
+ * Returns `KVEXACT_OK`, or `KVEXACT_ERR_PROFILE` with an error object whose code is the rule
+ * that refused and whose message starts with it (`"<rule>: <detail>"`); first hit wins:
+ * `"model_name_empty"`, `"model_not_served"` (not `baseModel` nor, with `aliasPolicy: list`,
+ * an allowed alias; compared by slug like `kvexact_profile_by_model`),
+ * `"contracts_unavailable"`, `"unknown_contract"`, `"contract_no_kv_plane"` (llama.cpp),
+ * `"surface_not_supported"` (a served surface not in `supportedApis`), `"renderer_missing"`
+ * (chat without a compilable template), `"engine_renderer"` (chat for `gpt_oss` on vLLM or
+ * TensorRT-LLM, `mistral3` on vLLM or SGLang), `"quirk_incompatible"`,
+ * `"tokenizer_unloadable"`, `"encoder_unbuildable"`. Also `KVEXACT_ERR_NULL_ARGUMENT` and
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (`api_mode` out of range, `model` or `contract_id` not
+ * UTF-8).
+ *
+ * Improvement on §6.2: the refusal status is the gateway's `KVEXACT_ERR_PROFILE` (-3) for
+ * every rule, and the rule is the machine-readable error code instead of being only inside
+ * the message text. Rule-level checks that need the rule itself (`kvExactMode`, P/D, the vLLM
+ * none-hash seed) stay with the caller.
+ *
+ * Builds the encoder `kvexact_encoder_new` would build, then drops it: milliseconds to a
+ * second; call it at rule create/replace, not per request.
+ *
+ * Ownership: the caller owns `*err` (free with `kvexact_error_free`); `model` and
+ * `contract_id` are only read during the call.
+ *
+ * # Safety
+ * `profile` is NULL or a live profile handle; `model` is valid for `model_len` bytes;
+ * `contract_id` is NULL or NUL-terminated; `err` is NULL or valid for one write.
+ */
+kvexact_status kvexact_profile_admit(const kvexact_profile *profile,
+                                     const uint8_t *model,
+                                     size_t model_len,
+                                     const char *contract_id,
+                                     uint32_t api_mode,
+                                     kvexact_error **err);
 
 /**
  * The stable lower-case name of a status (`"ok"`, `"request"`, `"null_argument"` …), or

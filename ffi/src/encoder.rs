@@ -34,6 +34,8 @@ pub struct EncoderInner {
     pub encoder: Encoder,
     /// Keeps the profile's generation alive.
     pub profile: Arc<ProfileView>,
+    /// The engine contract the encoder was built for (its quirks drive the challenge).
+    pub contract_id: String,
 }
 
 impl ArcHandle for kvexact_encoder {
@@ -96,6 +98,7 @@ pub unsafe extern "C" fn kvexact_encoder_new(
             out.write(arc_into_raw(Arc::new(EncoderInner {
                 encoder,
                 profile: view,
+                contract_id: contract.to_string(),
             })));
             Ok(KVEXACT_OK)
         })

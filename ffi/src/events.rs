@@ -1,50 +1,91 @@
-//! KV-event decoding (spec/gateway-integration.md §6.6) for the ZMQ/msgpack wire formats of
-//! vLLM and SGLang; the transports stay in the gateway.
+//! KV-event decoding (spec/gateway-integration.md §6.6): the ZMQ/msgpack wire formats of vLLM
+//! and SGLang and the HTTP/JSON format of TensorRT-LLM; the transports stay in the gateway.
+//!
+//! The mapping to `kvexact_event` is the challenge judge's (`kvprobe::challenge::observe_event`,
+//! which TensorRT-LLM `stored` events go through unchanged), so a gateway sees what the judge
+//! sees.
 
 use std::ffi::c_char;
 
-use kvhash::events::{decode_payload, Event, EventFormat, EventKind, Transport};
+use kvhash::events::{decode_json, decode_payload, Event, EventFormat, EventKind, Transport};
+use kvhash::trtllm::TrtllmHasher;
+use kvhash::BlockHasher;
+use kvprobe::challenge::observe_event;
 
 use crate::error::{kvexact_error, Failure};
-use crate::handle::{box_free, box_into_raw, box_mut, in_c_str, in_slice, out_param, BoxHandle};
+use crate::handle::{
+    arc_ref, box_free, box_into_raw, box_mut, in_c_str, in_slice, out_param, BoxHandle,
+};
 use crate::panic::{boundary, boundary_err};
 use crate::status::{
     kvexact_status, KVEXACT_ERR_EVENT_DECODE, KVEXACT_ERR_EVENT_SCHEMA, KVEXACT_OK,
 };
 
-/// `kvexact_event.kind` of a `BlockStored` event.
+/// `kvexact_event.kind` of a stored-blocks event: vLLM/SGLang `BlockStored` (one event for the
+/// whole chain) or one block of a TensorRT-LLM `stored` event (one event per block).
 pub const KVEXACT_EVENT_STORED: u8 = 0;
-/// `kvexact_event.kind` of a `BlockRemoved` event.
+/// `kvexact_event.kind` of a `BlockRemoved` event (TensorRT-LLM `removed`).
 pub const KVEXACT_EVENT_REMOVED: u8 = 1;
-/// `kvexact_event.kind` of an `AllBlocksCleared` event.
+/// `kvexact_event.kind` of an `AllBlocksCleared` event (vLLM, SGLang).
 pub const KVEXACT_EVENT_ALL_CLEARED: u8 = 2;
+/// `kvexact_event.kind` of a TensorRT-LLM `created` event (an addition to §6.6): a fresh cache
+/// pool for one attention window, at the head of a new stream. No hashes. A caller that keeps
+/// per-endpoint state may treat it as "forget every block of this endpoint"; others skip it.
+pub const KVEXACT_EVENT_CREATED: u8 = 3;
+/// `kvexact_event.kind` of a TensorRT-LLM `updated` event (an addition to §6.6): the block in
+/// `hashes[0]` moved between cache levels (GPU ↔ host) or was reprioritised; it is still
+/// cached and reusable, so a prefix index may skip it.
+pub const KVEXACT_EVENT_UPDATED: u8 = 4;
 
 /// One decoded event. Every pointer points into the decoder and stays valid until the next
 /// `kvexact_event_decode` on it or `kvexact_event_decoder_free`.
+///
+/// Fields marked "stored only" are 0 / NULL for other kinds.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct kvexact_event {
-    /// `KVEXACT_EVENT_STORED`, `KVEXACT_EVENT_REMOVED` or `KVEXACT_EVENT_ALL_CLEARED`.
+    /// `KVEXACT_EVENT_STORED`, `KVEXACT_EVENT_REMOVED`, `KVEXACT_EVENT_ALL_CLEARED`, or
+    /// (TensorRT-LLM schemas only) `KVEXACT_EVENT_CREATED` / `KVEXACT_EVENT_UPDATED`.
     pub kind: u8,
     /// The block hashes in the u64 form the gateway indexes (vLLM ints as sent; vLLM digest
-    /// bytes → last 8 bytes big-endian; SGLang int64 → its two's-complement bits).
+    /// bytes → last 8 bytes big-endian; SGLang int64 → its two's-complement bits;
+    /// TensorRT-LLM u64 as sent). TensorRT-LLM stored: exactly one hash, the block's — the
+    /// re-derived one when the decoder re-hashes (see `rehash_mismatch`). Updated: the one
+    /// updated block. Created, all cleared: none.
     pub hashes: *const u64,
     /// Number of `hashes`.
     pub n_hashes: usize,
-    /// Stored only: the blocks' token ids, in order; may be empty (0).
+    /// Stored only: the blocks' token ids, in order (TensorRT-LLM: the one block's tokens,
+    /// int32 ids as their unsigned 32 bits); may be empty (0).
     pub token_ids: *const u32,
     /// Number of `token_ids`.
     pub n_tokens: usize,
-    /// Stored only: tokens per block; 0 when absent.
+    /// Stored only: tokens per block (TensorRT-LLM: the block's token count, fewer than the
+    /// configured block size for a partial tail block); 0 when absent.
     pub block_size: u32,
-    /// Stored only: 1 when the event names a LoRA adapter (id or name).
+    /// Stored only: 1 when the event names a LoRA adapter (vLLM/SGLang id or name;
+    /// TensorRT-LLM `lora_id`, which V1 JSON does not serialise).
     pub has_lora: u8,
-    /// Stored only: 1 when any block carries extra keys (multimodal, salt, embeddings …).
+    /// Stored only: 1 when the block(s) carry extra keys: vLLM/SGLang non-empty `extra_keys`
+    /// or a `cache_salt`; TensorRT-LLM a `cache_salt`, `mm_keys`, or a non-zero
+    /// `token_extra_id`.
     pub has_extra_keys: u8,
-    /// Stored only, an addition to §6.6: 1 when the event names its parent block.
+    /// Stored only, an addition to §6.6: 1 when the block(s) hang off a parent block rather
+    /// than the root. vLLM/SGLang: the event names its parent. TensorRT-LLM: the event's
+    /// `parent_hash` for its first block, the previous block of the same event otherwise.
     pub has_parent: u8,
-    /// The parent block's hash (u64 form) when `has_parent` is 1, else 0.
+    /// The parent block's hash (u64 form) when `has_parent` is 1, else 0 (for TensorRT-LLM also
+    /// the root's hash). TensorRT-LLM: the published hash of the parent, which is what the
+    /// re-hash chains on.
     pub parent_hash: u64,
+    /// TensorRT-LLM stored only, an addition to §6.6 (appended last so that earlier fields
+    /// keep their offsets): 1 when the decoder was given a `rehash` hasher and the hash it
+    /// re-derived from the block's tokens and `parent_hash` differs from the published one.
+    /// `hashes[0]` then holds the re-derived hash, not the published one (the challenge
+    /// judge's view: a block whose hash cannot be reproduced from its tokens — salted, LoRA,
+    /// extra ids, multimodal, or a different hash algorithm — must never match a plain
+    /// request's hash). 0 everywhere else.
+    pub rehash_mismatch: u8,
 }
 
 /// A stateful decoder for one wire schema. Opaque; owned by one caller at a time (not for
@@ -53,11 +94,12 @@ pub struct kvexact_event_decoder {
     _private: [u8; 0],
 }
 
-/// The Rust value behind a `kvexact_event_decoder`: the format and the storage the last
-/// decoded events point into.
+/// The Rust value behind a `kvexact_event_decoder`: the format, the optional TensorRT-LLM
+/// re-hasher and the storage the last decoded events point into.
 #[derive(Debug)]
 pub struct EventDecoder {
     format: EventFormat,
+    rehash: Option<TrtllmHasher>,
     hashes: Vec<u64>,
     tokens: Vec<u32>,
     events: Vec<kvexact_event>,
@@ -87,10 +129,43 @@ fn event_failure(e: &kvhash::Error) -> Failure {
     }
 }
 
+/// A token id the C struct cannot hold.
+fn token_too_large() -> Failure {
+    Failure::with_code(
+        KVEXACT_ERR_EVENT_DECODE,
+        "decode_error",
+        "token id above 2^32-1",
+    )
+}
+
+/// Offsets of one event's hashes and tokens in the decoder's storage.
+type Span = (usize, usize, usize, usize);
+
+/// An event with no hashes, tokens or flags.
+fn blank(kind: u8) -> kvexact_event {
+    kvexact_event {
+        kind,
+        hashes: std::ptr::null(),
+        n_hashes: 0,
+        token_ids: std::ptr::null(),
+        n_tokens: 0,
+        block_size: 0,
+        has_lora: 0,
+        has_extra_keys: 0,
+        has_parent: 0,
+        parent_hash: 0,
+        rehash_mismatch: 0,
+    }
+}
+
 impl EventDecoder {
     /// Decodes one payload into the decoder's storage; returns the batch's DP rank.
     fn decode(&mut self, payload: &[u8]) -> Result<Option<u32>, Failure> {
-        let batch = decode_payload(self.format, payload).map_err(|e| event_failure(&e))?;
+        let batch = match self.format.transport() {
+            Transport::ZmqMsgpack => decode_payload(self.format, payload),
+            Transport::HttpJson => decode_json(self.format, payload),
+        }
+        .map_err(|e| event_failure(&e))?;
         self.hashes.clear();
         self.tokens.clear();
         self.events.clear();
@@ -98,7 +173,7 @@ impl EventDecoder {
         // the vectors stopped growing).
         let mut spans = Vec::with_capacity(batch.events.len());
         for ev in &batch.events {
-            spans.push(self.push(ev)?);
+            self.push(ev, &mut spans)?;
         }
         for (ev, (h0, h1, t0, t1)) in self.events.iter_mut().zip(spans) {
             ev.hashes = self
@@ -115,76 +190,106 @@ impl EventDecoder {
         Ok(batch.rank)
     }
 
-    fn push(&mut self, ev: &Event<'_>) -> Result<(usize, usize, usize, usize), Failure> {
-        let (h0, t0) = (self.hashes.len(), self.tokens.len());
-        let mut out = kvexact_event {
-            kind: KVEXACT_EVENT_ALL_CLEARED,
-            hashes: std::ptr::null(),
-            n_hashes: 0,
-            token_ids: std::ptr::null(),
-            n_tokens: 0,
-            block_size: 0,
-            has_lora: 0,
-            has_extra_keys: 0,
-            has_parent: 0,
-            parent_hash: 0,
-        };
+    /// Appends `out` with the hashes and tokens pushed since `(h0, t0)`.
+    fn finish(&mut self, out: kvexact_event, (h0, t0): (usize, usize), spans: &mut Vec<Span>) {
+        self.events.push(out);
+        spans.push((h0, self.hashes.len(), t0, self.tokens.len()));
+    }
+
+    fn push(&mut self, ev: &Event<'_>, spans: &mut Vec<Span>) -> Result<(), Failure> {
+        let start = (self.hashes.len(), self.tokens.len());
         match &ev.kind {
             EventKind::BlockStored(s) => {
-                out.kind = KVEXACT_EVENT_STORED;
+                let mut out = blank(KVEXACT_EVENT_STORED);
                 self.hashes
                     .extend(s.block_hashes.iter().map(|h| h.to_u64()));
                 if let Some(ids) = s.token_ids.ids() {
                     for t in ids {
-                        let t = u32::try_from(t).map_err(|_| {
-                            Failure::with_code(
-                                KVEXACT_ERR_EVENT_DECODE,
-                                "decode_error",
-                                "token id above 2^32-1",
-                            )
-                        })?;
-                        self.tokens.push(t);
+                        self.tokens
+                            .push(u32::try_from(t).map_err(|_| token_too_large())?);
                     }
                 }
                 out.block_size = s.block_size;
                 out.has_lora = u8::from(s.lora_id.is_some() || s.lora_name.is_some());
-                out.has_extra_keys = u8::from(s.extra_keys.as_ref().is_some_and(|ks| {
-                    ks.iter().any(|k| k.as_ref().is_some_and(|v| !v.is_empty()))
-                }));
+                // As observe_event: non-empty extra keys, or a cache salt.
+                out.has_extra_keys = u8::from(
+                    s.extra_keys.as_ref().is_some_and(|ks| {
+                        ks.iter().any(|k| k.as_ref().is_some_and(|v| !v.is_empty()))
+                    }) || s.cache_salt.is_some(),
+                );
                 if let Some(p) = &s.parent_block_hash {
                     out.has_parent = 1;
                     out.parent_hash = p.to_u64();
                 }
+                self.finish(out, start, spans);
+            }
+            EventKind::Stored(st) => {
+                // One observation per block, in order, re-hashed by the judge's own code.
+                let observed = observe_event(ev, self.rehash.as_ref());
+                if observed.len() != st.blocks.len() {
+                    return Err(Failure::with_code(
+                        KVEXACT_ERR_EVENT_DECODE,
+                        "decode_error",
+                        "internal: stored blocks and observations differ in number",
+                    ));
+                }
+                let mut parent = st.parent_hash;
+                for (block, o) in st.blocks.iter().zip(observed) {
+                    let start = (self.hashes.len(), self.tokens.len());
+                    let mut out = blank(KVEXACT_EVENT_STORED);
+                    self.hashes.extend(o.hashes);
+                    for t in o.token_ids.unwrap_or_default() {
+                        self.tokens
+                            .push(u32::try_from(t).map_err(|_| token_too_large())?);
+                    }
+                    out.block_size = o.block_size.unwrap_or(0);
+                    out.has_lora = u8::from(o.has_lora);
+                    out.has_extra_keys = u8::from(o.has_extra_keys);
+                    out.rehash_mismatch = u8::from(o.rehash_mismatch);
+                    out.has_parent = u8::from(parent.is_some());
+                    out.parent_hash = parent.unwrap_or(0);
+                    parent = Some(block.block_hash);
+                    self.finish(out, start, spans);
+                }
             }
             EventKind::BlockRemoved(r) => {
-                out.kind = KVEXACT_EVENT_REMOVED;
                 self.hashes
                     .extend(r.block_hashes.iter().map(|h| h.to_u64()));
+                self.finish(blank(KVEXACT_EVENT_REMOVED), start, spans);
             }
-            EventKind::AllBlocksCleared => {}
-            other => {
-                return Err(Failure::with_code(
-                    KVEXACT_ERR_EVENT_SCHEMA,
-                    "schema_mismatch",
-                    format!("event type {} is not a ZMQ event", other.type_name()),
-                ))
+            EventKind::AllBlocksCleared => {
+                self.finish(blank(KVEXACT_EVENT_ALL_CLEARED), start, spans);
+            }
+            EventKind::Created(_) => {
+                self.finish(blank(KVEXACT_EVENT_CREATED), start, spans);
+            }
+            EventKind::Updated(u) => {
+                self.hashes.push(u.block_hash);
+                self.finish(blank(KVEXACT_EVENT_UPDATED), start, spans);
             }
         }
-        self.events.push(out);
-        Ok((h0, self.hashes.len(), t0, self.tokens.len()))
+        Ok(())
     }
 }
 
-/// Creates a decoder for the ZMQ/msgpack wire schema `wire_schema_id` (NUL-terminated):
-/// `"vllm-kv-array-v1"`, `"vllm-kv-map-v2"`, `"vllm-kv-map-v3"`, `"sglang-kv-rank-v1"`,
-/// `"sglang-kv-map-v2"`.
+/// Creates a decoder for the wire schema `wire_schema_id` (NUL-terminated): the ZMQ/msgpack
+/// schemas `"vllm-kv-array-v1"`, `"vllm-kv-map-v2"`, `"vllm-kv-map-v3"`,
+/// `"sglang-kv-rank-v1"`, `"sglang-kv-map-v2"`, or TensorRT-LLM's HTTP/JSON schemas
+/// `"trtllm-kv-http-v1"` (1.2.x) and `"trtllm-kv-http-preview-v1"` (1.3.0rc, adds per-block
+/// `cache_salt` and `mm_keys`).
 ///
-/// `rehash` is for TensorRT-LLM's HTTP/JSON schemas, which this version of the C ABI does not
-/// decode yet: pass NULL (a TensorRT-LLM schema id or a non-NULL `rehash` is
-/// `KVEXACT_ERR_INVALID_ARGUMENT`).
+/// `rehash`: for a TensorRT-LLM schema, NULL (hashes are passed on as published) or a
+/// TensorRT-LLM hasher (`KVEXACT_BLOCKHASH_TRTLLM`; its block size does not matter) with which
+/// every stored block's hash is re-derived from its tokens (see
+/// `kvexact_event.rehash_mismatch`). For a ZMQ schema it must be NULL.
 ///
-/// Returns `KVEXACT_OK` and the decoder in `*out` (free with `kvexact_event_decoder_free`), or
-/// `KVEXACT_ERR_NULL_ARGUMENT` / `KVEXACT_ERR_INVALID_ARGUMENT` (unknown schema id).
+/// Returns `KVEXACT_OK` and the decoder in `*out`, or `KVEXACT_ERR_NULL_ARGUMENT` /
+/// `KVEXACT_ERR_INVALID_ARGUMENT` (unknown schema id; `rehash` not NULL for a ZMQ schema;
+/// `rehash` not a TensorRT-LLM hasher); `*out` is not written on failure.
+///
+/// Ownership: the caller owns `*out` and frees it with `kvexact_event_decoder_free`. The
+/// decoder keeps its own copy of `rehash`'s configuration: the caller still owns `rehash` and
+/// may free it right after this call.
 ///
 /// # Safety
 /// `wire_schema_id` is NULL or NUL-terminated; `rehash` is NULL or a live hasher; `out` is NULL
@@ -201,20 +306,27 @@ pub unsafe extern "C" fn kvexact_event_decoder_new(
         let format: EventFormat = id
             .parse()
             .map_err(|e: kvhash::Error| Failure::invalid("wire_schema_id", e))?;
-        if format.transport() != Transport::ZmqMsgpack {
-            return Err(Failure::invalid(
-                "wire_schema_id",
-                format_args!("{id}: only ZMQ/msgpack schemas are decoded by the C ABI so far"),
-            ));
-        }
-        if !rehash.is_null() {
+        let rehash = if rehash.is_null() {
+            None
+        } else if format.transport() != Transport::HttpJson {
             return Err(Failure::invalid(
                 "rehash",
-                "only TensorRT-LLM schemas re-hash; pass NULL",
+                format_args!("{id} does not re-hash (only TensorRT-LLM schemas do); pass NULL"),
             ));
-        }
+        } else {
+            match unsafe { arc_ref(rehash, "rehash") }?.block_hasher() {
+                BlockHasher::Trtllm(h) => Some(h.clone()),
+                _ => {
+                    return Err(Failure::invalid(
+                        "rehash",
+                        "not a TensorRT-LLM hasher (KVEXACT_BLOCKHASH_TRTLLM)",
+                    ))
+                }
+            }
+        };
         out.write(box_into_raw::<kvexact_event_decoder>(EventDecoder {
             format,
+            rehash,
             hashes: Vec::new(),
             tokens: Vec::new(),
             events: Vec::new(),
@@ -223,11 +335,21 @@ pub unsafe extern "C" fn kvexact_event_decoder_new(
     })
 }
 
-/// Decodes one msgpack payload (frame 2 of a ZMQ message). On success writes the events to
-/// `*events` / `*n_events` (valid until the next call on this decoder) and the batch's DP rank
-/// to `*dp_rank` (-1 when absent). All or nothing: a bad event fails the whole payload with
-/// `KVEXACT_ERR_EVENT_SCHEMA` (code `"schema_mismatch"`) or `KVEXACT_ERR_EVENT_DECODE` (code
-/// `"decode_error"`), and no output is written.
+/// Decodes one payload: for a ZMQ schema the msgpack frame 2 of a ZMQ message, for a
+/// TensorRT-LLM schema the JSON body of a `POST /kv_cache_events` response (a TensorRT-LLM
+/// `stored` event becomes one `KVEXACT_EVENT_STORED` event per block, in order; `created` and
+/// `updated` become `KVEXACT_EVENT_CREATED` / `KVEXACT_EVENT_UPDATED`, which callers that only
+/// index blocks skip). On success writes the events to `*events` / `*n_events` (valid until
+/// the next call on this decoder) and the batch's DP rank to `*dp_rank` (-1 when absent;
+/// always -1 for TensorRT-LLM, whose `attention_dp_rank` is per event and not reported).
+///
+/// All or nothing: a bad event fails the whole payload with `KVEXACT_ERR_EVENT_SCHEMA` (code
+/// `"schema_mismatch"`: well-formed msgpack/JSON that is not this schema's events) or
+/// `KVEXACT_ERR_EVENT_DECODE` (code `"decode_error"`: bytes that are not msgpack/JSON, a
+/// truncated payload, an integer out of range such as a token id above 2^32-1, a limit
+/// exceeded), and no output is written; `*err` (when `err` is not NULL) gets a new error
+/// object the caller frees with `kvexact_error_free`. NULL arguments are
+/// `KVEXACT_ERR_NULL_ARGUMENT`.
 ///
 /// # Safety
 /// `decoder` is NULL or a live decoder not used concurrently; `payload` is valid for `len`

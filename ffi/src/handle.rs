@@ -203,3 +203,23 @@ pub unsafe fn in_str<'a>(ptr: *const u8, len: usize, name: &str) -> Result<&'a s
     let bytes = unsafe { in_slice(ptr, len, name) }?;
     std::str::from_utf8(bytes).map_err(|e| Failure::invalid(name, format_args!("not UTF-8: {e}")))
 }
+
+/// Copies `bytes` into the caller's buffer, after writing the needed length to `len` (the
+/// size-query convention: a too small buffer is `KVEXACT_ERR_BUFFER_TOO_SMALL` with nothing
+/// else written; `(NULL, 0)` asks for the size). `what` names the bytes in the error.
+pub fn copy_out(
+    bytes: &[u8],
+    buf: &mut [u8],
+    len: Out<usize>,
+    what: &str,
+) -> Result<crate::status::kvexact_status, Failure> {
+    len.write(bytes.len());
+    let dst = buf.get_mut(..bytes.len()).ok_or_else(|| {
+        Failure::new(
+            crate::status::KVEXACT_ERR_BUFFER_TOO_SMALL,
+            format!("buffer too small for the {what} ({} bytes)", bytes.len()),
+        )
+    })?;
+    dst.copy_from_slice(bytes);
+    Ok(crate::status::KVEXACT_OK)
+}

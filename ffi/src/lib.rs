@@ -26,6 +26,7 @@ pub mod events;
 pub mod handle;
 pub mod hasher;
 pub mod panic;
+pub mod probe;
 pub mod refusal;
 pub mod registry;
 pub mod status;

@@ -29,6 +29,12 @@ impl FfiReturn for u64 {
     }
 }
 
+impl FfiReturn for usize {
+    fn on_failure(_: &Failure) -> Self {
+        0
+    }
+}
+
 impl FfiReturn for () {
     fn on_failure(_: &Failure) -> Self {}
 }

@@ -1,5 +1,6 @@
 //! The registry (spec/gateway-integration.md §6.2): immutable, reference-counted generations
-//! loaded all-or-nothing from a registry root, and profile lookups.
+//! loaded all-or-nothing from a registry root, profile lookups, the discovery and profile
+//! documents as JSON, the drift check and rule admission (kvprobe::admission).
 
 use std::ffi::{c_char, CString};
 use std::os::unix::ffi::OsStrExt;
@@ -11,10 +12,14 @@ use kvtemplate::KvtemplateValidator;
 
 use crate::error::{kvexact_error, Failure};
 use crate::handle::{
-    arc_clone, arc_free, arc_into_raw, arc_ref, in_slice, in_str, out_param, out_slice, ArcHandle,
+    arc_clone, arc_free, arc_into_raw, arc_ref, copy_out, in_c_str, in_slice, in_str, out_param,
+    out_slice, ArcHandle,
 };
 use crate::panic::{boundary, boundary_err};
-use crate::status::{kvexact_status, KVEXACT_ERR_NOT_FOUND, KVEXACT_ERR_REGISTRY, KVEXACT_OK};
+use crate::status::{
+    kvexact_status, KVEXACT_ERR_NOT_FOUND, KVEXACT_ERR_PROFILE, KVEXACT_ERR_REGISTRY,
+    KVEXACT_ERR_UNKNOWN, KVEXACT_OK,
+};
 
 /// One immutable registry generation: every profile with its verified artifact bytes, templates
 /// compiled and tokenizers checked at load. Opaque and reference-counted; share it between
@@ -311,4 +316,167 @@ pub unsafe extern "C" fn kvexact_profile_free(profile: *const kvexact_profile) {
         unsafe { arc_free(profile) };
         Ok(())
     })
+}
+
+/// Writes the generation's discovery document (spec/registry.md §7, what
+/// `GET /config/ai/model-profiles` serves) as compact UTF-8 JSON, no NUL:
+/// `{"registryGeneration":…,"setDigest":"…","profiles":[{"profileId":…,"gen":…,"baseModel":…,
+/// "aliasPolicy":…,"allowedAliases":[…],"supportedApis":[…],…}]}`, profiles sorted by id; no
+/// locator, path or root appears in it.
+///
+/// Size query: whenever the call returns `KVEXACT_OK` or `KVEXACT_ERR_BUFFER_TOO_SMALL`,
+/// `*len` holds the document's length. When `cap` is smaller, returns
+/// `KVEXACT_ERR_BUFFER_TOO_SMALL` and writes nothing else; `buf` may be NULL with `cap` 0 to
+/// ask for the size. Otherwise copies the document into `buf` and returns `KVEXACT_OK`.
+/// `KVEXACT_ERR_NULL_ARGUMENT` for a NULL `registry` or `len` (or a NULL `buf` with `cap` > 0).
+/// The document is the same for every call on one handle.
+///
+/// Ownership: `buf` stays the caller's; nothing is allocated for the caller.
+///
+/// # Safety
+/// `registry` is NULL or a live registry handle; `buf` is NULL or valid for `cap` writes; `len`
+/// is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_registry_discovery_json(
+    registry: *const kvexact_registry,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+) -> kvexact_status {
+    boundary(|| {
+        let g = unsafe { arc_ref(registry, "registry") }?;
+        let len = unsafe { out_param(len, "len") }?;
+        let buf = unsafe { out_slice(buf, cap, "buf") }?;
+        let json = serde_json::to_string(&g.discovery())
+            .map_err(|e| Failure::new(KVEXACT_ERR_UNKNOWN, e.to_string()))?;
+        copy_out(json.as_bytes(), buf, len, "discovery document")
+    })
+}
+
+/// Drift check (spec/registry.md §7) of one profile: re-reads its document and every artifact
+/// it was published with beneath the generation's root, under the same trust policy, and
+/// compares each sha256 with the load-time receipt.
+///
+/// Returns `KVEXACT_OK` when nothing changed; `KVEXACT_ERR_REGISTRY` with an error object whose
+/// code is `"PROFILE_DRIFT"` (bytes changed) or a trust-policy code (`"INSECURE_MODE"`,
+/// `"MISSING"`, `"SYMLINK"` …) and whose path names the file relative to the root (e.g.
+/// `"artifacts/sha256/<hex>"`); `KVEXACT_ERR_NOT_FOUND` when the generation has no profile
+/// `profile_id` (improvement on §6.2: the same status as `kvexact_profile_by_id`, not a
+/// registry failure); `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_INVALID_ARGUMENT` (`profile_id`
+/// not UTF-8).
+///
+/// This reads files (a tokenizer may be megabytes): run it from the control plane, not per
+/// request. The generation itself never changes; drift only tells the caller to reload.
+///
+/// Ownership: the caller owns `*err` (free with `kvexact_error_free`); `profile_id` is only
+/// read during the call.
+///
+/// # Safety
+/// `registry` is NULL or a live registry handle; `profile_id` is valid for `n` bytes; `err` is
+/// NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_registry_verify_disk(
+    registry: *const kvexact_registry,
+    profile_id: *const u8,
+    n: usize,
+    err: *mut *mut kvexact_error,
+) -> kvexact_status {
+    unsafe {
+        boundary_err(err, || {
+            let g = arc_ref(registry, "registry")?;
+            let id = in_str(profile_id, n, "profile_id")?;
+            if g.profile(id).is_none() {
+                return Err(Failure::new(
+                    KVEXACT_ERR_NOT_FOUND,
+                    format!("no profile {id:?} in generation {}", g.number()),
+                ));
+            }
+            g.verify_disk(id).map_err(|e| registry_failure(&e))?;
+            Ok(KVEXACT_OK)
+        })
+    }
+}
+
+/// Writes the profile document as compact UTF-8 JSON, no NUL: the parsed and validated
+/// `<profile-id>.yaml` (spec/registry.md §2) serialized again, with the same camelCase keys
+/// (`profileId`, `baseModel`, `engineQuirks`, `renderPolicy` …) and optional keys the document
+/// leaves out omitted. It is not the file's bytes (comments, key order and YAML formatting
+/// are gone) and adds nothing resolved at load (no artifact bytes, paths or BOS id).
+///
+/// Size query and statuses as `kvexact_registry_discovery_json` (NULL `profile` →
+/// `KVEXACT_ERR_NULL_ARGUMENT`).
+///
+/// # Safety
+/// `profile` is NULL or a live profile handle; `buf` is NULL or valid for `cap` writes; `len`
+/// is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_profile_json(
+    profile: *const kvexact_profile,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+) -> kvexact_status {
+    boundary(|| {
+        let view = unsafe { arc_ref(profile, "profile") }?;
+        let len = unsafe { out_param(len, "len") }?;
+        let buf = unsafe { out_slice(buf, cap, "buf") }?;
+        let json = serde_json::to_string(&view.profile.profile)
+            .map_err(|e| Failure::new(KVEXACT_ERR_UNKNOWN, e.to_string()))?;
+        copy_out(json.as_bytes(), buf, len, "profile document")
+    })
+}
+
+/// Rule admission (spec/registry.md §9.4, §2 `modelType`): may a strict rule that serves
+/// `model` (the rule's `model_name`, `model_len` bytes of UTF-8, no NUL needed) through
+/// `api_mode` (`KVEXACT_API_BOTH` 0, `KVEXACT_API_COMPLETIONS` 1, `KVEXACT_API_CHAT` 2) on the
+/// engine contract `contract_id` (NUL-terminated, e.g. `"vllm-kv-map-v2"`,
+/// `"sglang-kv-rank-v1"`, `"trtllm-kv-http-v1"`) bind this profile?
+///
+/// Returns `KVEXACT_OK`, or `KVEXACT_ERR_PROFILE` with an error object whose code is the rule
+/// that refused and whose message starts with it (`"<rule>: <detail>"`); first hit wins:
+/// `"model_name_empty"`, `"model_not_served"` (not `baseModel` nor, with `aliasPolicy: list`,
+/// an allowed alias; compared by slug like `kvexact_profile_by_model`),
+/// `"contracts_unavailable"`, `"unknown_contract"`, `"contract_no_kv_plane"` (llama.cpp),
+/// `"surface_not_supported"` (a served surface not in `supportedApis`), `"renderer_missing"`
+/// (chat without a compilable template), `"engine_renderer"` (chat for `gpt_oss` on vLLM or
+/// TensorRT-LLM, `mistral3` on vLLM or SGLang), `"quirk_incompatible"`,
+/// `"tokenizer_unloadable"`, `"encoder_unbuildable"`. Also `KVEXACT_ERR_NULL_ARGUMENT` and
+/// `KVEXACT_ERR_INVALID_ARGUMENT` (`api_mode` out of range, `model` or `contract_id` not
+/// UTF-8).
+///
+/// Improvement on §6.2: the refusal status is the gateway's `KVEXACT_ERR_PROFILE` (-3) for
+/// every rule, and the rule is the machine-readable error code instead of being only inside
+/// the message text. Rule-level checks that need the rule itself (`kvExactMode`, P/D, the vLLM
+/// none-hash seed) stay with the caller.
+///
+/// Builds the encoder `kvexact_encoder_new` would build, then drops it: milliseconds to a
+/// second; call it at rule create/replace, not per request.
+///
+/// Ownership: the caller owns `*err` (free with `kvexact_error_free`); `model` and
+/// `contract_id` are only read during the call.
+///
+/// # Safety
+/// `profile` is NULL or a live profile handle; `model` is valid for `model_len` bytes;
+/// `contract_id` is NULL or NUL-terminated; `err` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_profile_admit(
+    profile: *const kvexact_profile,
+    model: *const u8,
+    model_len: usize,
+    contract_id: *const c_char,
+    api_mode: u32,
+    err: *mut *mut kvexact_error,
+) -> kvexact_status {
+    unsafe {
+        boundary_err(err, || {
+            let view = arc_ref(profile, "profile")?;
+            let model = in_str(model, model_len, "model")?;
+            let contract = in_c_str(contract_id, "contract_id")?;
+            let mode = crate::probe::api_mode_of(api_mode)?;
+            kvprobe::admission::admit(&view.profile, model, contract, mode).map_err(|r| {
+                Failure::with_code(KVEXACT_ERR_PROFILE, r.rule.as_str(), r.to_string())
+            })?;
+            Ok(KVEXACT_OK)
+        })
+    }
 }

@@ -50,6 +50,8 @@ pub const KVEXACT_ERR_NOT_FOUND: kvexact_status = -111;
 pub const KVEXACT_ERR_EVENT_SCHEMA: kvexact_status = -120;
 /// An event payload is not decodable at all (`decode_error`).
 pub const KVEXACT_ERR_EVENT_DECODE: kvexact_status = -121;
+/// A hash challenge could not be armed (the readiness reason is `challenge_failed`).
+pub const KVEXACT_ERR_CHALLENGE: kvexact_status = -130;
 
 /// Every status with its stable name, in one table (names are the `kvexact_error_code` of
 /// errors that carry no finer code).
@@ -72,6 +74,7 @@ const NAMES: &[(kvexact_status, &str)] = &[
     (KVEXACT_ERR_NOT_FOUND, "not_found\0"),
     (KVEXACT_ERR_EVENT_SCHEMA, "schema_mismatch\0"),
     (KVEXACT_ERR_EVENT_DECODE, "decode_error\0"),
+    (KVEXACT_ERR_CHALLENGE, "challenge_failed\0"),
 ];
 
 /// The stable name of a status (with its NUL terminator), or `None` for an unknown value.

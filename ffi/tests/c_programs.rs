@@ -172,3 +172,8 @@ fn c_concurrency() {
 fn c_gateway_flow() {
     run_static("gateway_flow", &[]);
 }
+
+#[test]
+fn c_events_trtllm() {
+    run_static("events_trtllm", &[]);
+}

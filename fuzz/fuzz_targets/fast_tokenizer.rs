@@ -1,6 +1,10 @@
 //! kvtoken's fast path must give exactly HF `tokenizers`' ids. The first input byte picks the
 //! shipped tokenizer (and `add_special_tokens`); the rest, read as UTF-8 (lossily, so every
 //! input is exercised), is the text.
+//!
+//! `KVTOKEN_FUZZ_MODEL=<name or index>` pins every input to one tokenizer (the first byte then
+//! only picks `add_special_tokens`), so each tokenizer can get a run of its own:
+//! `KVTOKEN_FUZZ_MODEL=meta-llama__Llama-3.1-8B-Instruct cargo fuzz run fast_tokenizer`.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -35,11 +39,26 @@ fn encoder(i: usize) -> &'static FastEncoder {
     })
 }
 
+/// The tokenizer pinned by `KVTOKEN_FUZZ_MODEL`, if any (an unknown value stops the run).
+fn pinned() -> Option<usize> {
+    static PINNED: OnceLock<Option<usize>> = OnceLock::new();
+    *PINNED.get_or_init(|| {
+        let v = std::env::var("KVTOKEN_FUZZ_MODEL").ok()?;
+        let i = MODELS
+            .iter()
+            .position(|m| *m == v)
+            .or_else(|| v.parse::<usize>().ok().filter(|i| *i < MODELS.len()))
+            .unwrap_or_else(|| panic!("KVTOKEN_FUZZ_MODEL={v}: not one of {MODELS:?} or 0..5"));
+        eprintln!("fast_tokenizer: pinned to {}", MODELS[i]);
+        Some(i)
+    })
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&sel, rest)) = data.split_first() else {
         return;
     };
-    let i = usize::from(sel) % MODELS.len();
+    let i = pinned().unwrap_or(usize::from(sel) % MODELS.len());
     let add = sel & 0x80 != 0;
     let text = String::from_utf8_lossy(rest);
     let enc = encoder(i);

@@ -98,6 +98,18 @@ pub fn observe_event(ev: &Event<'_>, trt: Option<&TrtllmHasher>) -> Vec<Observed
     }
 }
 
+/// SGLang prefill/decode bootstrap fields added to the challenge body of a P/D rule
+/// (spec/registry.md §8.5.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bootstrap {
+    /// The prefill endpoint's IP.
+    pub host: String,
+    /// The prefill bootstrap port (SGLang's default is 8998).
+    pub port: u16,
+    /// The random 63-bit room id.
+    pub room: i64,
+}
+
 /// One armed challenge.
 #[derive(Debug, Clone)]
 pub struct Challenge {
@@ -225,13 +237,28 @@ impl Challenge {
 
     /// The `/v1/completions` body: `{"model":…,"prompt":…,"max_tokens":1,"temperature":0}`.
     pub fn request_body(&self) -> Vec<u8> {
+        self.request_body_with(None)
+    }
+
+    /// The `/v1/completions` body, with SGLang's P/D bootstrap fields appended when given:
+    /// `…,"bootstrap_host":…,"bootstrap_port":…,"bootstrap_room":…}`.
+    pub fn request_body_with(&self, bootstrap: Option<&Bootstrap>) -> Vec<u8> {
         let q = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string());
-        format!(
-            "{{\"model\":{},\"prompt\":{},\"max_tokens\":1,\"temperature\":0}}",
+        let mut body = format!(
+            "{{\"model\":{},\"prompt\":{},\"max_tokens\":1,\"temperature\":0",
             q(&self.model),
             q(&self.prompt)
-        )
-        .into_bytes()
+        );
+        if let Some(b) = bootstrap {
+            body.push_str(&format!(
+                ",\"bootstrap_host\":{},\"bootstrap_port\":{},\"bootstrap_room\":{}",
+                q(&b.host),
+                b.port,
+                b.room
+            ));
+        }
+        body.push('}');
+        body.into_bytes()
     }
 
     /// Ranks that echoed at least one expected block.
@@ -471,6 +498,24 @@ mod tests {
         let body: serde_json::Value = serde_json::from_slice(&c.request_body()).unwrap();
         assert_eq!(body["max_tokens"], 1);
         assert_eq!(body["prompt"], c.prompt());
+        assert_eq!(
+            String::from_utf8(c.request_body()).unwrap(),
+            format!(
+                "{{\"model\":\"m\",\"prompt\":{},\"max_tokens\":1,\"temperature\":0}}",
+                serde_json::to_string(c.prompt()).unwrap()
+            )
+        );
+        let pd = Bootstrap {
+            host: "10.0.0.7".into(),
+            port: 8998,
+            room: (1 << 62) + 5,
+        };
+        let with: serde_json::Value =
+            serde_json::from_slice(&c.request_body_with(Some(&pd))).unwrap();
+        assert_eq!(with["bootstrap_host"], "10.0.0.7");
+        assert_eq!(with["bootstrap_port"], 8998);
+        assert_eq!(with["bootstrap_room"].as_i64(), Some((1 << 62) + 5));
+        assert_eq!(with["prompt"], c.prompt());
         // Expected hashes are the hasher's over the expected tokens.
         let mut want = [0u64; 4];
         hasher(4)

@@ -47,7 +47,8 @@ pub struct Receipt {
 }
 
 /// A finding stamped with its time.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Observation {
     /// The finding.
     pub finding: Finding,
@@ -66,7 +67,8 @@ impl Observation {
 }
 
 /// Evidence from one endpoint.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct EndpointEvidence {
     /// `ip:port`.
     pub endpoint: String,
@@ -79,7 +81,8 @@ pub struct EndpointEvidence {
 }
 
 /// The manifest (trust root) as loaded for this pass.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
 pub enum ManifestEvidence {
     /// A usable manifest with its file digest.
     Present {
@@ -94,7 +97,14 @@ pub enum ManifestEvidence {
 }
 
 /// Everything one pass of the ladder looked at.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Its JSON form (camelCase keys; every key optional, defaults as [`Evidence::default`]) is
+/// what the C ABI's `kvexact_readiness_evaluate` reads, e.g.
+/// `{"manifest":{"kind":"present","digest":"…"},"fixtures":{"ok":true,"reason":null,
+/// "detail":""},"endpoints":[{"endpoint":"10.0.0.1:8000","identity":{"finding":{…},
+/// "timeUnixMs":0},…}]}`; `drainFault` is `["drain_sequence_gap","detail"]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Evidence {
     /// The rule is bound to a profile (else `LEGACY_ACTIVE_UNATTESTED`).
     pub profile_bound: bool,
@@ -388,6 +398,35 @@ mod tests {
         let json = serde_json::to_value(&v).unwrap();
         assert_eq!(json["enforcedState"], "READY");
         assert_eq!(json["reasonCodes"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn evidence_json_round_trip_and_defaults() {
+        let g = green();
+        let json = serde_json::to_string(&g).unwrap();
+        let back: Evidence = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, g);
+        assert_eq!(evaluate(&back), evaluate(&g));
+        // Every key is optional; `{}` is the default evidence.
+        let empty: Evidence = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty, Evidence::default());
+        // A hand-written document in the documented shape.
+        let doc = r#"{"manifest":{"kind":"missing","detail":"no file"},
+            "fixtures":{"ok":true,"reason":null,"detail":""},
+            "drainFault":["drain_sequence_gap","ids 4 then 9"],
+            "endpoints":[{"endpoint":"10.0.0.1:8000"}]}"#;
+        let ev: Evidence = serde_json::from_str(doc).unwrap();
+        assert_eq!(
+            ev.drain_fault,
+            Some((Reason::DrainSequenceGap, "ids 4 then 9".into()))
+        );
+        let v = evaluate(&ev);
+        assert_eq!(
+            (v.enforced_state, v.reason_codes),
+            (State::ProfileValidated, vec![Reason::DrainSequenceGap])
+        );
+        // Unknown keys are refused, not ignored.
+        assert!(serde_json::from_str::<Evidence>(r#"{"fenceAcked":true,"bogus":1}"#).is_err());
     }
 
     #[test]

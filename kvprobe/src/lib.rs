@@ -19,6 +19,7 @@
 //! a [`Finding`], so the C ABI can call them one at a time.
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod bridge;
 pub mod cadence;
 pub mod challenge;

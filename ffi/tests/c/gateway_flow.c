@@ -7,6 +7,8 @@
 #include "kvexact.h"
 #include "check.h"
 #include "encode_vectors.h"
+#include "probe_checks.h"
+#include "registry_checks.h"
 
 #define NOW_MS INT64_C(1772694489000) /* 2026-03-05T07:08:09Z */
 
@@ -198,9 +200,9 @@ static void refusals_and_rendering(kvexact_registry *reg) {
   kvexact_encoder_free(enc);
 }
 
-/* Handles keep what they need alive: free the registry first, then use the encoder. */
-static void lifetimes(void) {
-  kvexact_registry *reg = load(7);
+/* Handles keep what they need alive: free the registry first, then use the encoder. Takes
+ * over the caller's registry reference (a second load would double the valgrind run). */
+static void lifetimes(kvexact_registry *reg) {
   const kvexact_profile *p = NULL;
   const char *model = "Qwen/Qwen3-0.6B";
   CHECK_STATUS(kvexact_profile_by_model(reg, (const uint8_t *)model, strlen(model), &p), KVEXACT_OK,
@@ -229,8 +231,9 @@ int main(int argc, char **argv) {
   registry_basics(reg);
   encode_cases(reg);
   refusals_and_rendering(reg);
-  kvexact_registry_free(reg);
-  lifetimes();
+  run_registry_checks(reg);
+  run_probe_checks(reg, argv[1]);
+  lifetimes(reg);
   printf("gateway_flow: %zu encode cases ok\n", (size_t)N_ENCODE_CASES);
   return 0;
 }
