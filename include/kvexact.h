@@ -604,8 +604,9 @@ const char *kvexact_version(void);
 
 /**
  * Builds the encoder of `profile` for the engine contract `contract_id` (NUL-terminated; its
- * first `-` segment names the engine: `vllm`, `sglang`, `trtllm`). Compiles the template and
- * loads the tokenizer (milliseconds to a second: do it at publish time, not per request).
+ * first `-` segment names the engine: `vllm`, `sglang`, `trtllm`). Compiles the template; the
+ * tokenizer parsed when the registry was loaded is shared, not parsed again (milliseconds:
+ * still do it at publish time, not per request).
  *
  * Returns `KVEXACT_OK` and a new reference in `*out`, or a negative status with an error
  * object: `KVEXACT_ERR_PROFILE` (unknown contract, quirk not valid for it),

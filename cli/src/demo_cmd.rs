@@ -13,7 +13,7 @@ use kvhash::trtllm::TrtllmHasher;
 use kvhash::vllm::{HashAlgo, VllmHasher};
 use kvhash::BlockHasher;
 use kvprofile_core::{AttestationCheck, Generation, LoadOptions, TrustPolicy};
-use kvtemplate::{encoder_from_profile, Outcome, ScratchBuf};
+use kvtemplate::{encoder_from_loaded, Outcome, ScratchBuf};
 use serde_json::json;
 
 /// The sample registry compiled in as the default.
@@ -146,11 +146,10 @@ pub fn run(args: &Args) -> ExitCode {
     let mut results = Vec::new();
     for setup in &setups {
         let t = Instant::now();
-        let encoder =
-            match encoder_from_profile(&profile.profile, &profile.artifacts, setup.contract) {
-                Ok(e) => e,
-                Err(e) => return fail(format!("{}: encoder: {e}", setup.name)),
-            };
+        let encoder = match encoder_from_loaded(profile, setup.contract) {
+            Ok(e) => e,
+            Err(e) => return fail(format!("{}: encoder: {e}", setup.name)),
+        };
         let build_time = t.elapsed();
 
         let mut scratch = ScratchBuf::new();

@@ -6,7 +6,7 @@
 use kvhash::vllm::{HashAlgo, VllmHasher};
 use kvhash::BlockHasher;
 use kvprofile_core::{LoadOptions, Registry, TrustPolicy};
-use kvtemplate::{encoder_from_profile, KvtemplateValidator, Outcome, ScratchBuf};
+use kvtemplate::{encoder_from_loaded, KvtemplateValidator, Outcome, ScratchBuf};
 use std::sync::Arc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -34,11 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let profile = generation
         .profile_for_model("Qwen/Qwen3-0.6B")
         .ok_or("no profile serves Qwen/Qwen3-0.6B")?;
-    let encoder = Arc::new(encoder_from_profile(
-        &profile.profile,
-        &profile.artifacts,
-        "vllm-kv-map-v2",
-    )?);
+    let encoder = Arc::new(encoder_from_loaded(profile, "vllm-kv-map-v2")?);
     let hasher: BlockHasher = VllmHasher::new(HashAlgo::Sha256Cbor, 16, Some("0"))?.into();
 
     // 3. Per request: strict checks, render, tokenize into a reused buffer, hash.

@@ -67,8 +67,9 @@ fn refusal_value(r: Refusal) -> kvexact_refusal {
 }
 
 /// Builds the encoder of `profile` for the engine contract `contract_id` (NUL-terminated; its
-/// first `-` segment names the engine: `vllm`, `sglang`, `trtllm`). Compiles the template and
-/// loads the tokenizer (milliseconds to a second: do it at publish time, not per request).
+/// first `-` segment names the engine: `vllm`, `sglang`, `trtllm`). Compiles the template; the
+/// tokenizer parsed when the registry was loaded is shared, not parsed again (milliseconds:
+/// still do it at publish time, not per request).
 ///
 /// Returns `KVEXACT_OK` and a new reference in `*out`, or a negative status with an error
 /// object: `KVEXACT_ERR_PROFILE` (unknown contract, quirk not valid for it),
@@ -93,8 +94,8 @@ pub unsafe extern "C" fn kvexact_encoder_new(
             let contract = in_c_str(contract_id, "contract_id")?;
             let out = out_param(out, "out")?;
             let lp = &view.profile;
-            let encoder = kvtemplate::encoder_from_profile(&lp.profile, &lp.artifacts, contract)
-                .map_err(|e| template_failure(&e))?;
+            let encoder =
+                kvtemplate::encoder_from_loaded(lp, contract).map_err(|e| template_failure(&e))?;
             out.write(arc_into_raw(Arc::new(EncoderInner {
                 encoder,
                 profile: view,

@@ -39,9 +39,8 @@ pub fn template_engine(engine: Engine) -> Option<kvtemplate::Engine> {
 /// template and tokenizer bytes, render policy, content format, the contract's
 /// `completionsBos` quirk).
 pub fn encoder(profile: &LoadedProfile, contract_id: &str) -> Result<Encoder, Error> {
-    Ok(kvtemplate::profile::encoder_from_profile(
-        &profile.profile,
-        &profile.artifacts,
+    Ok(kvtemplate::profile::encoder_from_loaded(
+        profile,
         contract_id,
     )?)
 }

@@ -68,6 +68,9 @@ pub struct LoadedProfile {
     pub generation: u64,
     /// Present under [`AttestationCheck::AtPublish`].
     pub attestation: Option<AttestationFiles>,
+    /// What the validator built while checking the artifacts (kvtemplate keeps the parsed
+    /// tokenizer here, shared by every encoder built from this profile).
+    pub prepared: Option<crate::Prepared>,
 }
 
 impl LoadedProfile {
@@ -340,8 +343,8 @@ impl Generation {
                 template,
                 bos_token_id,
             };
-            validator
-                .validate_profile(&profile, &artifacts)
+            let prepared = validator
+                .prepare_profile(&profile, &artifacts)
                 .map_err(|detail| RegistryError::ArtifactRejected {
                     path: doc.clone(),
                     profile_id: profile.profile_id.clone(),
@@ -376,6 +379,7 @@ impl Generation {
                 generation: number,
                 attestation,
                 profile,
+                prepared,
             };
             profiles.insert(loaded.profile.profile_id.clone(), Arc::new(loaded));
         }

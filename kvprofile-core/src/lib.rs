@@ -52,4 +52,4 @@ pub use manifest::{EngineManifest, LoadedManifest};
 pub use profile::{AliasPolicy, Api, ClockPolicy, EngineQuirks, Profile, RenderPolicy};
 pub use registry::Registry;
 pub use trust::{ResolveMode, SizeCaps, TrustPolicy};
-pub use validator::{ArtifactValidator, StructuralValidator};
+pub use validator::{ArtifactValidator, Prepared, StructuralValidator};

@@ -1,11 +1,18 @@
 //! The publish-time artifact check hook: kvprofile-core stays below kvtemplate, so template
 //! compilation and tokenizer loading are done by a validator passed into the load.
 
+use std::any::Any;
+use std::sync::Arc;
+
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 use crate::artifacts::VerifiedArtifacts;
 use crate::profile::Profile;
+
+/// What a validator built while checking a profile, kept with the published profile
+/// ([`crate::LoadedProfile::prepared`]); its owner downcasts it back.
+pub type Prepared = Arc<dyn Any + Send + Sync>;
 
 /// Checks a profile's verified artifacts at publish (spec §2): every template must compile
 /// with the environment the renderer uses and every tokenizer must load. An `Err` refuses the
@@ -17,6 +24,17 @@ pub trait ArtifactValidator: Send + Sync {
         profile: &Profile,
         artifacts: &VerifiedArtifacts,
     ) -> Result<(), String>;
+
+    /// Validates the profile and returns what the check built that is worth keeping with the
+    /// published profile (e.g. the parsed tokenizer), so that everything built from the
+    /// profile later reuses it instead of building it again. The default keeps nothing.
+    fn prepare_profile(
+        &self,
+        profile: &Profile,
+        artifacts: &VerifiedArtifacts,
+    ) -> Result<Option<Prepared>, String> {
+        self.validate_profile(profile, artifacts).map(|()| None)
+    }
 
     /// A short name for logs and the CLI (e.g. `structural`, `kvtemplate`).
     fn name(&self) -> &str {

@@ -27,6 +27,10 @@ pub struct EncoderSpec {
     pub template_source: Option<String>,
     /// `tokenizer.json` bytes (`None`: render only, e.g. EXAONE 3.5 in the vectors).
     pub tokenizer_json: Option<Vec<u8>>,
+    /// The same tokenizer already parsed (by [`crate::tokenize::parse`]); when set it is used
+    /// instead of parsing `tokenizer_json` again. The caller guarantees it was parsed from
+    /// exactly those bytes.
+    pub parsed_tokenizer: Option<std::sync::Arc<kvtoken::FastEncoder>>,
     /// `renderPolicy.bosToken`: bound to `bos_token`; also the BOS for `completions_bos`.
     pub bos_token: Option<String>,
     /// `renderPolicy.eosToken`: bound to `eos_token`.
@@ -55,6 +59,7 @@ impl EncoderSpec {
         EncoderSpec {
             template_source: None,
             tokenizer_json: None,
+            parsed_tokenizer: None,
             bos_token: None,
             eos_token: None,
             extra_special_tokens: Vec::new(),
@@ -153,16 +158,21 @@ impl Encoder {
             }
             None => (None, None),
         };
-        let tokenizer = match &spec.tokenizer_json {
-            Some(bytes) => Some(PinnedTokenizer::from_bytes(
+        let tokenizer = match (&spec.parsed_tokenizer, &spec.tokenizer_json) {
+            (Some(parsed), _) => Some(PinnedTokenizer::from_shared(
+                std::sync::Arc::clone(parsed),
+                spec.bos_token.as_deref(),
+                spec.completions_bos,
+            )?),
+            (None, Some(bytes)) => Some(PinnedTokenizer::from_bytes(
                 bytes,
                 spec.bos_token.as_deref(),
                 spec.completions_bos,
             )?),
-            None if spec.completions_bos => {
+            (None, None) if spec.completions_bos => {
                 return Err(Error::Spec("completionsBos needs a tokenizer".to_string()))
             }
-            None => None,
+            (None, None) => None,
         };
         let mut strict_specials = Vec::new();
         if let Some(b) = &spec.bos_token {

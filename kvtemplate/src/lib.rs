@@ -33,6 +33,9 @@ pub use engine::{ChatRequest, Engine, EngineChat};
 pub use env::{ChatTemplate, ClockPolicy, RenderFailure};
 pub use error::Error;
 pub use model_dir::{spec_from_model_dir, validate_artifacts};
-pub use profile::{encoder_from_profile, spec_from_profile, KvtemplateValidator};
+pub use profile::{
+    encoder_from_loaded, encoder_from_profile, spec_from_profile, KvtemplateValidator,
+    ParsedTokenizer,
+};
 pub use refusal::{Outcome, Refusal, ResultClass};
 pub use strict::Encoded;

@@ -8,7 +8,9 @@ use crate::env::ClockPolicy;
 use crate::error::Error;
 use crate::template_facts::ContentFormat;
 use kvprofile_core::profile::TemplateContentFormat;
-use kvprofile_core::{ArtifactValidator, Profile, VerifiedArtifacts};
+use kvprofile_core::{ArtifactValidator, LoadedProfile, Prepared, Profile, VerifiedArtifacts};
+use kvtoken::FastEncoder;
+use std::sync::Arc;
 
 /// Builds the spec for `profile` on the engine contract `contract_id` (e.g.
 /// `sglang-kv-rank-v1`; its first `-` segment names the engine) from the verified artifact bytes.
@@ -60,6 +62,38 @@ pub fn encoder_from_profile(
     Encoder::new(spec_from_profile(profile, artifacts, contract_id)?)
 }
 
+/// Builds the encoder for a published profile × `contract_id`, reusing the tokenizer the
+/// registry's [`KvtemplateValidator`] parsed at publish (no second parse of `tokenizer.json`;
+/// every encoder of the profile shares it). Falls back to parsing the bytes when the profile
+/// was published by another validator or its artifacts were replaced since.
+pub fn encoder_from_loaded(profile: &LoadedProfile, contract_id: &str) -> Result<Encoder, Error> {
+    let mut spec = spec_from_profile(&profile.profile, &profile.artifacts, contract_id)?;
+    spec.parsed_tokenizer = ParsedTokenizer::of(profile).map(|p| Arc::clone(&p.encoder));
+    Encoder::new(spec)
+}
+
+/// What [`KvtemplateValidator`] keeps with a published profile: the parsed tokenizer and the
+/// bytes it was parsed from.
+#[derive(Debug)]
+pub struct ParsedTokenizer {
+    /// The parsed tokenizer.
+    pub encoder: Arc<FastEncoder>,
+    /// The verified `tokenizer.json` bytes it was parsed from (compared by identity).
+    pub source: Arc<[u8]>,
+}
+
+impl ParsedTokenizer {
+    /// The parsed tokenizer kept with `profile`, when it was parsed from the profile's current
+    /// tokenizer bytes.
+    pub fn of(profile: &LoadedProfile) -> Option<&ParsedTokenizer> {
+        profile
+            .prepared
+            .as_ref()?
+            .downcast_ref::<ParsedTokenizer>()
+            .filter(|p| Arc::ptr_eq(&p.source, &profile.artifacts.tokenizer.bytes))
+    }
+}
+
 /// The renderer's publish-time check: the template compiles in the HF-equivalent
 /// environment (clock policy agreeing with it both ways), `tokenizer.json` loads, and every
 /// contract carrying `completionsBos` is an SGLang contract whose BOS resolves.
@@ -72,6 +106,18 @@ impl ArtifactValidator for KvtemplateValidator {
         profile: &Profile,
         artifacts: &VerifiedArtifacts,
     ) -> Result<(), String> {
+        self.prepare_profile(profile, artifacts).map(|_| ())
+    }
+
+    /// Validates as [`Self::validate_profile`] and keeps the parsed tokenizer
+    /// ([`ParsedTokenizer`]) for [`encoder_from_loaded`].
+    fn prepare_profile(
+        &self,
+        profile: &Profile,
+        artifacts: &VerifiedArtifacts,
+    ) -> Result<Option<Prepared>, String> {
+        let parsed = crate::tokenize::parse(&artifacts.tokenizer.bytes)
+            .map_err(|e| format!("{}: {e}", profile.profile_id))?;
         let mut contracts: Vec<&str> = profile
             .engine_quirks
             .iter()
@@ -82,11 +128,15 @@ impl ArtifactValidator for KvtemplateValidator {
             contracts.push("vllm");
         }
         for contract in contracts {
-            let spec = spec_from_profile(profile, artifacts, contract)
+            let mut spec = spec_from_profile(profile, artifacts, contract)
                 .map_err(|e| format!("{}: {e}", profile.profile_id))?;
+            spec.parsed_tokenizer = Some(Arc::clone(&parsed));
             Encoder::new(spec).map_err(|e| format!("{} ({contract}): {e}", profile.profile_id))?;
         }
-        Ok(())
+        Ok(Some(Arc::new(ParsedTokenizer {
+            encoder: parsed,
+            source: Arc::clone(&artifacts.tokenizer.bytes),
+        })))
     }
 
     fn name(&self) -> &str {

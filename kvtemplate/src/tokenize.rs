@@ -5,6 +5,8 @@
 //! falls back to `tokenizers` itself for configurations it does not recognise). An optional
 //! [`kvtoken::SegmentCache`] reuses the ids of text between added tokens across requests.
 
+use std::sync::Arc;
+
 use crate::engine::Engine;
 use crate::error::Error;
 use kvtoken::{FastEncoder, SegmentCache};
@@ -12,7 +14,8 @@ use tokenizers::Tokenizer;
 
 /// A loaded tokenizer plus the BOS facts the engines' loaders derive.
 pub struct PinnedTokenizer {
-    tok: FastEncoder,
+    /// Shared with every other encoder built from the same parsed tokenizer (read-only).
+    tok: Arc<FastEncoder>,
     /// Cross-request cache of segment ids (text between added tokens), if enabled.
     segments: Option<SegmentCache>,
     /// BOS id for the SGLang `completionsBos` quirk (resolved at construction).
@@ -33,6 +36,14 @@ impl std::fmt::Debug for PinnedTokenizer {
             .field("segment_cache", &self.segments.is_some())
             .finish_non_exhaustive()
     }
+}
+
+/// Parses `tokenizer.json` bytes into the shareable encoder [`PinnedTokenizer::from_shared`]
+/// takes.
+pub fn parse(tokenizer_json: &[u8]) -> Result<Arc<FastEncoder>, Error> {
+    FastEncoder::from_bytes(tokenizer_json)
+        .map(Arc::new)
+        .map_err(|e| Error::TokenizerLoad(e.to_string()))
 }
 
 /// Loads `tokenizer.json` bytes (the check the registry runs at publish time).
@@ -71,7 +82,7 @@ impl PinnedTokenizer {
     ) -> Result<PinnedTokenizer, Error> {
         let fast =
             FastEncoder::from_tokenizer(tok).map_err(|e| Error::TokenizerLoad(e.to_string()))?;
-        Self::from_fast(fast, bos_token, completions_bos)
+        Self::from_shared(Arc::new(fast), bos_token, completions_bos)
     }
 
     /// Builds from the bytes of `tokenizer.json` (no re-serialisation of the config).
@@ -80,13 +91,13 @@ impl PinnedTokenizer {
         bos_token: Option<&str>,
         completions_bos: bool,
     ) -> Result<PinnedTokenizer, Error> {
-        let fast = FastEncoder::from_bytes(tokenizer_json)
-            .map_err(|e| Error::TokenizerLoad(e.to_string()))?;
-        Self::from_fast(fast, bos_token, completions_bos)
+        Self::from_shared(parse(tokenizer_json)?, bos_token, completions_bos)
     }
 
-    fn from_fast(
-        tok: FastEncoder,
+    /// Builds from an already parsed tokenizer, shared with other encoders (building an
+    /// encoder per engine contract then costs no second parse of `tokenizer.json`).
+    pub fn from_shared(
+        tok: Arc<FastEncoder>,
         bos_token: Option<&str>,
         completions_bos: bool,
     ) -> Result<PinnedTokenizer, Error> {

@@ -109,3 +109,57 @@ fn validator_compiles_templates_and_loads_tokenizers() {
         "strftime_now without clockPolicy must be refused"
     );
 }
+
+/// The validator keeps the tokenizer it parsed; encoders built from the published profile share
+/// it (no second parse) and give exactly the ids of a fresh parse; replaced tokenizer bytes are
+/// never served by the kept tokenizer.
+#[test]
+fn loaded_profiles_share_the_parsed_tokenizer() {
+    use kvprofile_core::LoadedProfile;
+    use kvtemplate::{encoder_from_loaded, ParsedTokenizer};
+    let p = profile();
+    let a = artifacts(&r1_template());
+    let prepared = KvtemplateValidator
+        .prepare_profile(&p, &a)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(prepared.is_some());
+    let lp = LoadedProfile {
+        profile: p.clone(),
+        document_path: "r1.yaml".into(),
+        document_sha256: String::new(),
+        artifacts: a.clone(),
+        generation: 1,
+        attestation: None,
+        prepared,
+    };
+    let kept = ParsedTokenizer::of(&lp).expect("kept with the profile");
+    let inner = |e: &kvtemplate::Encoder| -> *const kvtoken::FastEncoder {
+        e.tokenizer()
+            .map(|t| t.inner() as *const _)
+            .unwrap_or(std::ptr::null())
+    };
+    let sglang = encoder_from_loaded(&lp, "sglang-kv-rank-v1").unwrap_or_else(|e| panic!("{e}"));
+    let vllm = encoder_from_loaded(&lp, "vllm-kv-v1").unwrap_or_else(|e| panic!("{e}"));
+    assert!(std::ptr::eq(inner(&sglang), Arc::as_ptr(&kept.encoder)));
+    assert!(std::ptr::eq(inner(&vllm), Arc::as_ptr(&kept.encoder)));
+    let fresh = encoder_from_profile(&p, &a, "sglang-kv-rank-v1").unwrap_or_else(|e| panic!("{e}"));
+    assert!(!std::ptr::eq(inner(&fresh), Arc::as_ptr(&kept.encoder)));
+    for text in [
+        "The capital of France is",
+        "  spaces\n\nand 12345 digits ü 中文 🙂",
+    ] {
+        let (mut x, mut y) = ([0u32; 64], [0u32; 64]);
+        let nx = sglang.encode_completions(text, &mut x).ok();
+        let ny = fresh.encode_completions(text, &mut y).ok();
+        let (Some(Outcome::Done(nx)), Some(Outcome::Done(ny))) = (nx, ny) else {
+            panic!("{text:?}")
+        };
+        assert_eq!(x[..nx.written], y[..ny.written], "{text:?}");
+    }
+    // Replaced bytes (a new allocation, even with equal content) are parsed afresh.
+    let mut replaced = lp.clone();
+    replaced.artifacts.tokenizer.bytes = Arc::from(lp.artifacts.tokenizer.bytes.to_vec());
+    assert!(ParsedTokenizer::of(&replaced).is_none());
+    let own = encoder_from_loaded(&replaced, "vllm-kv-v1").unwrap_or_else(|e| panic!("{e}"));
+    assert!(!std::ptr::eq(inner(&own), Arc::as_ptr(&kept.encoder)));
+}
