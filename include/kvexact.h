@@ -228,6 +228,18 @@ typedef struct {
    * request's hash). 0 everywhere else.
    */
   uint8_t rehash_mismatch;
+  /**
+   * Addition to §6.6: the DP rank the event came from, -1 when the stream carries none.
+   * vLLM/SGLang: the batch's rank (as `kvexact_event_decode`'s `dp_rank`); TensorRT-LLM:
+   * the event's own `attention_dp_rank` (one drained body mixes ranks under attention DP).
+   */
+  int64_t dp_rank;
+  /**
+   * Addition to §6.6: TensorRT-LLM's per-manager `event_id` (a jump means events were
+   * lost: readiness reason `drain_sequence_gap`); -1 for vLLM/SGLang. Every event made from
+   * one TensorRT-LLM event (one per stored block) carries its id.
+   */
+  int64_t event_id;
 } kvexact_event;
 
 /**

@@ -86,6 +86,14 @@ pub struct kvexact_event {
     /// extra ids, multimodal, or a different hash algorithm — must never match a plain
     /// request's hash). 0 everywhere else.
     pub rehash_mismatch: u8,
+    /// Addition to §6.6: the DP rank the event came from, -1 when the stream carries none.
+    /// vLLM/SGLang: the batch's rank (as `kvexact_event_decode`'s `dp_rank`); TensorRT-LLM:
+    /// the event's own `attention_dp_rank` (one drained body mixes ranks under attention DP).
+    pub dp_rank: i64,
+    /// Addition to §6.6: TensorRT-LLM's per-manager `event_id` (a jump means events were
+    /// lost: readiness reason `drain_sequence_gap`); -1 for vLLM/SGLang. Every event made from
+    /// one TensorRT-LLM event (one per stored block) carries its id.
+    pub event_id: i64,
 }
 
 /// A stateful decoder for one wire schema. Opaque; owned by one caller at a time (not for
@@ -155,6 +163,8 @@ fn blank(kind: u8) -> kvexact_event {
         has_parent: 0,
         parent_hash: 0,
         rehash_mismatch: 0,
+        dp_rank: -1,
+        event_id: -1,
     }
 }
 
@@ -172,8 +182,27 @@ impl EventDecoder {
         // Pass 1: fill the storage, remembering offsets (pointers are set in pass 2, after
         // the vectors stopped growing).
         let mut spans = Vec::with_capacity(batch.events.len());
+        let batch_rank = batch.rank.map_or(-1, i64::from);
         for ev in &batch.events {
+            let first = self.events.len();
             self.push(ev, &mut spans)?;
+            let (rank, id) = match &ev.envelope {
+                Some(env) => (
+                    env.attention_dp_rank.map_or(-1, i64::from),
+                    i64::try_from(env.event_id).map_err(|_| {
+                        Failure::with_code(
+                            KVEXACT_ERR_EVENT_DECODE,
+                            "decode_error",
+                            "event_id above 2^63-1",
+                        )
+                    })?,
+                ),
+                None => (batch_rank, -1),
+            };
+            for out in &mut self.events[first..] {
+                out.dp_rank = rank;
+                out.event_id = id;
+            }
         }
         for (ev, (h0, h1, t0, t1)) in self.events.iter_mut().zip(spans) {
             ev.hashes = self

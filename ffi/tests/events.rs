@@ -172,6 +172,8 @@ struct Ev {
     has_parent: u8,
     parent_hash: u64,
     rehash_mismatch: u8,
+    dp_rank: i64,
+    event_id: i64,
 }
 
 impl Ev {
@@ -272,6 +274,8 @@ fn decode(
             has_parent: e.has_parent,
             parent_hash: e.parent_hash,
             rehash_mismatch: e.rehash_mismatch,
+            dp_rank: e.dp_rank,
+            event_id: e.event_id,
         })
         .collect();
     Ok((out, rank))
@@ -295,9 +299,14 @@ fn sglang_cache_salt_is_an_extra_key() {
                 continue;
             };
             let payload = hex::decode(hex_payload).expect("hex");
-            let (got, _) = decode(dec, &payload).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+            let (got, rank) = decode(dec, &payload).unwrap_or_else(|e| panic!("{name}: {e:?}"));
             let want = batch["decoded"]["events"].as_array().expect("events");
             assert_eq!(got.len(), want.len(), "{name}");
+            // Every event carries the batch's rank and no TensorRT-LLM event id.
+            assert!(
+                got.iter().all(|g| g.dp_rank == rank && g.event_id == -1),
+                "{name}"
+            );
             for (g, w) in got.iter().zip(want) {
                 if w["type"] != "BlockStored" {
                     continue;
@@ -367,6 +376,7 @@ fn trt_expected(name: &str, body: &str, decoded: &Value, rehash: bool) -> Vec<Ev
     let mut out = Vec::new();
     for (r, d) in raw.iter().zip(decoded) {
         assert_eq!(r["event_id"], d["event_id"], "{name}");
+        let first = out.len();
         match d["type"].as_str().expect("type") {
             "created" => out.push(Ev::of(KVEXACT_EVENT_CREATED, vec![])),
             "updated" => out.push(Ev::of(
@@ -433,10 +443,16 @@ fn trt_expected(name: &str, body: &str, decoded: &Value, rehash: bool) -> Vec<Ev
                         has_parent: u8::from(j > 0 || !d["parent_hash"].is_null()),
                         parent_hash: parent,
                         rehash_mismatch: mismatch,
+                        ..Ev::default()
                     });
                 }
             }
             other => panic!("{name}: unexpected type {other}"),
+        }
+        // Every C event made from this TensorRT-LLM event carries its id and rank.
+        for e in &mut out[first..] {
+            e.event_id = r["event_id"].as_i64().expect("event_id");
+            e.dp_rank = r["attention_dp_rank"].as_i64().unwrap_or(-1);
         }
     }
     out

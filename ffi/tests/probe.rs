@@ -486,6 +486,8 @@ fn stored(hashes: &[u64], tokens: &[u32], block_size: u32) -> kvexact_event {
         has_parent: 0,
         parent_hash: 0,
         rehash_mismatch: 0,
+        dp_rank: -1,
+        event_id: -1,
     }
 }
 

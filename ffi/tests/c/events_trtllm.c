@@ -83,6 +83,8 @@ static void check_events(const kvexact_event *ev, size_t n, int stored_flag) {
   CHECK_INT(n, 3);
 
   CHECK_INT(ev[0].kind, KVEXACT_EVENT_STORED);
+  CHECK_INT(ev[0].event_id, 3);
+  CHECK_INT(ev[0].dp_rank, -1);
   CHECK_INT(ev[0].n_hashes, 1);
   CHECK_U64(ev[0].hashes[0], STORED_HASH); /* the published, or re-derived, hash */
   CHECK_INT(ev[0].rehash_mismatch, stored_flag);
@@ -95,6 +97,7 @@ static void check_events(const kvexact_event *ev, size_t n, int stored_flag) {
   CHECK_INT(ev[0].has_extra_keys, 0);
 
   CHECK_INT(ev[1].kind, KVEXACT_EVENT_REMOVED);
+  CHECK_INT(ev[1].event_id, 4);
   CHECK_INT(ev[1].n_hashes, 2);
   CHECK_U64(ev[1].hashes[0], REMOVED_0);
   CHECK_U64(ev[1].hashes[1], REMOVED_1);
@@ -102,6 +105,7 @@ static void check_events(const kvexact_event *ev, size_t n, int stored_flag) {
   CHECK_INT(ev[1].rehash_mismatch, 0);
 
   CHECK_INT(ev[2].kind, KVEXACT_EVENT_UPDATED);
+  CHECK_INT(ev[2].event_id, 5);
   CHECK_INT(ev[2].n_hashes, 1);
   CHECK_U64(ev[2].hashes[0], UPDATED_HASH);
   CHECK_INT(ev[2].n_tokens, 0);
