@@ -9,8 +9,18 @@ C_PROGRAMS=()
 for f in "$ROOT"/ffi/tests/c/*.c; do C_PROGRAMS+=("$(basename "$f" .c)"); done
 
 # build_lib PROFILE: cargo build of libkvexact (PROFILE = debug | release); prints the lib dir.
+# With KVEXACT_LIB_DIR set (CI sets it to the library `cargo test --workspace` just built and
+# tested), nothing is built: that directory is used as is.
 build_lib() {
   local profile="$1"
+  if [ -n "${KVEXACT_LIB_DIR:-}" ]; then
+    if [ ! -f "$KVEXACT_LIB_DIR/libkvexact.a" ] || [ ! -f "$KVEXACT_LIB_DIR/libkvexact.so" ]; then
+      echo "KVEXACT_LIB_DIR=$KVEXACT_LIB_DIR holds no libkvexact.a and libkvexact.so" >&2
+      return 1
+    fi
+    echo "$KVEXACT_LIB_DIR"
+    return
+  fi
   if [ "$profile" = release ]; then
     (cd "$ROOT" && cargo build --release -p kvexact-ffi >&2)
   else
