@@ -18,8 +18,8 @@
 //! | `encoder_unbuildable` | the encoder fails for any other reason (e.g. clock policy and template disagree) |
 //!
 //! The last four are decided by building the encoder exactly as the hot path will
-//! ([`crate::bridge::encoder`]), then dropping it: admission costs one template compilation and
-//! one tokenizer load (milliseconds to a second), never a request.
+//! ([`crate::bridge::encoder`]), then dropping it: admission costs one template compilation (the
+//! tokenizer parsed when the registry was loaded is shared), never a request.
 //!
 //! The rule-level checks of §9.4 that need the rule itself (`kvExactMode`, P/D, the vLLM
 //! none-hash seed, changing a bound profile) stay with the caller: they concern the rule, not
