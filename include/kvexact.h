@@ -133,6 +133,13 @@ typedef struct kvexact_manifest kvexact_manifest;
 typedef struct kvexact_profile kvexact_profile;
 
 /**
+ * SGLang rank coverage (spec/registry.md §8.5.6): with several DP ranks declared, challenges
+ * are repeated with fresh nonces until every declared rank echoed one, within 4 attempts per
+ * rank. Opaque; owned by one caller at a time. Free with `kvexact_rank_coverage_free`.
+ */
+typedef struct kvexact_rank_coverage kvexact_rank_coverage;
+
+/**
  * One immutable registry generation: every profile with its verified artifact bytes, templates
  * compiled and tokenizers checked at load. Opaque and reference-counted; share it between
  * threads freely. Release each reference (from `kvexact_registry_load` or
@@ -1326,6 +1333,47 @@ kvexact_status kvexact_challenge_result(const kvexact_challenge *challenge,
  * `challenge` is NULL or live and not freed before.
  */
 void kvexact_challenge_free(kvexact_challenge *challenge);
+
+/**
+ * Starts rank coverage for `declared` DP ranks (0 counts as 1). Returns `KVEXACT_OK` and the
+ * tracker in `*out` (free with `kvexact_rank_coverage_free`), or `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `out` is NULL or valid for one write.
+ */
+kvexact_status kvexact_rank_coverage_new(uint32_t declared, kvexact_rank_coverage **out);
+
+/**
+ * Records a challenge that passed (`kvexact_challenge_result` ok) by the ranks that echoed it
+ * (a stream without ranks counts as rank 0), then says what to do next: 1 = run another
+ * challenge with a fresh nonce, 0 = decided (read `kvexact_rank_coverage_result`), or a
+ * negative status (`KVEXACT_ERR_NULL_ARGUMENT`; `KVEXACT_ERR_INVALID_ARGUMENT` when the
+ * challenge has not passed — a failed challenge fails the rung by itself).
+ *
+ * # Safety
+ * `coverage` is NULL or live and not used concurrently; `challenge` is NULL or live.
+ */
+int32_t kvexact_rank_coverage_record(kvexact_rank_coverage *coverage,
+                                     const kvexact_challenge *challenge);
+
+/**
+ * The coverage verdict: a pass once every declared rank echoed, else `challenge_failed`
+ * naming the ranks that never did. Returns `KVEXACT_OK` with `*out` written, or
+ * `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `coverage` is NULL or live; `out` is NULL or valid for one write.
+ */
+kvexact_status kvexact_rank_coverage_result(const kvexact_rank_coverage *coverage,
+                                            kvexact_finding *out);
+
+/**
+ * Frees a rank-coverage tracker. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `coverage` is NULL or live and not freed before.
+ */
+void kvexact_rank_coverage_free(kvexact_rank_coverage *coverage);
 
 /**
  * One pass of the readiness ladder (spec/registry.md §8.3) over the evidence the gateway

@@ -334,3 +334,48 @@ func EvaluateReadiness(evidence []byte) ([]byte, error) {
 	}
 	return buf[:n], nil
 }
+
+// RankCoverage tracks SGLang DP-rank coverage across repeated challenges.
+type RankCoverage struct{ p *C.kvexact_rank_coverage }
+
+// NewRankCoverage starts coverage of declared DP ranks.
+func NewRankCoverage(declared uint32) (*RankCoverage, error) {
+	var p *C.kvexact_rank_coverage
+	if st := C.kvexact_rank_coverage_new(C.uint32_t(declared), &p); st != C.KVEXACT_OK {
+		return nil, Status(st)
+	}
+	out := &RankCoverage{p: p}
+	runtime.SetFinalizer(out, (*RankCoverage).Close)
+	return out, nil
+}
+
+// Record counts a passed challenge; it reports whether another challenge should be run.
+func (r *RankCoverage) Record(c *Challenge) (bool, error) {
+	n := C.kvexact_rank_coverage_record(r.p, c.p)
+	runtime.KeepAlive(r)
+	runtime.KeepAlive(c)
+	if n < 0 {
+		return false, Status(n)
+	}
+	return n == 1, nil
+}
+
+// Result is the coverage verdict.
+func (r *RankCoverage) Result() (Finding, error) {
+	var f C.kvexact_finding
+	st := C.kvexact_rank_coverage_result(r.p, &f)
+	runtime.KeepAlive(r)
+	if st != C.KVEXACT_OK {
+		return Finding{}, Status(st)
+	}
+	return goFinding(&f), nil
+}
+
+// Close frees the tracker. Idempotent.
+func (r *RankCoverage) Close() {
+	if r.p != nil {
+		C.kvexact_rank_coverage_free(r.p)
+		r.p = nil
+		runtime.SetFinalizer(r, nil)
+	}
+}

@@ -145,6 +145,14 @@ func TestProbesAndChallenge(t *testing.T) {
 	if f, _ := c.Result(false); !f.OK {
 		t.Fatalf("challenge: %+v", f)
 	}
+	cov, _ := NewRankCoverage(1)
+	defer cov.Close()
+	if again, err := cov.Record(c); err != nil || again {
+		t.Fatalf("coverage: again=%v %v", again, err)
+	}
+	if f, _ := cov.Result(); !f.OK {
+		t.Fatalf("coverage: %+v", f)
+	}
 	c2, _ := NewChallenge(enc, h, &nonce, "Qwen/Qwen3-0.6B", 1)
 	defer c2.Close()
 	if _, err := c2.ObserveStored(-1, hashes[:1], tokens[:16], 16); err != nil {
@@ -152,6 +160,9 @@ func TestProbesAndChallenge(t *testing.T) {
 	}
 	if f, _ := c2.Result(true); f.OK || f.Reason != "challenge_timeout" {
 		t.Fatalf("timeout: %+v", f)
+	}
+	if _, err := cov.Record(c2); !errors.Is(err, ErrInvalidArg) {
+		t.Fatalf("an undecided challenge counted: %v", err)
 	}
 }
 

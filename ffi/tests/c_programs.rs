@@ -20,11 +20,18 @@ fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// The library this test binary was built with: `cargo test` writes it to `deps/`; a copy in
+/// the profile dir (from an earlier `cargo build`) is used only when it is newer.
 fn find_lib(file: &str) -> PathBuf {
     let dir = profile_dir();
-    [dir.join(file), dir.join("deps").join(file)]
+    [dir.join("deps").join(file), dir.join(file)]
         .into_iter()
-        .find(|p| p.exists())
+        .filter_map(|p| {
+            let t = std::fs::metadata(&p).and_then(|m| m.modified()).ok()?;
+            Some((t, p))
+        })
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, p)| p)
         .unwrap_or_else(|| panic!("{file} not found under {}", dir.display()))
 }
 

@@ -691,6 +691,84 @@ fn check_challenge(reg: &Reg) {
     assert_ne!(expected(c3).0, hashes);
     unsafe { kvexact_challenge_free(c3) };
 
+    // SGLang rank coverage: two declared ranks, the first challenge echoed by rank 0 only →
+    // retry; an undecided challenge does not count; rank 1 echoes the next → covered.
+    let mut cov = null_mut();
+    assert_eq!(
+        unsafe { kvexact_rank_coverage_new(2, &mut cov) },
+        KVEXACT_OK
+    );
+    let c = challenge(enc, h, &nonce, 2);
+    assert_eq!(
+        unsafe { kvexact_rank_coverage_record(cov, c) },
+        KVEXACT_ERR_INVALID_ARGUMENT,
+        "an undecided challenge does not count"
+    );
+    assert_eq!(
+        unsafe { kvexact_challenge_observe(c, 0, &stored(&hashes, &tokens, 16)) },
+        1
+    );
+    assert_eq!(
+        unsafe { kvexact_rank_coverage_record(cov, c) },
+        1,
+        "rank 1 still missing"
+    );
+    let mut f = blank();
+    assert_eq!(
+        unsafe { kvexact_rank_coverage_result(cov, &mut f) },
+        KVEXACT_OK
+    );
+    let r = parts(&f);
+    assert_eq!(r.2.as_deref(), Some("challenge_failed"));
+    assert!(r.3.contains("[1]"), "{}", r.3);
+    unsafe { kvexact_challenge_free(c) };
+    let c = challenge(enc, h, &[0x22; 16], 2);
+    let (h2, t2) = expected(c);
+    assert_eq!(
+        unsafe { kvexact_challenge_observe(c, 1, &stored(&h2, &t2, 16)) },
+        1
+    );
+    assert_eq!(
+        unsafe { kvexact_rank_coverage_record(cov, c) },
+        0,
+        "decided"
+    );
+    assert_eq!(
+        unsafe { kvexact_rank_coverage_result(cov, &mut f) },
+        KVEXACT_OK
+    );
+    assert!(parts(&f).0, "{:?}", parts(&f));
+    unsafe {
+        kvexact_challenge_free(c);
+        kvexact_rank_coverage_free(cov);
+        kvexact_rank_coverage_free(null_mut());
+    }
+    // One declared rank and a stream without ranks: the first passed challenge decides.
+    let mut cov = null_mut();
+    assert_eq!(
+        unsafe { kvexact_rank_coverage_new(0, &mut cov) },
+        KVEXACT_OK
+    );
+    let c = challenge(enc, h, &nonce, 1);
+    assert_eq!(
+        unsafe { kvexact_challenge_observe(c, -1, &stored(&hashes, &tokens, 16)) },
+        1
+    );
+    assert_eq!(unsafe { kvexact_rank_coverage_record(cov, c) }, 0);
+    assert_eq!(
+        unsafe { kvexact_rank_coverage_result(cov, &mut f) },
+        KVEXACT_OK
+    );
+    assert!(parts(&f).0);
+    assert_eq!(
+        unsafe { kvexact_rank_coverage_record(null_mut(), c) },
+        KVEXACT_ERR_NULL_ARGUMENT
+    );
+    unsafe {
+        kvexact_challenge_free(c);
+        kvexact_rank_coverage_free(cov);
+    }
+
     // A hasher whose blocks the prompt cannot fill twice → KVEXACT_ERR_CHALLENGE / challenge_failed.
     let mut big = null_mut();
     assert_eq!(

@@ -406,11 +406,7 @@ fn run_challenge(
         if cfg.engine != Engine::Sglang {
             return f;
         }
-        let mut ranks = ch.echo_ranks().clone();
-        if ranks.is_empty() {
-            ranks.insert(0);
-        }
-        coverage.record(&ranks);
+        coverage.record_challenge(&ch);
         if coverage.complete() {
             return f;
         }

@@ -402,6 +402,16 @@ impl RankCoverage {
             .extend(ranks.iter().copied().filter(|&r| r < self.declared));
     }
 
+    /// Records a passed challenge by the ranks that echoed it; a stream that carries no ranks
+    /// counts as rank 0.
+    pub fn record_challenge(&mut self, challenge: &Challenge) {
+        let mut ranks = challenge.echo_ranks().clone();
+        if ranks.is_empty() {
+            ranks.insert(0);
+        }
+        self.record(&ranks);
+    }
+
     /// Every declared rank echoed (a stream without ranks counts as rank 0).
     pub fn complete(&self) -> bool {
         (0..self.declared).all(|r| self.echoed.contains(&r))

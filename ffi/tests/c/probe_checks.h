@@ -176,12 +176,21 @@ static void probe_challenge(const kvexact_encoder *enc) {
     CHECK_INT(kvexact_challenge_observe(c, -1, &ev), timed_out ? 0 : 1);
     kvexact_finding f = probe_blank_finding();
     CHECK_STATUS(kvexact_challenge_result(c, timed_out, &f), KVEXACT_OK, NULL);
+    kvexact_rank_coverage *cov = NULL;
+    CHECK_STATUS(kvexact_rank_coverage_new(1, &cov), KVEXACT_OK, NULL);
     if (timed_out) {
       CHECK_INT(f.ok, 0);
       CHECK_STR(f.reason, "challenge_timeout");
+      CHECK_INT(kvexact_rank_coverage_record(cov, c), KVEXACT_ERR_INVALID_ARGUMENT);
     } else {
       CHECK_INT(f.ok, 1);
+      /* One rank, a stream without ranks: the passed challenge covers it. */
+      CHECK_INT(kvexact_rank_coverage_record(cov, c), 0);
+      f = probe_blank_finding();
+      CHECK_STATUS(kvexact_rank_coverage_result(cov, &f), KVEXACT_OK, NULL);
+      CHECK_INT(f.ok, 1);
     }
+    kvexact_rank_coverage_free(cov);
     kvexact_challenge_free(c);
   }
   kvexact_challenge_free(NULL);
