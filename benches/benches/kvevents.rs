@@ -5,7 +5,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use kvexact_benches::pseudo_random_ids;
-use kvhash::events::{decode_json, decode_payload, EventFormat, EventKind};
+use kvhash::events::{decode_json, decode_json_checked, decode_payload, EventFormat, EventKind};
 
 const EVENTS: usize = 1000;
 const BLOCK: usize = 16;
@@ -233,6 +233,20 @@ fn bench(c: &mut Criterion) {
             b.iter(|| decode(black_box(bytes)).expect("decodes"))
         });
     }
+    // Baseline for the TensorRT-LLM typed fast path: the checked `serde_json::Value` decoder on
+    // the same body (same result, asserted first).
+    let (trt_format, trt) = inputs
+        .iter()
+        .find(|(f, _)| f.engine() == "trtllm")
+        .expect("a TensorRT-LLM body");
+    assert_eq!(
+        decode_json(*trt_format, trt).expect("fast"),
+        decode_json_checked(*trt_format, trt).expect("checked")
+    );
+    g.throughput(Throughput::Bytes(trt.len() as u64));
+    g.bench_function(format!("bytes/{trt_format}/checked_value_decoder"), |b| {
+        b.iter(|| decode_json_checked(*trt_format, black_box(trt)).expect("decodes"))
+    });
     // Decode and walk every token id through the lazy view (what an indexer does).
     let (format, bytes) = &inputs[0];
     g.throughput(Throughput::Elements((EVENTS * BLOCKS * BLOCK) as u64));

@@ -45,6 +45,7 @@ mod model;
 pub(crate) mod msgpack;
 mod sglang;
 mod trtllm;
+mod trtllm_fast;
 pub mod vectors;
 mod vllm;
 
@@ -162,6 +163,20 @@ pub fn decode_frames_with<'a>(
 /// Decodes a TensorRT-LLM `POST /kv_cache_events` body with the default [`Limits`].
 pub fn decode_json(format: EventFormat, body: &[u8]) -> Result<EventBatch<'static>, Error> {
     decode_json_with(format, body, &Limits::default())
+}
+
+/// The checked twin of [`decode_json`]: every value read through a `serde_json::Value` tree.
+/// [`decode_json`] takes a typed fast path when the body allows it and gives exactly this
+/// function's result (differential tests and the `events_trtllm` fuzz target compare them);
+/// use this one only to compare.
+pub fn decode_json_checked(format: EventFormat, body: &[u8]) -> Result<EventBatch<'static>, Error> {
+    if format.transport() != Transport::HttpJson {
+        return Err(Error::EventWrongInputKind {
+            format: format.as_str(),
+            input: "a JSON body",
+        });
+    }
+    trtllm::decode_body_checked(format, body, &Limits::default())
 }
 
 /// [`decode_json`] with explicit limits.

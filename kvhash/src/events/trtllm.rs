@@ -129,8 +129,21 @@ fn string_of(v: &Value, path: &str) -> Result<String, Error> {
         .ok_or_else(|| unexpected(path, "a string", v))
 }
 
-/// Decodes a whole body.
+/// Decodes a whole body: the typed fast path ([`super::trtllm_fast`]) when the body is in its
+/// subset, else the checked decoder (which gives the same result, or the located error).
 pub(crate) fn decode_body(
+    format: EventFormat,
+    body: &[u8],
+    limits: &Limits,
+) -> Result<EventBatch<'static>, Error> {
+    match super::trtllm_fast::decode_body(format, body, limits) {
+        Some(batch) => Ok(batch),
+        None => decode_body_checked(format, body, limits),
+    }
+}
+
+/// The checked decoder: every value read from a `serde_json::Value` tree, every error located.
+pub(crate) fn decode_body_checked(
     format: EventFormat,
     body: &[u8],
     limits: &Limits,
