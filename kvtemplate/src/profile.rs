@@ -19,10 +19,24 @@ pub fn spec_from_profile(
     artifacts: &VerifiedArtifacts,
     contract_id: &str,
 ) -> Result<EncoderSpec, Error> {
+    spec_with(profile, artifacts, contract_id, None)
+}
+
+/// [`spec_from_profile`], with the tokenizer already parsed when `parsed` is given (then the
+/// `tokenizer.json` bytes are not copied into the spec).
+fn spec_with(
+    profile: &Profile,
+    artifacts: &VerifiedArtifacts,
+    contract_id: &str,
+    parsed: Option<Arc<FastEncoder>>,
+) -> Result<EncoderSpec, Error> {
     let engine = Engine::parse(contract_id)
         .ok_or_else(|| Error::Spec(format!("unknown engine contract {contract_id:?}")))?;
     let mut spec = EncoderSpec::new(engine);
-    spec.tokenizer_json = Some(artifacts.tokenizer.bytes.to_vec());
+    match parsed {
+        Some(p) => spec.parsed_tokenizer = Some(p),
+        None => spec.tokenizer_json = Some(artifacts.tokenizer.bytes.to_vec()),
+    }
     spec.template_source = match &artifacts.template {
         Some(t) => Some(
             t.as_str()
@@ -67,9 +81,13 @@ pub fn encoder_from_profile(
 /// every encoder of the profile shares it). Falls back to parsing the bytes when the profile
 /// was published by another validator or its artifacts were replaced since.
 pub fn encoder_from_loaded(profile: &LoadedProfile, contract_id: &str) -> Result<Encoder, Error> {
-    let mut spec = spec_from_profile(&profile.profile, &profile.artifacts, contract_id)?;
-    spec.parsed_tokenizer = ParsedTokenizer::of(profile).map(|p| Arc::clone(&p.encoder));
-    Encoder::new(spec)
+    let parsed = ParsedTokenizer::of(profile).map(|p| Arc::clone(&p.encoder));
+    Encoder::new(spec_with(
+        &profile.profile,
+        &profile.artifacts,
+        contract_id,
+        parsed,
+    )?)
 }
 
 /// What [`KvtemplateValidator`] keeps with a published profile: the parsed tokenizer and the
@@ -128,9 +146,8 @@ impl ArtifactValidator for KvtemplateValidator {
             contracts.push("vllm");
         }
         for contract in contracts {
-            let mut spec = spec_from_profile(profile, artifacts, contract)
+            let spec = spec_with(profile, artifacts, contract, Some(Arc::clone(&parsed)))
                 .map_err(|e| format!("{}: {e}", profile.profile_id))?;
-            spec.parsed_tokenizer = Some(Arc::clone(&parsed));
             Encoder::new(spec).map_err(|e| format!("{} ({contract}): {e}", profile.profile_id))?;
         }
         Ok(Some(Arc::new(ParsedTokenizer {
