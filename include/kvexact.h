@@ -814,7 +814,8 @@ kvexact_status kvexact_event_decoder_new(const char *wire_schema_id,
  * `updated` become `KVEXACT_EVENT_CREATED` / `KVEXACT_EVENT_UPDATED`, which callers that only
  * index blocks skip). On success writes the events to `*events` / `*n_events` (valid until
  * the next call on this decoder) and the batch's DP rank to `*dp_rank` (-1 when absent;
- * always -1 for TensorRT-LLM, whose `attention_dp_rank` is per event and not reported).
+ * always -1 for TensorRT-LLM, whose `attention_dp_rank` is per event: see
+ * `kvexact_event.dp_rank`).
  *
  * All or nothing: a bad event fails the whole payload with `KVEXACT_ERR_EVENT_SCHEMA` (code
  * `"schema_mismatch"`: well-formed msgpack/JSON that is not this schema's events) or

@@ -1,16 +1,17 @@
 //! KV-event decoding (spec/gateway-integration.md §6.6): the ZMQ/msgpack wire formats of vLLM
 //! and SGLang and the HTTP/JSON format of TensorRT-LLM; the transports stay in the gateway.
 //!
-//! The mapping to `kvexact_event` is the challenge judge's (`kvprobe::challenge::observe_event`,
-//! which TensorRT-LLM `stored` events go through unchanged), so a gateway sees what the judge
-//! sees.
+//! The mapping to `kvexact_event` is the challenge judge's: the same flag predicates
+//! (`BlockStored::has_extra_keys`, `TrtStoredBlock::has_extra_keys`) and the same per-block
+//! re-hash (`kvprobe::challenge::rehash_trt_block`) as `kvprobe::challenge::observe_event`, so
+//! a gateway sees what the judge sees (`ffi/tests/events.rs` compares them block by block).
 
 use std::ffi::c_char;
 
 use kvhash::events::{decode_json, decode_payload, Event, EventFormat, EventKind, Transport};
 use kvhash::trtllm::TrtllmHasher;
 use kvhash::BlockHasher;
-use kvprobe::challenge::observe_event;
+use kvprobe::challenge::rehash_trt_block;
 
 use crate::error::{kvexact_error, Failure};
 use crate::handle::{
@@ -239,13 +240,8 @@ impl EventDecoder {
                     }
                 }
                 out.block_size = s.block_size;
-                out.has_lora = u8::from(s.lora_id.is_some() || s.lora_name.is_some());
-                // As observe_event: non-empty extra keys, or a cache salt.
-                out.has_extra_keys = u8::from(
-                    s.extra_keys.as_ref().is_some_and(|ks| {
-                        ks.iter().any(|k| k.as_ref().is_some_and(|v| !v.is_empty()))
-                    }) || s.cache_salt.is_some(),
-                );
+                out.has_lora = u8::from(s.has_lora());
+                out.has_extra_keys = u8::from(s.has_extra_keys());
                 if let Some(p) = &s.parent_block_hash {
                     out.has_parent = 1;
                     out.parent_hash = p.to_u64();
@@ -253,28 +249,31 @@ impl EventDecoder {
                 self.finish(out, start, spans);
             }
             EventKind::Stored(st) => {
-                // One observation per block, in order, re-hashed by the judge's own code.
-                let observed = observe_event(ev, self.rehash.as_ref());
-                if observed.len() != st.blocks.len() {
-                    return Err(Failure::with_code(
-                        KVEXACT_ERR_EVENT_DECODE,
-                        "decode_error",
-                        "internal: stored blocks and observations differ in number",
-                    ));
-                }
+                // One event per block, in order; the hash and flags the challenge judge reads
+                // (kvprobe::challenge::rehash_trt_block, as observe_event uses it).
                 let mut parent = st.parent_hash;
-                for (block, o) in st.blocks.iter().zip(observed) {
+                for block in &st.blocks {
                     let start = (self.hashes.len(), self.tokens.len());
+                    self.tokens
+                        .extend(block.tokens.iter().map(|t| t.token_id_u32()));
+                    let (hash, mismatch) = rehash_trt_block(
+                        block,
+                        parent.unwrap_or(0),
+                        &self.tokens[start.1..],
+                        self.rehash.as_ref(),
+                    );
+                    self.hashes.push(hash);
                     let mut out = blank(KVEXACT_EVENT_STORED);
-                    self.hashes.extend(o.hashes);
-                    for t in o.token_ids.unwrap_or_default() {
-                        self.tokens
-                            .push(u32::try_from(t).map_err(|_| token_too_large())?);
-                    }
-                    out.block_size = o.block_size.unwrap_or(0);
-                    out.has_lora = u8::from(o.has_lora);
-                    out.has_extra_keys = u8::from(o.has_extra_keys);
-                    out.rehash_mismatch = u8::from(o.rehash_mismatch);
+                    out.block_size = u32::try_from(block.tokens.len()).map_err(|_| {
+                        Failure::with_code(
+                            KVEXACT_ERR_EVENT_DECODE,
+                            "decode_error",
+                            "block of more than 2^32-1 tokens",
+                        )
+                    })?;
+                    out.has_lora = u8::from(block.lora_id.is_some());
+                    out.has_extra_keys = u8::from(block.has_extra_keys());
+                    out.rehash_mismatch = u8::from(mismatch);
                     out.has_parent = u8::from(parent.is_some());
                     out.parent_hash = parent.unwrap_or(0);
                     parent = Some(block.block_hash);
@@ -370,7 +369,8 @@ pub unsafe extern "C" fn kvexact_event_decoder_new(
 /// `updated` become `KVEXACT_EVENT_CREATED` / `KVEXACT_EVENT_UPDATED`, which callers that only
 /// index blocks skip). On success writes the events to `*events` / `*n_events` (valid until
 /// the next call on this decoder) and the batch's DP rank to `*dp_rank` (-1 when absent;
-/// always -1 for TensorRT-LLM, whose `attention_dp_rank` is per event and not reported).
+/// always -1 for TensorRT-LLM, whose `attention_dp_rank` is per event: see
+/// `kvexact_event.dp_rank`).
 ///
 /// All or nothing: a bad event fails the whole payload with `KVEXACT_ERR_EVENT_SCHEMA` (code
 /// `"schema_mismatch"`: well-formed msgpack/JSON that is not this schema's events) or

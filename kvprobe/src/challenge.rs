@@ -3,7 +3,7 @@
 //! events the engine publishes for it.
 
 use crate::{Finding, Reason};
-use kvhash::events::{Event, EventKind};
+use kvhash::events::{Event, EventKind, TrtStoredBlock};
 use kvhash::trtllm::TrtllmHasher;
 use kvhash::BlockHasher;
 use kvtemplate::Encoder;
@@ -57,18 +57,13 @@ pub struct Observed {
 pub fn observe_event(ev: &Event<'_>, trt: Option<&TrtllmHasher>) -> Vec<Observed> {
     match &ev.kind {
         EventKind::BlockStored(s) => {
-            let extra = s
-                .extra_keys
-                .as_ref()
-                .is_some_and(|v| v.iter().any(|k| k.as_ref().is_some_and(|k| !k.is_empty())))
-                || s.cache_salt.is_some();
             let tokens = s.token_ids.to_vec().filter(|t| !t.is_empty());
             vec![Observed {
                 hashes: s.block_hashes.iter().map(|h| h.to_u64()).collect(),
                 token_ids: tokens,
                 block_size: Some(s.block_size),
-                has_lora: s.lora_id.is_some() || s.lora_name.is_some(),
-                has_extra_keys: extra,
+                has_lora: s.has_lora(),
+                has_extra_keys: s.has_extra_keys(),
                 rehash_mismatch: false,
             }]
         }
@@ -77,24 +72,38 @@ pub fn observe_event(ev: &Event<'_>, trt: Option<&TrtllmHasher>) -> Vec<Observed
             let mut out = Vec::with_capacity(st.blocks.len());
             for b in &st.blocks {
                 let ids: Vec<u32> = b.tokens.iter().map(|t| t.token_id_u32()).collect();
-                let extra = b.cache_salt.is_some()
-                    || !b.mm_keys.is_empty()
-                    || b.tokens.iter().any(|t| t.token_extra_id != 0);
-                let rehash = trt.and_then(|h| h.block_hash(parent, 0, &ids, None).ok());
+                let (hash, rehash_mismatch) = rehash_trt_block(b, parent, &ids, trt);
                 out.push(Observed {
-                    hashes: vec![rehash.unwrap_or(b.block_hash)],
+                    hashes: vec![hash],
                     token_ids: (!ids.is_empty())
                         .then(|| ids.iter().map(|&t| u64::from(t)).collect()),
                     block_size: u32::try_from(ids.len()).ok(),
                     has_lora: b.lora_id.is_some(),
-                    has_extra_keys: extra,
-                    rehash_mismatch: rehash.is_some_and(|r| r != b.block_hash),
+                    has_extra_keys: b.has_extra_keys(),
+                    rehash_mismatch,
                 });
                 parent = b.block_hash;
             }
             out
         }
         _ => Vec::new(),
+    }
+}
+
+/// The hash the judge matches for one TensorRT-LLM stored block (spec §8.5.7) and whether it
+/// differs from the published one: with `trt`, the hash re-derived from `ids` (the block's
+/// token ids as u32) under `parent` (the previous block's published hash, or the event's
+/// parent); without, the published hash. Used by [`observe_event`] and by the C ABI's event
+/// decoder, which passes the ids it already copied (no allocation per block).
+pub fn rehash_trt_block(
+    block: &TrtStoredBlock,
+    parent: u64,
+    ids: &[u32],
+    trt: Option<&TrtllmHasher>,
+) -> (u64, bool) {
+    match trt.and_then(|h| h.block_hash(parent, 0, ids, None).ok()) {
+        Some(r) => (r, r != block.block_hash),
+        None => (block.block_hash, false),
     }
 }
 

@@ -189,6 +189,23 @@ pub struct BlockStored<'a> {
     pub cache_salt: Option<&'a str>,
 }
 
+impl BlockStored<'_> {
+    /// The blocks carry keys besides their tokens: a non-empty `extra_keys` entry or a
+    /// `cache_salt` (a plain request's hash can never match such a block).
+    pub fn has_extra_keys(&self) -> bool {
+        self.cache_salt.is_some()
+            || self
+                .extra_keys
+                .as_ref()
+                .is_some_and(|v| v.iter().any(|k| k.as_ref().is_some_and(|k| !k.is_empty())))
+    }
+
+    /// The event names a LoRA adapter (id or name).
+    pub fn has_lora(&self) -> bool {
+        self.lora_id.is_some() || self.lora_name.is_some()
+    }
+}
+
 /// vLLM / SGLang `BlockRemoved`, TensorRT-LLM `removed`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BlockRemoved<'a> {
@@ -440,6 +457,16 @@ pub struct TrtStoredBlock {
     pub mm_keys: Vec<TrtMmKey>,
     /// LoRA id, only if a build serializes it (V1 JSON does not).
     pub lora_id: Option<i64>,
+}
+
+impl TrtStoredBlock {
+    /// The block's hash takes more than its token ids and parent: a cache salt, multimodal
+    /// keys or prompt-table extra ids (trtllm.md §3).
+    pub fn has_extra_keys(&self) -> bool {
+        self.cache_salt.is_some()
+            || !self.mm_keys.is_empty()
+            || self.tokens.iter().any(|t| t.token_extra_id != 0)
+    }
 }
 
 /// One TensorRT-LLM token.

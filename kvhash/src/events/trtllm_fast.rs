@@ -100,7 +100,7 @@ struct Diff {
 #[derive(Deserialize)]
 struct Block {
     block_hash: Hash,
-    tokens: Vec<Obj<Token>>,
+    tokens: Vec<Tok>,
     #[serde(default)]
     cache_salt: Option<String>,
     #[serde(default)]
@@ -118,6 +118,21 @@ struct Token {
     token_id: i64,
     #[serde(default)]
     token_extra_id: Option<u64>,
+}
+
+/// A token read straight into the model's form (one vector per block, no second pass).
+struct Tok(TrtToken);
+
+impl<'de> Deserialize<'de> for Tok {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let Obj(t) = Obj::<Token>::deserialize(d)?;
+        let token_id = token_id(t.token_id)
+            .ok_or_else(|| de::Error::custom("token id outside -2^31..2^32-1"))?;
+        Ok(Tok(TrtToken {
+            token_id,
+            token_extra_id: t.token_extra_id.unwrap_or(0),
+        }))
+    }
 }
 
 #[derive(Deserialize)]
@@ -172,13 +187,7 @@ pub(crate) fn decode_body(
                     if b.tokens.len() > max || b.mm_keys.as_ref().is_some_and(|m| m.len() > max) {
                         return None;
                     }
-                    let mut tokens = Vec::with_capacity(b.tokens.len());
-                    for Obj(t) in &b.tokens {
-                        tokens.push(TrtToken {
-                            token_id: token_id(t.token_id)?,
-                            token_extra_id: t.token_extra_id.unwrap_or(0),
-                        });
-                    }
+                    let tokens: Vec<TrtToken> = b.tokens.into_iter().map(|Tok(t)| t).collect();
                     blocks.push(TrtStoredBlock {
                         block_hash: b.block_hash.0,
                         tokens,
