@@ -39,7 +39,7 @@ fn bench(c: &mut Criterion) {
     let mut chain = vllm.chain();
     let mut messages = Vec::with_capacity(N / 16);
     for block in ids.chunks_exact(16) {
-        messages.push(chain.serialize_next(block).expect("serialize"));
+        messages.push(chain.serialize_next(block, &[]).expect("serialize"));
         chain.extend(block, |_| {}).expect("extend");
     }
     let vllm_bytes: usize = messages.iter().map(Vec::len).sum();

@@ -42,6 +42,10 @@ pub struct Args {
     /// Opt in to READY_FUNCTIONAL_ONLY when there is no manifest (and exit 0 for it).
     #[arg(long)]
     allow_functional_only: bool,
+    /// vLLM: run the hash challenge on this LoRA adapter (as served in /v1/models), proving the
+    /// release's LoRA block key too.
+    #[arg(long)]
+    lora: Option<String>,
 }
 
 /// Runs the ladder; exit 0 for READY (or READY_FUNCTIONAL_ONLY when allowed), 1 for any other
@@ -60,6 +64,7 @@ pub fn run(args: &Args) -> ExitCode {
     cfg.challenge_timeout = Duration::from_secs(args.timeout_s.max(1));
     cfg.probe_timeout = Duration::from_secs(args.timeout_s.clamp(1, 5));
     cfg.functional_only = args.allow_functional_only;
+    cfg.lora = args.lora.clone();
     let report = match attest(&cfg) {
         Ok(r) => r,
         Err(e) => {
@@ -103,11 +108,13 @@ fn print_text(r: &AttestReport) {
         println!("detail: {}", v.detail);
     }
     println!(
-        "profile: {}  engine: {}  endpoint: {}  contract: {}  manifest: {}",
+        "profile: {}  engine: {} {}  endpoint: {}  contract: {} ({})  manifest: {}",
         r.profile_id,
         r.engine,
+        r.engine_version.as_deref().unwrap_or("?"),
         r.endpoint,
-        r.contract_id,
+        r.release_id.as_deref().unwrap_or("-"),
+        r.contract_id.as_deref().unwrap_or("-"),
         r.manifest_digest.as_deref().unwrap_or("-")
     );
     println!("receipts:");

@@ -2,18 +2,19 @@
 //! (`testdata/registry`, Qwen3-0.6B) exactly as the gateway would, takes a built-in chat
 //! request (or one given as a file), and prints the rendered prompt, the token ids and the
 //! block hashes for vLLM, SGLang and TensorRT-LLM with their settings, plus how long each
-//! stage took.
+//! stage took. Each engine is a named release (default: the reference releases vLLM 0.31.0,
+//! SGLang 0.5.19, TensorRT-LLM 1.3.0rc29), resolved through the contract catalog; an
+//! unknown version is refused.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use kvhash::sglang::SglangHasher;
-use kvhash::trtllm::TrtllmHasher;
-use kvhash::vllm::{HashAlgo, VllmHasher};
 use kvhash::BlockHasher;
+use kvprobe::contract::{self, Contract};
+use kvprobe::{bridge, Engine};
 use kvprofile_core::{AttestationCheck, Generation, LoadOptions, TrustPolicy};
-use kvtemplate::{encoder_from_loaded, Outcome, ScratchBuf};
+use kvtemplate::{Outcome, ScratchBuf};
 use serde_json::json;
 
 /// The sample registry compiled in as the default.
@@ -50,39 +51,73 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// The vLLM release to emulate (default: the reference release 0.31.0).
+    #[arg(long, value_name = "VERSION")]
+    pub vllm_version: Option<String>,
+    /// The SGLang release (default: 0.5.19).
+    #[arg(long, value_name = "VERSION")]
+    pub sglang_version: Option<String>,
+    /// The TensorRT-LLM release (default: 1.3.0rc29).
+    #[arg(long, value_name = "VERSION")]
+    pub trtllm_version: Option<String>,
     /// A chat request body (OpenAI `/v1/chat/completions` JSON); default: a built-in one.
     pub request: Option<PathBuf>,
 }
 
-/// One engine's settings: contract id and the hasher the contract uses.
+/// One engine's settings: the release and the hasher its contract uses.
 struct EngineSetup {
     name: &'static str,
-    contract: &'static str,
+    version: String,
+    contract: Contract,
     settings: &'static str,
     hasher: BlockHasher,
 }
 
-fn engines() -> Result<Vec<EngineSetup>, kvhash::Error> {
-    Ok(vec![
-        EngineSetup {
-            name: "vllm",
-            contract: "vllm-kv-map-v2",
-            settings: "sha256_cbor, block size 16, PYTHONHASHSEED=0",
-            hasher: VllmHasher::new(HashAlgo::Sha256Cbor, 16, Some("0"))?.into(),
-        },
-        EngineSetup {
-            name: "sglang",
-            contract: "sglang-kv-rank-v1",
-            settings: "sha256 page chain, page size 16, no salt",
-            hasher: SglangHasher::new(16)?.into(),
-        },
-        EngineSetup {
-            name: "trtllm",
-            contract: "trtllm-kv-http-v1",
-            settings: "V1 block key, tokens per block 32",
-            hasher: TrtllmHasher::new(32)?.into(),
-        },
-    ])
+fn engines(args: &Args) -> Result<Vec<EngineSetup>, String> {
+    let pick = |engine: Engine, given: &Option<String>| -> Result<(String, Contract), String> {
+        let v = given
+            .clone()
+            .or_else(|| bridge::reference_version(engine).map(str::to_string))
+            .unwrap_or_default();
+        let c = contract::resolve(engine, &v).map_err(|e| format!("REFUSED {}: {e}", e.code()))?;
+        Ok((v, c))
+    };
+    let mut out = Vec::new();
+    for (engine, given, settings, bs, seed) in [
+        (
+            Engine::Vllm,
+            &args.vllm_version,
+            "sha256_cbor, block size 16, PYTHONHASHSEED=0",
+            16,
+            Some("0"),
+        ),
+        (
+            Engine::Sglang,
+            &args.sglang_version,
+            "sha256 page chain, page size 16, no salt",
+            16,
+            None,
+        ),
+        (
+            Engine::Trtllm,
+            &args.trtllm_version,
+            "V1 block key, tokens per block 32",
+            32,
+            None,
+        ),
+    ] {
+        let (version, contract) = pick(engine, given)?;
+        let hasher = bridge::hasher(&contract, None, bs, seed)
+            .map_err(|e| format!("{engine} {version}: hasher: {e}"))?;
+        out.push(EngineSetup {
+            name: engine.as_str(),
+            version,
+            contract,
+            settings,
+            hasher,
+        });
+    }
+    Ok(out)
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -138,15 +173,19 @@ pub fn run(args: &Args) -> ExitCode {
             root.display()
         ));
     };
-    let setups = match engines() {
+    let setups = match engines(args) {
         Ok(s) => s,
+        Err(e) if e.starts_with("REFUSED") => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
         Err(e) => return fail(e),
     };
 
     let mut results = Vec::new();
     for setup in &setups {
         let t = Instant::now();
-        let encoder = match encoder_from_loaded(profile, setup.contract) {
+        let encoder = match bridge::encoder(profile, &setup.contract) {
             Ok(e) => e,
             Err(e) => return fail(format!("{}: encoder: {e}", setup.name)),
         };
@@ -176,7 +215,7 @@ pub fn run(args: &Args) -> ExitCode {
         let encode_time = t.elapsed();
         ids.truncate(encoded.written);
 
-        let mut hashes = vec![0u64; ids.len() / setup.hasher.block_size().max(1) + 1];
+        let mut hashes = vec![0u64; setup.hasher.block_count(ids.len())];
         let t = Instant::now();
         let n = match setup.hasher.block_hashes_u64(&ids, &mut hashes) {
             Ok(n) => n,
@@ -199,7 +238,9 @@ pub fn run(args: &Args) -> ExitCode {
             .map(|(s, rendered, ids, hashes, times)| {
                 json!({
                     "engine": s.name,
-                    "contract": s.contract,
+                    "engine_version": s.version,
+                    "release": s.contract.release_id(),
+                    "contract": s.contract.contract_id(),
                     "settings": s.settings,
                     "block_size": s.hasher.block_size(),
                     "rendered": rendered,
@@ -239,7 +280,14 @@ pub fn run(args: &Args) -> ExitCode {
     );
     for (s, rendered, ids, hashes, times) in &results {
         println!();
-        println!("== {} ({}; {})", s.name, s.contract, s.settings);
+        println!(
+            "== {} {} ({}, contract {}; {})",
+            s.name,
+            s.version,
+            s.contract.release_id(),
+            s.contract.contract_id(),
+            s.settings
+        );
         println!("rendered prompt ({} bytes):", rendered.len());
         for line in rendered.lines() {
             println!("  | {line}");

@@ -1,9 +1,14 @@
 //! `kvexact encode`: render and tokenize one request as the gateway's strict path does for an
-//! engine contract; prints `{"rendered", "token_ids"}` or `{"refusal"}` as JSON.
+//! engine release; prints `{"rendered", "token_ids"}` or `{"refusal"}` as JSON.
+//!
+//! The release is `--engine-version` (resolved through the contract catalog; an unknown
+//! version is refused), else the release or contract id given as `--engine`, else the
+//! engine's reference release. Its chat rules apply where vectors prove them.
 
+use kvprobe::contract::{self, Contract};
 use kvprofile_core::{Generation, LoadOptions, TrustPolicy};
 use kvtemplate::{
-    spec_from_model_dir, spec_from_profile, Encoder, Engine, KvtemplateValidator, Outcome,
+    spec_from_loaded, spec_from_model_dir, Encoder, Engine, KvtemplateValidator, Outcome,
 };
 use serde_json::json;
 use std::io::Read;
@@ -31,10 +36,16 @@ pub struct Args {
     /// A model directory (`<org>__<name>/` with tokenizer.json and a chat template).
     #[arg(long, required_unless_present = "registry")]
     pub model_dir: Option<PathBuf>,
-    /// Engine contract: vllm, sglang or trtllm, or a contract id such as sglang-kv-rank-v1
-    /// (with --registry, the id selects the profile's engineQuirks entry).
+    /// Engine: vllm, sglang or trtllm, or a release or contract id such as
+    /// sglang-kv-map-v2-r0.5.23 or sglang-kv-rank-v1 (with --registry, the id selects the
+    /// profile's engineQuirks entry).
     #[arg(long)]
     pub engine: String,
+    /// The engine release (e.g. 0.24.0): its contract's chat rules and quirks apply; a version
+    /// no release covers is refused. Default: the release named by --engine, else the
+    /// engine's reference release.
+    #[arg(long, value_name = "VERSION")]
+    pub engine_version: Option<String>,
     /// Request surface.
     #[arg(long, value_enum, default_value = "chat")]
     pub api: Api,
@@ -59,6 +70,13 @@ pub fn run(args: &Args) -> ExitCode {
     let Some(engine) = Engine::parse(&args.engine) else {
         eprintln!("unknown engine {:?} (vllm, sglang, trtllm)", args.engine);
         return ExitCode::from(2);
+    };
+    let contract = match release(engine, args) {
+        Ok(c) => c,
+        Err(refusal) => {
+            println!("{}", json!({ "error": refusal, "class": -3 }));
+            return ExitCode::from(2);
+        }
     };
     let now_ms = match &args.now {
         Some(s) => match kvtemplate::strftime::parse_rfc3339(s) {
@@ -91,7 +109,7 @@ pub fn run(args: &Args) -> ExitCode {
             let Some(loaded) = generation.profile_for_model(model) else {
                 return fail(format!("no published profile serves model {model:?}"), -3);
             };
-            match spec_from_profile(&loaded.profile, &loaded.artifacts, &args.engine) {
+            match spec_from_loaded(loaded, contract.release_id()) {
                 Ok(s) => s,
                 Err(e) => return fail(e.to_string(), e.class().code()),
             }
@@ -101,6 +119,10 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let mut spec = spec;
+    if let Some(rules) = contract.chat_or_reference() {
+        spec.chat_rules = rules;
+    }
     let encoder = match Encoder::new(spec) {
         Ok(e) => e,
         Err(e) => return fail(e.to_string(), e.class().code()),
@@ -152,4 +174,38 @@ pub fn run(args: &Args) -> ExitCode {
         }
         Err(e) => fail(e.to_string(), e.class().code()),
     }
+}
+
+/// The engine release `args` name: `--engine-version`, else `--engine` as a release or
+/// contract id, else the engine's reference release. The refusal text on failure.
+fn release(engine: Engine, args: &Args) -> Result<Contract, String> {
+    let registry_engine = match engine {
+        Engine::Vllm => kvprobe::Engine::Vllm,
+        Engine::Sglang => kvprobe::Engine::Sglang,
+        Engine::Trtllm => kvprobe::Engine::Trtllm,
+    };
+    let refused = |e: kvprobe::Error| format!("REFUSED {}: {e}", e.code());
+    if let Some(v) = &args.engine_version {
+        return contract::resolve(registry_engine, v).map_err(refused);
+    }
+    if args.engine.contains('-') {
+        return contract::by_id(&args.engine).or_else(|_| {
+            // A contract id whose releases differ: the reference release if it belongs to it.
+            let r = kvtemplate::ChatRules::reference_version(engine);
+            let c = contract::resolve(registry_engine, r).map_err(refused)?;
+            if c.contract_id() == args.engine {
+                Ok(c)
+            } else {
+                Err(format!(
+                    "{} spans several releases: give --engine-version",
+                    args.engine
+                ))
+            }
+        });
+    }
+    contract::resolve(
+        registry_engine,
+        kvtemplate::ChatRules::reference_version(engine),
+    )
+    .map_err(refused)
 }

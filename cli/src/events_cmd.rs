@@ -3,7 +3,7 @@
 //! Exit status: 0 decoded, 1 decode error (message with its location on stderr), 2 bad usage
 //! (unknown format id, bad hex, unreadable file, an input kind the format does not take).
 
-use kvhash::events::{self, EventFormat, Transport};
+use kvhash::events::{self, EventFormat, EventSchema, Transport};
 use std::process::ExitCode;
 
 /// `kvexact events` subcommands.
@@ -16,11 +16,23 @@ pub enum Command {
 /// Arguments of `kvexact events decode`.
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("input").required(true).args(["frames_hex", "payload_hex", "json"])))]
+#[command(group(clap::ArgGroup::new("schema").required(true).args(["format", "contract", "engine"])))]
 pub struct DecodeArgs {
-    /// Format id: vllm-kv-array-v1, vllm-kv-map-v2, vllm-kv-map-v3, sglang-kv-rank-v1,
-    /// sglang-kv-map-v2, trtllm-kv-http-v1, trtllm-kv-http-preview-v1.
+    /// Wire-family id (the union of its releases' fields): vllm-kv-array-v1, vllm-kv-map-v2,
+    /// vllm-kv-map-v3, sglang-kv-rank-v1, sglang-kv-map-v2, trtllm-kv-http-v1,
+    /// trtllm-kv-http-preview-v1.
     #[arg(long)]
-    pub format: String,
+    pub format: Option<String>,
+    /// A release or contract id (`kvexact contracts`): decode with exactly that release's
+    /// event schema (fields it never writes are refused).
+    #[arg(long)]
+    pub contract: Option<String>,
+    /// With --engine-version: the engine whose release's schema decodes.
+    #[arg(long, requires = "engine_version", value_parser = ["vllm", "sglang", "trtllm"])]
+    pub engine: Option<String>,
+    /// The engine release (e.g. 0.24.0); an unknown version is refused.
+    #[arg(long, requires = "engine")]
+    pub engine_version: Option<String>,
     /// The three ZMQ frames in hex: topic (may be empty: ""), sequence, payload.
     #[arg(long, num_args = 3, value_names = ["TOPIC", "SEQ", "PAYLOAD"], allow_hyphen_values = true)]
     pub frames_hex: Option<Vec<String>>,
@@ -48,11 +60,38 @@ fn unhex(what: &str, s: &str) -> Result<Vec<u8>, String> {
     hex::decode(s.trim()).map_err(|e| format!("{what}: not hex: {e}"))
 }
 
+/// The schema the arguments name, or the refusal / usage message.
+fn schema_of(args: &DecodeArgs) -> Result<EventSchema, String> {
+    let from = |c: kvprobe::contract::Contract| {
+        c.events()
+            .cloned()
+            .ok_or_else(|| format!("{} has no KV events", c.release_id()))
+    };
+    if let Some(f) = &args.format {
+        let format: EventFormat = f.parse().map_err(|e: kvhash::Error| e.to_string())?;
+        return Ok(EventSchema::family(format).clone());
+    }
+    if let Some(id) = &args.contract {
+        return from(kvprobe::contract::by_id(id).map_err(|e| e.to_string())?);
+    }
+    let engine = match args.engine.as_deref() {
+        Some("vllm") => kvprobe::Engine::Vllm,
+        Some("sglang") => kvprobe::Engine::Sglang,
+        _ => kvprobe::Engine::Trtllm,
+    };
+    let version = args.engine_version.as_deref().unwrap_or("");
+    from(
+        kvprobe::contract::resolve(engine, version)
+            .map_err(|e| format!("REFUSED {}: {e}", e.code()))?,
+    )
+}
+
 fn decode(args: &DecodeArgs) -> ExitCode {
-    let format: EventFormat = match args.format.parse() {
-        Ok(f) => f,
+    let schema = match schema_of(args) {
+        Ok(s) => s,
         Err(e) => return usage(e),
     };
+    let format = schema.format();
     let result = if let Some(frames) = &args.frames_hex {
         let bytes: Result<Vec<Vec<u8>>, String> = frames
             .iter()
@@ -67,7 +106,8 @@ fn decode(args: &DecodeArgs) -> ExitCode {
             return usage(format!("{format} is not a ZMQ format; use --json"));
         }
         let refs: Vec<&[u8]> = bytes.iter().map(Vec::as_slice).collect();
-        events::decode_frames(format, &refs).map(|b| b.to_json())
+        events::decode_frames_schema(&schema, &refs, &events::Limits::default())
+            .map(|b| b.to_json())
     } else if let Some(p) = &args.payload_hex {
         let bytes = match unhex("payload", p) {
             Ok(b) => b,
@@ -76,7 +116,8 @@ fn decode(args: &DecodeArgs) -> ExitCode {
         if format.transport() != Transport::ZmqMsgpack {
             return usage(format!("{format} is not a msgpack format; use --json"));
         }
-        events::decode_payload(format, &bytes).map(|b| b.to_json())
+        events::decode_payload_schema(&schema, &bytes, &events::Limits::default())
+            .map(|b| b.to_json())
     } else if let Some(path) = &args.json {
         if format.transport() != Transport::HttpJson {
             return usage(format!(

@@ -2,6 +2,7 @@
 //! no engine logic lives here.
 
 mod attest_cmd;
+mod contracts_cmd;
 mod demo_cmd;
 mod encode_cmd;
 mod events_cmd;
@@ -24,6 +25,8 @@ struct Cli {
 enum Command {
     /// Recompute every case of vector files and compare with the expected values.
     Parity(parity::Args),
+    /// The engine-contract matrix: every engine release, its rules and what proves them.
+    Contracts(contracts_cmd::Args),
     /// Decode KV-event wire bytes.
     #[command(subcommand)]
     Events(events_cmd::Command),
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Parity(args) => parity::run(&args),
+        Command::Contracts(args) => contracts_cmd::run(&args),
         Command::Events(cmd) => events_cmd::run(&cmd),
         Command::Registry(cmd) => registry_cmd::run(&cmd),
         Command::Encode(args) => encode_cmd::run(&args),

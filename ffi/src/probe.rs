@@ -755,6 +755,7 @@ pub unsafe extern "C" fn kvexact_challenge_new(
                 cache_chunk: quirks.cache_chunk,
                 last_block_only: quirks.challenge_last_block,
                 dp_ranks: opts.dp_ranks,
+                lora: None,
             };
             let c = Challenge::new(&enc.encoder, h.block_hasher(), &spec, nonce)
                 .map_err(challenge_failure)?;
@@ -856,6 +857,7 @@ unsafe fn observed(ev: &kvexact_event) -> Result<Option<Observed>, Failure> {
         token_ids: (!tokens.is_empty()).then(|| tokens.iter().map(|&t| u64::from(t)).collect()),
         block_size: (ev.block_size != 0).then_some(ev.block_size),
         has_lora: ev.has_lora != 0,
+        lora_name: None,
         has_extra_keys: ev.has_extra_keys != 0,
         rehash_mismatch: ev.rehash_mismatch != 0,
     }))

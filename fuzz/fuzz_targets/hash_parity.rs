@@ -133,7 +133,7 @@ fn vllm(inp: &Input) {
             ]);
             let mut want = Vec::new();
             ciborium::into_writer(&v, &mut want).expect("ciborium");
-            let got = chain.serialize_next(b).expect("serialize");
+            let got = chain.serialize_next(b, &[]).expect("serialize");
             assert_eq!(got, want, "block {i}");
             let d = chain.extend_to_vec(b).expect("extend");
             assert_eq!(d[0], algo.digest(&want));

@@ -32,12 +32,22 @@ pub enum Error {
         /// Bytes that were given.
         got: usize,
     },
-    /// The vLLM NONE_HASH cannot be reproduced: `PYTHONHASHSEED` unset with an xxhash
-    /// algorithm makes vLLM draw a random seed per engine process.
-    #[error("NONE_HASH is not reproducible: PYTHONHASHSEED unset with {algo} (random per engine process)")]
+    /// The vLLM NONE_HASH cannot be reproduced: with `PYTHONHASHSEED` unset vLLM draws a
+    /// random seed per engine process (every algorithm under NONE_HASH rule A, vLLM
+    /// 0.17–0.28; the xxhash algorithms under rule B).
+    #[error("NONE_HASH is not reproducible: PYTHONHASHSEED unset with {algo}: {why}; set PYTHONHASHSEED on the engine and in the rule")]
     UnreproducibleNoneHash {
         /// The `--prefix-caching-hash-algo` value.
         algo: &'static str,
+        /// Which rule makes it random.
+        why: &'static str,
+    },
+    /// A hashing option the engine release's rules do not have (e.g. look-ahead hashing
+    /// before vLLM 0.33).
+    #[error("{what} is not part of this engine release's hashing rules")]
+    RuleNotSupported {
+        /// The option.
+        what: &'static str,
     },
     /// A name that is not a known algorithm or variant (`--prefix-caching-hash-algo`, salt mode, ...).
     #[error("unknown {what}: {name:?}")]
@@ -156,6 +166,21 @@ pub enum Error {
         at: crate::events::Location,
         /// The field's wire name.
         field: &'static str,
+    },
+    /// A field the engine release's event schema does not have (an engine speaking another
+    /// release than its contract says, or a field the release never writes).
+    #[error("KV event: field {field:?} at {at} is not in this engine release's event schema")]
+    EventUnknownField {
+        /// Where the field is.
+        at: crate::events::Location,
+        /// The field's wire name.
+        field: String,
+    },
+    /// An event schema (from the contract catalog) is not consistent.
+    #[error("KV event schema: {reason}")]
+    EventSchema {
+        /// What is wrong.
+        reason: String,
     },
     /// A map or object names the same field twice.
     #[error("KV event: duplicate field {field:?} at {at}")]

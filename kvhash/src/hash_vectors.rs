@@ -3,15 +3,20 @@
 //! trtllm/block_hashes.json, gateway/kv_hash_vectors.json}`).
 //!
 //! Used by this crate's parity tests and by `kvexact parity`. Every case is recomputed from
-//! its `inputs` only and compared with every expected value the file gives:
+//! its `inputs` only, under the engine release's rules ([`FileRules`], which the caller
+//! resolves from the file's `engine_version` through the contract catalog), and compared
+//! with every expected value the file gives:
 //!
 //! * vLLM: NONE_HASH, each block's exact serialized bytes, digest and event int (from the
 //!   decimal string), the block count; one-shot, per-block and (for cases with
 //!   `prompt_len`) prompt-then-one-token-at-a-time hashing must all agree.
 //! * SGLang: each page's digest, signed `block_hash` and parent, the partial-tail digest,
 //!   the salt seed, the hashes of the BlockStored events; `expected.error` cases must be
-//!   rejected with [`crate::Error::TokenIdOutOfRange`]. `extra_key` does not enter the hash
-//!   in 0.5.19 (spec sglang.md §1.1) and is read but not used.
+//!   rejected with [`crate::Error::TokenIdOutOfRange`] and, where the case records the
+//!   engine's message, [`SglangRules::refusal_message`] must equal it. `extra_key` does not
+//!   enter the published hash (spec sglang.md §1.1) and is read but not used.
+//! * vLLM look-ahead cases (`num_hash_lookahead_tokens`): the block's bytes include the
+//!   look-ahead tokens; the block is hashed only once they are fed.
 //! * TensorRT-LLM: every block's hash and parent including the partial tail, the salt
 //!   value, the full-block list.
 //! * Gateway fixtures: NONE_HASH per algorithm, then each fixture block from its given parent
@@ -20,10 +25,11 @@
 //! A failure names the first differing item, expected vs got. A file that is not of these
 //! formats, or a case missing a field, is an error naming the field.
 
-use crate::sglang::{published_i64, KeyMode, SglangHasher};
+use crate::sglang::{published_i64, KeyMode, SglangHasher, SglangRules};
 use crate::trtllm::{token_bits, MmItem, SaltVariant, TrtllmHasher};
 use crate::vllm::{
     none_hash, HashAlgo, LoraKey, MmFeature, PromptEmbeds, VllmChain, VllmExtras, VllmHasher,
+    VllmRules,
 };
 use crate::{Digest, Error};
 use serde_json::Value;
@@ -77,8 +83,28 @@ pub fn detect(doc: &Value) -> Option<VectorFormat> {
     (!cases.is_empty() && cases.iter().all(is_block_case)).then_some(format)
 }
 
-/// Recomputes every case of a block-hash vector document.
-pub fn check_document(doc: &Value) -> Result<Vec<HashCaseResult>, String> {
+/// The engine-release rules a file's cases are recomputed under. The caller resolves them
+/// from the file's `engine` / `engine_version` through the contract catalog (kvhash never
+/// looks at a version); TensorRT-LLM and gateway files need none (their salt variant is
+/// named per case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FileRules {
+    /// vLLM rules (for `vllm/block_hashes*.json`).
+    pub vllm: VllmRules,
+    /// SGLang rules (for `sglang/block_hashes.json`).
+    pub sglang: SglangRules,
+}
+
+/// The `engine` and `engine_version` a vector file names at its top level.
+pub fn engine_version(doc: &Value) -> Option<(&str, &str)> {
+    Some((
+        doc.get("engine")?.as_str()?,
+        doc.get("engine_version")?.as_str()?,
+    ))
+}
+
+/// Recomputes every case of a block-hash vector document under `rules`.
+pub fn check_document(doc: &Value, rules: &FileRules) -> Result<Vec<HashCaseResult>, String> {
     let format = detect(doc).ok_or("not a block-hash vector file")?;
     if format == VectorFormat::Gateway {
         return check_gateway(doc);
@@ -95,8 +121,8 @@ pub fn check_document(doc: &Value) -> Result<Vec<HashCaseResult>, String> {
             .map(str::to_string)
             .unwrap_or_else(|| format!("case #{i}"));
         let r = match format {
-            VectorFormat::Vllm => check_vllm(case),
-            VectorFormat::Sglang => check_sglang(case),
+            VectorFormat::Vllm => check_vllm(case, rules.vllm),
+            VectorFormat::Sglang => check_sglang(case, rules.sglang),
             VectorFormat::Trtllm => check_trtllm(case),
             VectorFormat::Gateway => Err("unreachable".to_string()),
         };
@@ -220,18 +246,24 @@ fn vllm_extras(inputs: &Value, n_tokens: usize) -> Result<VllmExtras, String> {
     Ok(extras)
 }
 
-fn check_vllm(case: &Value) -> Result<(), String> {
+fn check_vllm(case: &Value, rules: VllmRules) -> Result<(), String> {
     let inputs = field(case, "inputs")?;
     let expected = field(case, "expected")?;
     let algo: HashAlgo = str_field(inputs, "hash_algo")?.parse().map_err(err)?;
     let seed = opt_str(inputs, "python_hash_seed")?;
     let block_size = usize_field(inputs, "block_size")?;
+    let lookahead = match inputs.get("num_hash_lookahead_tokens") {
+        None | Some(Value::Null) => 0,
+        Some(_) => usize_field(inputs, "num_hash_lookahead_tokens")?,
+    };
     let ids: Vec<u64> = match inputs.get("token_ids") {
         Some(Value::Null) | None => vec![0; usize_field(inputs, "num_tokens")?],
         Some(_) => u64_array(inputs, "token_ids")?,
     };
     let extras = vllm_extras(inputs, ids.len())?;
-    let hasher = VllmHasher::new(algo, block_size, seed).and_then(|h| h.with_extras(extras));
+    let hasher = VllmHasher::with_rules(rules, algo, block_size, seed)
+        .and_then(|h| h.with_extras(extras))
+        .and_then(|h| h.with_lookahead(lookahead));
     if expected
         .get("error")
         .is_some_and(|e| e.as_bool() == Some(true))
@@ -249,7 +281,7 @@ fn check_vllm(case: &Value) -> Result<(), String> {
     )?;
 
     // One shot.
-    let mut digests = vec![Digest::sha256([0; 32]); ids.len() / block_size];
+    let mut digests = vec![Digest::sha256([0; 32]); hasher.block_count(ids.len())];
     let n = hasher.block_hashes(&ids, &mut digests).map_err(err)?;
     cmp(
         "num_full_blocks",
@@ -275,19 +307,33 @@ fn check_vllm(case: &Value) -> Result<(), String> {
     let blocks = array(expected, "blocks")?;
     cmp("blocks length", blocks.len(), n)?;
     let mut chain = hasher.chain();
-    for (i, (b, chunk)) in blocks.iter().zip(ids.chunks_exact(block_size)).enumerate() {
+    for (i, b) in blocks.iter().enumerate() {
+        let chunk = ids
+            .get(i * block_size..(i + 1) * block_size)
+            .ok_or(format!("block {i}: tokens missing"))?;
+        let ahead = ids
+            .get((i + 1) * block_size..(i + 1) * block_size + lookahead)
+            .ok_or(format!("block {i}: look-ahead tokens missing"))?;
         cmp(
             &format!("block {i} parent"),
             str_field(b, "parent_hash_hex")?,
             &chain.parent().to_hex(),
         )?;
-        let bytes = chain.serialize_next(chunk).map_err(err)?;
+        let bytes = chain.serialize_next(chunk, ahead).map_err(err)?;
         cmp(
             &format!("block {i} serialized bytes"),
             str_field(b, "serialized_hex")?,
             &hex::encode(&bytes),
         )?;
-        let got = chain.extend_to_vec(chunk).map_err(err)?;
+        // Feed the block (its look-ahead tokens were fed with the block before, except
+        // for the first block).
+        let feed = if i == 0 {
+            ids.get(..block_size + lookahead).unwrap_or(&[])
+        } else {
+            ids.get(i * block_size + lookahead..(i + 1) * block_size + lookahead)
+                .unwrap_or(&[])
+        };
+        let got = chain.extend_to_vec(feed).map_err(err)?;
         let d = got.first().ok_or(format!("block {i}: no digest"))?;
         cmp(
             &format!("block {i} hash_hex"),
@@ -321,7 +367,7 @@ fn check_vllm(case: &Value) -> Result<(), String> {
 
 // ---------------------------------------------------------------- SGLang
 
-fn check_sglang(case: &Value) -> Result<(), String> {
+fn check_sglang(case: &Value, rules: SglangRules) -> Result<(), String> {
     let inputs = field(case, "inputs")?;
     let expected = field(case, "expected")?;
     let page_size = usize_field(inputs, "page_size")?;
@@ -334,6 +380,7 @@ fn check_sglang(case: &Value) -> Result<(), String> {
     let _extra_key = opt_str(inputs, "extra_key")?; // tree namespace only in 0.5.19
     let hasher = SglangHasher::new(page_size)
         .map_err(err)?
+        .with_rules(rules)
         .with_cache_salt(opt_str(inputs, "cache_salt")?)
         .with_mode(mode);
     let mut chain = hasher.chain();
@@ -344,7 +391,10 @@ fn check_sglang(case: &Value) -> Result<(), String> {
         .is_some_and(|e| e.as_bool() == Some(true))
     {
         return match r {
-            Err(Error::TokenIdOutOfRange { .. }) => Ok(()),
+            Err(Error::TokenIdOutOfRange { value, .. }) => match opt_str(expected, "message")? {
+                Some(m) => cmp("refusal message", m, rules.refusal_message(value)),
+                None => Ok(()),
+            },
             Err(e) => Err(format!("expected token-id rejection, got {e}")),
             Ok(()) => Err("expected token-id rejection, got hashes".to_string()),
         };
@@ -378,10 +428,17 @@ fn check_sglang(case: &Value) -> Result<(), String> {
         }
         parent = Some(published_i64(d));
     }
-    // One shot over u32 ids must agree.
-    let ids32: Vec<u32> = ids.iter().map(|&t| t as u32).collect();
+    // One shot must agree (over u32 ids when they all fit, else over the checked path).
     let mut out = vec![0u64; pages.len()];
-    let n = hasher.block_hashes_u64(&ids32, &mut out).map_err(err)?;
+    let n = match ids
+        .iter()
+        .map(|&t| u32::try_from(t))
+        .collect::<Result<Vec<u32>, _>>()
+    {
+        Ok(ids32) => hasher.block_hashes_u64(&ids32, &mut out),
+        Err(_) => hasher.block_hashes_u64_checked(&ids, &mut out),
+    }
+    .map_err(err)?;
     cmp("one-shot page count", pages.len(), n)?;
     for (i, (a, d)) in out.iter().zip(&pages).enumerate() {
         cmp(&format!("one-shot page {i}"), d.first8_be(), *a)?;
@@ -572,7 +629,7 @@ fn check_gateway_fixture(f: &Value) -> Result<(), String> {
     let hasher = VllmHasher::with_none_hash(algo, tokens.len(), parent).map_err(err)?;
     let mut chain = hasher.chain();
     if let Some(cbor) = f.get("cbor_hex").and_then(Value::as_str) {
-        let bytes = chain.serialize_next(&tokens).map_err(err)?;
+        let bytes = chain.serialize_next(&tokens, &[]).map_err(err)?;
         cmp("cbor bytes", cbor, &hex::encode(bytes))?;
     }
     let got = chain.extend_to_vec(&tokens).map_err(err)?;

@@ -54,6 +54,17 @@ impl BlockHasher {
         }
     }
 
+    /// Number of routable hashes `n_tokens` ids yield: full blocks only (vLLM with
+    /// look-ahead: only blocks followed by their look-ahead tokens; SGLang EAGLE bigram mode:
+    /// `n - 1` units).
+    pub fn block_count(&self, n_tokens: usize) -> usize {
+        match self {
+            BlockHasher::Vllm(h) => h.block_count(n_tokens),
+            BlockHasher::Sglang(h) => h.page_count(n_tokens),
+            BlockHasher::Trtllm(h) => n_tokens / h.tokens_per_block(),
+        }
+    }
+
     /// Writes the routable (full-block) hashes of `ids` in the engine's KV-event integer
     /// form into `out`, stopping when `out` is full; returns the number written
     /// (`min(full blocks, out.len())`).

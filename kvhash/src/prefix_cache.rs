@@ -27,8 +27,9 @@
 //! by comparing tokens and the chain's digests (SHA-256 or XXH3-128, as the engine itself
 //! relies on). Memory: at most about `2 × capacity` blocks (entries plus memos).
 //!
-//! Only vLLM chains are cached; SGLang and TensorRT-LLM hashers are computed in full on
-//! every call (same results, counted as hashed).
+//! Only vLLM chains without look-ahead are cached; SGLang, TensorRT-LLM and look-ahead
+//! hashers (whose block digest also depends on the tokens after the block) are computed in
+//! full on every call (same results, counted as hashed).
 //!
 //! ```
 //! use kvhash::prefix_cache::PrefixCache;
@@ -221,10 +222,13 @@ impl PrefixCache {
         ids: &[u32],
         out: &mut [u64],
     ) -> Result<usize, Error> {
-        let BlockHasher::Vllm(h) = hasher else {
-            let n = hasher.block_hashes_u64(ids, out)?;
-            self.hashed.fetch_add(n as u64, Ordering::Relaxed);
-            return Ok(n);
+        let h = match hasher {
+            BlockHasher::Vllm(h) if h.lookahead() == 0 => h,
+            _ => {
+                let n = hasher.block_hashes_u64(ids, out)?;
+                self.hashed.fetch_add(n as u64, Ordering::Relaxed);
+                return Ok(n);
+            }
         };
         let fp = ConfigFingerprint::of(hasher);
         let mut n = 0;
@@ -245,6 +249,11 @@ impl PrefixCache {
         ids: &[u32],
         out: &mut [Digest],
     ) -> Result<usize, Error> {
+        if hasher.lookahead() > 0 {
+            let n = hasher.block_hashes(ids, out)?;
+            self.hashed.fetch_add(n as u64, Ordering::Relaxed);
+            return Ok(n);
+        }
         let fp = ConfigFingerprint::of(&BlockHasher::Vllm(hasher.clone()));
         let mut n = 0;
         self.vllm_walk(hasher, &fp, ids, out.len(), |d| {

@@ -27,6 +27,50 @@ use std::borrow::Borrow;
 /// Prefix of the cache-salt seed message.
 pub const SALT_DOMAIN: &[u8] = b"sglang-cache-salt-v1";
 
+/// The SGLang hashing rules that differ between engine releases (selected by the contract
+/// catalog; kvhash never looks at a version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SglangRules {
+    /// SGLang ≥ 0.5.23: ids up to `2^63 - 1` are accepted, and a page holding any id
+    /// `>= 2^32` is hashed as `0xff` followed by every unit as u64 little-endian ("wide
+    /// page"). Before: every id must fit in `u32`.
+    pub wide_pages: bool,
+}
+
+impl SglangRules {
+    /// SGLang 0.5.19, the reference release (no wide pages).
+    pub const REFERENCE: SglangRules = SglangRules { wide_pages: false };
+
+    /// The text SGLang's hash binding raises for an id it refuses (`IndexError`).
+    pub const fn refusal_message(self, value: i128) -> &'static str {
+        if self.wide_pages {
+            if value < 0 {
+                "token id must be a non-negative int64"
+            } else {
+                "token id does not fit in int64"
+            }
+        } else {
+            "token id does not fit in uint32"
+        }
+    }
+
+    /// The accepted id range, in words.
+    pub const fn range(self) -> &'static str {
+        if self.wide_pages {
+            "0..2^63"
+        } else {
+            "0..2^32"
+        }
+    }
+}
+
+impl Default for SglangRules {
+    /// [`SglangRules::REFERENCE`].
+    fn default() -> Self {
+        SglangRules::REFERENCE
+    }
+}
+
 /// How token ids become hashed units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum KeyMode {
@@ -58,6 +102,7 @@ pub struct SglangHasher {
     page_size: usize,
     mode: KeyMode,
     seed: Option<Digest>,
+    rules: SglangRules,
 }
 
 impl SglangHasher {
@@ -70,7 +115,19 @@ impl SglangHasher {
             page_size,
             mode: KeyMode::Plain,
             seed: None,
+            rules: SglangRules::REFERENCE,
         })
+    }
+
+    /// The same hasher under the rules of another engine release.
+    pub fn with_rules(mut self, rules: SglangRules) -> Self {
+        self.rules = rules;
+        self
+    }
+
+    /// The release's rules.
+    pub fn rules(&self) -> SglangRules {
+        self.rules
     }
 
     /// The same hasher with a request `cache_salt` (`None` or empty = no salt).
@@ -131,24 +188,31 @@ impl SglangHasher {
         Ok(n)
     }
 
-    /// As [`SglangHasher::block_hashes_u64`] for ids of a wider type; any id outside
-    /// `0..2^32` is rejected ([`Error::TokenIdOutOfRange`]) before anything is hashed.
+    /// As [`SglangHasher::block_hashes_u64`] for ids of a wider type; any id outside the
+    /// release's range ([`SglangRules::range`]) is rejected ([`Error::TokenIdOutOfRange`])
+    /// before anything is hashed.
     pub fn block_hashes_u64_checked<T: Copy + Into<i128>>(
         &self,
         ids: &[T],
         out: &mut [u64],
     ) -> Result<usize, Error> {
-        check_ids(ids)?;
+        check_ids(ids, self.rules)?;
         let mut n = 0;
         let mut chain = self.chain();
         let units = self.units_for(ids.len(), out.len());
-        chain.feed(ids.get(..units).unwrap_or(&[]), to_u32, &mut |d: Digest| {
+        chain.feed(ids.get(..units).unwrap_or(&[]), to_u64, &mut |d: Digest| {
             if let Some(slot) = out.get_mut(n) {
                 *slot = d.first8_be();
             }
             n += 1;
         });
         Ok(n)
+    }
+
+    /// Number of full pages `n_tokens` ids yield (EAGLE bigram mode: `n - 1` units).
+    pub fn page_count(&self, n_tokens: usize) -> usize {
+        let overlap = usize::from(self.mode == KeyMode::EagleBigram);
+        n_tokens.saturating_sub(overlap) / self.page_size
     }
 
     /// Tokens to feed so that at most `max_pages` full pages come out.
@@ -166,24 +230,29 @@ impl SglangHasher {
     fn one_shot(&self, ids: &[u32], max_pages: usize, mut sink: impl FnMut(Digest)) {
         let used = self.units_for(ids.len(), max_pages);
         self.chain()
-            .feed(ids.get(..used).unwrap_or(&[]), |t| t, &mut sink);
+            .feed(ids.get(..used).unwrap_or(&[]), u64::from, &mut sink);
     }
 }
 
-fn to_u32<T: Copy + Into<i128>>(t: T) -> u32 {
+fn to_u64<T: Copy + Into<i128>>(t: T) -> u64 {
     // Only called after `check_ids`.
-    t.into() as u32
+    t.into() as u64
 }
 
-fn check_ids<T: Copy + Into<i128>>(ids: &[T]) -> Result<(), Error> {
+fn check_ids<T: Copy + Into<i128>>(ids: &[T], rules: SglangRules) -> Result<(), Error> {
+    let max = if rules.wide_pages {
+        i64::MAX as i128
+    } else {
+        u32::MAX as i128
+    };
     for (index, t) in ids.iter().enumerate() {
         let v: i128 = (*t).into();
-        if !(0..=u32::MAX as i128).contains(&v) {
+        if !(0..=max).contains(&v) {
             return Err(Error::TokenIdOutOfRange {
                 engine: "sglang",
                 index,
                 value: v,
-                range: "0..2^32",
+                range: rules.range(),
             });
         }
     }
@@ -198,7 +267,7 @@ pub struct SglangChain<H: Borrow<SglangHasher>> {
     hasher: H,
     parent: Option<Digest>,
     pages: u64,
-    pending: Vec<u32>,
+    pending: Vec<u64>,
     buf: Vec<u8>,
 }
 
@@ -229,18 +298,18 @@ impl<H: Borrow<SglangHasher>> SglangChain<H> {
 
     /// Appends tokens; calls `sink` with the digest of every page that becomes full.
     pub fn extend(&mut self, ids: &[u32], mut sink: impl FnMut(Digest)) {
-        self.feed(ids, |t| t, &mut sink);
+        self.feed(ids, u64::from, &mut sink);
     }
 
     /// As [`SglangChain::extend`] for ids of a wider type; rejects (before hashing
-    /// anything) ids outside `0..2^32`.
+    /// anything) ids outside the release's range ([`SglangRules::range`]).
     pub fn extend_checked<T: Copy + Into<i128>>(
         &mut self,
         ids: &[T],
         mut sink: impl FnMut(Digest),
     ) -> Result<(), Error> {
-        check_ids(ids)?;
-        self.feed(ids, to_u32, &mut sink);
+        check_ids(ids, self.hasher.borrow().rules)?;
+        self.feed(ids, to_u64, &mut sink);
         Ok(())
     }
 
@@ -259,7 +328,7 @@ impl<H: Borrow<SglangHasher>> SglangChain<H> {
         Some(d)
     }
 
-    fn feed<T: Copy>(&mut self, ids: &[T], conv: impl Fn(T) -> u32, sink: &mut impl FnMut(Digest)) {
+    fn feed<T: Copy>(&mut self, ids: &[T], conv: impl Fn(T) -> u64, sink: &mut impl FnMut(Digest)) {
         let (p, overlap) = {
             let h = self.hasher.borrow();
             (h.page_size, usize::from(h.mode == KeyMode::EagleBigram))
@@ -302,25 +371,45 @@ impl<H: Borrow<SglangHasher>> SglangChain<H> {
         sink(d);
     }
 
-    /// SHA-256 of parent || `units` units taken from `tokens`.
+    /// SHA-256 of parent || `units` units taken from `tokens`: each unit's ids as u32 LE, or,
+    /// on a wide page (the release has wide pages and a unit's id, the bigram overlap
+    /// included, is `>= 2^32`), `0xff` then each id as u64 LE.
     #[inline]
     fn digest_units<T: Copy>(
         &mut self,
         tokens: &[T],
         units: usize,
-        conv: impl Fn(T) -> u32,
+        conv: impl Fn(T) -> u64,
     ) -> Digest {
-        let eagle = self.hasher.borrow().mode == KeyMode::EagleBigram;
+        let h = self.hasher.borrow();
+        let eagle = h.mode == KeyMode::EagleBigram;
+        let wide_rule = h.rules.wide_pages;
         let buf = &mut self.buf;
         buf.clear();
         if let Some(parent) = &self.parent {
             buf.extend_from_slice(parent.as_bytes());
         }
-        if eagle {
+        let raw = tokens.get(..units + usize::from(eagle)).unwrap_or(tokens);
+        let wide = wide_rule && raw.iter().any(|t| conv(*t) > u64::from(u32::MAX));
+        if wide {
+            buf.push(0xff);
+            if eagle {
+                for pair in tokens.windows(2).take(units) {
+                    if let [a, b] = pair {
+                        buf.extend_from_slice(&conv(*a).to_le_bytes());
+                        buf.extend_from_slice(&conv(*b).to_le_bytes());
+                    }
+                }
+            } else {
+                for t in tokens.iter().take(units) {
+                    buf.extend_from_slice(&conv(*t).to_le_bytes());
+                }
+            }
+        } else if eagle {
             for pair in tokens.windows(2).take(units) {
                 if let [a, b] = pair {
-                    buf.extend_from_slice(&conv(*a).to_le_bytes());
-                    buf.extend_from_slice(&conv(*b).to_le_bytes());
+                    buf.extend_from_slice(&(conv(*a) as u32).to_le_bytes());
+                    buf.extend_from_slice(&(conv(*b) as u32).to_le_bytes());
                 }
             }
         } else {
@@ -329,7 +418,7 @@ impl<H: Borrow<SglangHasher>> SglangChain<H> {
             buf.resize(start + 4 * tokens.len(), 0);
             if let Some(tail) = buf.get_mut(start..) {
                 for (w, t) in tail.chunks_exact_mut(4).zip(tokens) {
-                    w.copy_from_slice(&conv(*t).to_le_bytes());
+                    w.copy_from_slice(&(conv(*t) as u32).to_le_bytes());
                 }
             }
         }

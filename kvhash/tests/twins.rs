@@ -1,19 +1,25 @@
 //! Fast paths against slow, obvious twins (proptest):
 //!
-//! * vLLM hand-written CBOR == ciborium for random ids and extra keys;
-//! * vLLM hand-written pickle == a naive tree pickler with a memo table;
+//! * vLLM hand-written CBOR == ciborium for random ids and extra keys, in every extra-key
+//!   form (K1, K2, K3) and with look-ahead tokens;
+//! * vLLM hand-written pickle == a naive tree pickler with a memo table (same forms);
 //! * incremental hashing (random split points) == one shot, for every engine.
 
 use ciborium::Value as Cbor;
 use kvhash::sglang::{KeyMode, SglangHasher};
 use kvhash::trtllm::{MmItem, SaltVariant, TrtllmHasher};
-use kvhash::vllm::{HashAlgo, LoraKey, MmFeature, PromptEmbeds, VllmExtras, VllmHasher};
+use kvhash::vllm::{
+    ExtraKeyForm, HashAlgo, LoraKey, MmFeature, NoneHashRule, PromptEmbeds, VllmExtras, VllmHasher,
+    VllmRules,
+};
 use kvhash::Digest;
 use proptest::prelude::*;
 
 // ------------------------------------------------------------------ the obvious key rule
 
-/// The extra keys of block `[s, e)` by the spec's plain rule (vllm.md §3).
+/// The extra keys of the hashed window `[s, e)` (the block, plus its look-ahead tokens) by
+/// the spec's plain rule (vllm.md §3): every item overlapping the window, for sorted,
+/// non-overlapping items of length ≥ 1.
 #[derive(Debug, Clone)]
 enum Key {
     Lora(String, String),
@@ -47,34 +53,54 @@ fn keys_of(extras: &VllmExtras, emb: Option<&(Vec<u8>, usize)>, s: u64, e: u64) 
 
 // ------------------------------------------------------------------ CBOR twin
 
-fn cbor_block(parent: &Digest, tokens: &[u64], keys: &[Key]) -> Vec<u8> {
-    let extra = if keys.is_empty() {
+fn cbor_block(
+    parent: &Digest,
+    tokens: &[u64],
+    keys: &[Key],
+    form: ExtraKeyForm,
+    ahead: &[u64],
+) -> Vec<u8> {
+    let tagged = |tag: &str, rest: Vec<Cbor>| {
+        if form == ExtraKeyForm::K3 {
+            let mut v = vec![Cbor::Text(tag.into())];
+            v.extend(rest);
+            Cbor::Array(v)
+        } else if rest.len() == 1 {
+            rest.into_iter().next().unwrap()
+        } else {
+            Cbor::Array(rest)
+        }
+    };
+    let mut extra = if keys.is_empty() {
         Cbor::Null
     } else {
         Cbor::Array(
             keys.iter()
                 .map(|k| match k {
-                    Key::Lora(n, p) => Cbor::Array(vec![
-                        Cbor::Text("lora".into()),
-                        Cbor::Text(n.clone()),
-                        Cbor::Text(p.clone()),
-                    ]),
-                    Key::Mm(id, off) => Cbor::Array(vec![
-                        Cbor::Text("mm".into()),
-                        Cbor::Text(id.clone()),
-                        Cbor::Integer((*off).into()),
-                    ]),
-                    Key::Salt(s) => {
-                        Cbor::Array(vec![Cbor::Text("cache_salt".into()), Cbor::Text(s.clone())])
-                    }
-                    Key::Embeds(d) => Cbor::Array(vec![
-                        Cbor::Text("prompt_embeds".into()),
-                        Cbor::Bytes(d.to_vec()),
-                    ]),
+                    Key::Lora(n, p) => match form {
+                        ExtraKeyForm::K3 => {
+                            tagged("lora", vec![Cbor::Text(n.clone()), Cbor::Text(p.clone())])
+                        }
+                        _ => Cbor::Text(n.clone()),
+                    },
+                    Key::Mm(id, off) => match form {
+                        ExtraKeyForm::K1 => Cbor::Text(id.clone()),
+                        _ => tagged(
+                            "mm",
+                            vec![Cbor::Text(id.clone()), Cbor::Integer((*off).into())],
+                        ),
+                    },
+                    Key::Salt(s) => tagged("cache_salt", vec![Cbor::Text(s.clone())]),
+                    Key::Embeds(d) => tagged("prompt_embeds", vec![Cbor::Bytes(d.to_vec())]),
                 })
                 .collect(),
         )
     };
+    if !ahead.is_empty() {
+        let mut v = vec![extra];
+        v.extend(ahead.iter().map(|t| Cbor::Integer((*t).into())));
+        extra = Cbor::Array(v);
+    }
     let v = Cbor::Array(vec![
         Cbor::Bytes(parent.as_bytes().to_vec()),
         Cbor::Array(tokens.iter().map(|t| Cbor::Integer((*t).into())).collect()),
@@ -210,31 +236,54 @@ fn pickle_dumps(v: &Py) -> Vec<u8> {
     framed
 }
 
-fn pickle_block(parent: &Digest, tokens: &[u64], keys: &[Key]) -> Vec<u8> {
-    let extra = if keys.is_empty() {
+fn pickle_block(
+    parent: &Digest,
+    tokens: &[u64],
+    keys: &[Key],
+    form: ExtraKeyForm,
+    ahead: &[u64],
+) -> Vec<u8> {
+    let k3 = form == ExtraKeyForm::K3;
+    let mut extra = if keys.is_empty() {
         Py::None
     } else {
         Py::Tuple(
             keys.iter()
                 .map(|k| match k {
-                    Key::Lora(n, p) => Py::Tuple(vec![
+                    Key::Lora(n, p) if k3 => Py::Tuple(vec![
                         Py::Tag("lora"),
                         Py::Str(n.clone()),
                         Py::Str(p.clone()),
                     ]),
-                    Key::Mm(id, off) => Py::Tuple(vec![
-                        Py::Tag("mm"),
-                        Py::Str(id.clone()),
-                        Py::Int(*off as i128),
-                    ]),
-                    Key::Salt(s) => Py::Tuple(vec![Py::Tag("cache_salt"), Py::Str(s.clone())]),
-                    Key::Embeds(d) => {
+                    Key::Lora(n, _) => Py::Str(n.clone()),
+                    Key::Mm(id, off) => match form {
+                        ExtraKeyForm::K1 => Py::Str(id.clone()),
+                        ExtraKeyForm::K2 => {
+                            Py::Tuple(vec![Py::Str(id.clone()), Py::Int(*off as i128)])
+                        }
+                        ExtraKeyForm::K3 => Py::Tuple(vec![
+                            Py::Tag("mm"),
+                            Py::Str(id.clone()),
+                            Py::Int(*off as i128),
+                        ]),
+                    },
+                    Key::Salt(s) if k3 => {
+                        Py::Tuple(vec![Py::Tag("cache_salt"), Py::Str(s.clone())])
+                    }
+                    Key::Salt(s) => Py::Str(s.clone()),
+                    Key::Embeds(d) if k3 => {
                         Py::Tuple(vec![Py::Tag("prompt_embeds"), Py::Bytes(d.to_vec())])
                     }
+                    Key::Embeds(d) => Py::Bytes(d.to_vec()),
                 })
                 .collect(),
         )
     };
+    if !ahead.is_empty() {
+        let mut v = vec![extra];
+        v.extend(ahead.iter().map(|t| Py::Int(*t as i128)));
+        extra = Py::Tuple(v);
+    }
     pickle_dumps(&Py::Tuple(vec![
         Py::Bytes(parent.as_bytes().to_vec()),
         Py::Tuple(tokens.iter().map(|t| Py::Int(*t as i128)).collect()),
@@ -308,6 +357,8 @@ struct VllmCase {
     mm_ids: Vec<String>,
     embeds_row: Option<usize>,
     split: Vec<usize>,
+    form: ExtraKeyForm,
+    lookahead: usize,
 }
 
 fn vllm_case() -> impl Strategy<Value = VllmCase> {
@@ -335,17 +386,29 @@ fn vllm_case() -> impl Strategy<Value = VllmCase> {
                 proptest::collection::vec(0usize..100, 0..4),
             )
         })
-        .prop_map(
-            |(algo, block, ids, lora, salt, mm, mm_ids, embeds_row, split)| VllmCase {
-                algo,
-                block,
-                ids,
-                lora,
-                salt,
-                mm,
-                mm_ids,
-                embeds_row,
-                split,
+        .prop_flat_map(
+            |(algo, block, ids, lora, salt, mm, mm_ids, embeds_row, split)| {
+                (
+                    prop_oneof![
+                        Just(ExtraKeyForm::K1),
+                        Just(ExtraKeyForm::K2),
+                        Just(ExtraKeyForm::K3)
+                    ],
+                    prop_oneof![3 => Just(0usize), 1 => 1usize..4],
+                )
+                    .prop_map(move |(form, lookahead)| VllmCase {
+                        algo,
+                        block,
+                        ids: ids.clone(),
+                        lora: lora.clone(),
+                        salt: salt.clone(),
+                        mm: mm.clone(),
+                        mm_ids: mm_ids.clone(),
+                        embeds_row,
+                        split: split.clone(),
+                        form,
+                        lookahead,
+                    })
             },
         )
 }
@@ -371,9 +434,16 @@ fn build_vllm(c: &VllmCase) -> (VllmHasher, Option<(Vec<u8>, usize)>) {
         emb = Some((data.clone(), row));
         extras.prompt_embeds = Some(PromptEmbeds::new(data, row).unwrap());
     }
-    let h = VllmHasher::new(c.algo, c.block, Some("0"))
+    let rules = VllmRules {
+        none_hash: NoneHashRule::B,
+        extra_keys: c.form,
+        lookahead: true,
+    };
+    let h = VllmHasher::with_rules(rules, c.algo, c.block, Some("0"))
         .unwrap()
         .with_extras(extras)
+        .unwrap()
+        .with_lookahead(c.lookahead)
         .unwrap();
     (h, emb)
 }
@@ -384,19 +454,24 @@ proptest! {
     #[test]
     fn vllm_serializers_match_twins(c in vllm_case()) {
         let (h, emb) = build_vllm(&c);
+        let (b, la) = (c.block, c.lookahead);
         let mut chain = h.chain();
-        for (i, block) in c.ids.chunks_exact(c.block).enumerate() {
-            let s = (i * c.block) as u64;
-            let keys = keys_of(h.extras(), emb.as_ref(), s, s + c.block as u64);
+        let mut fed = 0;
+        for i in 0..h.block_count(c.ids.len()) {
+            let s = i * b;
+            let (block, ahead) = (&c.ids[s..s + b], &c.ids[s + b..s + b + la]);
+            let keys = keys_of(h.extras(), emb.as_ref(), s as u64, (s + b + la) as u64);
             let parent = chain.parent();
-            let got = chain.serialize_next(block).unwrap();
+            let got = chain.serialize_next(block, ahead).unwrap();
             let want = if c.algo.is_cbor() {
-                cbor_block(&parent, block, &keys)
+                cbor_block(&parent, block, &keys, c.form, ahead)
             } else {
-                pickle_block(&parent, block, &keys)
+                pickle_block(&parent, block, &keys, c.form, ahead)
             };
             prop_assert_eq!(hex::encode(&got), hex::encode(&want), "block {}", i);
-            let d = chain.extend_to_vec(block).unwrap();
+            let d = chain.extend_to_vec(&c.ids[fed..s + b + la]).unwrap();
+            fed = s + b + la;
+            prop_assert_eq!(d.len(), 1);
             prop_assert_eq!(d[0], c.algo.digest(&want));
         }
     }
@@ -414,7 +489,7 @@ proptest! {
         let mut parent = h.none_hash();
         let mut want = Vec::new();
         for b in ids.chunks_exact(block) {
-            let bytes = cbor_block(&parent, b, &[]);
+            let bytes = cbor_block(&parent, b, &[], ExtraKeyForm::K3, &[]);
             parent = Digest::sha256(sha2::Sha256::digest(&bytes).into());
             want.push(parent);
         }
@@ -433,7 +508,7 @@ proptest! {
     #[test]
     fn vllm_incremental_equals_one_shot(c in vllm_case()) {
         let (h, _) = build_vllm(&c);
-        let mut one = vec![Digest::sha256([0; 32]); c.ids.len() / c.block];
+        let mut one = vec![Digest::sha256([0; 32]); h.block_count(c.ids.len())];
         let n = h.block_hashes(&c.ids, &mut one).unwrap();
         prop_assert_eq!(n, one.len());
         let mut chain = h.chain();

@@ -7,6 +7,11 @@
 //!
 //! It serves the profile's model as the engine would (tokenizer and template from the
 //! registry), on 127.0.0.1 only, and exits after `--lifetime-s` (default 300) seconds.
+//!
+//! `--version V` emulates engine release V (the version it reports, the hashing rules and the
+//! event schema of V's contract; default: the manifest's version); `--report-version V`
+//! reports V but keeps the rules (an engine kvexact does not know); `--lora NAME=PATH` (vLLM)
+//! serves a LoRA adapter beside the base model.
 
 use kvprobe::emulator::{Emulator, EmulatorConfig};
 use kvprobe::Engine;
@@ -22,6 +27,8 @@ fn main() -> ExitCode {
     let mut events_port = 5557u16;
     let mut lifetime = 300u64;
     let mut version: Option<String> = None;
+    let mut report_version: Option<String> = None;
+    let mut lora: Option<(String, String)> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_default();
@@ -43,25 +50,41 @@ fn main() -> ExitCode {
             "--events-port" => events_port = val().parse().unwrap_or(events_port),
             "--lifetime-s" => lifetime = val().parse().unwrap_or(lifetime),
             "--version" => version = Some(val()),
+            "--report-version" => report_version = Some(val()),
+            "--lora" => {
+                let v = val();
+                match v.split_once('=') {
+                    Some((n, p)) if !n.is_empty() && !p.is_empty() => {
+                        lora = Some((n.to_string(), p.to_string()))
+                    }
+                    _ => {
+                        eprintln!("--lora takes NAME=PATH");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             _ => {
-                eprintln!("usage: emulator [--registry DIR] [--profile ID] [--engine vllm|sglang|trtllm] [--port P] [--events-port P] [--lifetime-s S] [--version V]");
+                eprintln!("usage: emulator [--registry DIR] [--profile ID] [--engine vllm|sglang|trtllm] [--port P] [--events-port P] [--lifetime-s S] [--version V] [--report-version V] [--lora NAME=PATH]");
                 return ExitCode::from(2);
             }
         }
     }
-    let mut cfg = match EmulatorConfig::from_registry(&registry, &profile, engine) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("emulator: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let mut cfg =
+        match EmulatorConfig::from_registry_at(&registry, &profile, engine, version.as_deref()) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("emulator: {e}");
+                return ExitCode::from(2);
+            }
+        };
     cfg.http_port = port;
     cfg.zmq_port = events_port;
     cfg.lifetime = Duration::from_secs(lifetime);
-    if let Some(v) = version {
+    if let Some(v) = report_version {
         cfg.version = v;
     }
+    cfg.lora = lora;
+    let (shown_version, shown_release) = (cfg.version.clone(), cfg.contract.release_id());
     let emu = match Emulator::start(cfg) {
         Ok(e) => e,
         Err(e) => {
@@ -70,9 +93,11 @@ fn main() -> ExitCode {
         }
     };
     println!(
-        "{engine} emulator for {profile}: http {}  events {}  (exits in {lifetime} s)",
+        "{engine} {version} emulator ({release}) for {profile}: http {}  events {}  (exits in {lifetime} s)",
         emu.endpoint(),
-        emu.events_endpoint().unwrap_or("-")
+        emu.events_endpoint().unwrap_or("-"),
+        version = shown_version,
+        release = shown_release,
     );
     emu.wait();
     ExitCode::SUCCESS

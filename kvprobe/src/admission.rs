@@ -187,12 +187,19 @@ pub fn admit(
     }
     let catalog = contracts::builtin()
         .map_err(|e| Refusal::new(Rule::ContractsUnavailable, e.to_string()))?;
-    let contract = catalog.profile(contract_id).ok_or_else(|| {
-        Refusal::new(
-            Rule::UnknownContract,
-            format!("{contract_id:?} is not an engine contract"),
-        )
-    })?;
+    let contract = catalog
+        .profile(contract_id)
+        .or_else(|| {
+            catalog
+                .release(contract_id)
+                .and_then(|r| catalog.profile(&r.contract))
+        })
+        .ok_or_else(|| {
+            Refusal::new(
+                Rule::UnknownContract,
+                format!("{contract_id:?} is not an engine contract or release"),
+            )
+        })?;
     if crate::bridge::template_engine(contract.engine).is_none() {
         return Err(Refusal::new(
             Rule::ContractNoKvPlane,
@@ -239,14 +246,17 @@ pub fn admit(
     if let Some(key) = p
         .engine_quirks
         .keys()
-        .find(|k| catalog.profile(k).is_none())
+        .find(|k| catalog.profile(k).is_none() && catalog.release(k).is_none())
     {
         return Err(Refusal::new(
             Rule::QuirkIncompatible,
             format!("profile {id}: engineQuirks key {key:?} is not an engine contract"),
         ));
     }
-    let quirks = p.quirks(contract_id);
+    let quirks = match catalog.release(contract_id) {
+        Some(r) => p.quirks_for_release(r),
+        None => p.quirks(contract_id),
+    };
     if quirks.completions_bos && contract.engine != Engine::Sglang {
         return Err(Refusal::new(
             Rule::QuirkIncompatible,
@@ -257,7 +267,7 @@ pub fn admit(
             ),
         ));
     }
-    match crate::bridge::encoder(profile, contract_id) {
+    match crate::bridge::encoder_for_id(profile, contract_id) {
         Ok(_) => Ok(()),
         Err(e) => {
             let rule = match &e {
@@ -440,7 +450,7 @@ mod tests {
             "",
             "vllm",
             "vllm-kv-v1",
-            "sglang-kv-rank-v2",
+            "sglang-kv-rank-v9",
             "VLLM-KV-MAP-V2",
         ] {
             assert_eq!(

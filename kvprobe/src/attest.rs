@@ -5,13 +5,15 @@
 
 use crate::bridge;
 use crate::challenge::{self, observe_event, Challenge, ChallengeSpec, RankCoverage};
+use crate::contract::Contract;
 use crate::fixtures::{self, ApiMode};
 use crate::identity::{self, Geometry, MAX_PROBE_BODY};
 use crate::ladder::{self, EndpointEvidence, Evidence, ManifestEvidence, Observation, Verdict};
 use crate::transport::{HttpClient, ZmqSubscriber};
 use crate::{Engine, Error, Finding, Reason};
-use kvhash::events::{self, EventFormat};
+use kvhash::events::{self, EventFormat, EventSchema};
 use kvhash::trtllm::TrtllmHasher;
+use kvhash::BlockHasher;
 use kvprofile_core::{LoadOptions, LoadedProfile, Registry, StructuralValidator, TrustPolicy};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -55,6 +57,9 @@ pub struct AttestConfig {
     pub trust: TrustPolicy,
     /// Pause after subscribing before the challenge is sent (default 300 ms).
     pub settle: Duration,
+    /// vLLM: run the hash challenge on this LoRA adapter (the request's `model`; its path is
+    /// read from `/v1/models` `root`), so that the release's LoRA key is proven too.
+    pub lora: Option<String>,
 }
 
 impl AttestConfig {
@@ -81,6 +86,7 @@ impl AttestConfig {
             nonce: None,
             trust: TrustPolicy::for_current_user(),
             settle: Duration::from_millis(300),
+            lora: None,
         }
     }
 
@@ -113,8 +119,15 @@ pub struct AttestReport {
     pub engine: Engine,
     /// HTTP endpoint.
     pub endpoint: String,
-    /// Engine contract used.
-    pub contract_id: String,
+    /// The engine version the contract was resolved from (the version the engine reports;
+    /// TensorRT-LLM, which reports none in its identity probe: the manifest's).
+    pub engine_version: Option<String>,
+    /// The engine release used (`vllm-kv-map-v2-r0.24`); `None` when no version resolved.
+    pub release_id: Option<String>,
+    /// The contract (gateway id) it refines (`vllm-kv-map-v2`).
+    pub contract_id: Option<String>,
+    /// The release's rules as `kvexact contracts --json` prints them.
+    pub contract: Option<serde_json::Value>,
     /// Manifest digest, when one was in force.
     pub manifest_digest: Option<String>,
     /// The ladder's verdict.
@@ -188,11 +201,6 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
             digest: m.digest.clone(),
         };
     }
-    let version = manifest
-        .as_ref()
-        .map(|m| m.manifest.engine_version.as_str());
-    let contract = bridge::contract_for(cfg.engine, version)?;
-    let quirks = loaded.profile.quirks(&contract.id);
     let mode = cfg
         .api_mode
         .unwrap_or_else(|| ApiMode::of_profile(&loaded.profile));
@@ -200,18 +208,12 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
         profile_id: cfg.profile_id.clone(),
         engine: cfg.engine,
         endpoint: cfg.endpoint.clone(),
-        contract_id: contract.id.clone(),
+        engine_version: None,
+        release_id: None,
+        contract_id: None,
+        contract: None,
         manifest_digest: manifest.as_ref().map(|m| m.digest.clone()),
         verdict: ladder::evaluate(&ev),
-    };
-    let encoder = match bridge::encoder(&loaded, &contract.id) {
-        Ok(e) => e,
-        Err(e) => {
-            ev.profile_drift
-                .get_or_insert(format!("no validated encoder: {e}"));
-            report.verdict = ladder::evaluate(&ev);
-            return Ok(report);
-        }
     };
     let http = HttpClient::new(&cfg.endpoint, cfg.probe_timeout, MAX_PROBE_BODY);
     // Rung 2: fixtures, identity, token parity.
@@ -233,11 +235,18 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
         done(&ev, &mut report);
         return Ok(report);
     };
+    // Identity: the engine's own version, judged against the manifest; then the contract of
+    // exactly that release (an unknown release is an identity mismatch, never READY).
     let ep = &mut ev.endpoints[0];
+    let identity = http.get(identity::identity_path(cfg.engine));
+    let mut reported = match &identity {
+        Ok(r) if r.status == 200 => identity::reported_version(cfg.engine, &r.body),
+        _ => None,
+    };
     if let Some(m) = &manifest {
-        let f = match http.get(identity::identity_path(cfg.engine)) {
+        let f = match &identity {
             Ok(r) => identity::judge_identity(cfg.engine, &m.manifest, r.status, &r.body),
-            Err(f) => f,
+            Err(f) => f.clone(),
         };
         let ok = f.ok;
         ep.identity = obs(f);
@@ -245,7 +254,47 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
             done(&ev, &mut report);
             return Ok(report);
         }
+        if reported.is_none() {
+            // TensorRT-LLM's identity probe has no version: the manifest pins it.
+            reported = Some(m.manifest.engine_version.clone());
+        }
     }
+    let Some(version) = reported else {
+        ep.identity = obs(Finding::fail(
+            Reason::ProbeSchemaMismatch,
+            format!(
+                "{}: no engine version to resolve the contract from",
+                identity::identity_path(cfg.engine)
+            ),
+        ));
+        done(&ev, &mut report);
+        return Ok(report);
+    };
+    report.engine_version = Some(version.clone());
+    let contract = match crate::contract::resolve(cfg.engine, &version) {
+        Ok(c) => c,
+        Err(e) => {
+            ep.identity = obs(Finding::fail(
+                Reason::IdentityMismatch,
+                format!("engine version {version:?}: {}: {e}", e.code()),
+            ));
+            done(&ev, &mut report);
+            return Ok(report);
+        }
+    };
+    report.release_id = Some(contract.release_id().to_string());
+    report.contract_id = Some(contract.contract_id().to_string());
+    report.contract = Some(contract.to_json());
+    let quirks = loaded.profile.quirks_for_release(contract.release());
+    let encoder = match bridge::encoder(&loaded, &contract) {
+        Ok(e) => e,
+        Err(e) => {
+            ev.profile_drift
+                .get_or_insert(format!("no validated encoder: {e}"));
+            report.verdict = ladder::evaluate(&ev);
+            return Ok(report);
+        }
+    };
     let parity = match fixtures::tokenize_path(cfg.engine) {
         Some(path) => {
             let mut result = None;
@@ -267,7 +316,7 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
         None => fixtures::judge_oracle(&encoder, &set, mode, &loaded.profile.base_model, now_ms()),
     };
     let ok = parity.ok;
-    ep.token_parity = obs(parity);
+    ev.endpoints[0].token_parity = obs(parity);
     if !ok {
         done(&ev, &mut report);
         return Ok(report);
@@ -278,7 +327,7 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
         &loaded,
         &encoder,
         &http,
-        version,
+        &contract,
         &quirks,
         &mut ev.drain_fault,
     );
@@ -292,7 +341,7 @@ fn run_challenge(
     loaded: &LoadedProfile,
     encoder: &kvtemplate::Encoder,
     http: &HttpClient,
-    version: Option<&str>,
+    contract: &Contract,
     quirks: &kvprofile_core::EngineQuirks,
     drain_fault: &mut Option<(Reason, String)>,
 ) -> Finding {
@@ -326,16 +375,14 @@ fn run_challenge(
             return g;
         }
     }
-    let default_format = match cfg.engine {
-        Engine::Vllm => EventFormat::VllmKvMapV2,
-        Engine::Sglang => EventFormat::SglangKvRankV1,
-        _ => EventFormat::TrtllmKvHttpPreviewV1,
+    let Some(schema) = contract.events().cloned() else {
+        return Finding::fail(
+            Reason::ChallengeFailed,
+            format!("{} has no KV events", contract.release_id()),
+        );
     };
-    let format = version
-        .and_then(|v| EventFormat::from_engine_version(cfg.engine.as_str(), v))
-        .unwrap_or(default_format);
-    let hasher = match bridge::hasher(
-        cfg.engine,
+    let mut hasher = match bridge::hasher(
+        contract,
         None,
         bs as usize,
         Some(cfg.hash_seed.as_deref().unwrap_or("0")),
@@ -343,11 +390,40 @@ fn run_challenge(
         Ok(h) => h,
         Err(e) => return Finding::fail(Reason::ChallengeFailed, format!("no hasher: {e}")),
     };
+    let mut challenge_model = model.to_string();
+    if let Some(name) = &cfg.lora {
+        let BlockHasher::Vllm(h) = hasher else {
+            return Finding::fail(
+                Reason::ChallengeFailed,
+                "a LoRA challenge needs a vLLM engine",
+            );
+        };
+        let path = match http.get(identity::served_model_path(cfg.engine)) {
+            Ok(r) => match identity::lora_path(r.status, &r.body, name) {
+                Ok(p) => p,
+                Err(f) => return f,
+            },
+            Err(f) => return f,
+        };
+        let extras = kvhash::vllm::VllmExtras {
+            lora: Some(kvhash::vllm::LoraKey {
+                name: name.clone(),
+                path,
+            }),
+            ..Default::default()
+        };
+        hasher = match h.with_extras(extras) {
+            Ok(h) => h.into(),
+            Err(e) => return Finding::fail(Reason::ChallengeFailed, format!("no hasher: {e}")),
+        };
+        challenge_model = name.clone();
+    }
     let spec = ChallengeSpec {
-        model: model.to_string(),
+        model: challenge_model,
         cache_chunk: quirks.cache_chunk,
         last_block_only: quirks.challenge_last_block,
         dp_ranks: u32::from(geometry.dp_ranks),
+        lora: cfg.lora.clone(),
     };
     let mut source = match cfg.engine {
         Engine::Trtllm => {
@@ -356,7 +432,7 @@ fn run_challenge(
                 http: drain,
                 timeout: cfg.probe_timeout,
                 last_id: None,
-                format,
+                format: schema.format(),
             };
             // Take ownership: empty the buffer of events older than the challenge.
             if let Err(f) = d.poll(cfg.probe_timeout, &mut |_| {}) {
@@ -374,7 +450,7 @@ fn run_challenge(
             match ZmqSubscriber::connect(&eps, cfg.probe_timeout) {
                 Ok(s) => {
                     s.settle(cfg.settle);
-                    Source::Zmq(s, format)
+                    Source::Zmq(s, schema)
                 }
                 Err(e) => {
                     return Finding::fail(
@@ -423,7 +499,7 @@ fn rank_of(engine: Engine, rank: Option<u32>) -> Option<u32> {
 }
 
 enum Source {
-    Zmq(ZmqSubscriber, EventFormat),
+    Zmq(ZmqSubscriber, EventSchema),
     Trt(Drain),
 }
 
@@ -500,7 +576,7 @@ fn one_challenge(
     let mut last_error = String::new();
     while !ch.finished() && Instant::now() < deadline {
         match source {
-            Source::Zmq(sub, format) => match sub.recv_until(deadline) {
+            Source::Zmq(sub, schema) => match sub.recv_until(deadline) {
                 None => break,
                 Some(Err(e)) => {
                     last_error = e;
@@ -508,7 +584,7 @@ fn one_challenge(
                 }
                 Some(Ok(frames)) => {
                     let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-                    match events::decode_frames(*format, &refs) {
+                    match events::decode_frames_schema(schema, &refs, &events::Limits::default()) {
                         Ok(batch) => {
                             for e in &batch.events {
                                 for o in observe_event(e, None) {

@@ -1,112 +1,137 @@
-//! Building the other crates' objects from a published profile: the engine contract, the
-//! encoder (kvtemplate) and the block hasher (kvhash) a rule attests with.
+//! Building the other crates' objects from a published profile and an engine release's
+//! [`Contract`]: the encoder (kvtemplate, with the release's chat rules) and the block hasher
+//! (kvhash, with the release's hashing rules) a rule attests and routes with.
 
+use crate::contract::{Contract, HashContract};
 use crate::{Engine, Error};
+use kvhash::sglang::SglangHasher;
+use kvhash::trtllm::TrtllmHasher;
 use kvhash::vllm::{HashAlgo, VllmHasher};
-use kvhash::{sglang::SglangHasher, trtllm::TrtllmHasher, BlockHasher};
-use kvprofile_core::contracts::{self, ContractProfile};
+use kvhash::BlockHasher;
 use kvprofile_core::{HashAlgorithm, LoadedProfile};
 use kvtemplate::Encoder;
 
-/// The engine contract for `engine`: the one whose version selector matches `version` when
-/// given and known, else the family default.
-pub fn contract_for(
-    engine: Engine,
-    version: Option<&str>,
-) -> Result<&'static ContractProfile, Error> {
-    let catalog = contracts::builtin()?;
-    if let Some(c) = version.and_then(|v| catalog.resolve(engine, v)) {
-        return Ok(c);
-    }
-    catalog
-        .profiles
-        .iter()
-        .find(|p| p.engine == engine && p.family_default)
-        .ok_or_else(|| Error::Config(format!("no engine contract for {engine}")))
-}
-
 /// kvtemplate's engine family for a registry engine (`None`: llama.cpp, no KV plane).
 pub fn template_engine(engine: Engine) -> Option<kvtemplate::Engine> {
-    match engine {
-        Engine::Vllm => Some(kvtemplate::Engine::Vllm),
-        Engine::Sglang => Some(kvtemplate::Engine::Sglang),
-        Engine::Trtllm => Some(kvtemplate::Engine::Trtllm),
-        Engine::Llamacpp => None,
+    kvtemplate::Engine::from_registry(engine)
+}
+
+/// The reference release of an engine (vLLM 0.31.0, SGLang 0.5.19, TensorRT-LLM 1.3.0rc29):
+/// what a caller that has no engine to ask (the demo, a test) names explicitly.
+pub fn reference_version(engine: Engine) -> Option<&'static str> {
+    template_engine(engine).map(kvtemplate::ChatRules::reference_version)
+}
+
+/// The encoder of a published profile on an engine release: verified template and tokenizer
+/// bytes, render policy, content format, the release's (else its contract's)
+/// `completionsBos` quirk, and the release's chat rules where the vectors prove them.
+pub fn encoder(profile: &LoadedProfile, contract: &Contract) -> Result<Encoder, Error> {
+    let mut spec = kvtemplate::spec_from_loaded(profile, contract.release_id())?;
+    if let Some(rules) = contract.chat_or_reference() {
+        spec.chat_rules = rules;
+    }
+    Ok(Encoder::new(spec)?)
+}
+
+/// The encoder of a published profile for a contract or release id (the admission check, the
+/// C ABI's `kvexact_encoder_new`): the release's chat rules when the id names one release,
+/// the engine's reference rules otherwise (the strict path never depends on them).
+pub fn encoder_for_id(profile: &LoadedProfile, contract_id: &str) -> Result<Encoder, Error> {
+    match crate::contract::by_id(contract_id) {
+        Ok(c) => encoder(profile, &c),
+        Err(_) => Ok(kvtemplate::encoder_from_loaded(profile, contract_id)?),
     }
 }
 
-/// The encoder of a published profile for one engine contract (kvtemplate's adapter: verified
-/// template and tokenizer bytes, render policy, content format, the contract's
-/// `completionsBos` quirk).
-pub fn encoder(profile: &LoadedProfile, contract_id: &str) -> Result<Encoder, Error> {
-    Ok(kvtemplate::profile::encoder_from_loaded(
-        profile,
-        contract_id,
-    )?)
-}
-
-/// The block hasher of a rule: vLLM `sha256_cbor` (or `xxhash_cbor`) with the rule's
-/// none-hash seed (`PYTHONHASHSEED` string), SGLang's page chain, TensorRT-LLM's V1 block key.
+/// The block hasher of a rule on an engine release: vLLM with the release's NONE_HASH rule,
+/// extra-key form and look-ahead ability, the algorithm (`None`: the contract's default,
+/// `sha256_cbor`) and the none-hash seed (`PYTHONHASHSEED` string); SGLang's page chain with
+/// the release's id rules; TensorRT-LLM's V1 block key.
 pub fn hasher(
-    engine: Engine,
+    contract: &Contract,
     algo: Option<HashAlgorithm>,
     block_size: usize,
     hash_seed: Option<&str>,
 ) -> Result<BlockHasher, Error> {
-    Ok(match engine {
-        Engine::Vllm => {
-            let a = match algo {
-                None | Some(HashAlgorithm::Sha256Cbor) => HashAlgo::Sha256Cbor,
-                Some(HashAlgorithm::XxhashCbor) => HashAlgo::XxhashCbor,
-                Some(other) => {
-                    return Err(Error::Config(format!("{other:?} is not a vLLM algorithm")))
-                }
-            };
-            VllmHasher::new(a, block_size, hash_seed)?.into()
+    Ok(match contract.hash() {
+        Some(HashContract::Vllm(rules)) => {
+            let algo = algo.or(contract.default_algorithm());
+            VllmHasher::with_rules(rules, vllm_algo(algo)?, block_size, hash_seed)?.into()
         }
-        Engine::Sglang => SglangHasher::new(block_size)?.into(),
-        Engine::Trtllm => TrtllmHasher::new(block_size)?.into(),
-        Engine::Llamacpp => return Err(Error::Config("llama.cpp has no KV plane".into())),
+        Some(HashContract::Sglang(rules)) => {
+            check_algo(algo, HashAlgorithm::Sha256Sglang)?;
+            SglangHasher::new(block_size)?.with_rules(rules).into()
+        }
+        Some(HashContract::Trtllm(_)) => {
+            check_algo(algo, HashAlgorithm::BlockhashTrtllm)?;
+            TrtllmHasher::new(block_size)?.into()
+        }
+        None => {
+            return Err(Error::Config(format!(
+                "{} has no KV plane",
+                contract.release_id()
+            )))
+        }
     })
+}
+
+/// kvhash's algorithm for a catalog name (vLLM only).
+pub fn vllm_algo(algo: Option<HashAlgorithm>) -> Result<HashAlgo, Error> {
+    Ok(match algo {
+        None | Some(HashAlgorithm::Sha256Cbor) => HashAlgo::Sha256Cbor,
+        Some(HashAlgorithm::XxhashCbor) => HashAlgo::XxhashCbor,
+        Some(HashAlgorithm::Sha256) => HashAlgo::Sha256,
+        Some(HashAlgorithm::Xxhash) => HashAlgo::Xxhash,
+        Some(other) => {
+            return Err(Error::Config(format!(
+                "{} is not a vLLM algorithm",
+                other.as_str()
+            )))
+        }
+    })
+}
+
+fn check_algo(algo: Option<HashAlgorithm>, only: HashAlgorithm) -> Result<(), Error> {
+    match algo {
+        None => Ok(()),
+        Some(a) if a == only => Ok(()),
+        Some(a) => Err(Error::Config(format!(
+            "{} is not {}'s algorithm",
+            a.as_str(),
+            only.engine()
+        ))),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::resolve;
 
     #[test]
-    fn contracts_resolve() {
-        assert_eq!(
-            contract_for(Engine::Vllm, Some("0.28.0")).unwrap().id,
-            "vllm-kv-map-v2"
-        );
-        assert_eq!(
-            contract_for(Engine::Vllm, Some("0.20.1")).unwrap().id,
-            "vllm-kv-array-v1"
-        );
-        assert_eq!(
-            contract_for(Engine::Vllm, None).unwrap().id,
-            "vllm-kv-map-v2"
-        );
-        assert_eq!(
-            contract_for(Engine::Sglang, Some("0.5.18")).unwrap().id,
-            "sglang-kv-rank-v1"
-        );
-        assert_eq!(
-            contract_for(Engine::Trtllm, Some("1.3.0rc24")).unwrap().id,
-            "trtllm-kv-http-preview-v1"
-        );
-        assert!(hasher(Engine::Llamacpp, None, 16, None).is_err());
-        assert!(hasher(
-            Engine::Vllm,
-            Some(HashAlgorithm::Sha256Sglang),
-            16,
-            Some("0")
-        )
-        .is_err());
-        assert_eq!(
-            hasher(Engine::Trtllm, None, 32, None).unwrap().block_size(),
-            32
-        );
+    fn hashers_follow_the_release() {
+        let v24 = resolve(Engine::Vllm, "0.24.0").unwrap();
+        let BlockHasher::Vllm(h) = hasher(&v24, None, 16, Some("0")).unwrap() else {
+            panic!("not vLLM")
+        };
+        assert_eq!(h.rules().extra_keys, kvhash::vllm::ExtraKeyForm::K2);
+        // Rule A: an unset seed is random per engine process, so it is refused.
+        assert!(matches!(
+            hasher(&v24, None, 16, None),
+            Err(Error::Hasher(kvhash::Error::UnreproducibleNoneHash { .. }))
+        ));
+        let v31 = resolve(Engine::Vllm, "0.31.0").unwrap();
+        assert!(hasher(&v31, None, 16, None).is_ok());
+        assert!(hasher(&v31, Some(HashAlgorithm::Sha256Sglang), 16, Some("0")).is_err());
+        let s = resolve(Engine::Sglang, "0.5.23").unwrap();
+        let BlockHasher::Sglang(h) = hasher(&s, None, 16, None).unwrap() else {
+            panic!("not SGLang")
+        };
+        assert!(h.rules().wide_pages);
+        let t = resolve(Engine::Trtllm, "1.3.0rc29").unwrap();
+        assert_eq!(hasher(&t, None, 32, None).unwrap().block_size(), 32);
+        let l = crate::contract::by_id("llamacpp-nokv-v1").unwrap();
+        assert!(hasher(&l, None, 16, None).is_err());
+        assert_eq!(reference_version(Engine::Sglang), Some("0.5.19"));
     }
 }

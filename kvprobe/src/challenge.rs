@@ -32,6 +32,10 @@ pub struct ChallengeSpec {
     pub last_block_only: bool,
     /// Declared DP ranks (SGLang); an echo from a rank `>=` this fails the challenge.
     pub dp_ranks: u32,
+    /// vLLM LoRA adapter the challenge runs on (its name is `model`): the expected hashes
+    /// carry its key, and an echo must name it (`lora_name`) with no other extra key.
+    /// `None`: a plain challenge, where any LoRA or extra key fails it.
+    pub lora: Option<String>,
 }
 
 /// One `BlockStored`-like observation, engine-neutral (the C ABI's `kvexact_event`).
@@ -45,7 +49,10 @@ pub struct Observed {
     pub block_size: Option<u32>,
     /// The event names a LoRA adapter.
     pub has_lora: bool,
-    /// The event carries extra keys (vLLM `extra_keys`, salts, multimodal keys, extra ids).
+    /// The adapter name the event carries (vLLM `lora_name`), when known.
+    pub lora_name: Option<String>,
+    /// The event carries extra keys besides the LoRA adapter's own (vLLM `extra_keys`, salts,
+    /// multimodal keys, extra ids).
     pub has_extra_keys: bool,
     /// TensorRT-LLM: the published hash does not re-derive from the listed tokens.
     pub rehash_mismatch: bool,
@@ -63,7 +70,8 @@ pub fn observe_event(ev: &Event<'_>, trt: Option<&TrtllmHasher>) -> Vec<Observed
                 token_ids: tokens,
                 block_size: Some(s.block_size),
                 has_lora: s.has_lora(),
-                has_extra_keys: s.has_extra_keys(),
+                lora_name: s.lora_name.map(str::to_string),
+                has_extra_keys: s.has_keys_besides_lora(),
                 rehash_mismatch: false,
             }]
         }
@@ -79,6 +87,7 @@ pub fn observe_event(ev: &Event<'_>, trt: Option<&TrtllmHasher>) -> Vec<Observed
                         .then(|| ids.iter().map(|&t| u64::from(t)).collect()),
                     block_size: u32::try_from(ids.len()).ok(),
                     has_lora: b.lora_id.is_some(),
+                    lora_name: None,
                     has_extra_keys: b.has_extra_keys(),
                     rehash_mismatch,
                 });
@@ -132,6 +141,7 @@ pub struct Challenge {
     seen: Vec<bool>,
     last_block_only: bool,
     dp_ranks: u32,
+    lora: Option<String>,
     echo_ranks: BTreeSet<u32>,
     failure: Option<Finding>,
 }
@@ -219,6 +229,7 @@ impl Challenge {
             index,
             last_block_only: spec.last_block_only,
             dp_ranks: spec.dp_ranks.max(1),
+            lora: spec.lora.clone(),
             echo_ranks: BTreeSet::new(),
             failure: None,
         })
@@ -302,10 +313,24 @@ impl Challenge {
                 }
                 self.echo_ranks.insert(r);
             }
-            if ev.has_lora || ev.has_extra_keys {
-                return Err(fail(format!(
-                    "the event echoing block {idx} carries LoRA or extra keys"
-                )));
+            match &self.lora {
+                None if ev.has_lora || ev.has_extra_keys => {
+                    return Err(fail(format!(
+                        "the event echoing block {idx} carries LoRA or extra keys"
+                    )));
+                }
+                Some(_) if ev.has_extra_keys => {
+                    return Err(fail(format!(
+                        "the event echoing block {idx} carries extra keys besides the LoRA adapter's"
+                    )));
+                }
+                Some(name) if ev.lora_name.as_deref() != Some(name.as_str()) => {
+                    return Err(fail(format!(
+                        "the event echoing block {idx} names LoRA {:?}, the challenge runs on {name:?}",
+                        ev.lora_name
+                    )));
+                }
+                _ => {}
             }
             if ev.rehash_mismatch {
                 return Err(fail(format!(
@@ -475,6 +500,7 @@ mod tests {
             cache_chunk: None,
             last_block_only: false,
             dp_ranks: 1,
+            lora: None,
         }
     }
 

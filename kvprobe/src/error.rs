@@ -27,3 +27,18 @@ pub enum Error {
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
 }
+
+impl Error {
+    /// A stable machine code: the registry's code (`UNKNOWN_ENGINE_VERSION`, …) for registry
+    /// errors, else `UNKNOWN_NAME`, `CONFIG`, `ENCODER`, `HASHER`, `IO`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::UnknownName { .. } => "UNKNOWN_NAME",
+            Error::Config(_) => "CONFIG",
+            Error::Registry(e) => e.code(),
+            Error::Encoder(_) => "ENCODER",
+            Error::Hasher(_) => "HASHER",
+            Error::Io(_) => "IO",
+        }
+    }
+}

@@ -214,6 +214,50 @@ pub fn judge_geometry(engine: Engine, status: u16, body: &[u8], rule: &Geometry)
     }
 }
 
+/// The version an engine reports in its identity response (vLLM `/version`, SGLang
+/// `/get_server_info`: the string `version`); `None` when absent or unparseable and always for
+/// TensorRT-LLM, whose `/server_info` carries none.
+pub fn reported_version(engine: Engine, body: &[u8]) -> Option<String> {
+    match engine {
+        Engine::Vllm | Engine::Sglang => {
+            let o = json_object(identity_path(engine), 200, body).ok()?;
+            string_field(&o, "version").map(str::to_string)
+        }
+        _ => None,
+    }
+}
+
+/// The path a vLLM server registered for LoRA adapter `name`: the `root` of the `/v1/models`
+/// card whose `id` is `name` (the value the release's LoRA key hashes, vllm.md §8). A missing
+/// adapter is `identity_mismatch`; a card without a string `root`, `probe_schema_mismatch`.
+pub fn lora_path(status: u16, body: &[u8], name: &str) -> Result<String, Finding> {
+    let o = json_object("/v1/models", status, body)?;
+    let Some(Value::Array(cards)) = o.get("data") else {
+        return Err(Finding::fail(
+            Reason::ProbeSchemaMismatch,
+            "/v1/models: no `data` array",
+        ));
+    };
+    let card = cards
+        .iter()
+        .find(|c| c.get("id").and_then(Value::as_str) == Some(name))
+        .ok_or_else(|| {
+            Finding::fail(
+                Reason::IdentityMismatch,
+                format!("/v1/models lists no LoRA adapter {name:?}"),
+            )
+        })?;
+    card.get("root")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| {
+            Finding::fail(
+                Reason::ProbeSchemaMismatch,
+                format!("/v1/models: adapter {name:?} has no string `root`"),
+            )
+        })
+}
+
 /// Served-model check (challenge preflight): vLLM/TensorRT-LLM `GET /v1/models` must list
 /// `model` as a card `id`; SGLang `GET /get_model_info` must have `served_model_name` or
 /// `model_path` equal to it. Else `identity_mismatch`.

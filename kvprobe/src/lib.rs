@@ -3,6 +3,8 @@
 //! Where kvexact's pieces meet to prove, before routing, that an engine agrees with the
 //! gateway (spec/registry.md §4–§8):
 //!
+//! * [`contract`]: the engine contract of one engine release (`resolve(engine, version)`),
+//!   typed from the catalog: kvhash's hashing rules and event schema, kvtemplate's chat rules.
 //! * [`identity`]: identity (§4.1), geometry and served-model judging per engine.
 //! * [`fixtures`]: fixture-set checks (§5.2), tokenize-response judging (§5.3) and TRT-LLM's
 //!   approved oracle.
@@ -23,6 +25,7 @@ pub mod admission;
 pub mod bridge;
 pub mod cadence;
 pub mod challenge;
+pub mod contract;
 pub mod error;
 pub mod finding;
 pub mod fixtures;

@@ -23,8 +23,8 @@ fn registry_for(engine: Engine) -> TempRegistry {
 }
 
 /// A correct emulator configuration per engine, built once (loading the tokenizer is the slow
-/// part); every registry copy holds the same profile.
-fn base_config(reg: &TempRegistry, engine: Engine) -> EmulatorConfig {
+/// part) from the standard staging of [`registry_for`], whatever the caller's registry pins.
+fn base_config(engine: Engine) -> EmulatorConfig {
     static CACHE: OnceLock<Mutex<HashMap<&'static str, EmulatorConfig>>> = OnceLock::new();
     let mut cache = CACHE
         .get_or_init(Default::default)
@@ -33,17 +33,14 @@ fn base_config(reg: &TempRegistry, engine: Engine) -> EmulatorConfig {
     cache
         .entry(engine.as_str())
         .or_insert_with(|| {
+            let reg = registry_for(engine);
             EmulatorConfig::from_registry(reg.root(), PROFILE, engine).expect("emulator config")
         })
         .clone()
 }
 
-fn emulator(
-    reg: &TempRegistry,
-    engine: Engine,
-    tweak: impl FnOnce(&mut EmulatorConfig),
-) -> Emulator {
-    let mut cfg = base_config(reg, engine);
+fn emulator(engine: Engine, tweak: impl FnOnce(&mut EmulatorConfig)) -> Emulator {
+    let mut cfg = base_config(engine);
     tweak(&mut cfg);
     Emulator::start(cfg).expect("emulator")
 }
@@ -65,7 +62,7 @@ fn run(
 ) -> AttestReport {
     let reg = registry_for(engine);
     setup(&reg);
-    let emu = emulator(&reg, engine, tweak);
+    let emu = emulator(engine, tweak);
     attest(&config(&reg, engine, &emu)).expect("attest")
 }
 
@@ -86,7 +83,9 @@ fn verdict(r: &AttestReport) -> (State, Vec<Reason>) {
 fn vllm_ready() {
     let r = run(Engine::Vllm, |_| {}, |_| {});
     assert_eq!(verdict(&r), (State::Ready, vec![]), "{}", r.verdict.detail);
-    assert_eq!(r.contract_id, "vllm-kv-map-v2");
+    assert_eq!(r.contract_id.as_deref(), Some("vllm-kv-map-v2"));
+    assert_eq!(r.release_id.as_deref(), Some("vllm-kv-map-v2-r0.26"));
+    assert_eq!(r.engine_version.as_deref(), Some("0.28.0"));
     let kinds: Vec<_> = r.verdict.receipts.iter().map(|x| (x.kind, x.ok)).collect();
     assert_eq!(kinds.len(), 3);
     assert!(kinds.iter().all(|k| k.1));
@@ -103,7 +102,7 @@ fn vllm_ready() {
 fn sglang_ready() {
     let r = run(Engine::Sglang, |_| {}, |_| {});
     assert_eq!(verdict(&r), (State::Ready, vec![]), "{}", r.verdict.detail);
-    assert_eq!(r.contract_id, "sglang-kv-rank-v1");
+    assert_eq!(r.contract_id.as_deref(), Some("sglang-kv-rank-v1"));
 }
 
 #[test]
@@ -122,6 +121,131 @@ fn wrong_version_is_identity_mismatch() {
         (State::ProfileValidated, vec![Reason::IdentityMismatch])
     );
     assert!(r.verdict.detail.contains("0.28.1"), "{}", r.verdict.detail);
+}
+
+/// Attests against the emulator as engine release `version` (manifest staged for it): the
+/// emulator follows that release's contract, and so must attest.
+fn run_release(engine: Engine, version: &str, lora: Option<(&str, &str)>) -> AttestReport {
+    let reg = TempRegistry::copy_of(Path::new(REGISTRY)).expect("copy registry");
+    let rev = (engine != Engine::Vllm).then_some(REVISION);
+    reg.stage_manifest_version(PROFILE, engine, Some(version), rev)
+        .expect("manifest");
+    let emu = emulator(engine, |c| {
+        c.contract = kvprobe::contract::resolve(engine, version).expect("known release");
+        c.version = version.to_string();
+        c.lora = lora.map(|(n, p)| (n.to_string(), p.to_string()));
+    });
+    let mut cfg = config(&reg, engine, &emu);
+    cfg.lora = lora.map(|(n, _)| n.to_string());
+    attest(&cfg).expect("attest")
+}
+
+#[test]
+fn every_release_attests_with_its_own_contract() {
+    let catalog = kvprobe::contract::catalog().unwrap();
+    let mut n = 0;
+    for rel in &catalog.releases {
+        let engine = rel.engine;
+        if engine == Engine::Llamacpp {
+            continue;
+        }
+        let version = &rel.versions[0];
+        let r = run_release(engine, version, None);
+        assert_eq!(
+            verdict(&r),
+            (State::Ready, vec![]),
+            "{engine} {version}: {}",
+            r.verdict.detail
+        );
+        assert_eq!(r.release_id.as_deref(), Some(rel.id.as_str()), "{version}");
+        assert_eq!(r.contract_id.as_deref(), Some(rel.contract.as_str()));
+        let json = r.contract.as_ref().unwrap();
+        assert_eq!(json["release"], rel.id.as_str());
+        assert_eq!(json["resolved_version"], version.as_str());
+        n += 1;
+    }
+    assert_eq!(n, 18);
+}
+
+#[test]
+fn lora_challenges_prove_the_release_lora_key() {
+    // vLLM 0.24.0 (K2: the LoRA key is the bare name) and 0.31.0 (K3: ["lora", name, path]).
+    for v in ["0.24.0", "0.31.0", "0.17.0"] {
+        let r = run_release(Engine::Vllm, v, Some(("sql-lora", "/adapters/sql-lora")));
+        assert_eq!(
+            verdict(&r),
+            (State::Ready, vec![]),
+            "{v}: {}",
+            r.verdict.detail
+        );
+        assert!(r.verdict.receipts[2].detail.contains("echoed"));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            json["releaseId"],
+            kvprobe::contract::resolve(Engine::Vllm, v)
+                .unwrap()
+                .release_id()
+        );
+    }
+    // An engine that hashes LoRA blocks like 0.24 but reports (and is pinned as) 0.31: the
+    // release's K3 key predicts other hashes, so nothing expected is echoed.
+    let reg = TempRegistry::copy_of(Path::new(REGISTRY)).expect("copy registry");
+    reg.stage_manifest_version(PROFILE, Engine::Vllm, Some("0.31.0"), None)
+        .unwrap();
+    let emu = emulator(Engine::Vllm, |c| {
+        c.contract = kvprobe::contract::resolve(Engine::Vllm, "0.24.0").unwrap();
+        c.version = "0.31.0".into();
+        c.lora = Some(("sql-lora".into(), "/adapters/sql-lora".into()));
+    });
+    let mut cfg = config(&reg, Engine::Vllm, &emu);
+    cfg.lora = Some("sql-lora".into());
+    let r = attest(&cfg).unwrap();
+    assert_eq!(
+        verdict(&r),
+        (State::TokenParityVerified, vec![Reason::ChallengeTimeout]),
+        "{}",
+        r.verdict.detail
+    );
+    // A LoRA challenge on an adapter the engine does not serve.
+    let emu = emulator(Engine::Vllm, |c| c.version = "0.31.0".into());
+    let mut cfg = config(&reg, Engine::Vllm, &emu);
+    cfg.lora = Some("sql-lora".into());
+    let r = attest(&cfg).unwrap();
+    assert_eq!(
+        verdict(&r),
+        (State::TokenParityVerified, vec![Reason::IdentityMismatch]),
+        "{}",
+        r.verdict.detail
+    );
+}
+
+#[test]
+fn unknown_engine_version_is_identity_mismatch_never_ready() {
+    for (engine, v) in [
+        (Engine::Vllm, "0.34.0"),
+        (Engine::Vllm, "0.16.0"),
+        (Engine::Sglang, "0.5.24"),
+        (Engine::Trtllm, "1.3.0rc30"),
+    ] {
+        let reg = TempRegistry::copy_of(Path::new(REGISTRY)).expect("copy registry");
+        let rev = (engine != Engine::Vllm).then_some(REVISION);
+        reg.stage_manifest_version(PROFILE, engine, Some(v), rev)
+            .unwrap();
+        let emu = emulator(engine, |c| c.version = v.to_string());
+        let r = attest(&config(&reg, engine, &emu)).unwrap();
+        assert_eq!(
+            verdict(&r),
+            (State::ProfileValidated, vec![Reason::IdentityMismatch]),
+            "{engine} {v}: {}",
+            r.verdict.detail
+        );
+        assert!(
+            r.verdict.detail.contains("UNKNOWN_ENGINE_VERSION") && r.verdict.detail.contains(v),
+            "{}",
+            r.verdict.detail
+        );
+        assert_eq!(r.release_id, None);
+    }
 }
 
 #[test]
@@ -304,7 +428,7 @@ fn no_manifest_is_engine_hash_attested() {
     // With the opt-in: READY_FUNCTIONAL_ONLY.
     let reg = registry_for(Engine::Vllm);
     reg.remove(&format!("manifests/{PROFILE}.yaml")).unwrap();
-    let emu = emulator(&reg, Engine::Vllm, |_| {});
+    let emu = emulator(Engine::Vllm, |_| {});
     let mut c = config(&reg, Engine::Vllm, &emu);
     c.functional_only = true;
     let r = attest(&c).unwrap();

@@ -55,10 +55,40 @@ pub enum HashAlgorithm {
     Sha256Cbor,
     /// vLLM `xxhash_cbor`.
     XxhashCbor,
+    /// vLLM `sha256` (pickle; the engine's own default).
+    Sha256,
+    /// vLLM `xxhash` (pickle).
+    Xxhash,
     /// SGLang's raw-parent + little-endian u32 SHA-256 chain.
     Sha256Sglang,
     /// TensorRT-LLM's block hash (re-hashed from event token lists).
     BlockhashTrtllm,
+}
+
+impl HashAlgorithm {
+    /// The engine whose algorithm this is.
+    pub fn engine(self) -> Engine {
+        match self {
+            HashAlgorithm::Sha256Cbor
+            | HashAlgorithm::XxhashCbor
+            | HashAlgorithm::Sha256
+            | HashAlgorithm::Xxhash => Engine::Vllm,
+            HashAlgorithm::Sha256Sglang => Engine::Sglang,
+            HashAlgorithm::BlockhashTrtllm => Engine::Trtllm,
+        }
+    }
+
+    /// The name as written in documents (`sha256_cbor`, `sha256_sglang`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HashAlgorithm::Sha256Cbor => "sha256_cbor",
+            HashAlgorithm::XxhashCbor => "xxhash_cbor",
+            HashAlgorithm::Sha256 => "sha256",
+            HashAlgorithm::Xxhash => "xxhash",
+            HashAlgorithm::Sha256Sglang => "sha256_sglang",
+            HashAlgorithm::BlockhashTrtllm => "blockhash_trtllm",
+        }
+    }
 }
 
 /// How an engine version selector is written.
@@ -254,6 +284,10 @@ pub struct ContractCatalog {
     pub bindings: Bindings,
     /// Contract profiles.
     pub profiles: Vec<ContractProfile>,
+    /// kvexact addition: the engine releases refining the profiles (absent in the gateway's
+    /// file). See [`crate::releases`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub releases: Vec<crate::releases::Release>,
 }
 
 /// The schema version both catalogs carry.
@@ -318,16 +352,7 @@ impl ContractCatalog {
                 return bad(f("engine"), "engine has no wire id");
             }
             if let Some(algos) = &p.hash_algorithms {
-                let ok = algos.iter().all(|a| {
-                    matches!(
-                        (p.engine, a),
-                        (
-                            Engine::Vllm,
-                            HashAlgorithm::Sha256Cbor | HashAlgorithm::XxhashCbor
-                        ) | (Engine::Sglang, HashAlgorithm::Sha256Sglang)
-                            | (Engine::Trtllm, HashAlgorithm::BlockhashTrtllm)
-                    )
-                });
+                let ok = algos.iter().all(|a| a.engine() == p.engine);
                 if !ok {
                     return bad(f("hashAlgorithms"), "algorithm of another engine");
                 }
@@ -339,7 +364,7 @@ impl ContractCatalog {
                 }
             }
         }
-        Ok(())
+        self.validate_releases(path)
     }
 
     /// The contract profile with this id.
@@ -397,7 +422,11 @@ mod tests {
                 "sglang-kv-rank-v1",
                 "trtllm-kv-http-v1",
                 "trtllm-kv-http-preview-v1",
-                "llamacpp-nokv-v1"
+                "llamacpp-nokv-v1",
+                "vllm-kv-map-v3",
+                "sglang-kv-rank-v2",
+                "sglang-kv-map-v2",
+                "trtllm-kv-http-v2"
             ]
         );
         assert_eq!(cat.engine_ids[&Engine::Sglang], 1);
@@ -421,15 +450,119 @@ mod tests {
         assert_eq!(id(Engine::Vllm, "v0.24.0"), Some("vllm-kv-map-v2"));
         assert_eq!(id(Engine::Vllm, "0.23.0"), Some("vllm-kv-array-v1"));
         assert_eq!(id(Engine::Vllm, "0.16.9"), None);
-        assert_eq!(id(Engine::Vllm, "0.29.0"), None);
+        assert_eq!(id(Engine::Vllm, "0.29.0"), Some("vllm-kv-map-v3"));
+        assert_eq!(id(Engine::Vllm, "0.34.0"), None);
         assert_eq!(id(Engine::Sglang, "0.5.18"), Some("sglang-kv-rank-v1"));
-        assert_eq!(id(Engine::Sglang, "0.5.19"), None);
+        assert_eq!(id(Engine::Sglang, "0.5.19"), Some("sglang-kv-rank-v2"));
         assert_eq!(
             id(Engine::Trtllm, "1.3.0rc24"),
             Some("trtllm-kv-http-preview-v1")
         );
         assert_eq!(id(Engine::Trtllm, "1.2.1"), Some("trtllm-kv-http-v1"));
         assert_eq!(id(Engine::Vllm, "0.28"), None);
+    }
+
+    #[test]
+    fn every_release_resolves_to_itself_and_nothing_else_resolves() {
+        let cat = builtin().unwrap();
+        assert_eq!(cat.releases.len(), 19);
+        for r in &cat.releases {
+            for v in &r.versions {
+                assert_eq!(cat.resolve_release(r.engine, v).unwrap().id, r.id, "{v}");
+                let with_v = format!("v{v}+cu126");
+                assert_eq!(cat.resolve_release(r.engine, &with_v).unwrap().id, r.id);
+            }
+        }
+        let id = |e, v| cat.resolve_release(e, v).map(|r| r.id.as_str());
+        assert_eq!(id(Engine::Vllm, "0.24.0").unwrap(), "vllm-kv-map-v2-r0.24");
+        assert_eq!(
+            id(Engine::Vllm, "0.18.1").unwrap(),
+            "vllm-kv-array-v1-r0.17"
+        );
+        assert_eq!(
+            id(Engine::Vllm, "0.19.0").unwrap(),
+            "vllm-kv-array-v1-r0.19"
+        );
+        assert_eq!(
+            id(Engine::Sglang, "0.5.23").unwrap(),
+            "sglang-kv-map-v2-r0.5.23"
+        );
+        assert_eq!(
+            id(Engine::Trtllm, "1.3.0rc29").unwrap(),
+            "trtllm-kv-http-v2-r1.3.0rc29"
+        );
+        // Inside a contract's range but not a release: refused, never the neighbour's rules.
+        for (e, v) in [
+            (Engine::Vllm, "0.16.0"),
+            (Engine::Vllm, "0.34.0"),
+            (Engine::Vllm, "0.17.2"),
+            (Engine::Vllm, "0.31.1.dev3"),
+            (Engine::Vllm, "0.31"),
+            (Engine::Sglang, "0.5.17"),
+            (Engine::Sglang, "0.5.24"),
+            (Engine::Trtllm, "1.3.0rc25"),
+            (Engine::Vllm, ""),
+        ] {
+            let err = cat.resolve_release(e, v).unwrap_err();
+            assert_eq!(err.code(), "UNKNOWN_ENGINE_VERSION", "{v}");
+        }
+        let msg = cat
+            .resolve_release(Engine::Vllm, "0.34.0")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("nearest below: 0.33.0 (vllm-kv-map-v3-r0.33"),
+            "{msg}"
+        );
+        assert!(msg.contains("nearest above: none"), "{msg}");
+        let msg = cat
+            .resolve_release(Engine::Vllm, "0.17.2")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("nearest below: 0.17.1") && msg.contains("above: 0.18.0"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn bad_releases_are_refused() {
+        let good = BUILTIN_CONTRACTS_YAML;
+        for (from, to) in [
+            ("versions: [0.19.0, 0.19.1]", "versions: [0.19.0, 0.18.1]"),
+            ("versions: [0.19.0, 0.19.1]", "versions: [0.19.0, 0.40.0]"),
+            ("versions: [0.19.0, 0.19.1]", "versions: []"),
+            ("versions: [0.19.0, 0.19.1]", "versions: [v0.19.0]"),
+            (
+                "contract: vllm-kv-array-v1\n",
+                "contract: sglang-kv-rank-v1\n",
+            ),
+            ("contract: vllm-kv-array-v1\n", "contract: nope\n"),
+            (
+                "- id: vllm-kv-array-v1-r0.19",
+                "- id: vllm-kv-array-v1-r0.17",
+            ),
+            (
+                "      noneHash: A\n      extraKeys: K1\n",
+                "      extraKeys: K1\n",
+            ),
+            (
+                "defaultAlgorithm: sha256_sglang\n    events:\n      format: sglang-kv-map-v2",
+                "defaultAlgorithm: sha256\n    events:\n      format: sglang-kv-map-v2",
+            ),
+            ("      cacheSalt: std_hash_string\n", ""),
+            (
+                "      versions: [0.29.0]\n      toolSerialization",
+                "      versions: [0.30.0]\n      toolSerialization",
+            ),
+        ] {
+            assert!(good.contains(from), "{from}");
+            let bad = good.replacen(from, to, 1);
+            assert!(
+                ContractCatalog::parse(bad.as_bytes(), "c.yaml").is_err(),
+                "{to}"
+            );
+        }
     }
 
     #[test]

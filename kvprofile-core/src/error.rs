@@ -292,6 +292,19 @@ pub enum RegistryError {
         /// The requested profile id.
         path: String,
     },
+    /// An engine version no release entry of the contract catalog covers: kvexact does not
+    /// know that release's rules and refuses rather than apply another release's.
+    #[error("{path}: unknown {engine} version {version:?}: {detail}")]
+    UnknownEngineVersion {
+        /// Always `"<contracts>"` (the catalog is not a registry file).
+        path: String,
+        /// The engine.
+        engine: crate::Engine,
+        /// The version as given.
+        version: String,
+        /// The nearest known releases (`known: … ; nearest below: …, above: …`).
+        detail: String,
+    },
 }
 
 impl RegistryError {
@@ -325,6 +338,7 @@ impl RegistryError {
             RegistryError::EmptyFixtureSet { .. } => "PROBE_FIXTURES_MISSING",
             RegistryError::Drift { .. } => "PROFILE_DRIFT",
             RegistryError::UnknownProfile { .. } => "UNKNOWN_PROFILE",
+            RegistryError::UnknownEngineVersion { .. } => "UNKNOWN_ENGINE_VERSION",
         }
     }
 
@@ -353,7 +367,8 @@ impl RegistryError {
             | RegistryError::FixtureDrift { path, .. }
             | RegistryError::EmptyFixtureSet { path }
             | RegistryError::Drift { path, .. }
-            | RegistryError::UnknownProfile { path } => path,
+            | RegistryError::UnknownProfile { path }
+            | RegistryError::UnknownEngineVersion { path, .. } => path,
         }
     }
 

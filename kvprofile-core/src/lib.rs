@@ -3,7 +3,8 @@
 //! Everything kvexact knows about the on-disk model-profile registry of spec/registry.md:
 //!
 //! - [`Profile`]: strict profile documents (§2) with `engineQuirks` checked against the
-//!   compiled engine-contract catalog ([`contracts`], §10.3).
+//!   compiled engine-contract catalog ([`contracts`], §10.3), refined into engine
+//!   [`releases`] (`resolve_release(engine, version)` → one release or `UNKNOWN_ENGINE_VERSION`).
 //! - [`Locator`] and [`VerifiedArtifact`]: content-addressed artifacts read once, digest-verified
 //!   and kept in memory (§3).
 //! - [`EngineManifest`] (§4) and [`FixtureSet`] (§5) as typed, structurally checked models.
@@ -37,6 +38,7 @@ pub mod locator;
 pub mod manifest;
 pub mod profile;
 pub mod registry;
+pub mod releases;
 pub mod trust;
 pub mod validator;
 
@@ -51,5 +53,6 @@ pub use locator::Locator;
 pub use manifest::{EngineManifest, LoadedManifest};
 pub use profile::{AliasPolicy, Api, ClockPolicy, EngineQuirks, Profile, RenderPolicy};
 pub use registry::Registry;
+pub use releases::Release;
 pub use trust::{ResolveMode, SizeCaps, TrustPolicy};
 pub use validator::{ArtifactValidator, Prepared, StructuralValidator};

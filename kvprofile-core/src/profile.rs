@@ -199,6 +199,16 @@ impl Profile {
             .unwrap_or_default()
     }
 
+    /// The quirks that apply on an engine release: those keyed by the release id, else those
+    /// keyed by the contract it refines, else none.
+    pub fn quirks_for_release(&self, release: &crate::releases::Release) -> EngineQuirks {
+        self.engine_quirks
+            .get(&release.id)
+            .or_else(|| self.engine_quirks.get(&release.contract))
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// True when any contract sets `completionsBos`.
     pub fn needs_bos_id(&self) -> bool {
         self.engine_quirks.values().any(|q| q.completions_bos)
@@ -218,8 +228,15 @@ impl Profile {
         let catalog = contracts::builtin()?;
         for (cid, q) in &self.engine_quirks {
             let field = format!("engineQuirks.{cid}");
-            let Some(contract) = catalog.profile(cid) else {
-                return bad(&field, "not an engine-contract profile id");
+            let contract = match catalog.profile(cid) {
+                Some(c) => c,
+                None => match catalog
+                    .release(cid)
+                    .and_then(|r| catalog.profile(&r.contract))
+                {
+                    Some(c) => c,
+                    None => return bad(&field, "not an engine-contract profile or release id"),
+                },
             };
             if !q.completions_bos && !q.challenge_last_block && q.cache_chunk.is_none() {
                 return bad(&field, "must set at least one quirk");

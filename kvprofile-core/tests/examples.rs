@@ -226,15 +226,39 @@ fn engine_contract_catalog_matches_the_gateway() {
         "contracts.yaml",
     )
     .unwrap();
-    let mut ours = contracts::builtin().unwrap().clone();
-    for p in &mut ours.profiles {
-        assert!(p.hash_algorithms.is_some(), "{}", p.id);
-        p.hash_algorithms = None;
+    let ours = contracts::builtin().unwrap();
+    assert_eq!(ours.schema_version, upstream.schema_version);
+    assert_eq!(ours.generation, upstream.generation);
+    assert_eq!(ours.engine_ids, upstream.engine_ids);
+    assert!(upstream.releases.is_empty());
+    // Every gateway contract id keeps its meaning: the same profile, axis for axis, in the
+    // same order, with only kvexact's hashAlgorithms added.
+    assert!(ours.profiles.len() > upstream.profiles.len());
+    for (theirs, mine) in upstream.profiles.iter().zip(&ours.profiles) {
+        let mut mine = mine.clone();
+        assert!(mine.hash_algorithms.is_some(), "{}", mine.id);
+        mine.hash_algorithms = None;
+        assert_eq!(
+            &mine, theirs,
+            "every axis of {} equals the gateway's",
+            theirs.id
+        );
     }
-    assert_eq!(
-        ours, upstream,
-        "every axis of the compiled catalog equals the gateway's"
-    );
+    // kvexact's own profiles cover versions no gateway profile does.
+    for extra in &ours.profiles[upstream.profiles.len()..] {
+        assert!(upstream.profile(&extra.id).is_none(), "{}", extra.id);
+    }
+    // The closed vocabularies only grow.
+    let b = (&ours.bindings, &upstream.bindings);
+    for (mine, theirs) in [
+        (&b.0.transports, &b.1.transports),
+        (&b.0.wire_schemas, &b.1.wire_schemas),
+        (&b.0.hash_bindings, &b.1.hash_bindings),
+        (&b.0.pd_dialects, &b.1.pd_dialects),
+        (&b.0.probes, &b.1.probes),
+    ] {
+        assert!(theirs.iter().all(|x| mine.contains(x)), "{theirs:?}");
+    }
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! [`EncoderSpec`] (what an encoder is built from) and [`Encoder`] (one per profile × engine
 //! contract): template compiled once, tokenizer loaded once, `Send + Sync`.
 
+use crate::chat_rules::{ChatRules, TemplateErrorClass};
 use crate::engine::{self, ChatRequest, Engine, EngineChat};
 use crate::env::{ChatTemplate, ClockPolicy, RenderFailure, DEFAULT_FUEL};
 use crate::error::Error;
@@ -51,6 +52,10 @@ pub struct EncoderSpec {
     pub completions_bos: bool,
     /// Execution budget per render (minijinja fuel); `None` = unlimited.
     pub fuel: Option<u64>,
+    /// The engine release's chat-path rules (tool serialisation, template-error class);
+    /// [`EncoderSpec::new`] sets [`ChatRules::reference`] of `engine`. Must fit `engine`
+    /// ([`ChatRules::check_engine`]).
+    pub chat_rules: ChatRules,
 }
 
 impl EncoderSpec {
@@ -69,6 +74,7 @@ impl EncoderSpec {
             engine,
             completions_bos: false,
             fuel: Some(DEFAULT_FUEL),
+            chat_rules: ChatRules::reference(engine),
         }
     }
 }
@@ -112,6 +118,7 @@ impl ScratchBuf {
 #[derive(Debug)]
 pub struct Encoder {
     pub(crate) engine: Engine,
+    pub(crate) chat_rules: ChatRules,
     pub(crate) template: Option<ChatTemplate>,
     pub(crate) facts: Option<TemplateFacts>,
     pub(crate) content_format: ContentFormat,
@@ -129,8 +136,11 @@ impl Encoder {
     /// Compiles the template and loads the tokenizer. Fails on a template that does not
     /// compile, a tokenizer that does not load, a `completionsBos` quirk on a non-SGLang
     /// contract or without a resolvable BOS, or a clock policy that disagrees with the
-    /// template (spec/registry.md §2 publish checks).
+    /// template (spec/registry.md §2 publish checks), or chat rules of another engine family.
     pub fn new(spec: EncoderSpec) -> Result<Encoder, Error> {
+        spec.chat_rules
+            .check_engine(spec.engine)
+            .map_err(Error::Spec)?;
         if spec.completions_bos && spec.engine != Engine::Sglang {
             return Err(Error::Spec(format!(
                 "completionsBos is an SGLang quirk; contract engine is {}",
@@ -195,6 +205,7 @@ impl Encoder {
         }
         Ok(Encoder {
             engine: spec.engine,
+            chat_rules: spec.chat_rules,
             template,
             facts,
             content_format: spec.content_format,
@@ -208,6 +219,11 @@ impl Encoder {
     /// The engine family this encoder emulates.
     pub fn engine(&self) -> Engine {
         self.engine
+    }
+
+    /// The chat-path rules of the engine release this encoder emulates.
+    pub fn chat_rules(&self) -> ChatRules {
+        self.chat_rules
     }
 
     /// Enables a cross-request [`kvtoken::SegmentCache`] of about `capacity_bytes` for this
@@ -254,6 +270,30 @@ impl Encoder {
         template_kwargs: Option<Value>,
         now_unix_ms: Option<i64>,
     ) -> Result<String, Error> {
+        // transformers lets Jinja's TemplateError through unwrapped.
+        self.render_as(
+            messages,
+            tools,
+            add_generation_prompt,
+            continue_final_message,
+            template_kwargs,
+            now_unix_ms,
+            TemplateErrorClass::TemplateError,
+        )
+    }
+
+    /// [`Encoder::render_hf`], reporting a template's `raise_exception` as `raised` names it.
+    #[allow(clippy::too_many_arguments)]
+    fn render_as(
+        &self,
+        messages: Vec<Value>,
+        tools: Option<Value>,
+        add_generation_prompt: bool,
+        continue_final_message: bool,
+        template_kwargs: Option<Value>,
+        now_unix_ms: Option<i64>,
+        raised: TemplateErrorClass,
+    ) -> Result<String, Error> {
         let template = self.template()?;
         let build = |msgs: Vec<Value>| -> Value {
             let mut ctx: Vec<(Value, Value)> = vec![
@@ -282,6 +322,7 @@ impl Encoder {
         let render = |ctx: &Value| {
             template.render(ctx, now_unix_ms).map_err(|f| match f {
                 RenderFailure::Budget => Error::RenderBudget,
+                RenderFailure::Raised(m) => Error::TemplateRender(raised.format(&m)),
                 other => Error::TemplateRender(other.message()),
             })
         };
@@ -311,7 +352,9 @@ impl Encoder {
     }
 
     /// What the engine renders and tokenizes for a raw OpenAI chat body (full engine
-    /// behaviour: tools, `chat_template_kwargs`, `continue_final_message`, …; no strict rules).
+    /// behaviour: tools, `chat_template_kwargs`, `continue_final_message`, …; no strict rules),
+    /// under this encoder's [`ChatRules`]. A template that raises fails with
+    /// [`Error::TemplateRender`] holding the engine's text, `"<class>: <message>"`.
     pub fn engine_chat(&self, body: &[u8], now_unix_ms: Option<i64>) -> Result<EngineChat, Error> {
         let req = ChatRequest::parse(body).map_err(Error::Request)?;
         let e = self.engine;
@@ -339,7 +382,9 @@ impl Encoder {
         let tools = match req.body.get("tools") {
             None | Some(Json::Null) => None,
             Some(_) if e == Engine::Sglang && tool_choice_none => None,
-            Some(Json::Array(t)) => Some(engine::normalise_tools(e, t).map_err(bad)?),
+            Some(Json::Array(t)) => {
+                Some(engine::normalise_tools(self.chat_rules.tool_serialization, t).map_err(bad)?)
+            }
             Some(_) => return Err(bad("tools must be a list".into())),
         };
         let kwargs = match req.body.get("chat_template_kwargs") {
@@ -348,8 +393,10 @@ impl Encoder {
             Some(_) => return Err(bad("chat_template_kwargs must be an object".into())),
         };
         let last_is_assistant = messages.last().is_some_and(|m| role_is(m, "assistant"));
+        let raised = self.chat_rules.template_error_class;
         if e != Engine::Sglang {
-            let rendered = self.render_hf(messages, tools, agp, cfm, kwargs, now_unix_ms)?;
+            let rendered =
+                self.render_as(messages, tools, agp, cfm, kwargs, now_unix_ms, raised)?;
             let ids = match &self.tokenizer {
                 Some(t) => Some(t.chat(e, &rendered, add_special)?),
                 None => None,
@@ -366,7 +413,7 @@ impl Encoder {
                 *last = with_role(last, "user");
             }
         }
-        let rendered = self.render_hf(messages, tools, true, false, kwargs, now_unix_ms)?;
+        let rendered = self.render_as(messages, tools, true, false, kwargs, now_unix_ms, raised)?;
         let ids = match &self.tokenizer {
             Some(t) => {
                 let mut ids = t.chat(e, &rendered, false)?;

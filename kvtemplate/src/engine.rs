@@ -3,17 +3,18 @@
 //! record (`engine_token_ids`); the gateway's strict path (`strict`) refuses everything here
 //! that is not plain chat.
 
+use crate::chat_rules::ToolSerialization;
 use crate::json::{map_value, Json, JsonObject};
 use minijinja::Value;
 
 /// The engine family of a contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Engine {
-    /// vLLM (0.31 behaviour).
+    /// vLLM (release-dependent behaviour in [`crate::ChatRules`]; reference 0.31).
     Vllm,
-    /// SGLang (0.5.19 behaviour).
+    /// SGLang (release-dependent behaviour in [`crate::ChatRules`]; reference 0.5.19).
     Sglang,
-    /// TensorRT-LLM (1.3.0rc29 rule).
+    /// TensorRT-LLM (release-dependent behaviour in [`crate::ChatRules`]; reference 1.3.0rc29).
     Trtllm,
 }
 
@@ -27,6 +28,16 @@ impl Engine {
             Engine::Vllm => "vllm",
             Engine::Sglang => "sglang",
             Engine::Trtllm => "trtllm",
+        }
+    }
+
+    /// The template engine of a registry engine (`None`: llama.cpp, no chat path).
+    pub fn from_registry(engine: kvprofile_core::Engine) -> Option<Engine> {
+        match engine {
+            kvprofile_core::Engine::Vllm => Some(Engine::Vllm),
+            kvprofile_core::Engine::Sglang => Some(Engine::Sglang),
+            kvprofile_core::Engine::Trtllm => Some(Engine::Trtllm),
+            kvprofile_core::Engine::Llamacpp => None,
         }
     }
 
@@ -183,10 +194,12 @@ fn normalise_tool_calls(v: &Json<'_>) -> Value {
         .into()
 }
 
-/// The `tools` list as `engine` hands it to the template (`model_dump()` of its pydantic
-/// models: vLLM drops unset fields; SGLang dumps every field with defaults; TRT-LLM adds
-/// `strict: null`).
-pub fn normalise_tools(engine: Engine, tools: &[Json<'_>]) -> Result<Value, String> {
+/// The `tools` list as an engine release hands it to the template (`model_dump()` of its
+/// pydantic models; see [`ToolSerialization`] for each release's shape).
+pub fn normalise_tools(
+    serialization: ToolSerialization,
+    tools: &[Json<'_>],
+) -> Result<Value, String> {
     let mut out = Vec::with_capacity(tools.len());
     for t in tools {
         let o = t
@@ -203,27 +216,29 @@ pub fn normalise_tools(engine: Engine, tools: &[Json<'_>]) -> Result<Value, Stri
             .ok_or_else(|| "tool.function.name must be a string".to_string())?;
         let field = |k: &str| f.get(k).map(Json::to_value);
         let none = || Value::from(());
-        let func: Vec<(&str, Value)> = match engine {
-            Engine::Vllm => {
+        let func: Vec<(&str, Value)> = match serialization {
+            ToolSerialization::VllmSetFields => {
                 let mut v = vec![("name", Value::from(name))];
-                if let Some(d) = field("description") {
-                    v.push(("description", d));
-                }
-                if let Some(p) = field("parameters") {
-                    v.push(("parameters", p));
-                }
-                if let Some(s) = field("strict") {
-                    v.push(("strict", s));
+                for k in ["description", "parameters", "strict"] {
+                    if let Some(val) = field(k) {
+                        v.push((k, val));
+                    }
                 }
                 v
             }
-            Engine::Sglang => vec![
+            ToolSerialization::SglangPydanticDump => vec![
                 ("description", field("description").unwrap_or_else(none)),
                 ("name", Value::from(name)),
                 ("parameters", field("parameters").unwrap_or_else(none)),
                 ("strict", field("strict").unwrap_or(Value::from(false))),
             ],
-            Engine::Trtllm => vec![
+            ToolSerialization::SglangRequestKeys => f
+                .effective()
+                .into_iter()
+                .filter(|(k, _)| FUNCTION_FIELDS.contains(k))
+                .map(|(k, v)| (k, v.to_value()))
+                .collect(),
+            ToolSerialization::TrtllmStrictNull => vec![
                 ("name", Value::from(name)),
                 ("description", field("description").unwrap_or_else(none)),
                 ("parameters", field("parameters").unwrap_or_else(none)),
@@ -232,7 +247,7 @@ pub fn normalise_tools(engine: Engine, tools: &[Json<'_>]) -> Result<Value, Stri
         };
         let func: Value = map_value(func);
         let mut tool = vec![("type", Value::from(ty)), ("function", func)];
-        if engine == Engine::Sglang {
+        if serialization.adds_defer_loading() {
             tool.push((
                 "defer_loading",
                 o.get("defer_loading").map_or_else(none, Json::to_value),
@@ -241,4 +256,73 @@ pub fn normalise_tools(engine: Engine, tools: &[Json<'_>]) -> Result<Value, Stri
         out.push(map_value(tool));
     }
     Ok(Value::from(out))
+}
+
+/// The fields of the engines' `Function` model; anything else a client sends in
+/// `tool.function` is dropped (pydantic ignores extra fields).
+const FUNCTION_FIELDS: [&str; 4] = ["name", "description", "parameters", "strict"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pyjson::{dumps, DumpOptions};
+
+    /// One tool as a client may send it: `description` before `name`, `strict` set, an
+    /// unknown key, and a second tool with only a name.
+    const TOOLS: &str = r#"[
+        {"type": "function", "function": {"description": "d", "name": "f", "strict": true,
+                                          "x_extra": 1, "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "g"}}
+    ]"#;
+
+    fn dump(serialization: ToolSerialization) -> String {
+        let doc = crate::json::parse(TOOLS.as_bytes()).unwrap_or(Json::Null);
+        let tools = doc.as_array().unwrap_or(&[]);
+        let v = normalise_tools(serialization, tools).unwrap_or_default();
+        dumps(&v, &DumpOptions::default()).unwrap_or_default()
+    }
+
+    #[test]
+    fn vllm_set_fields() {
+        assert_eq!(
+            dump(ToolSerialization::VllmSetFields),
+            r#"[{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}, "strict": true}}, {"type": "function", "function": {"name": "g"}}]"#
+        );
+    }
+
+    #[test]
+    fn sglang_pydantic_dump() {
+        assert_eq!(
+            dump(ToolSerialization::SglangPydanticDump),
+            r#"[{"type": "function", "function": {"description": "d", "name": "f", "parameters": {"type": "object"}, "strict": true}, "defer_loading": null}, {"type": "function", "function": {"description": null, "name": "g", "parameters": null, "strict": false}, "defer_loading": null}]"#
+        );
+    }
+
+    #[test]
+    fn sglang_request_keys() {
+        assert_eq!(
+            dump(ToolSerialization::SglangRequestKeys),
+            r#"[{"type": "function", "function": {"description": "d", "name": "f", "strict": true, "parameters": {"type": "object"}}, "defer_loading": null}, {"type": "function", "function": {"name": "g"}, "defer_loading": null}]"#
+        );
+    }
+
+    #[test]
+    fn trtllm_strict_null() {
+        assert_eq!(
+            dump(ToolSerialization::TrtllmStrictNull),
+            r#"[{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}, "strict": true}}, {"type": "function", "function": {"name": "g", "description": null, "parameters": null, "strict": null}}]"#
+        );
+    }
+
+    #[test]
+    fn a_tool_without_a_name_is_refused_by_every_variant() {
+        let doc =
+            crate::json::parse(br#"[{"type": "function", "function": {}}]"#).unwrap_or(Json::Null);
+        for s in ToolSerialization::ALL {
+            assert!(
+                normalise_tools(s, doc.as_array().unwrap_or(&[])).is_err(),
+                "{s}"
+            );
+        }
+    }
 }

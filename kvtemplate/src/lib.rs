@@ -10,8 +10,12 @@
 //! * [`env`]: chat templates compiled into a minijinja environment that behaves like
 //!   transformers' Jinja environment (spec/templates.md §2, §5).
 //! * [`Encoder`]: one per (profile, engine contract); `Send + Sync`, share it with `Arc`.
+//! * [`chat_rules`]: what differs between releases of one engine's chat path
+//!   ([`ChatRules`], carried by [`EncoderSpec::chat_rules`]).
+//! * [`vectors`]: parity checks against the engines' own vectors, reference and per-release.
 #![warn(missing_docs)]
 
+pub mod chat_rules;
 pub mod encoder;
 pub mod engine;
 pub mod env;
@@ -28,14 +32,15 @@ pub mod template_facts;
 pub mod tokenize;
 pub mod vectors;
 
+pub use chat_rules::{ChatRules, TemplateErrorClass, ToolSerialization};
 pub use encoder::{Encoder, EncoderSpec, Rendered, ScratchBuf, SpecialTokenValue};
 pub use engine::{ChatRequest, Engine, EngineChat};
 pub use env::{ChatTemplate, ClockPolicy, RenderFailure};
 pub use error::Error;
 pub use model_dir::{spec_from_model_dir, validate_artifacts};
 pub use profile::{
-    encoder_from_loaded, encoder_from_profile, spec_from_profile, KvtemplateValidator,
-    ParsedTokenizer,
+    encoder_from_loaded, encoder_from_profile, spec_from_loaded, spec_from_profile,
+    KvtemplateValidator, ParsedTokenizer,
 };
 pub use refusal::{Outcome, Refusal, ResultClass};
 pub use strict::Encoded;

@@ -30,8 +30,23 @@ fn spec_with(
     contract_id: &str,
     parsed: Option<Arc<FastEncoder>>,
 ) -> Result<EncoderSpec, Error> {
-    let engine = Engine::parse(contract_id)
-        .ok_or_else(|| Error::Spec(format!("unknown engine contract {contract_id:?}")))?;
+    // The engine and the quirks come from the contract catalog: a release id takes the
+    // quirks keyed by itself, else by the contract it refines; a bare engine name (the
+    // publish-time validator's) has none of its own.
+    let catalog = kvprofile_core::contracts::builtin()
+        .map_err(|e| Error::Spec(format!("engine-contract catalog: {e}")))?;
+    let (engine, quirks) = if let Some(r) = catalog.release(contract_id) {
+        (
+            Engine::from_registry(r.engine),
+            profile.quirks_for_release(r),
+        )
+    } else if let Some(c) = catalog.profile(contract_id) {
+        (Engine::from_registry(c.engine), profile.quirks(contract_id))
+    } else {
+        (Engine::parse(contract_id), profile.quirks(contract_id))
+    };
+    let engine =
+        engine.ok_or_else(|| Error::Spec(format!("unknown engine contract {contract_id:?}")))?;
     let mut spec = EncoderSpec::new(engine);
     match parsed {
         Some(p) => spec.parsed_tokenizer = Some(p),
@@ -63,7 +78,7 @@ fn spec_with(
         Some(TemplateContentFormat::Openai) => ContentFormat::OpenAi,
         _ => ContentFormat::String,
     };
-    spec.completions_bos = profile.quirks(contract_id).completions_bos;
+    spec.completions_bos = quirks.completions_bos;
     Ok(spec)
 }
 
@@ -81,13 +96,14 @@ pub fn encoder_from_profile(
 /// every encoder of the profile shares it). Falls back to parsing the bytes when the profile
 /// was published by another validator or its artifacts were replaced since.
 pub fn encoder_from_loaded(profile: &LoadedProfile, contract_id: &str) -> Result<Encoder, Error> {
+    Encoder::new(spec_from_loaded(profile, contract_id)?)
+}
+
+/// The spec [`encoder_from_loaded`] builds, for a caller that sets more of it (the engine
+/// release's [`crate::ChatRules`]) before [`Encoder::new`].
+pub fn spec_from_loaded(profile: &LoadedProfile, contract_id: &str) -> Result<EncoderSpec, Error> {
     let parsed = ParsedTokenizer::of(profile).map(|p| Arc::clone(&p.encoder));
-    Encoder::new(spec_with(
-        &profile.profile,
-        &profile.artifacts,
-        contract_id,
-        parsed,
-    )?)
+    spec_with(&profile.profile, &profile.artifacts, contract_id, parsed)
 }
 
 /// What [`KvtemplateValidator`] keeps with a published profile: the parsed tokenizer and the

@@ -6,9 +6,18 @@
 //! `rendered` byte for byte (or raise the recorded `error`); the tokenizer must give
 //! `token_ids`; and for every engine the emulated OpenAI request must give exactly
 //! `engine_token_ids[engine]` (rendering `engine_rendered[engine]` where recorded), or fail
-//! where `engine_errors` names the engine. Per completion case: tokenizer-level ids, then
-//! `engine_token_ids[engine]` per engine.
+//! where `engine_errors` names the engine (with the engine's exact text when the template
+//! raised). Per completion case: tokenizer-level ids, then `engine_token_ids[engine]` per engine.
+//!
+//! Which engines a template file records, and which release of each, is its
+//! `engine_truth.engines` block ([`engine_versions`]): the reference files
+//! (`vectors/templates/`) name vLLM 0.31.0, SGLang 0.5.19 and TensorRT-LLM 1.3.0rc29; a
+//! per-release file (`vectors/versions/<engine>-<version>/templates/`) names one engine and
+//! its release, and holds only that engine's `engine_*` values. [`check_file_with`] checks
+//! each engine named there with the [`ChatRules`] the caller resolves for that release;
+//! [`check_file`] accepts only the reference releases.
 
+use crate::chat_rules::ChatRules;
 use crate::encoder::{Encoder, ScratchBuf};
 use crate::engine::Engine;
 use crate::json::{Json, JsonObject};
@@ -38,8 +47,11 @@ pub struct FileReport {
 /// Which kind of template vector document this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VectorKind {
-    /// `templates/<profile>.json`.
+    /// `templates/<profile>.json` (the reference releases).
     Templates,
+    /// `versions/<engine>-<version>/templates/<profile>.json`: one engine release's values
+    /// (`engine_truth.reference` names the reference file it was compared with).
+    ReleaseTemplates,
     /// `gateway/kv_chat_template_parity.json`.
     GatewayChat,
     /// `gateway/kv_special_token_parity.json`.
@@ -50,7 +62,11 @@ pub enum VectorKind {
 pub fn detect(doc: &serde_json::Value) -> Option<VectorKind> {
     let has = |k: &str| doc.get(k).is_some();
     if has("profile") && has("cases") && has("template_special_kwargs") {
-        Some(VectorKind::Templates)
+        if doc.pointer("/engine_truth/reference").is_some() {
+            Some(VectorKind::ReleaseTemplates)
+        } else {
+            Some(VectorKind::Templates)
+        }
     } else if has("model_slug") && has("template_rules") && has("cases") {
         Some(VectorKind::GatewayChat)
     } else if has("prompt") && has("vllm_authoritative_ids") {
@@ -60,12 +76,87 @@ pub fn detect(doc: &serde_json::Value) -> Option<VectorKind> {
     }
 }
 
-/// Checks one file's bytes against the model directories under `models`.
+/// Resolves the chat rules of one engine release, as [`check_file_with`] asks for them:
+/// `(engine, version)` → rules, or `Err` (an unknown release) with the message the whole file
+/// then fails with.
+pub type RulesResolver<'r> = &'r dyn Fn(Engine, &str) -> Result<ChatRules, String>;
+
+/// The resolver of the reference releases (vLLM 0.31.0, SGLang 0.5.19, TensorRT-LLM
+/// 1.3.0rc29, [`ChatRules::reference_version`]): their [`ChatRules::reference`] rules; any
+/// other release is an error saying that it needs its own rules.
+pub fn reference_rules(engine: Engine, version: &str) -> Result<ChatRules, String> {
+    let reference = ChatRules::reference_version(engine);
+    if version == reference {
+        Ok(ChatRules::reference(engine))
+    } else {
+        Err(format!(
+            "{} {version} is not the reference release ({} {reference}): its vectors need that \
+             release's chat rules (kvtemplate::vectors::check_file_with)",
+            engine.as_str(),
+            engine.as_str()
+        ))
+    }
+}
+
+/// Checks one file's bytes against the model directories under `models`, with the reference
+/// releases' rules ([`reference_rules`]): a per-release template file fails as a whole (its
+/// release needs its own rules, see [`check_file_with`]).
 pub fn check_file(bytes: &[u8], models: &Path) -> Result<FileReport, String> {
+    check_file_with(bytes, models, &reference_rules)
+}
+
+/// The `(engine, version)` pairs a template vector file records (`engine_truth.engines`), in
+/// [`Engine::ALL`] order, so that a caller can resolve their [`ChatRules`] before
+/// [`check_file_with`]. Fails on a document that is not a template vector file, an unknown
+/// engine name or a missing version.
+pub fn engine_versions(bytes: &[u8]) -> Result<Vec<(Engine, String)>, String> {
+    let doc = crate::json::parse(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let top = doc.as_object().ok_or("not an object")?;
+    engine_versions_of(top)
+}
+
+fn engine_versions_of(top: &JsonObject<'_>) -> Result<Vec<(Engine, String)>, String> {
+    let engines = top
+        .get("engine_truth")
+        .and_then(Json::as_object)
+        .and_then(|t| t.get("engines"))
+        .and_then(Json::as_object)
+        .ok_or("no `engine_truth.engines` object: cannot tell which engine releases it records")?;
+    let mut out = Vec::new();
+    for (name, v) in engines.effective() {
+        let engine = Engine::parse(name)
+            .filter(|e| e.as_str() == name)
+            .ok_or_else(|| format!("engine_truth.engines: unknown engine `{name}`"))?;
+        let version = v
+            .as_object()
+            .and_then(|o| o.get("version"))
+            .and_then(Json::as_str)
+            .ok_or_else(|| format!("engine_truth.engines.{name}.version must be a string"))?;
+        out.push((engine, version.to_string()));
+    }
+    if out.is_empty() {
+        return Err("engine_truth.engines names no engine".to_string());
+    }
+    out.sort_by_key(|(e, _)| Engine::ALL.iter().position(|a| a == e));
+    Ok(out)
+}
+
+/// Checks one file's bytes against the model directories under `models`. A template vector
+/// file is checked for each engine its `engine_truth.engines` names ([`engine_versions`]),
+/// each with the rules `rules` resolves for that release; an `Err` from `rules` fails the whole
+/// file with that message. The gateway fixtures record the vLLM reference release and are
+/// checked as such (`rules` is not asked).
+pub fn check_file_with(
+    bytes: &[u8],
+    models: &Path,
+    rules: RulesResolver<'_>,
+) -> Result<FileReport, String> {
     let probe: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
     match detect(&probe) {
-        Some(VectorKind::Templates) => check_templates(bytes, models),
+        Some(VectorKind::Templates | VectorKind::ReleaseTemplates) => {
+            check_templates(bytes, models, rules)
+        }
         Some(VectorKind::GatewayChat) => check_gateway_chat(&probe, models),
         Some(VectorKind::GatewaySpecialToken) => check_gateway_special(&probe, models),
         None => Err("not a template vector file".to_string()),
@@ -105,7 +196,11 @@ fn first_diff(want: &[u32], got: &[u32]) -> String {
     )
 }
 
-fn check_templates(bytes: &[u8], models: &Path) -> Result<FileReport, String> {
+fn check_templates(
+    bytes: &[u8],
+    models: &Path,
+    rules: RulesResolver<'_>,
+) -> Result<FileReport, String> {
     let doc = crate::json::parse(bytes).map_err(|e| format!("not JSON: {e}"))?;
     let top = doc.as_object().ok_or("not an object")?;
     let profile = top.get("profile").and_then(Json::as_str).unwrap_or("?");
@@ -115,12 +210,26 @@ fn check_templates(bytes: &[u8], models: &Path) -> Result<FileReport, String> {
         .ok_or("no `model` field")?;
     let dir = models.join(slug(model));
     let tokenizer_available = !matches!(top.get("tokenizer_available"), Some(Json::Bool(false)));
-    let mut encoders = Vec::new();
-    for e in Engine::ALL {
-        let spec = spec_from_model_dir(&dir, e).map_err(|e| e.to_string())?;
-        encoders.push((e, Encoder::new(spec).map_err(|e| e.to_string())?));
+    let releases = engine_versions_of(top)?;
+    let mut resolved = Vec::with_capacity(releases.len());
+    for (e, version) in &releases {
+        resolved.push((*e, version.as_str(), rules(*e, version)?));
     }
     let mut report = FileReport::default();
+    let mut encoders = Vec::new();
+    for (e, version, chat_rules) in resolved {
+        let mut spec = spec_from_model_dir(&dir, e).map_err(|e| e.to_string())?;
+        spec.chat_rules = chat_rules;
+        encoders.push((e, Encoder::new(spec).map_err(|e| e.to_string())?));
+        if chat_rules != ChatRules::reference(e) {
+            report.notes.push(format!(
+                "{profile}: {} {version} checked with toolSerialization {}, templateErrorClass {}",
+                e.as_str(),
+                chat_rules.tool_serialization,
+                chat_rules.template_error_class
+            ));
+        }
+    }
     let has_tok = encoders.iter().all(|(_, enc)| enc.has_tokenizer());
     if !tokenizer_available || !has_tok {
         report.notes.push(format!(
@@ -286,6 +395,13 @@ fn check_chat_case(
                 "{name}: encoded, but the engine refuses: {}",
                 want_err.unwrap_or("(no ids recorded)")
             )),
+            // A template error (raised or failed): the engine's exact text (class and message).
+            (Err(crate::Error::TemplateRender(msg)), _) if want_err.is_some_and(|w| w != msg) => {
+                fails.push(format!(
+                    "{name}: error differs: want {:?} got {msg:?}",
+                    want_err.unwrap_or("")
+                ));
+            }
             (Err(_), _) if want_err.is_some() => {}
             (Err(err), _) => fails.push(format!("{name}: failed: {err}")),
         }

@@ -1,11 +1,11 @@
 //! Parity checker: KV-event vector files (`testdata/vectors/*/kv_events.json`).
 //!
 //! A thin shell over [`kvhash::events::vectors`]: each case's bytes (ZMQ frames, payload,
-//! replay exchange or HTTP body) are decoded with the format of the file's engine version and
-//! compared field by field with the case's `decoded` form; a failure names the first differing
-//! field path, expected vs got.
+//! replay exchange or HTTP body) are decoded with the event schema of the release the file
+//! names (resolved through the contract catalog) and compared field by field with the case's
+//! `decoded` form; a failure names the first differing field path, expected vs got.
 
-use super::{CaseOutcome, Context, Report};
+use super::{contract_of, CaseOutcome, Context, Report};
 use kvhash::events::vectors;
 use serde_json::Value;
 
@@ -17,22 +17,24 @@ pub fn detect(doc: &Value) -> bool {
 
 /// Decodes every case and compares it with its `decoded` form.
 pub fn check(doc: &Value, _ctx: &Context<'_>) -> Result<Report, String> {
-    let results = vectors::check_file(doc)?;
-    let mut report = Report::default();
-    if let (Some(e), Some(v)) = (
-        doc.get("engine").and_then(Value::as_str),
-        doc.get("engine_version").and_then(Value::as_str),
-    ) {
-        if let Some(f) = kvhash::events::EventFormat::from_engine_version(e, v) {
-            report.notes.push(format!("decoded as {f} ({e} {v})"));
-        }
-    }
-    report.cases = results
-        .into_iter()
-        .map(|r| CaseOutcome {
-            name: r.name,
-            failure: r.failure,
-        })
-        .collect();
-    Ok(report)
+    let (engine, version) = vectors::engine_version(doc)?;
+    let contract = contract_of(engine, version)?;
+    let schema = contract
+        .events()
+        .ok_or_else(|| format!("{} has no KV events", contract.release_id()))?;
+    let results = vectors::check_file(doc, schema)?;
+    Ok(Report {
+        cases: results
+            .into_iter()
+            .map(|r| CaseOutcome {
+                name: r.name,
+                failure: r.failure,
+            })
+            .collect(),
+        notes: vec![format!(
+            "decoded with {} ({}, {engine} {version})",
+            contract.release_id(),
+            schema.format()
+        )],
+    })
 }

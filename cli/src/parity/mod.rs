@@ -3,6 +3,10 @@
 //! Each vector format has a checker module with `detect` (does this document look like my
 //! format?) and `check` (recompute every case). This module reads the files, dispatches, prints
 //! one line per failing case and the closing `N passed, M failed` line.
+//!
+//! Every file names its engine and engine version; the checkers apply the contract of exactly
+//! that release ([`contract_of`]: `kvprobe::contract::resolve`). A file naming a version no
+//! release covers is refused (`UNKNOWN_ENGINE_VERSION`), never checked under other rules.
 
 mod events;
 mod hashes;
@@ -87,6 +91,18 @@ pub fn run(args: &Args) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The contract of the release a vector file names (`engine`, `engine_version`), or the
+/// refusal line.
+pub fn contract_of(engine: &str, version: &str) -> Result<kvprobe::contract::Contract, String> {
+    let e = match engine {
+        "vllm" => kvprobe::Engine::Vllm,
+        "sglang" => kvprobe::Engine::Sglang,
+        "trtllm" => kvprobe::Engine::Trtllm,
+        other => return Err(format!("REFUSED UNKNOWN_ENGINE: {other:?}")),
+    };
+    kvprobe::contract::resolve(e, version).map_err(|err| format!("REFUSED {}: {err}", err.code()))
 }
 
 fn check_file(ctx: &Context<'_>) -> Result<Report, String> {

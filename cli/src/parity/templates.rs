@@ -1,6 +1,8 @@
 //! Parity checker: template vector files (`testdata/vectors/templates/*.json`) and the
 //! gateway's chat-template / special-token fixtures. The checking itself lives in
-//! `kvtemplate::vectors`; this module only adapts it to the parity command.
+//! `kvtemplate::vectors`; this module only adapts it to the parity command, resolving each
+//! engine version a file names to its release's chat rules (a release without chat rules
+//! proven by vectors fails the file, as an unknown version does).
 
 use super::{CaseOutcome, Context, Report};
 use serde_json::Value;
@@ -17,7 +19,17 @@ pub fn check(_doc: &Value, ctx: &Context<'_>) -> Result<Report, String> {
         .models
         .ok_or("template vectors need --models DIR (folders of <org>__<name>/ model files)")?;
     let bytes = std::fs::read(ctx.path).map_err(|e| format!("cannot read: {e}"))?;
-    let file = kvtemplate::vectors::check_file(&bytes, models)?;
+    let resolve = |engine: kvtemplate::Engine, version: &str| {
+        let c = super::contract_of(engine.as_str(), version)?;
+        c.chat().copied().ok_or_else(|| {
+            format!(
+                "{} ({} {version}) has no chat-path rules proven by vectors",
+                c.release_id(),
+                engine.as_str()
+            )
+        })
+    };
+    let file = kvtemplate::vectors::check_file_with(&bytes, models, &resolve)?;
     Ok(Report {
         cases: file
             .cases

@@ -83,7 +83,9 @@ fn stored(s: &BlockStored<'_>, engine: &str) -> Map<String, Value> {
         m.insert("ownership".into(), json!(s.ownership));
         m.insert(
             "lookahead_token_ids".into(),
-            s.lookahead_token_ids.as_ref().map_or(Value::Null, tokens),
+            s.lookahead_token_ids.as_ref().map_or(Value::Null, |l| {
+                Value::Array(l.iter().map(tokens).collect())
+            }),
         );
     } else {
         m.insert("cache_salt".into(), json!(s.cache_salt));

@@ -9,19 +9,23 @@
 //!
 //! ## Format ids
 //!
-//! | id | engine, versions | transport | events |
-//! |---|---|---|---|
-//! | `vllm-kv-array-v1` | vLLM 0.17–0.23 | ZMQ `[topic, seq, msgpack]` | tagged arrays `["BlockStored", hashes, parent, tokens, block_size, lora_id, medium, lora_name?, extra_keys?]` |
-//! | `vllm-kv-map-v2` | vLLM 0.24–0.28 | ZMQ | tagged maps `{"type": …}` |
-//! | `vllm-kv-map-v3` *(new)* | vLLM 0.29–0.33 | ZMQ | tagged maps + `group_idx`, `kv_cache_spec_kind`, `kv_cache_spec_sliding_window`, `locality`, `ownership`, `session_id`, `lookahead_token_ids` |
-//! | `sglang-kv-rank-v1` | SGLang 0.5.18–0.5.19 | ZMQ | tagged arrays (7 elements, 8 with `{"cache_salt": …}`), rank in batch slot 2 |
-//! | `sglang-kv-map-v2` *(new)* | SGLang 0.5.20+ | ZMQ | tagged maps (`cache_salt`, `session_id`, `lora_name` optional) |
-//! | `trtllm-kv-http-v1` | TensorRT-LLM 1.2.x | `POST /kv_cache_events` JSON | `created` / `stored` / `removed` / `updated` |
-//! | `trtllm-kv-http-preview-v1` | TensorRT-LLM 1.3.0rc | same | + per-block `cache_salt`, `mm_keys` |
+//! A format id names a wire *family*; which fields one engine release writes is its
+//! [`EventSchema`] (data in the contract catalog; `kvprobe::contract` builds it per release).
 //!
-//! The first, second, fourth, sixth and seventh ids are the engine-contract ids of
-//! spec/registry.md §10.3. [`EventFormat::from_engine_version`] picks the id for an engine
-//! version.
+//! | family | engine | transport | events |
+//! |---|---|---|---|
+//! | `vllm-kv-array-v1` | vLLM | ZMQ `[topic, seq, msgpack]` | tagged arrays `["BlockStored", hashes, parent, tokens, block_size, lora_id, medium, lora_name, extra_keys, …]` |
+//! | `vllm-kv-map-v2` | vLLM | ZMQ | tagged maps `{"type": …}` |
+//! | `vllm-kv-map-v3` | vLLM | ZMQ | tagged maps, replies with the topic frame |
+//! | `sglang-kv-rank-v1` | SGLang | ZMQ | tagged arrays (7 elements, 8 with `{"cache_salt": …}`), rank in batch slot 2 |
+//! | `sglang-kv-map-v2` | SGLang | ZMQ | tagged maps |
+//! | `trtllm-kv-http-v1` | TensorRT-LLM | `POST /kv_cache_events` JSON | `created` / `stored` / `removed` / `updated` |
+//! | `trtllm-kv-http-preview-v1` | TensorRT-LLM | same | + per-block `cache_salt`, `mm_keys` |
+//!
+//! The format-only entry points ([`decode_payload`], [`decode_frames`],
+//! [`decode_replay_reply`]) decode with [`EventSchema::family`], the union of a family's
+//! releases; the `*_schema` ones with a release's exact schema. kvhash never maps an engine
+//! version to a format: that is the catalog's job.
 //!
 //! ## Hashes
 //!
@@ -31,8 +35,8 @@
 //!
 //! ## Strictness
 //!
-//! * Unknown map keys (msgpack maps, JSON objects) are skipped: engines add optional fields
-//!   compatibly. Duplicate keys are refused.
+//! * A release schema refuses map keys it does not list ([`Error::EventUnknownField`]); a
+//!   family schema skips them. Duplicate keys are refused.
 //! * Unknown event types are refused ([`Error::EventUnknownType`]), never guessed.
 //! * Caps ([`Limits`]): input size, nesting depth of skipped values, element counts, string
 //!   sizes and events per batch.
@@ -43,6 +47,7 @@ mod format;
 mod json;
 mod model;
 pub(crate) mod msgpack;
+mod schema;
 mod sglang;
 mod trtllm;
 mod trtllm_fast;
@@ -55,6 +60,7 @@ pub use model::{
     TokenIds, TokenIter, TokenShape, TrtCreated, TrtDiff, TrtEnvelope, TrtMmKey, TrtStored,
     TrtStoredBlock, TrtToken, TrtUpdated,
 };
+pub use schema::{EventSchema, Field, FieldSpec, ReplayFraming, UnknownFields};
 pub use trtllm::{decode_server_info, TrtServerInfo};
 
 use crate::Error;
@@ -108,6 +114,17 @@ pub fn decode_payload_with<'a>(
     payload: &'a [u8],
     limits: &Limits,
 ) -> Result<EventBatch<'a>, Error> {
+    decode_payload_schema(EventSchema::family(format), payload, limits)
+}
+
+/// Decodes one msgpack payload under an engine release's [`EventSchema`] (from the contract
+/// catalog): fields the release does not write are refused.
+pub fn decode_payload_schema<'a>(
+    schema: &EventSchema,
+    payload: &'a [u8],
+    limits: &Limits,
+) -> Result<EventBatch<'a>, Error> {
+    let format = schema.format();
     if format.transport() != Transport::ZmqMsgpack {
         return Err(Error::EventWrongInputKind {
             format: format.as_str(),
@@ -122,7 +139,7 @@ pub fn decode_payload_with<'a>(
         });
     }
     let mut r = Reader::new(payload, limits);
-    let batch = decode_batch(format, &mut r, limits)?;
+    let batch = decode_batch(schema, &mut r, limits)?;
     if r.remaining() > 0 {
         return Err(Error::EventTrailingBytes {
             at: Location::offset(r.pos()),
@@ -146,6 +163,15 @@ pub fn decode_frames_with<'a>(
     frames: &[&'a [u8]],
     limits: &Limits,
 ) -> Result<EventBatch<'a>, Error> {
+    decode_frames_schema(EventSchema::family(format), frames, limits)
+}
+
+/// Decodes one ZMQ message under an engine release's [`EventSchema`].
+pub fn decode_frames_schema<'a>(
+    schema: &EventSchema,
+    frames: &[&'a [u8]],
+    limits: &Limits,
+) -> Result<EventBatch<'a>, Error> {
     let [topic, seq, payload] = frames else {
         return Err(Error::EventFrameCount {
             expected: "3 (topic, seq, payload)",
@@ -154,7 +180,7 @@ pub fn decode_frames_with<'a>(
     };
     let topic = topic_frame(0, topic)?;
     let seq = seq_frame(1, seq)?;
-    let mut batch = decode_payload_with(format, payload, limits).map_err(|e| e.in_frame(2))?;
+    let mut batch = decode_payload_schema(schema, payload, limits).map_err(|e| e.in_frame(2))?;
     batch.topic = Some(topic);
     batch.seq = Some(seq);
     Ok(batch)
@@ -208,34 +234,41 @@ pub fn replay_request(start_seq: u64) -> [Vec<u8>; 2] {
     [Vec::new(), start_seq.to_be_bytes().to_vec()]
 }
 
-/// Decodes one replay reply as a DEALER receives it: `[empty, topic, seq, payload]` (vLLM
-/// 0.26 and later) or `[empty, seq, payload]` (vLLM 0.25 and earlier, SGLang). The end marker
-/// is the sequence `ff ff ff ff ff ff ff ff` with an empty payload (and empty topic).
+/// Decodes one replay reply as a DEALER receives it, with the framing of `format`'s family
+/// ([`EventSchema::family`]: vLLM 0.24–0.28 replies may come either way).
 pub fn decode_replay_reply<'a>(
     format: EventFormat,
     frames: &[&'a [u8]],
 ) -> Result<ReplayReply<'a>, Error> {
-    let allowed: &[usize] = match format {
-        EventFormat::VllmKvArrayV1 | EventFormat::SglangKvRankV1 | EventFormat::SglangKvMapV2 => {
-            &[3]
-        }
-        EventFormat::VllmKvMapV2 => &[3, 4],
-        EventFormat::VllmKvMapV3 => &[4],
-        EventFormat::TrtllmKvHttpV1 | EventFormat::TrtllmKvHttpPreviewV1 => {
-            return Err(Error::EventWrongInputKind {
-                format: format.as_str(),
-                input: "replay frames",
-            })
-        }
+    decode_replay_reply_schema(EventSchema::family(format), frames)
+}
+
+/// Decodes one replay reply under an engine release's [`EventSchema`]:
+/// `[empty, topic, seq, payload]` ([`ReplayFraming::Topic`], vLLM ≥ 0.26, SGLang ≥ 0.5.22)
+/// or `[empty, seq, payload]` ([`ReplayFraming::Plain`]). The end marker is the sequence
+/// `ff ff ff ff ff ff ff ff` with an empty payload (and empty topic).
+pub fn decode_replay_reply_schema<'a>(
+    schema: &EventSchema,
+    frames: &[&'a [u8]],
+) -> Result<ReplayReply<'a>, Error> {
+    let format = schema.format();
+    if format.transport() != Transport::ZmqMsgpack {
+        return Err(Error::EventWrongInputKind {
+            format: format.as_str(),
+            input: "replay frames",
+        });
+    }
+    let allowed: &[usize] = match schema.replay() {
+        ReplayFraming::Plain => &[3],
+        ReplayFraming::Topic => &[4],
+        ReplayFraming::Either => &[3, 4],
     };
     if !allowed.contains(&frames.len()) {
         return Err(Error::EventFrameCount {
-            expected: if allowed == [3] {
-                "3 (empty, seq, payload)"
-            } else if allowed == [4] {
-                "4 (empty, topic, seq, payload)"
-            } else {
-                "3 or 4 (empty, [topic,] seq, payload)"
+            expected: match schema.replay() {
+                ReplayFraming::Plain => "3 (empty, seq, payload)",
+                ReplayFraming::Topic => "4 (empty, topic, seq, payload)",
+                ReplayFraming::Either => "3 or 4 (empty, [topic,] seq, payload)",
             },
             found: frames.len(),
         });
@@ -262,7 +295,8 @@ pub fn decode_replay_reply<'a>(
         }
         return Ok(ReplayReply::End);
     }
-    let mut batch = decode_payload(format, payload).map_err(|e| e.in_frame(seq_i + 1))?;
+    let mut batch = decode_payload_schema(schema, payload, &Limits::default())
+        .map_err(|e| e.in_frame(seq_i + 1))?;
     batch.topic = topic;
     batch.seq = Some(seq);
     Ok(ReplayReply::Batch(batch))
@@ -285,10 +319,11 @@ fn seq_frame(frame: usize, bytes: &[u8]) -> Result<u64, Error> {
 
 /// `[ts, events, rank]`, shared by the msgpack formats.
 fn decode_batch<'a>(
-    format: EventFormat,
+    schema: &EventSchema,
     r: &mut Reader<'a>,
     limits: &Limits,
 ) -> Result<EventBatch<'a>, Error> {
+    let format = schema.format();
     let at = r.pos();
     let n = r.array("the batch array [ts, events, rank]")?;
     if n != 3 {
@@ -314,12 +349,12 @@ fn decode_batch<'a>(
     let mut events = Vec::with_capacity(count);
     for i in 0..count {
         let kind = match format {
-            EventFormat::VllmKvArrayV1 => vllm::decode_array_event(r),
+            EventFormat::VllmKvArrayV1 => vllm::decode_array_event(r, schema),
             EventFormat::VllmKvMapV2 | EventFormat::VllmKvMapV3 => {
-                vllm::decode_map_event(r, vllm::Engine::Vllm)
+                vllm::decode_map_event(r, vllm::Engine::Vllm, schema)
             }
-            EventFormat::SglangKvRankV1 => sglang::decode_array_event(r),
-            EventFormat::SglangKvMapV2 => vllm::decode_map_event(r, vllm::Engine::Sglang),
+            EventFormat::SglangKvRankV1 => sglang::decode_array_event(r, schema),
+            EventFormat::SglangKvMapV2 => vllm::decode_map_event(r, vllm::Engine::Sglang, schema),
             EventFormat::TrtllmKvHttpV1 | EventFormat::TrtllmKvHttpPreviewV1 => {
                 unreachable_format(format)
             }
@@ -359,49 +394,6 @@ fn unreachable_format<T>(format: EventFormat) -> Result<T, Error> {
     })
 }
 
-impl EventFormat {
-    /// The format an engine version speaks (`engine` is `vllm`, `sglang` or `trtllm`;
-    /// `version` like `0.31.0`, `v0.5.19`, `1.3.0rc29`). `None` for versions before KV events
-    /// or an unknown engine.
-    pub fn from_engine_version(engine: &str, version: &str) -> Option<EventFormat> {
-        let v = version.trim_start_matches('v');
-        let mut nums = v
-            .split(|c: char| !c.is_ascii_digit())
-            .filter(|s| !s.is_empty());
-        let major: u64 = nums.next()?.parse().ok()?;
-        let minor: u64 = nums.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-        let patch: u64 = nums.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-        match engine {
-            "vllm" if major == 0 => match minor {
-                17..=23 => Some(EventFormat::VllmKvArrayV1),
-                24..=28 => Some(EventFormat::VllmKvMapV2),
-                29.. => Some(EventFormat::VllmKvMapV3),
-                _ => None,
-            },
-            "vllm" => Some(EventFormat::VllmKvMapV3),
-            "sglang" => {
-                if (major, minor, patch) >= (0, 5, 20) {
-                    Some(EventFormat::SglangKvMapV2)
-                } else if (major, minor, patch) >= (0, 5, 18) {
-                    Some(EventFormat::SglangKvRankV1)
-                } else {
-                    None
-                }
-            }
-            "trtllm" => {
-                if (major, minor) >= (1, 3) {
-                    Some(EventFormat::TrtllmKvHttpPreviewV1)
-                } else if (major, minor) >= (1, 2) {
-                    Some(EventFormat::TrtllmKvHttpV1)
-                } else {
-                    None
-                }
-            }
-            _ => None,
-        }
-    }
-}
-
 impl Error {
     /// Where a KV-event decoding error happened; `None` for other errors and for errors
     /// about the whole input (frame count, JSON syntax).
@@ -415,6 +407,7 @@ impl Error {
             | Error::EventUnknownType { at, .. }
             | Error::EventMissingField { at, .. }
             | Error::EventDuplicateField { at, .. }
+            | Error::EventUnknownField { at, .. }
             | Error::EventBadLength { at, .. }
             | Error::EventTrailingBytes { at, .. }
             | Error::EventInvalidValue { at, .. } => Some(at),
@@ -432,6 +425,7 @@ impl Error {
             | Error::EventUnknownType { at, .. }
             | Error::EventMissingField { at, .. }
             | Error::EventDuplicateField { at, .. }
+            | Error::EventUnknownField { at, .. }
             | Error::EventBadLength { at, .. }
             | Error::EventTrailingBytes { at, .. }
             | Error::EventInvalidValue { at, .. } => Some(at),

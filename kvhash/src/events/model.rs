@@ -183,8 +183,9 @@ pub struct BlockStored<'a> {
     pub ownership: Option<&'a str>,
     /// vLLM / SGLang 0.5.20+: the request's session id.
     pub session_id: Option<&'a str>,
-    /// vLLM 0.33 (EAGLE block drop): the look-ahead tokens each hash also covers.
-    pub lookahead_token_ids: Option<TokenIds<'a>>,
+    /// vLLM 0.33 (look-ahead hashing): per stored block, the look-ahead tokens its hash
+    /// also covers.
+    pub lookahead_token_ids: Option<Vec<TokenIds<'a>>>,
     /// SGLang: the request's cache salt (0.5.19: the 8th element's `{"cache_salt": …}` map).
     pub cache_salt: Option<&'a str>,
 }
@@ -198,6 +199,24 @@ impl BlockStored<'_> {
                 .extra_keys
                 .as_ref()
                 .is_some_and(|v| v.iter().any(|k| k.as_ref().is_some_and(|k| !k.is_empty())))
+    }
+
+    /// The blocks carry keys besides the LoRA adapter's own (`lora_name`, published untagged
+    /// as the only key of every block): a salt, multimodal or embedding keys, or a LoRA key
+    /// that is not `lora_name`. A LoRA request's hash can be predicted; such blocks cannot be
+    /// matched by a request without those keys.
+    pub fn has_keys_besides_lora(&self) -> bool {
+        if self.cache_salt.is_some() {
+            return true;
+        }
+        let Some(blocks) = &self.extra_keys else {
+            return false;
+        };
+        blocks.iter().any(|k| match (k.as_deref(), self.lora_name) {
+            (None | Some([]), _) => false,
+            (Some([ExtraKey::Text(t)]), Some(name)) => *t != name,
+            _ => true,
+        })
     }
 
     /// The event names a LoRA adapter (id or name).

@@ -7,17 +7,27 @@
 
 use super::model::{read_token_ids, BlockRemoved, BlockStored, EventKind};
 use super::msgpack::Reader;
+use super::schema::{EventSchema, Field};
 use super::vllm::{bad_len, opt_i64, opt_str, read_hashes, read_opt_hash, read_tag, Engine};
 use super::Location;
 use crate::Error;
 
-/// Decodes one tagged-array event.
-pub(crate) fn decode_array_event<'a>(r: &mut Reader<'a>) -> Result<EventKind<'a>, Error> {
+/// Decodes one tagged-array event (the 8th element only where `schema` lists `cache_salt`).
+pub(crate) fn decode_array_event<'a>(
+    r: &mut Reader<'a>,
+    schema: &EventSchema,
+) -> Result<EventKind<'a>, Error> {
     let (at, n, tag) = read_tag(r)?;
     match tag {
         "BlockStored" => {
-            if !(7..=8).contains(&n) {
-                return Err(bad_len(at, "BlockStored array", "7 or 8", n));
+            let salted = schema.allows(true, Field::CacheSalt);
+            if !(7..=7 + usize::from(salted)).contains(&n) {
+                return Err(bad_len(
+                    at,
+                    "BlockStored array",
+                    if salted { "7 or 8" } else { "7" },
+                    n,
+                ));
             }
             let block_hashes =
                 read_hashes(r, Engine::Sglang).map_err(|e| e.in_field("block_hashes"))?;

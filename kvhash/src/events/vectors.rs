@@ -25,8 +25,9 @@
 //!   batch) the live message with the same sequence, and end with the end marker.
 
 use super::{
-    decode_frames, decode_json, decode_payload, decode_replay_reply, decode_server_info,
-    replay_request, EventBatch, EventFormat, EventKind, ReplayReply,
+    decode_frames_schema, decode_json, decode_payload_schema, decode_replay_reply_schema,
+    decode_server_info, replay_request, EventBatch, EventFormat, EventKind, EventSchema, Limits,
+    ReplayReply,
 };
 use serde_json::{json, Map, Value};
 
@@ -68,9 +69,8 @@ pub fn is_kv_events_file(doc: &Value) -> bool {
         })
 }
 
-/// Checks every case of a KV-event vector file. `Err` when the file itself is unusable
-/// (unknown engine or version).
-pub fn check_file(doc: &Value) -> Result<Vec<CaseResult>, String> {
+/// The `engine` and `engine_version` a KV-event vector file names at its top level.
+pub fn engine_version(doc: &Value) -> Result<(&str, &str), String> {
     let engine = doc
         .get("engine")
         .and_then(Value::as_str)
@@ -79,8 +79,21 @@ pub fn check_file(doc: &Value) -> Result<Vec<CaseResult>, String> {
         .get("engine_version")
         .and_then(Value::as_str)
         .ok_or("no top-level \"engine_version\"")?;
-    let format = EventFormat::from_engine_version(engine, version)
-        .ok_or_else(|| format!("no KV-event format for {engine} {version}"))?;
+    Ok((engine, version))
+}
+
+/// Checks every case of a KV-event vector file, decoding with `schema`: the event schema of
+/// the file's engine release, which the caller resolves from [`engine_version`] through the
+/// contract catalog (TensorRT-LLM: the family schema of its JSON format). `Err` when the
+/// file itself is unusable or names another engine than the schema's.
+pub fn check_file(doc: &Value, schema: &EventSchema) -> Result<Vec<CaseResult>, String> {
+    let (engine, _) = engine_version(doc)?;
+    if engine != schema.format().engine() {
+        return Err(format!(
+            "the file is {engine}, the schema is {}",
+            schema.format()
+        ));
+    }
     let cases = doc
         .get("cases")
         .and_then(Value::as_array)
@@ -94,14 +107,22 @@ pub fn check_file(doc: &Value) -> Result<Vec<CaseResult>, String> {
                 .and_then(Value::as_str)
                 .map_or_else(|| format!("case #{i}"), str::to_string);
             let failure = match engine {
-                "vllm" => check_vllm_case(format, case, cases),
-                "sglang" => check_sglang_case(format, case),
-                _ => check_trtllm_case(format, case),
+                "vllm" => check_vllm_case(schema, case, cases),
+                "sglang" => check_sglang_case(schema, case),
+                _ => check_trtllm_case(schema.format(), case),
             }
             .err();
             CaseResult { name, failure }
         })
         .collect())
+}
+
+fn decode_payload<'a>(schema: &EventSchema, p: &'a [u8]) -> Result<EventBatch<'a>, crate::Error> {
+    decode_payload_schema(schema, p, &Limits::default())
+}
+
+fn decode_frames<'a>(schema: &EventSchema, f: &[&'a [u8]]) -> Result<EventBatch<'a>, crate::Error> {
+    decode_frames_schema(schema, f, &Limits::default())
 }
 
 fn hex_of(v: &Value, what: &str) -> Result<Vec<u8>, String> {
@@ -124,7 +145,7 @@ fn refs(frames: &[Vec<u8>]) -> Vec<&[u8]> {
     frames.iter().map(Vec::as_slice).collect()
 }
 
-fn check_vllm_case(format: EventFormat, case: &Value, all: &[Value]) -> Result<(), String> {
+fn check_vllm_case(schema: &EventSchema, case: &Value, all: &[Value]) -> Result<(), String> {
     if let Some(req) = case.get("request_frames_hex") {
         let start = case
             .pointer("/inputs/start_seq")
@@ -144,18 +165,18 @@ fn check_vllm_case(format: EventFormat, case: &Value, all: &[Value]) -> Result<(
                 None => Err(format!("reply seq {seq}: no live case with this payload")),
             }
             .and_then(|expected| {
-                let batch = decode_payload(format, payload).map_err(|e| e.to_string())?;
+                let batch = decode_payload(schema, payload).map_err(|e| e.to_string())?;
                 compare(&expected, &batch.to_json(), "decoded", &[])
             })
         };
-        return check_replies(format, replies, start, reference);
+        return check_replies(schema, replies, start, reference);
     }
     let batch_frames;
     let payload;
     let batch = match case.get("frames_hex") {
         Some(f) if !f.is_null() => {
             batch_frames = hex_frames(f, "frames_hex")?;
-            let b = decode_frames(format, &refs(&batch_frames)).map_err(|e| e.to_string())?;
+            let b = decode_frames(schema, &refs(&batch_frames)).map_err(|e| e.to_string())?;
             expect_eq("seq", case.get("seq"), b.seq.map(|s| json!(s)))?;
             expect_eq("topic", case.get("topic"), b.topic.map(|t| json!(t)))?;
             if let (Some(p), Some(f2)) = (case.get("payload_hex"), batch_frames.get(2)) {
@@ -171,7 +192,7 @@ fn check_vllm_case(format: EventFormat, case: &Value, all: &[Value]) -> Result<(
                     .ok_or("no frames_hex or payload_hex")?,
                 "payload_hex",
             )?;
-            decode_payload(format, &payload).map_err(|e| e.to_string())?
+            decode_payload(schema, &payload).map_err(|e| e.to_string())?
         }
     };
     let expected = case.get("decoded").ok_or("no decoded")?;
@@ -203,7 +224,7 @@ fn check_request(req: &Value, start: u64) -> Result<(), String> {
 }
 
 fn check_replies(
-    format: EventFormat,
+    schema: &EventSchema,
     replies: &Value,
     start: u64,
     reference: impl Fn(u64, &[u8]) -> Result<(), String>,
@@ -214,7 +235,7 @@ fn check_replies(
         let frames = hex_frames(r, &format!("reply[{i}]"))?;
         let fr = refs(&frames);
         let last = i + 1 == replies.len();
-        match decode_replay_reply(format, &fr).map_err(|e| format!("reply[{i}]: {e}"))? {
+        match decode_replay_reply_schema(schema, &fr).map_err(|e| format!("reply[{i}]: {e}"))? {
             ReplayReply::End if last => return Ok(()),
             ReplayReply::End => {
                 return Err(format!("reply[{i}]: end marker before the last reply"))
@@ -237,7 +258,7 @@ fn check_replies(
 
 const SGLANG_IGNORED: &[&str] = &["python_class", "wire_field_order"];
 
-fn check_sglang_case(format: EventFormat, case: &Value) -> Result<(), String> {
+fn check_sglang_case(schema: &EventSchema, case: &Value) -> Result<(), String> {
     let expected = case.get("expected").ok_or("no expected")?;
     if let Some(live) = expected.get("live_frames_hex") {
         let start = case
@@ -259,12 +280,12 @@ fn check_sglang_case(format: EventFormat, case: &Value) -> Result<(), String> {
             .collect::<Result<_, _>>()?;
         let reference = |seq: u64, payload: &[u8]| -> Result<(), String> {
             for frames in &live {
-                let b = decode_frames(format, &refs(frames)).map_err(|e| e.to_string())?;
+                let b = decode_frames(schema, &refs(frames)).map_err(|e| e.to_string())?;
                 if b.seq == Some(seq) {
                     if frames.get(2).map(Vec::as_slice) != Some(payload) {
                         return Err(format!("payload differs from the live batch {seq}"));
                     }
-                    let r = decode_payload(format, payload).map_err(|e| e.to_string())?;
+                    let r = decode_payload(schema, payload).map_err(|e| e.to_string())?;
                     return if r.events == b.events && r.ts == b.ts && r.rank == b.rank {
                         Ok(())
                     } else {
@@ -275,7 +296,7 @@ fn check_sglang_case(format: EventFormat, case: &Value) -> Result<(), String> {
             Err(format!("no live batch with seq {seq}"))
         };
         return check_replies(
-            format,
+            schema,
             expected
                 .get("client_received_frames_hex")
                 .ok_or("no client_received_frames_hex")?,
@@ -300,7 +321,7 @@ fn check_sglang_case(format: EventFormat, case: &Value) -> Result<(), String> {
             &format!("batches[{i}].frames_hex"),
         )?;
         let got =
-            decode_frames(format, &refs(&frames)).map_err(|e| format!("batches[{i}]: {e}"))?;
+            decode_frames(schema, &refs(&frames)).map_err(|e| format!("batches[{i}]: {e}"))?;
         expect_eq(
             &format!("batches[{i}].seq"),
             b.get("seq"),

@@ -2,13 +2,16 @@
 //! SGLang 0.5.20+, which share the map layout.
 //!
 //! Map events: `{"type": "BlockStored" | "BlockRemoved" | "AllBlocksCleared", field: value…}`
-//! (vllm.md §7, sglang.md §9). Keys may come in any order; unknown keys are skipped (engines
-//! add optional fields compatibly); a repeated key is an error. `BlockStored` requires
-//! `block_hashes`, `parent_block_hash`, `token_ids` and `block_size`; `BlockRemoved` requires
-//! `block_hashes`. Nil optional fields decode as `None`.
+//! (vllm.md §7, sglang.md §9). Which fields an event may carry, and which must be present,
+//! is the [`EventSchema`] of the engine release: keys may come in any order; a key the
+//! schema does not list is refused (a release schema) or skipped (a family schema); a
+//! repeated key is an error. Nil optional fields decode as `None`.
 
-use super::model::{read_token_ids, BlockHash, BlockRemoved, BlockStored, EventKind, ExtraKey};
+use super::model::{
+    read_token_ids, BlockHash, BlockRemoved, BlockStored, EventKind, ExtraKey, TokenIds, TokenShape,
+};
 use super::msgpack::Reader;
+use super::schema::{EventSchema, Field, FieldSpec, UnknownFields};
 use super::Location;
 use crate::Error;
 
@@ -148,13 +151,34 @@ fn read_key<'a>(r: &mut Reader<'a>) -> Result<ExtraKey<'a>, Error> {
     }
 }
 
-/// Collected map fields, each set at most once.
+/// `lookahead_token_ids`: nil, or one flat id list per stored block.
+fn read_lookahead<'a>(r: &mut Reader<'a>) -> Result<Option<Vec<TokenIds<'a>>>, Error> {
+    if r.nil()? {
+        return Ok(None);
+    }
+    let n = r.array("an array of per-block look-ahead id lists")?;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let at = r.pos();
+        let ids = read_token_ids(r).map_err(|e| e.in_field(&format!("[{i}]")))?;
+        if ids.shape() != TokenShape::Flat {
+            return Err(Error::EventInvalidValue {
+                at: r.at(at),
+                reason: "look-ahead ids must be flat integer lists".to_string(),
+            });
+        }
+        out.push(ids);
+    }
+    Ok(Some(out))
+}
+
+/// Collected fields of one event, each set at most once.
 #[derive(Default)]
 struct Fields<'a> {
     ty: Option<&'a str>,
     block_hashes: Option<Vec<BlockHash<'a>>>,
     parent: Option<Option<BlockHash<'a>>>,
-    token_ids: Option<super::TokenIds<'a>>,
+    token_ids: Option<TokenIds<'a>>,
     block_size: Option<u32>,
     lora_id: Option<Option<i64>>,
     medium: Option<Option<&'a str>>,
@@ -166,7 +190,7 @@ struct Fields<'a> {
     locality: Option<Option<&'a str>>,
     ownership: Option<Option<&'a str>>,
     session_id: Option<Option<&'a str>>,
-    lookahead: Option<Option<super::TokenIds<'a>>>,
+    lookahead: Option<Option<Vec<TokenIds<'a>>>>,
     cache_salt: Option<Option<&'a str>>,
 }
 
@@ -181,103 +205,184 @@ fn set<T>(slot: &mut Option<T>, v: T, key: &str, at: usize) -> Result<(), Error>
     Ok(())
 }
 
-/// Decodes one map event (vLLM 0.24+, SGLang 0.5.20+).
+impl<'a> Fields<'a> {
+    /// Reads the value of `field` (whose key or array slot starts at `at`).
+    fn read(
+        &mut self,
+        r: &mut Reader<'a>,
+        engine: Engine,
+        field: Field,
+        at: usize,
+    ) -> Result<(), Error> {
+        let k = field.name();
+        match field {
+            Field::BlockHashes => {
+                read_hashes(r, engine).and_then(|v| set(&mut self.block_hashes, v, k, at))
+            }
+            Field::ParentBlockHash => {
+                read_opt_hash(r, engine).and_then(|v| set(&mut self.parent, v, k, at))
+            }
+            Field::TokenIds => read_token_ids(r).and_then(|v| set(&mut self.token_ids, v, k, at)),
+            Field::BlockSize => r
+                .u32("an integer block size")
+                .and_then(|v| set(&mut self.block_size, v, k, at)),
+            Field::LoraId => opt_i64(r).and_then(|v| set(&mut self.lora_id, v, k, at)),
+            Field::Medium => opt_str(r).and_then(|v| set(&mut self.medium, v, k, at)),
+            Field::LoraName => opt_str(r).and_then(|v| set(&mut self.lora_name, v, k, at)),
+            Field::ExtraKeys => {
+                read_extra_keys(r).and_then(|v| set(&mut self.extra_keys, v, k, at))
+            }
+            Field::GroupIdx => opt_u32(r).and_then(|v| set(&mut self.group_idx, v, k, at)),
+            Field::KvCacheSpecKind => opt_str(r).and_then(|v| set(&mut self.spec_kind, v, k, at)),
+            Field::KvCacheSpecSlidingWindow => {
+                opt_u64(r).and_then(|v| set(&mut self.sliding_window, v, k, at))
+            }
+            Field::Locality => opt_str(r).and_then(|v| set(&mut self.locality, v, k, at)),
+            Field::Ownership => opt_str(r).and_then(|v| set(&mut self.ownership, v, k, at)),
+            Field::SessionId => opt_str(r).and_then(|v| set(&mut self.session_id, v, k, at)),
+            Field::LookaheadTokenIds => {
+                read_lookahead(r).and_then(|v| set(&mut self.lookahead, v, k, at))
+            }
+            Field::CacheSalt => opt_str(r).and_then(|v| set(&mut self.cache_salt, v, k, at)),
+        }
+    }
+
+    fn has(&self, field: Field) -> bool {
+        match field {
+            Field::BlockHashes => self.block_hashes.is_some(),
+            Field::ParentBlockHash => self.parent.is_some(),
+            Field::TokenIds => self.token_ids.is_some(),
+            Field::BlockSize => self.block_size.is_some(),
+            Field::LoraId => self.lora_id.is_some(),
+            Field::Medium => self.medium.is_some(),
+            Field::LoraName => self.lora_name.is_some(),
+            Field::ExtraKeys => self.extra_keys.is_some(),
+            Field::GroupIdx => self.group_idx.is_some(),
+            Field::KvCacheSpecKind => self.spec_kind.is_some(),
+            Field::KvCacheSpecSlidingWindow => self.sliding_window.is_some(),
+            Field::Locality => self.locality.is_some(),
+            Field::Ownership => self.ownership.is_some(),
+            Field::SessionId => self.session_id.is_some(),
+            Field::LookaheadTokenIds => self.lookahead.is_some(),
+            Field::CacheSalt => self.cache_salt.is_some(),
+        }
+    }
+
+    /// The event, once every field is read: required fields of the schema present.
+    fn finish(self, schema: &EventSchema, at: usize, tag: &str) -> Result<EventKind<'a>, Error> {
+        let missing = |field: Field| Error::EventMissingField {
+            at: Location::offset(at),
+            field: field.name(),
+        };
+        match tag {
+            "BlockStored" => {
+                if let Some(f) = schema.first_missing(true, |f| self.has(f)) {
+                    return Err(missing(f));
+                }
+                Ok(EventKind::BlockStored(BlockStored {
+                    block_hashes: self
+                        .block_hashes
+                        .ok_or_else(|| missing(Field::BlockHashes))?,
+                    parent_block_hash: self
+                        .parent
+                        .ok_or_else(|| missing(Field::ParentBlockHash))?,
+                    token_ids: self.token_ids.ok_or_else(|| missing(Field::TokenIds))?,
+                    block_size: self.block_size.ok_or_else(|| missing(Field::BlockSize))?,
+                    lora_id: self.lora_id.flatten(),
+                    medium: self.medium.flatten(),
+                    lora_name: self.lora_name.flatten(),
+                    extra_keys: self.extra_keys.flatten(),
+                    group_idx: self.group_idx.flatten(),
+                    kv_cache_spec_kind: self.spec_kind.flatten(),
+                    kv_cache_spec_sliding_window: self.sliding_window.flatten(),
+                    locality: self.locality.flatten(),
+                    ownership: self.ownership.flatten(),
+                    session_id: self.session_id.flatten(),
+                    lookahead_token_ids: self.lookahead.flatten(),
+                    cache_salt: self.cache_salt.flatten(),
+                }))
+            }
+            "BlockRemoved" => {
+                if let Some(f) = schema.first_missing(false, |f| self.has(f)) {
+                    return Err(missing(f));
+                }
+                Ok(EventKind::BlockRemoved(BlockRemoved {
+                    block_hashes: self
+                        .block_hashes
+                        .ok_or_else(|| missing(Field::BlockHashes))?,
+                    medium: self.medium.flatten(),
+                    group_idx: self.group_idx.flatten(),
+                    locality: self.locality.flatten(),
+                    ownership: self.ownership.flatten(),
+                }))
+            }
+            "AllBlocksCleared" => Ok(EventKind::AllBlocksCleared),
+            other => Err(Error::EventUnknownType {
+                at: Location::offset(at),
+                name: other.to_string(),
+            }),
+        }
+    }
+}
+
+/// Decodes one map event (vLLM 0.24+, SGLang 0.5.20+) under `schema`: a key the schema
+/// lists for the event's type is read; any other key is refused (a release schema) or
+/// skipped (a family schema).
 pub(crate) fn decode_map_event<'a>(
     r: &mut Reader<'a>,
     engine: Engine,
+    schema: &EventSchema,
 ) -> Result<EventKind<'a>, Error> {
     let map_at = r.pos();
     let n = r.map("an event map")?;
     let mut f = Fields::default();
+    // Keys read before `type` (msgspec writes it first; other writers may not).
+    let mut deferred: Vec<(Field, usize)> = Vec::new();
     let limits_depth = 3; // batch array > events array > event map
     for _ in 0..n {
         let at = r.pos();
         let key = r.str("a field name")?;
-        let res = match (key, engine) {
-            ("type", _) => r
-                .str("the event type")
-                .and_then(|v| set(&mut f.ty, v, key, at)),
-            ("block_hashes", _) => {
-                read_hashes(r, engine).and_then(|v| set(&mut f.block_hashes, v, key, at))
-            }
-            ("parent_block_hash", _) => {
-                read_opt_hash(r, engine).and_then(|v| set(&mut f.parent, v, key, at))
-            }
-            ("token_ids", _) => read_token_ids(r).and_then(|v| set(&mut f.token_ids, v, key, at)),
-            ("block_size", _) => r
-                .u32("an integer block size")
-                .and_then(|v| set(&mut f.block_size, v, key, at)),
-            ("lora_id", _) => opt_i64(r).and_then(|v| set(&mut f.lora_id, v, key, at)),
-            ("medium", _) => opt_str(r).and_then(|v| set(&mut f.medium, v, key, at)),
-            ("lora_name", _) => opt_str(r).and_then(|v| set(&mut f.lora_name, v, key, at)),
-            ("session_id", _) => opt_str(r).and_then(|v| set(&mut f.session_id, v, key, at)),
-            ("extra_keys", Engine::Vllm) => {
-                read_extra_keys(r).and_then(|v| set(&mut f.extra_keys, v, key, at))
-            }
-            ("group_idx", Engine::Vllm) => {
-                opt_u32(r).and_then(|v| set(&mut f.group_idx, v, key, at))
-            }
-            ("kv_cache_spec_kind", Engine::Vllm) => {
-                opt_str(r).and_then(|v| set(&mut f.spec_kind, v, key, at))
-            }
-            ("kv_cache_spec_sliding_window", Engine::Vllm) => {
-                opt_u64(r).and_then(|v| set(&mut f.sliding_window, v, key, at))
-            }
-            ("locality", Engine::Vllm) => opt_str(r).and_then(|v| set(&mut f.locality, v, key, at)),
-            ("ownership", Engine::Vllm) => {
-                opt_str(r).and_then(|v| set(&mut f.ownership, v, key, at))
-            }
-            ("lookahead_token_ids", Engine::Vllm) => {
-                if r.nil()? {
-                    set(&mut f.lookahead, None, key, at)
-                } else {
-                    read_token_ids(r).and_then(|v| set(&mut f.lookahead, Some(v), key, at))
+        if key == "type" {
+            r.str("the event type")
+                .and_then(|v| set(&mut f.ty, v, key, at))
+                .map_err(|e| e.in_field(key))?;
+            continue;
+        }
+        let stored = f.ty.map(|t| t == "BlockStored");
+        let allowed = Field::from_name(key).filter(|fl| match stored {
+            Some(st) => schema.allows(st, *fl),
+            None => schema.allows(true, *fl) || schema.allows(false, *fl),
+        });
+        match (allowed, schema.unknown_fields()) {
+            (Some(field), _) => {
+                f.read(r, engine, field, at).map_err(|e| e.in_field(key))?;
+                if stored.is_none() {
+                    deferred.push((field, at));
                 }
             }
-            ("cache_salt", Engine::Sglang) => {
-                opt_str(r).and_then(|v| set(&mut f.cache_salt, v, key, at))
+            (None, UnknownFields::Skip) => r.skip(limits_depth).map_err(|e| e.in_field(key))?,
+            (None, UnknownFields::Refuse) => {
+                return Err(Error::EventUnknownField {
+                    at: Location::offset(at),
+                    field: key.to_string(),
+                })
             }
-            _ => r.skip(limits_depth),
-        };
-        res.map_err(|e| e.in_field(key))?;
+        }
     }
-    let missing = |field: &'static str| Error::EventMissingField {
+    let ty = f.ty.ok_or(Error::EventMissingField {
         at: Location::offset(map_at),
-        field,
-    };
-    let ty = f.ty.ok_or_else(|| missing("type"))?;
-    match ty {
-        "BlockStored" => Ok(EventKind::BlockStored(BlockStored {
-            block_hashes: f.block_hashes.ok_or_else(|| missing("block_hashes"))?,
-            parent_block_hash: f.parent.ok_or_else(|| missing("parent_block_hash"))?,
-            token_ids: f.token_ids.ok_or_else(|| missing("token_ids"))?,
-            block_size: f.block_size.ok_or_else(|| missing("block_size"))?,
-            lora_id: f.lora_id.flatten(),
-            medium: f.medium.flatten(),
-            lora_name: f.lora_name.flatten(),
-            extra_keys: f.extra_keys.flatten(),
-            group_idx: f.group_idx.flatten(),
-            kv_cache_spec_kind: f.spec_kind.flatten(),
-            kv_cache_spec_sliding_window: f.sliding_window.flatten(),
-            locality: f.locality.flatten(),
-            ownership: f.ownership.flatten(),
-            session_id: f.session_id.flatten(),
-            lookahead_token_ids: f.lookahead.flatten(),
-            cache_salt: f.cache_salt.flatten(),
-        })),
-        "BlockRemoved" => Ok(EventKind::BlockRemoved(BlockRemoved {
-            block_hashes: f.block_hashes.ok_or_else(|| missing("block_hashes"))?,
-            medium: f.medium.flatten(),
-            group_idx: f.group_idx.flatten(),
-            locality: f.locality.flatten(),
-            ownership: f.ownership.flatten(),
-        })),
-        "AllBlocksCleared" => Ok(EventKind::AllBlocksCleared),
-        other => Err(Error::EventUnknownType {
-            at: Location::offset(map_at),
-            name: other.to_string(),
-        }),
+        field: "type",
+    })?;
+    if schema.unknown_fields() == UnknownFields::Refuse {
+        let st = ty == "BlockStored";
+        if let Some((field, at)) = deferred.iter().find(|(fl, _)| !schema.allows(st, *fl)) {
+            return Err(Error::EventUnknownField {
+                at: Location::offset(*at),
+                field: field.name().to_string(),
+            });
+        }
     }
+    f.finish(schema, map_at, ty)
 }
 
 /// Reads the tag of a tagged-array event and returns it with the array length.
@@ -305,83 +410,50 @@ pub(crate) fn bad_len(at: usize, what: &'static str, expected: &'static str, n: 
     }
 }
 
-/// Decodes one vLLM 0.17–0.23 tagged-array event:
-/// `["BlockStored", hashes, parent, token_ids, block_size, lora_id, medium, lora_name?,
-/// extra_keys?]`, `["BlockRemoved", hashes, medium?]`, `["AllBlocksCleared"]`.
-pub(crate) fn decode_array_event<'a>(r: &mut Reader<'a>) -> Result<EventKind<'a>, Error> {
+/// Decodes one vLLM 0.17–0.23 tagged-array event under `schema`: the tag, then the
+/// schema's fields in order (`["BlockStored", hashes, parent, token_ids, block_size, lora_id,
+/// medium, lora_name, extra_keys, group_idx?, …]`); the array may end early only before a
+/// trailing run of optional fields. `["AllBlocksCleared"]` has no fields.
+pub(crate) fn decode_array_event<'a>(
+    r: &mut Reader<'a>,
+    schema: &EventSchema,
+) -> Result<EventKind<'a>, Error> {
     let (at, n, tag) = read_tag(r)?;
-    match tag {
-        "BlockStored" => {
-            if !(7..=9).contains(&n) {
-                return Err(bad_len(at, "BlockStored array", "7 to 9", n));
-            }
-            let block_hashes =
-                read_hashes(r, Engine::Vllm).map_err(|e| e.in_field("block_hashes"))?;
-            let parent_block_hash =
-                read_opt_hash(r, Engine::Vllm).map_err(|e| e.in_field("parent_block_hash"))?;
-            let token_ids = read_token_ids(r).map_err(|e| e.in_field("token_ids"))?;
-            let block_size = r
-                .u32("an integer block size")
-                .map_err(|e| e.in_field("block_size"))?;
-            let lora_id = opt_i64(r).map_err(|e| e.in_field("lora_id"))?;
-            let medium = opt_str(r).map_err(|e| e.in_field("medium"))?;
-            let lora_name = if n >= 8 {
-                opt_str(r).map_err(|e| e.in_field("lora_name"))?
-            } else {
-                None
-            };
-            let extra_keys = if n >= 9 {
-                read_extra_keys(r).map_err(|e| e.in_field("extra_keys"))?
-            } else {
-                None
-            };
-            Ok(EventKind::BlockStored(BlockStored {
-                block_hashes,
-                parent_block_hash,
-                token_ids,
-                block_size,
-                lora_id,
-                medium,
-                lora_name,
-                extra_keys,
-                group_idx: None,
-                kv_cache_spec_kind: None,
-                kv_cache_spec_sliding_window: None,
-                locality: None,
-                ownership: None,
-                session_id: None,
-                lookahead_token_ids: None,
-                cache_salt: None,
-            }))
-        }
-        "BlockRemoved" => {
-            if !(2..=3).contains(&n) {
-                return Err(bad_len(at, "BlockRemoved array", "2 or 3", n));
-            }
-            let block_hashes =
-                read_hashes(r, Engine::Vllm).map_err(|e| e.in_field("block_hashes"))?;
-            let medium = if n == 3 {
-                opt_str(r).map_err(|e| e.in_field("medium"))?
-            } else {
-                None
-            };
-            Ok(EventKind::BlockRemoved(BlockRemoved {
-                block_hashes,
-                medium,
-                group_idx: None,
-                locality: None,
-                ownership: None,
-            }))
-        }
+    let (list, what): (&[FieldSpec], &'static str) = match tag {
+        "BlockStored" => (schema.block_stored(), "BlockStored array"),
+        "BlockRemoved" => (schema.block_removed(), "BlockRemoved array"),
         "AllBlocksCleared" => {
             if n != 1 {
                 return Err(bad_len(at, "AllBlocksCleared array", "1", n));
             }
-            Ok(EventKind::AllBlocksCleared)
+            return Ok(EventKind::AllBlocksCleared);
         }
-        other => Err(Error::EventUnknownType {
+        other => {
+            return Err(Error::EventUnknownType {
+                at: Location::offset(at),
+                name: other.to_string(),
+            })
+        }
+    };
+    let fields = n - 1;
+    let min = list.iter().rposition(|s| !s.optional).map_or(0, |i| i + 1);
+    if fields < min || fields > list.len() {
+        return Err(Error::EventBadLength {
             at: Location::offset(at),
-            name: other.to_string(),
-        }),
+            what,
+            expected: if min == list.len() {
+                "the release's field count plus the tag"
+            } else {
+                "between the release's required and total field counts plus the tag"
+            },
+            found: n as u64,
+        });
     }
+    let mut f = Fields::default();
+    for spec in list.iter().take(fields) {
+        let fat = r.pos();
+        f.read(r, Engine::Vllm, spec.field, fat)
+            .map_err(|e| e.in_field(spec.field.name()))?;
+    }
+    f.finish(schema, at, tag)
 }

@@ -4,7 +4,7 @@
 //! null occur. Every head uses the shortest argument, as RFC 8949 deterministic encoding
 //! (and `cbor2.dumps(..., canonical=True)`) requires.
 
-use super::{BlockKey, TokenId, VllmExtras};
+use super::{BlockKey, ExtraKeyForm, TokenId, VllmExtras};
 
 const MAJOR_UINT: u8 = 0;
 const MAJOR_NINT: u8 = 1;
@@ -229,7 +229,8 @@ impl PlainSha256Cbor {
     }
 }
 
-/// `[parent, [t0..tB-1], extra]` for one block.
+/// `[parent, [t0..tB-1], extra]` for one block, where `extra` is `null` or the keys in
+/// `form`, and with look-ahead tokens `[keys-or-null, a0, …, aL-1]`.
 #[inline]
 pub(crate) fn encode_block<T: TokenId>(
     buf: &mut Vec<u8>,
@@ -237,45 +238,77 @@ pub(crate) fn encode_block<T: TokenId>(
     tokens: &[T],
     extras: &VllmExtras,
     keys: &[BlockKey],
+    form: ExtraKeyForm,
+    ahead: &[u64],
 ) {
-    buf.reserve(48 + tokens.len() * 9);
+    buf.reserve(48 + (tokens.len() + ahead.len()) * 9);
     buf.push((MAJOR_ARRAY << 5) | 3);
     bytes(buf, parent);
     head(buf, MAJOR_ARRAY, tokens.len() as u64);
     uints(buf, tokens);
+    if !ahead.is_empty() {
+        head(buf, MAJOR_ARRAY, 1 + ahead.len() as u64);
+    }
+    encode_keys(buf, extras, keys, form);
+    if !ahead.is_empty() {
+        uints(buf, ahead);
+    }
+}
+
+/// The block's key tuple (or `null`).
+fn encode_keys(buf: &mut Vec<u8>, extras: &VllmExtras, keys: &[BlockKey], form: ExtraKeyForm) {
     if keys.is_empty() {
         buf.push(NULL);
         return;
     }
+    let tagged = form == ExtraKeyForm::K3;
     head(buf, MAJOR_ARRAY, keys.len() as u64);
     for key in keys {
         match key {
             BlockKey::Lora => {
                 if let Some(lora) = &extras.lora {
-                    head(buf, MAJOR_ARRAY, 3);
-                    text(buf, "lora");
-                    text(buf, &lora.name);
-                    text(buf, &lora.path);
+                    if tagged {
+                        head(buf, MAJOR_ARRAY, 3);
+                        text(buf, "lora");
+                        text(buf, &lora.name);
+                        text(buf, &lora.path);
+                    } else {
+                        text(buf, &lora.name);
+                    }
                 }
             }
             BlockKey::Mm { index, offset } => {
                 if let Some(f) = extras.mm_features.get(*index) {
-                    head(buf, MAJOR_ARRAY, 3);
-                    text(buf, "mm");
-                    text(buf, &f.identifier);
-                    int(buf, *offset);
+                    match form {
+                        ExtraKeyForm::K1 => text(buf, &f.identifier),
+                        ExtraKeyForm::K2 => {
+                            head(buf, MAJOR_ARRAY, 2);
+                            text(buf, &f.identifier);
+                            int(buf, *offset);
+                        }
+                        ExtraKeyForm::K3 => {
+                            head(buf, MAJOR_ARRAY, 3);
+                            text(buf, "mm");
+                            text(buf, &f.identifier);
+                            int(buf, *offset);
+                        }
+                    }
                 }
             }
             BlockKey::CacheSalt => {
                 if let Some(salt) = &extras.cache_salt {
-                    head(buf, MAJOR_ARRAY, 2);
-                    text(buf, "cache_salt");
+                    if tagged {
+                        head(buf, MAJOR_ARRAY, 2);
+                        text(buf, "cache_salt");
+                    }
                     text(buf, salt);
                 }
             }
             BlockKey::PromptEmbeds(d) => {
-                head(buf, MAJOR_ARRAY, 2);
-                text(buf, "prompt_embeds");
+                if tagged {
+                    head(buf, MAJOR_ARRAY, 2);
+                    text(buf, "prompt_embeds");
+                }
                 bytes(buf, d);
             }
         }

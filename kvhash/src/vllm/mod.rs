@@ -28,7 +28,11 @@
 //! ```
 
 mod cbor;
+mod keys;
 mod pickle;
+mod rules;
+
+pub use rules::{ExtraKeyForm, NoneHashRule, VllmRules};
 
 use crate::{Digest, Error};
 use sha2::{Digest as _, Sha256};
@@ -141,18 +145,37 @@ mod private {
 /// The string vLLM ≥ 0.29 hashes for NONE_HASH when `PYTHONHASHSEED` is unset (SHA-256 algos).
 pub const UNSET_SEED_STRING: &str = "vllm-none-hash";
 
-/// `NONE_HASH = H(ser(S))`, the root parent (spec §2).
+/// `NONE_HASH = H(ser(S))`, the root parent (spec §2), under rule B (vLLM ≥ 0.29, the
+/// reference). See [`none_hash_with`].
+pub fn none_hash(algo: HashAlgo, python_hash_seed: Option<&str>) -> Result<Digest, Error> {
+    none_hash_with(NoneHashRule::B, algo, python_hash_seed)
+}
+
+/// `NONE_HASH = H(ser(S))` under `rule`.
 ///
 /// `python_hash_seed` is the `PYTHONHASHSEED` environment value verbatim (`Some("0")`,
-/// `Some("")`, ...) or `None` when unset. Unset with an SHA-256 algorithm hashes
-/// `"vllm-none-hash"` (vLLM ≥ 0.29); unset with xxhash is random per engine process and
-/// gives [`Error::UnreproducibleNoneHash`] (so does every unset seed on vLLM 0.17–0.28).
-pub fn none_hash(algo: HashAlgo, python_hash_seed: Option<&str>) -> Result<Digest, Error> {
-    let seed = match (python_hash_seed, algo) {
-        (Some(s), _) => s,
-        (None, HashAlgo::Sha256 | HashAlgo::Sha256Cbor) => UNSET_SEED_STRING,
-        (None, HashAlgo::Xxhash | HashAlgo::XxhashCbor) => {
-            return Err(Error::UnreproducibleNoneHash { algo: algo.name() })
+/// `Some("")`, ...) or `None` when unset. Unset under rule B with an SHA-256 algorithm hashes
+/// `"vllm-none-hash"`; every other unset case is random per engine process and gives
+/// [`Error::UnreproducibleNoneHash`] (never a guess).
+pub fn none_hash_with(
+    rule: NoneHashRule,
+    algo: HashAlgo,
+    python_hash_seed: Option<&str>,
+) -> Result<Digest, Error> {
+    let seed = match (python_hash_seed, rule, algo) {
+        (Some(s), _, _) => s,
+        (None, NoneHashRule::B, HashAlgo::Sha256 | HashAlgo::Sha256Cbor) => UNSET_SEED_STRING,
+        (None, NoneHashRule::B, HashAlgo::Xxhash | HashAlgo::XxhashCbor) => {
+            return Err(Error::UnreproducibleNoneHash {
+                algo: algo.name(),
+                why: "vLLM draws a random hex seed per process for the xxhash algorithms",
+            })
+        }
+        (None, NoneHashRule::A, _) => {
+            return Err(Error::UnreproducibleNoneHash {
+                algo: algo.name(),
+                why: "this vLLM release (NONE_HASH rule A) uses 32 random bytes per process",
+            })
         }
     };
     let mut buf = Vec::with_capacity(seed.len() + 16);
@@ -290,21 +313,36 @@ pub(crate) enum BlockKey {
     PromptEmbeds([u8; 32]),
 }
 
-/// What is fixed for one request: algorithm, block size, NONE_HASH and extra keys.
+/// What is fixed for one request: the release's rules, algorithm, block size, NONE_HASH,
+/// extra keys and look-ahead.
 ///
 /// Immutable, cheap to share (`Send + Sync`); hash with [`VllmHasher::block_hashes_u64`],
 /// [`VllmHasher::block_hashes`], or keep a [`VllmChain`] across turns.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct VllmHasher {
+    rules: VllmRules,
     algo: HashAlgo,
     block_size: usize,
     none_hash: Digest,
     extras: VllmExtras,
+    lookahead: usize,
 }
 
 impl VllmHasher {
-    /// A plain-text hasher. `python_hash_seed` as in [`none_hash`].
+    /// A plain-text hasher under the reference rules ([`VllmRules::REFERENCE`], vLLM 0.31).
+    /// `python_hash_seed` as in [`none_hash`].
     pub fn new(
+        algo: HashAlgo,
+        block_size: usize,
+        python_hash_seed: Option<&str>,
+    ) -> Result<Self, Error> {
+        Self::with_rules(VllmRules::REFERENCE, algo, block_size, python_hash_seed)
+    }
+
+    /// A plain-text hasher under `rules` (those of the engine release, from the contract
+    /// catalog). `python_hash_seed` as in [`none_hash_with`].
+    pub fn with_rules(
+        rules: VllmRules,
         algo: HashAlgo,
         block_size: usize,
         python_hash_seed: Option<&str>,
@@ -313,15 +351,28 @@ impl VllmHasher {
             return Err(Error::ZeroBlockSize);
         }
         Ok(VllmHasher {
+            rules,
             algo,
             block_size,
-            none_hash: none_hash(algo, python_hash_seed)?,
+            none_hash: none_hash_with(rules.none_hash, algo, python_hash_seed)?,
             extras: VllmExtras::default(),
+            lookahead: 0,
         })
     }
 
-    /// A hasher whose root parent is a given NONE_HASH (e.g. one read from a fixture).
+    /// A hasher under the reference rules whose root parent is a given NONE_HASH (e.g. one
+    /// read from a fixture).
     pub fn with_none_hash(
+        algo: HashAlgo,
+        block_size: usize,
+        none_hash: Digest,
+    ) -> Result<Self, Error> {
+        Self::with_rules_and_none_hash(VllmRules::REFERENCE, algo, block_size, none_hash)
+    }
+
+    /// A hasher under `rules` whose root parent is a given NONE_HASH.
+    pub fn with_rules_and_none_hash(
+        rules: VllmRules,
         algo: HashAlgo,
         block_size: usize,
         none_hash: Digest,
@@ -331,10 +382,12 @@ impl VllmHasher {
         }
         check_len(algo, &none_hash)?;
         Ok(VllmHasher {
+            rules,
             algo,
             block_size,
             none_hash,
             extras: VllmExtras::default(),
+            lookahead: 0,
         })
     }
 
@@ -346,6 +399,25 @@ impl VllmHasher {
         Ok(self)
     }
 
+    /// The same hasher with `num_hash_lookahead_tokens = tokens` (vLLM ≥ 0.33 with EAGLE
+    /// drafting): block `i` is hashed only once `(i+1)·B + L` tokens exist, and its extra key
+    /// becomes `(E, t_end, …, t_end+L-1)` with `E` the normal keys over `[start, end+L)`.
+    /// [`Error::RuleNotSupported`] when the release's rules have no look-ahead and `tokens > 0`.
+    pub fn with_lookahead(mut self, tokens: usize) -> Result<Self, Error> {
+        if tokens > 0 && !self.rules.lookahead {
+            return Err(Error::RuleNotSupported {
+                what: "look-ahead hashing (num_hash_lookahead_tokens)",
+            });
+        }
+        self.lookahead = tokens;
+        Ok(self)
+    }
+
+    /// The release's rules.
+    pub fn rules(&self) -> VllmRules {
+        self.rules
+    }
+
     /// The algorithm.
     pub fn algo(&self) -> HashAlgo {
         self.algo
@@ -354,6 +426,11 @@ impl VllmHasher {
     /// Tokens per hashed block.
     pub fn block_size(&self) -> usize {
         self.block_size
+    }
+
+    /// Look-ahead tokens per block (0: none).
+    pub fn lookahead(&self) -> usize {
+        self.lookahead
     }
 
     /// The root parent digest.
@@ -371,8 +448,13 @@ impl VllmHasher {
         VllmChain::new(self)
     }
 
+    /// Number of blocks `n_tokens` tokens yield: `floor((n - L) / B)` (0 when `n < L`).
+    pub fn block_count(&self, n_tokens: usize) -> usize {
+        n_tokens.saturating_sub(self.lookahead) / self.block_size
+    }
+
     /// Hashes the full blocks of `ids` into `out` (digests); stops when `out` is full.
-    /// Returns the number written: `min(ids.len() / block_size, out.len())`.
+    /// Returns the number written: `min(block_count(ids.len()), out.len())`.
     pub fn block_hashes<T: TokenId>(&self, ids: &[T], out: &mut [Digest]) -> Result<usize, Error> {
         let mut n = 0;
         self.one_shot(ids, out.len(), |d| {
@@ -403,8 +485,13 @@ impl VllmHasher {
         max_blocks: usize,
         sink: impl FnMut(Digest),
     ) -> Result<(), Error> {
-        let blocks = (ids.len() / self.block_size).min(max_blocks);
-        let used = ids.get(..blocks * self.block_size).unwrap_or(&[]);
+        let blocks = self.block_count(ids.len()).min(max_blocks);
+        let used = match blocks {
+            0 => &[][..],
+            b => ids
+                .get(..b * self.block_size + self.lookahead)
+                .unwrap_or(&[]),
+        };
         self.chain().extend(used, sink)
     }
 }
@@ -420,11 +507,18 @@ fn check_len(algo: HashAlgo, d: &Digest) -> Result<(), Error> {
 }
 
 /// The running state of one token sequence: parent digest, position of the next block,
-/// the tokens of the current partial block, and the multimodal cursor.
+/// the tokens not yet hashed (the current partial block and, with look-ahead, the tokens
+/// after it), and the multimodal cursor.
 ///
 /// `H` is anything that borrows a [`VllmHasher`]: `&VllmHasher` (from
 /// [`VllmHasher::chain`]) or an owned/`Arc` hasher for a chain kept in a cache.
 /// If [`VllmChain::extend`] fails, the chain may have advanced past some blocks; discard it.
+///
+/// Multimodal keys of blocks completed by later calls continue the walk from block 0, as
+/// vLLM does when it hashes a prompt in one pass. vLLM's own decode path restarts the walk
+/// for blocks completed by generated tokens (at the last item before 0.31, at the items in
+/// the block's window from 0.31 on); the two differ only when an item reaches into the
+/// prompt's trailing partial block, which a gateway never hashes.
 #[derive(Debug, Clone)]
 pub struct VllmChain<H: Borrow<VllmHasher>> {
     hasher: H,
@@ -441,7 +535,7 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
     pub fn new(hasher: H) -> Self {
         let h = hasher.borrow();
         let parent = h.none_hash;
-        let cap = 48 + h.block_size * 9;
+        let cap = 48 + (h.block_size + h.lookahead) * 9;
         VllmChain {
             hasher,
             parent,
@@ -457,9 +551,9 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
     /// block digest is `parent` (e.g. from a cache or a fixture).
     pub fn resume(hasher: H, parent: Digest, position: u64) -> Result<Self, Error> {
         let mut chain = VllmChain::new(hasher);
-        let (algo, bs) = {
+        let (algo, bs, la) = {
             let h = chain.hasher.borrow();
-            (h.algo, h.block_size as u64)
+            (h.algo, h.block_size as u64, h.lookahead as u64)
         };
         check_len(algo, &parent)?;
         if !position.is_multiple_of(bs) {
@@ -475,12 +569,15 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
             let Some(end) = start.checked_add(bs) else {
                 return Err(Error::PositionOverflow);
             };
+            let hash_end = end.checked_add(la).ok_or(Error::PositionOverflow)?;
             chain.keys.clear();
             let h = chain.hasher.borrow();
-            chain.mm_cursor = mm_keys(
+            chain.mm_cursor = keys::next_cursor(
                 &h.extras.mm_features,
+                h.rules.extra_keys,
                 start,
                 end,
+                hash_end,
                 chain.mm_cursor,
                 &mut chain.keys,
             )?;
@@ -507,19 +604,26 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
         self.position
     }
 
-    /// Tokens waiting in the current partial block.
+    /// Tokens given but not yet covered by a hashed block (the partial block and, with
+    /// look-ahead, the tokens after it).
     pub fn pending(&self) -> usize {
         self.pending.len()
     }
 
-    /// Appends tokens; calls `sink` with the digest of every block that becomes full, in
-    /// order. A trailing partial block is kept for the next call.
+    /// Appends tokens; calls `sink` with the digest of every block that becomes hashable,
+    /// in order. Tokens not yet covered are kept for the next call.
     pub fn extend<T: TokenId>(
         &mut self,
         tokens: &[T],
         mut sink: impl FnMut(Digest),
     ) -> Result<(), Error> {
-        let bs = self.hasher.borrow().block_size;
+        let (bs, la) = {
+            let h = self.hasher.borrow();
+            (h.block_size, h.lookahead)
+        };
+        if la > 0 {
+            return self.extend_lookahead(tokens, bs, la, &mut sink);
+        }
         let mut fast = self.fast_path();
         let mut rest = tokens;
         if !self.pending.is_empty() {
@@ -531,7 +635,7 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
             let (head, tail) = rest.split_at(need);
             self.pending.extend(head.iter().map(|t| t.to_u64()));
             let pending = std::mem::take(&mut self.pending);
-            let r = self.hash_block(&mut fast, &pending);
+            let r = self.hash_block(&mut fast, &pending, &[]);
             self.pending = pending;
             self.pending.clear();
             r?;
@@ -540,12 +644,40 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
         }
         let mut blocks = rest.chunks_exact(bs);
         for block in &mut blocks {
-            self.hash_block(&mut fast, block)?;
+            self.hash_block(&mut fast, block, &[])?;
             sink(self.parent);
         }
         self.pending
             .extend(blocks.remainder().iter().map(|t| t.to_u64()));
         Ok(())
+    }
+
+    /// [`VllmChain::extend`] with `L > 0` look-ahead tokens: a block is hashed once the `L`
+    /// tokens after it are known.
+    fn extend_lookahead<T: TokenId>(
+        &mut self,
+        tokens: &[T],
+        bs: usize,
+        la: usize,
+        sink: &mut impl FnMut(Digest),
+    ) -> Result<(), Error> {
+        self.pending.extend(tokens.iter().map(|t| t.to_u64()));
+        let mut done = 0;
+        let pending = std::mem::take(&mut self.pending);
+        let mut result = Ok(());
+        while pending.len() - done >= bs + la {
+            let block = &pending[done..done + bs];
+            let ahead = &pending[done + bs..done + bs + la];
+            if let Err(e) = self.hash_block(&mut None, block, ahead) {
+                result = Err(e);
+                break;
+            }
+            sink(self.parent);
+            done += bs;
+        }
+        self.pending = pending;
+        self.pending.drain(..done);
+        result
     }
 
     /// Appends tokens and returns the digests of the blocks that became full.
@@ -556,15 +688,21 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
     }
 
     /// The exact bytes fed to the digest for the next block if it consisted of `tokens`
-    /// (which must be one block long), without advancing the chain. For tests and benches.
-    pub fn serialize_next<T: TokenId>(&mut self, tokens: &[T]) -> Result<Vec<u8>, Error> {
+    /// (which must be one block long) followed by the look-ahead tokens `ahead` (as many
+    /// as the hasher's look-ahead), without advancing the chain. For tests and benches.
+    pub fn serialize_next<T: TokenId>(
+        &mut self,
+        tokens: &[T],
+        ahead: &[T],
+    ) -> Result<Vec<u8>, Error> {
         let cursor = self.mm_cursor;
-        self.serialize(tokens)?;
+        let ahead: Vec<u64> = ahead.iter().map(|t| t.to_u64()).collect();
+        self.serialize(tokens, &ahead)?;
         self.mm_cursor = cursor;
         Ok(self.buf.clone())
     }
 
-    fn serialize<T: TokenId>(&mut self, tokens: &[T]) -> Result<u64, Error> {
+    fn serialize<T: TokenId>(&mut self, tokens: &[T], ahead: &[u64]) -> Result<u64, Error> {
         let VllmChain {
             hasher,
             parent,
@@ -575,59 +713,78 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
             ..
         } = self;
         let h: &VllmHasher = (*hasher).borrow();
+        if ahead.len() != h.lookahead {
+            return Err(Error::RuleNotSupported {
+                what: "a look-ahead token count other than the hasher's",
+            });
+        }
         let start = *position;
         let end = start
             .checked_add(tokens.len() as u64)
             .ok_or(Error::PositionOverflow)?;
+        let hash_end = end
+            .checked_add(ahead.len() as u64)
+            .ok_or(Error::PositionOverflow)?;
         keys.clear();
         buf.clear();
+        let salt = start == 0
+            && h.extras
+                .cache_salt
+                .as_deref()
+                .is_some_and(|s| !s.is_empty());
         let plain = h.extras.lora.is_none()
             && h.extras.mm_features.is_empty()
             && h.extras.prompt_embeds.is_none()
-            && (start != 0 || h.extras.cache_salt.as_deref().is_none_or(str::is_empty));
+            && !salt;
         if !plain {
             if h.extras.lora.is_some() {
                 keys.push(BlockKey::Lora);
             }
-            *mm_cursor = mm_keys(&h.extras.mm_features, start, end, *mm_cursor, keys)?;
-            if start == 0
-                && h.extras
-                    .cache_salt
-                    .as_deref()
-                    .is_some_and(|s| !s.is_empty())
-            {
+            *mm_cursor = keys::next_cursor(
+                &h.extras.mm_features,
+                h.rules.extra_keys,
+                start,
+                end,
+                hash_end,
+                *mm_cursor,
+                keys,
+            )?;
+            if salt {
                 keys.push(BlockKey::CacheSalt);
             }
             if let Some(e) = &h.extras.prompt_embeds {
-                keys.push(BlockKey::PromptEmbeds(e.block_digest(start, end)?));
+                keys.push(BlockKey::PromptEmbeds(e.block_digest(start, hash_end)?));
             }
         }
+        let form = h.rules.extra_keys;
         if h.algo.is_cbor() {
-            cbor::encode_block(buf, parent.as_bytes(), tokens, &h.extras, keys);
+            cbor::encode_block(buf, parent.as_bytes(), tokens, &h.extras, keys, form, ahead);
         } else {
-            pickle::encode_block(buf, parent.as_bytes(), tokens, &h.extras, keys)?;
+            pickle::encode_block(buf, parent.as_bytes(), tokens, &h.extras, keys, form, ahead)?;
         }
         Ok(end)
     }
 
     /// The reusable stack buffer of the plain `sha256_cbor` path, when it applies (no extra
-    /// keys, block size ≤ 64).
+    /// keys, no look-ahead, block size ≤ 64).
     #[inline]
     fn fast_path(&self) -> Option<cbor::PlainSha256Cbor> {
         let h: &VllmHasher = self.hasher.borrow();
-        if h.algo == HashAlgo::Sha256Cbor && h.extras.is_plain() {
+        if h.algo == HashAlgo::Sha256Cbor && h.extras.is_plain() && h.lookahead == 0 {
             cbor::PlainSha256Cbor::new(h.block_size)
         } else {
             None
         }
     }
 
-    /// Hashes one block; the digest becomes `self.parent`.
+    /// Hashes one block (followed by the look-ahead tokens `ahead`); the digest becomes
+    /// `self.parent`.
     #[inline]
     fn hash_block<T: TokenId>(
         &mut self,
         fast: &mut Option<cbor::PlainSha256Cbor>,
         tokens: &[T],
+        ahead: &[u64],
     ) -> Result<(), Error> {
         if let Some(f) = fast {
             if let Ok(parent) = <&[u8; 32]>::try_from(self.parent.as_bytes()) {
@@ -641,53 +798,11 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
                 }
             }
         }
-        let end = self.serialize(tokens)?;
+        let end = self.serialize(tokens, ahead)?;
         self.parent = self.hasher.borrow().algo.digest(&self.buf);
         self.position = end;
         Ok(())
     }
-}
-
-/// vLLM's `_gen_mm_extra_hash_keys`: walks the items from `cur`, pushing a key for each
-/// item the block `[start, end)` touches, and returns the cursor for the next block.
-///
-/// The cursor is carried from block 0, as vLLM does when it hashes a new request's prompt.
-/// Not reproduced: for blocks completed later by *generated* tokens vLLM restarts the walk
-/// at the last item only (`curr_mm_idx = -1`), which differs only when multimodal items
-/// reach into the prompt's trailing partial block.
-fn mm_keys(
-    features: &[MmFeature],
-    start: u64,
-    end: u64,
-    mut cur: usize,
-    keys: &mut Vec<BlockKey>,
-) -> Result<usize, Error> {
-    while let Some(f) = features.get(cur) {
-        let f_end = f
-            .offset
-            .checked_add(f.length)
-            .ok_or(Error::MmOutOfRange { index: cur })?;
-        if end > f.offset {
-            if start > f_end {
-                cur += 1;
-                continue;
-            }
-            let rel = i64::try_from(f.offset as i128 - start as i128)
-                .map_err(|_| Error::MmOutOfRange { index: cur })?;
-            keys.push(BlockKey::Mm {
-                index: cur,
-                offset: rel,
-            });
-            if end >= f_end {
-                cur += 1;
-            } else {
-                break;
-            }
-        } else {
-            break;
-        }
-    }
-    Ok(cur)
 }
 
 #[cfg(test)]
@@ -706,7 +821,10 @@ mod tests {
         );
         assert_eq!(
             none_hash(HashAlgo::Xxhash, None),
-            Err(Error::UnreproducibleNoneHash { algo: "xxhash" })
+            Err(Error::UnreproducibleNoneHash {
+                algo: "xxhash",
+                why: "vLLM draws a random hex seed per process for the xxhash algorithms"
+            })
         );
     }
 

@@ -5,7 +5,7 @@
 //! framer (and large strings written outside frames), which is refused with
 //! [`Error::PickleTooLarge`] instead of being guessed.
 
-use super::{BlockKey, TokenId, VllmExtras};
+use super::{BlockKey, ExtraKeyForm, TokenId, VllmExtras};
 use crate::Error;
 
 const PROTO: [u8; 2] = [0x80, 5];
@@ -150,15 +150,18 @@ pub(crate) fn encode_seed(buf: &mut Vec<u8>, seed: &str) -> Result<(), Error> {
     finish(buf, start)
 }
 
-/// `pickle.dumps((parent, (t0, ..), extra), protocol=5)` for one block.
+/// `pickle.dumps((parent, (t0, ..), extra), protocol=5)` for one block, where `extra` is
+/// `None` or the keys in `form`, and with look-ahead tokens `(keys-or-None, a0, …, aL-1)`.
 pub(crate) fn encode_block<T: TokenId>(
     buf: &mut Vec<u8>,
     parent: &[u8],
     tokens: &[T],
     extras: &VllmExtras,
     keys: &[BlockKey],
+    form: ExtraKeyForm,
+    ahead: &[u64],
 ) -> Result<(), Error> {
-    buf.reserve(64 + tokens.len() * 5);
+    buf.reserve(64 + (tokens.len() + ahead.len()) * 5);
     let start = begin(buf);
     let mut memo = Memo(0);
     bytes(buf, &mut memo, parent);
@@ -167,51 +170,96 @@ pub(crate) fn encode_block<T: TokenId>(
         int(buf, t.to_u64() as i128);
     }
     tuple_close(buf, &mut memo, tokens.len());
-    if keys.is_empty() {
-        buf.push(NONE);
-    } else {
-        tuple_open(buf, keys.len());
-        // The tag strings are shared objects in vLLM: a repeated tag is a memo reference.
-        let mut mm_tag: Option<u32> = None;
-        for key in keys {
-            match key {
-                BlockKey::Lora => {
-                    if let Some(lora) = &extras.lora {
-                        text(buf, &mut memo, "lora");
-                        text(buf, &mut memo, &lora.name);
-                        text(buf, &mut memo, &lora.path);
-                        tuple_close(buf, &mut memo, 3);
-                    }
-                }
-                BlockKey::Mm { index, offset } => {
-                    if let Some(f) = extras.mm_features.get(*index) {
-                        match mm_tag {
-                            Some(i) => get(buf, i),
-                            None => mm_tag = Some(text(buf, &mut memo, "mm")),
-                        }
-                        text(buf, &mut memo, &f.identifier);
-                        int(buf, *offset as i128);
-                        tuple_close(buf, &mut memo, 3);
-                    }
-                }
-                BlockKey::CacheSalt => {
-                    if let Some(salt) = &extras.cache_salt {
-                        text(buf, &mut memo, "cache_salt");
-                        text(buf, &mut memo, salt);
-                        tuple_close(buf, &mut memo, 2);
-                    }
-                }
-                BlockKey::PromptEmbeds(d) => {
-                    text(buf, &mut memo, "prompt_embeds");
-                    bytes(buf, &mut memo, d);
-                    tuple_close(buf, &mut memo, 2);
-                }
-            }
+    if !ahead.is_empty() {
+        tuple_open(buf, 1 + ahead.len());
+    }
+    encode_keys(buf, &mut memo, extras, keys, form);
+    if !ahead.is_empty() {
+        for t in ahead {
+            int(buf, *t as i128);
         }
-        tuple_close(buf, &mut memo, keys.len());
+        tuple_close(buf, &mut memo, 1 + ahead.len());
     }
     tuple_close(buf, &mut memo, 3);
     finish(buf, start)
+}
+
+/// The block's key tuple (or `None`). Every key string is its own object in vLLM except the
+/// tag literals, so a repeated tag is a memo reference and nothing else is.
+fn encode_keys(
+    buf: &mut Vec<u8>,
+    memo: &mut Memo,
+    extras: &VllmExtras,
+    keys: &[BlockKey],
+    form: ExtraKeyForm,
+) {
+    if keys.is_empty() {
+        buf.push(NONE);
+        return;
+    }
+    let tagged = form == ExtraKeyForm::K3;
+    tuple_open(buf, keys.len());
+    let mut mm_tag: Option<u32> = None;
+    for key in keys {
+        match key {
+            BlockKey::Lora => {
+                if let Some(lora) = &extras.lora {
+                    if tagged {
+                        text(buf, memo, "lora");
+                        text(buf, memo, &lora.name);
+                        text(buf, memo, &lora.path);
+                        tuple_close(buf, memo, 3);
+                    } else {
+                        text(buf, memo, &lora.name);
+                    }
+                }
+            }
+            BlockKey::Mm { index, offset } => {
+                if let Some(f) = extras.mm_features.get(*index) {
+                    match form {
+                        ExtraKeyForm::K1 => {
+                            text(buf, memo, &f.identifier);
+                        }
+                        ExtraKeyForm::K2 => {
+                            text(buf, memo, &f.identifier);
+                            int(buf, *offset as i128);
+                            tuple_close(buf, memo, 2);
+                        }
+                        ExtraKeyForm::K3 => {
+                            match mm_tag {
+                                Some(i) => get(buf, i),
+                                None => mm_tag = Some(text(buf, memo, "mm")),
+                            }
+                            text(buf, memo, &f.identifier);
+                            int(buf, *offset as i128);
+                            tuple_close(buf, memo, 3);
+                        }
+                    }
+                }
+            }
+            BlockKey::CacheSalt => {
+                if let Some(salt) = &extras.cache_salt {
+                    if tagged {
+                        text(buf, memo, "cache_salt");
+                        text(buf, memo, salt);
+                        tuple_close(buf, memo, 2);
+                    } else {
+                        text(buf, memo, salt);
+                    }
+                }
+            }
+            BlockKey::PromptEmbeds(d) => {
+                if tagged {
+                    text(buf, memo, "prompt_embeds");
+                    bytes(buf, memo, d);
+                    tuple_close(buf, memo, 2);
+                } else {
+                    bytes(buf, memo, d);
+                }
+            }
+        }
+    }
+    tuple_close(buf, memo, keys.len());
 }
 
 #[cfg(test)]

@@ -17,9 +17,10 @@ pub mod registry;
 pub use registry::TempRegistry;
 
 use crate::bridge;
+use crate::contract::{self, Contract};
 use crate::Engine;
 use http::{Request, Response};
-use kvhash::events::EventFormat;
+use kvhash::events::{EventFormat, Field};
 use kvhash::BlockHasher;
 use kvprofile_core::{LoadOptions, Registry, StructuralValidator, TrustPolicy};
 use kvtemplate::Encoder;
@@ -69,8 +70,13 @@ pub struct EmulatorConfig {
     pub block_size: usize,
     /// vLLM `PYTHONHASHSEED`.
     pub hash_seed: Option<String>,
-    /// Event wire format.
-    pub event_format: EventFormat,
+    /// The engine release whose hashing rules and event schema the emulator follows (set
+    /// `version` apart from it to emulate an engine that reports another version).
+    pub contract: Contract,
+    /// vLLM LoRA adapter `(name, path)` served beside the base model: `/v1/models` lists it
+    /// (`root` = path) and a completions request naming it is hashed with its LoRA key and
+    /// published with `lora_name` and its untagged `extra_keys`.
+    pub lora: Option<(String, String)>,
     /// Faults.
     pub faults: Faults,
     /// After this long every thread stops.
@@ -87,6 +93,7 @@ impl std::fmt::Debug for EmulatorConfig {
             .field("engine", &self.engine)
             .field("model", &self.model)
             .field("version", &self.version)
+            .field("release", &self.contract.release_id())
             .field("block_size", &self.block_size)
             .field("faults", &self.faults)
             .finish()
@@ -95,12 +102,24 @@ impl std::fmt::Debug for EmulatorConfig {
 
 impl EmulatorConfig {
     /// A correct engine for a registry profile: the profile's tokenizer and template through the
-    /// engine's encoder, the manifest's version and revision (or the contract's default
-    /// version), block size 16 (TensorRT-LLM 32), vLLM seed `"0"`.
+    /// engine's encoder, the manifest's version and revision (or the engine's reference
+    /// release), block size 16 (TensorRT-LLM 32), vLLM seed `"0"`.
     pub fn from_registry(
         root: &Path,
         profile_id: &str,
         engine: Engine,
+    ) -> Result<EmulatorConfig, crate::Error> {
+        Self::from_registry_at(root, profile_id, engine, None)
+    }
+
+    /// [`EmulatorConfig::from_registry`] as engine release `version` (`None`: the manifest's,
+    /// else the reference release): the emulator reports that version and follows that
+    /// release's contract.
+    pub fn from_registry_at(
+        root: &Path,
+        profile_id: &str,
+        engine: Engine,
+        version: Option<&str>,
     ) -> Result<EmulatorConfig, crate::Error> {
         let generation = Registry::new().publish(
             root,
@@ -114,25 +133,16 @@ impl EmulatorConfig {
             .profile(profile_id)
             .ok_or_else(|| crate::Error::Config(format!("no profile {profile_id}")))?;
         let manifest = generation.load_manifest(profile_id).ok().flatten();
-        let version = manifest
-            .as_ref()
-            .map(|m| m.manifest.engine_version.clone())
-            .unwrap_or_else(|| {
-                match engine {
-                    Engine::Vllm => "0.28.0",
-                    Engine::Sglang => "0.5.18",
-                    _ => "1.3.0rc24",
-                }
-                .to_string()
-            });
-        let contract = bridge::contract_for(engine, Some(&version))?;
-        let encoder = bridge::encoder(loaded, &contract.id)?;
-        let event_format =
-            EventFormat::from_engine_version(engine.as_str(), &version).unwrap_or(match engine {
-                Engine::Vllm => EventFormat::VllmKvMapV2,
-                Engine::Sglang => EventFormat::SglangKvRankV1,
-                _ => EventFormat::TrtllmKvHttpPreviewV1,
-            });
+        let version = match version {
+            Some(v) => v.to_string(),
+            None => manifest
+                .as_ref()
+                .map(|m| m.manifest.engine_version.clone())
+                .or_else(|| bridge::reference_version(engine).map(str::to_string))
+                .ok_or_else(|| crate::Error::Config(format!("{engine} has no KV plane")))?,
+        };
+        let contract = contract::resolve(engine, &version)?;
+        let encoder = bridge::encoder(loaded, &contract)?;
         Ok(EmulatorConfig {
             engine,
             model: loaded.profile.base_model.clone(),
@@ -141,7 +151,8 @@ impl EmulatorConfig {
             encoder: Arc::new(encoder),
             block_size: if engine == Engine::Trtllm { 32 } else { 16 },
             hash_seed: Some("0".to_string()),
-            event_format,
+            contract,
+            lora: None,
             faults: Faults::default(),
             lifetime: Duration::from_secs(30),
             http_port: 0,
@@ -170,6 +181,7 @@ impl std::fmt::Debug for Emulator {
 struct Shared {
     cfg: EmulatorConfig,
     hasher: BlockHasher,
+    lora_hasher: Option<BlockHasher>,
     zmq_port: u16,
     publish: Option<mpsc::Sender<Vec<u8>>>,
     trt_queue: Mutex<TrtQueue>,
@@ -189,7 +201,29 @@ impl Emulator {
         let deadline = Instant::now() + cfg.lifetime;
         let listener = TcpListener::bind(("127.0.0.1", cfg.http_port))?;
         let http_addr = listener.local_addr()?.to_string();
-        let hasher = bridge::hasher(cfg.engine, None, cfg.block_size, cfg.hash_seed.as_deref())?;
+        let hasher = bridge::hasher(
+            &cfg.contract,
+            None,
+            cfg.block_size,
+            cfg.hash_seed.as_deref(),
+        )?;
+        let lora_hasher = match (&cfg.lora, &hasher) {
+            (Some((name, path)), BlockHasher::Vllm(h)) => Some(BlockHasher::Vllm(
+                h.clone().with_extras(kvhash::vllm::VllmExtras {
+                    lora: Some(kvhash::vllm::LoraKey {
+                        name: name.clone(),
+                        path: path.clone(),
+                    }),
+                    ..Default::default()
+                })?,
+            )),
+            (Some(_), _) => {
+                return Err(crate::Error::Config(
+                    "the emulator serves LoRA adapters for vLLM only".into(),
+                ))
+            }
+            (None, _) => None,
+        };
         let mut threads = Vec::new();
         let (publish, zmq_port) = if cfg.engine == Engine::Trtllm {
             (None, 0)
@@ -211,6 +245,7 @@ impl Emulator {
         let shared = Arc::new(Shared {
             cfg,
             hasher,
+            lora_hasher,
             zmq_port,
             publish,
             trt_queue: Mutex::new(TrtQueue::default()),
@@ -341,10 +376,16 @@ fn route(sh: &Shared, r: &Request) -> Response {
         ("GET", "/get_model_info", Engine::Sglang) => Response::json(&json!({
             "model_path": cfg.model, "served_model_name": cfg.model, "tokenizer_path": cfg.model, "is_generation": true
         })),
-        ("GET", "/v1/models", _) => Response::json(&json!({
-            "object": "list",
-            "data": [{ "id": cfg.model, "object": "model", "created": 0, "owned_by": e.as_str(), "root": cfg.model }]
-        })),
+        ("GET", "/v1/models", _) => {
+            let mut data = vec![
+                json!({ "id": cfg.model, "object": "model", "created": 0, "owned_by": e.as_str(), "root": cfg.model, "parent": null }),
+            ];
+            if let Some((name, path)) = &cfg.lora {
+                data.push(json!({ "id": name, "object": "model", "created": 0, "owned_by": e.as_str(), "root": path, "parent": cfg.model }));
+            }
+            Response::json(&json!({ "object": "list", "data": data }))
+        }
+        ("GET", "/version", Engine::Trtllm) => identity(cfg, json!({ "version": cfg.version })),
         ("POST", "/tokenize", Engine::Vllm)
         | ("POST", "/tokenize" | "/v1/tokenize", Engine::Sglang) => tokenize(cfg, r),
         ("POST", "/v1/completions", _) => completions(sh, r),
@@ -415,9 +456,12 @@ fn completions(sh: &Shared, r: &Request) -> Response {
     let Some(body) = body_json(r) else {
         return Response::error(400, "body is not a JSON object");
     };
-    if body.get("model").and_then(Value::as_str) != Some(cfg.model.as_str()) {
-        return Response::error(404, "model not served");
-    }
+    let model = body.get("model").and_then(Value::as_str);
+    let lora = match (&cfg.lora, model) {
+        (Some((name, _)), Some(m)) if m == name => Some(name.as_str()),
+        (_, Some(m)) if m == cfg.model => None,
+        _ => return Response::error(404, "model not served"),
+    };
     let Some(Value::String(prompt)) = body.get("prompt") else {
         return Response::error(400, "need a text prompt");
     };
@@ -426,7 +470,7 @@ fn completions(sh: &Shared, r: &Request) -> Response {
         Err(e) => return Response::error(400, &e.to_string()),
     };
     if !cfg.faults.no_events {
-        publish_stored(sh, &ids);
+        publish_stored(sh, &ids, lora);
     }
     Response::json(&json!({
         "id": "cmpl-emulator", "object": "text_completion", "created": 0, "model": cfg.model,
@@ -435,12 +479,15 @@ fn completions(sh: &Shared, r: &Request) -> Response {
     }))
 }
 
-fn publish_stored(sh: &Shared, ids: &[u32]) {
+fn publish_stored(sh: &Shared, ids: &[u32], lora: Option<&str>) {
     let cfg = &sh.cfg;
     let bs = cfg.block_size.max(1);
-    let full = ids.len() / bs;
-    let mut hashes = vec![0u64; full];
-    let n = sh.hasher.block_hashes_u64(ids, &mut hashes).unwrap_or(0);
+    let hasher = match (lora, &sh.lora_hasher) {
+        (Some(_), Some(h)) => h,
+        _ => &sh.hasher,
+    };
+    let mut hashes = vec![0u64; hasher.block_count(ids.len())];
+    let n = hasher.block_hashes_u64(ids, &mut hashes).unwrap_or(0);
     hashes.truncate(n);
     let tokens = ids.get(..n * bs).unwrap_or(&[]);
     match cfg.engine {
@@ -476,7 +523,7 @@ fn publish_stored(sh: &Shared, ids: &[u32]) {
             let payload = if cfg.faults.garbage_events {
                 vec![0xc1, 0xff, 0x00, 0x13]
             } else {
-                stored_payload(cfg, &hashes, tokens)
+                stored_payload(cfg, &hashes, tokens, lora)
             };
             if let Some(tx) = &sh.publish {
                 let _ = tx.send(payload);
@@ -485,91 +532,131 @@ fn publish_stored(sh: &Shared, ids: &[u32]) {
     }
 }
 
-fn stored_payload(cfg: &EmulatorConfig, hashes: &[u64], tokens: &[u32]) -> Vec<u8> {
+/// One `[ts, [BlockStored], 0]` batch, written field by field from the release's event
+/// schema: an array carries every field; a map omits the optional fields that are nil.
+fn stored_payload(
+    cfg: &EmulatorConfig,
+    hashes: &[u64],
+    tokens: &[u32],
+    lora: Option<&str>,
+) -> Vec<u8> {
     let mut w = msgpack::Writer::new();
     let ts = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     w.array(3).f64(ts).array(1);
-    match cfg.event_format {
-        EventFormat::SglangKvRankV1 => {
-            w.array(if cfg.faults.extra_keys { 8 } else { 7 })
-                .str("BlockStored");
+    let Some(schema) = cfg.contract.events() else {
+        return w.into_bytes();
+    };
+    let sglang = cfg.engine == Engine::Sglang;
+    let salt = (cfg.faults.extra_keys && sglang).then_some("tenant-x");
+    // The value of each field; `None` = nil.
+    let present = |f: Field| match f {
+        Field::ParentBlockHash
+        | Field::KvCacheSpecSlidingWindow
+        | Field::Locality
+        | Field::Ownership
+        | Field::SessionId
+        | Field::LookaheadTokenIds => false,
+        Field::LoraId | Field::LoraName => lora.is_some(),
+        Field::CacheSalt => salt.is_some(),
+        _ => true,
+    };
+    let write = |w: &mut msgpack::Writer, f: Field| match f {
+        Field::BlockHashes => {
             w.array(hashes.len());
             for h in hashes {
-                w.int(*h as i64);
+                if sglang {
+                    w.int(*h as i64);
+                } else {
+                    w.uint(*h);
+                }
             }
-            w.nil().array(tokens.len());
+        }
+        Field::TokenIds => {
+            w.array(tokens.len());
             for t in tokens {
                 w.uint(u64::from(*t));
             }
-            w.uint(cfg.block_size as u64).nil().str("GPU");
-            if cfg.faults.extra_keys {
-                w.map(1).str("cache_salt").str("tenant-x");
+        }
+        Field::BlockSize => {
+            w.uint(cfg.block_size as u64);
+        }
+        Field::LoraId if lora.is_some() => {
+            w.uint(1);
+        }
+        Field::LoraName => match lora {
+            Some(n) => {
+                w.str(n);
+            }
+            None => {
+                w.nil();
+            }
+        },
+        Field::Medium => {
+            w.str("GPU");
+        }
+        Field::ExtraKeys => {
+            w.array(hashes.len());
+            for _ in hashes {
+                match (lora, cfg.faults.extra_keys) {
+                    (Some(n), false) => w.array(1).str(n),
+                    (Some(n), true) => w.array(2).str(n).str("tenant-x"),
+                    (None, true) => w.array(1).str("tenant-x"),
+                    (None, false) => w.nil(),
+                };
+            }
+        }
+        Field::GroupIdx => {
+            w.uint(0);
+        }
+        Field::KvCacheSpecKind => {
+            w.str("full_attention");
+        }
+        Field::CacheSalt => match salt {
+            Some(s) => {
+                w.str(s);
+            }
+            None => {
+                w.nil();
+            }
+        },
+        _ => {
+            w.nil();
+        }
+    };
+    let fields = schema.block_stored();
+    match schema.format() {
+        EventFormat::SglangKvRankV1 => {
+            // Six positional fields, the salt as the 8th element's metadata map.
+            w.array(if salt.is_some() { 8 } else { 7 })
+                .str("BlockStored");
+            for s in fields.iter().filter(|s| s.field != Field::CacheSalt) {
+                write(&mut w, s.field);
+            }
+            if let Some(s) = salt {
+                w.map(1).str("cache_salt").str(s);
             }
         }
         EventFormat::VllmKvArrayV1 => {
-            w.array(9).str("BlockStored");
-            vllm_fields(&mut w, cfg, hashes, tokens);
+            w.array(1 + fields.len()).str("BlockStored");
+            for s in fields {
+                write(&mut w, s.field);
+            }
         }
         _ => {
-            w.map(11).str("type").str("BlockStored");
-            w.str("block_hashes");
-            w.array(hashes.len());
-            for h in hashes {
-                w.uint(*h);
+            let kept: Vec<Field> = fields
+                .iter()
+                .filter(|s| !s.optional || present(s.field))
+                .map(|s| s.field)
+                .collect();
+            w.map(1 + kept.len()).str("type").str("BlockStored");
+            for f in kept {
+                w.str(f.name());
+                write(&mut w, f);
             }
-            w.str("parent_block_hash")
-                .nil()
-                .str("token_ids")
-                .array(tokens.len());
-            for t in tokens {
-                w.uint(u64::from(*t));
-            }
-            w.str("block_size").uint(cfg.block_size as u64);
-            w.str("lora_id")
-                .nil()
-                .str("medium")
-                .str("GPU")
-                .str("lora_name")
-                .nil();
-            w.str("extra_keys").array(hashes.len());
-            for _ in hashes {
-                if cfg.faults.extra_keys {
-                    w.array(1).str("tenant-x");
-                } else {
-                    w.nil();
-                }
-            }
-            w.str("group_idx")
-                .uint(0)
-                .str("kv_cache_spec_kind")
-                .str("full_attention");
         }
     }
     w.uint(0);
     w.into_bytes()
-}
-
-fn vllm_fields(w: &mut msgpack::Writer, cfg: &EmulatorConfig, hashes: &[u64], tokens: &[u32]) {
-    w.array(hashes.len());
-    for h in hashes {
-        w.uint(*h);
-    }
-    w.nil().array(tokens.len());
-    for t in tokens {
-        w.uint(u64::from(*t));
-    }
-    w.uint(cfg.block_size as u64)
-        .nil()
-        .str("GPU")
-        .nil()
-        .array(hashes.len());
-    for _ in hashes {
-        if cfg.faults.extra_keys {
-            w.array(1).str("tenant-x");
-        } else {
-            w.nil();
-        }
-    }
 }

@@ -44,7 +44,19 @@ impl TempRegistry {
         engine: Engine,
         revision: Option<&str>,
     ) -> io::Result<()> {
-        let (digest, version) = match engine {
+        self.stage_manifest_version(profile_id, engine, None, revision)
+    }
+
+    /// [`TempRegistry::stage_manifest`] pinning engine version `version` (`None`: the default
+    /// above).
+    pub fn stage_manifest_version(
+        &self,
+        profile_id: &str,
+        engine: Engine,
+        version: Option<&str>,
+        revision: Option<&str>,
+    ) -> io::Result<()> {
+        let (digest, default_version) = match engine {
             Engine::Vllm => (
                 "sha256:61fc8a896b0a4fbbbdc063bc4b0dbc25ce98e02b5050c24aeb7830ac02039b14",
                 "0.28.0",
@@ -58,6 +70,7 @@ impl TempRegistry {
                 "1.3.0rc24",
             ),
         };
+        let version = version.unwrap_or(default_version);
         let mut text = format!(
             "profileId: {profile_id}\nimageDigest: \"{digest}\"\nengineVersion: \"{version}\"\n"
         );

@@ -1,0 +1,457 @@
+//! The engine contract of one engine release, as typed rules: the one place where the
+//! catalog's data (`kvprofile-core`'s `releases`) becomes kvhash's hashing rules and event
+//! schema and kvtemplate's chat rules.
+//!
+//! ```
+//! use kvprobe::{contract, Engine};
+//! let c = contract::resolve(Engine::Vllm, "0.24.0").unwrap();
+//! assert_eq!(c.release_id(), "vllm-kv-map-v2-r0.24");
+//! assert_eq!(c.contract_id(), "vllm-kv-map-v2");
+//! let err = contract::resolve(Engine::Vllm, "0.34.0").unwrap_err();
+//! assert_eq!(err.code(), "UNKNOWN_ENGINE_VERSION");
+//! ```
+//!
+//! [`resolve`] takes an engine and the version the engine reports and returns exactly one
+//! [`Contract`], or [`Error::Registry`] with `UNKNOWN_ENGINE_VERSION` naming the nearest known
+//! releases — never a family default and never the newest rules. [`by_id`] takes a release id,
+//! or a contract (gateway) id whose releases all share the rules asked for.
+//! [`validate_builtin`] converts every release of the built-in catalog (a test runs it).
+
+use crate::{Engine, Error};
+use kvhash::events::{EventFormat, EventSchema, FieldSpec, ReplayFraming};
+use kvhash::sglang::SglangRules;
+use kvhash::trtllm::SaltVariant;
+use kvhash::vllm::{ExtraKeyForm, NoneHashRule, VllmRules};
+use kvprofile_core::contracts::{self, ContractCatalog, ContractProfile};
+use kvprofile_core::releases::{self as rel, Release};
+use kvprofile_core::HashAlgorithm;
+use kvtemplate::chat_rules::ChatRules;
+use serde_json::{json, Value};
+use std::sync::OnceLock;
+
+/// The hashing rules of a release, per engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HashContract {
+    /// vLLM.
+    Vllm(VllmRules),
+    /// SGLang.
+    Sglang(SglangRules),
+    /// TensorRT-LLM: the cache-salt variant, `None` when unknown (salted hashes refused).
+    Trtllm(Option<SaltVariant>),
+}
+
+/// One engine release's contract, typed.
+#[derive(Debug, Clone)]
+pub struct Contract {
+    release: &'static Release,
+    profile: &'static ContractProfile,
+    version: Option<String>,
+    hash: Option<HashContract>,
+    events: Option<EventSchema>,
+    chat: Option<ChatRules>,
+}
+
+impl Contract {
+    /// The release entry (catalog data).
+    pub fn release(&self) -> &'static Release {
+        self.release
+    }
+
+    /// The release id, e.g. `vllm-kv-map-v2-r0.24`.
+    pub fn release_id(&self) -> &'static str {
+        &self.release.id
+    }
+
+    /// The contract (gateway) id it refines, e.g. `vllm-kv-map-v2`: the key of profile
+    /// quirks and gateway rules.
+    pub fn contract_id(&self) -> &'static str {
+        &self.profile.id
+    }
+
+    /// The contract profile.
+    pub fn profile(&self) -> &'static ContractProfile {
+        self.profile
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> Engine {
+        self.release.engine
+    }
+
+    /// The engine version it was resolved from (`None` when built from an id).
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    /// Hashing rules (`None`: no KV plane).
+    pub fn hash(&self) -> Option<HashContract> {
+        self.hash
+    }
+
+    /// vLLM hashing rules, or an error naming the engine.
+    pub fn vllm_rules(&self) -> Result<VllmRules, Error> {
+        match self.hash {
+            Some(HashContract::Vllm(r)) => Ok(r),
+            _ => Err(Error::Config(format!(
+                "{} is not a vLLM contract",
+                self.release_id()
+            ))),
+        }
+    }
+
+    /// SGLang hashing rules, or an error naming the engine.
+    pub fn sglang_rules(&self) -> Result<SglangRules, Error> {
+        match self.hash {
+            Some(HashContract::Sglang(r)) => Ok(r),
+            _ => Err(Error::Config(format!(
+                "{} is not an SGLang contract",
+                self.release_id()
+            ))),
+        }
+    }
+
+    /// The KV-event schema (`None`: no KV plane). TensorRT-LLM: the family schema of its
+    /// JSON format.
+    pub fn events(&self) -> Option<&EventSchema> {
+        self.events.as_ref()
+    }
+
+    /// The event wire family.
+    pub fn event_format(&self) -> Option<EventFormat> {
+        self.events.as_ref().map(EventSchema::format)
+    }
+
+    /// Chat-path rules proven for this version (`None`: no vectors; the strict path only).
+    pub fn chat(&self) -> Option<&ChatRules> {
+        self.chat.as_ref()
+    }
+
+    /// The chat rules an encoder uses: the proven ones, else the engine's reference rules
+    /// (which the strict path never depends on: it refuses everything they decide).
+    pub fn chat_or_reference(&self) -> Option<ChatRules> {
+        let engine = crate::bridge::template_engine(self.engine())?;
+        Some(self.chat.unwrap_or_else(|| ChatRules::reference(engine)))
+    }
+
+    /// The gateway-facing default algorithm (the contract's first `hashAlgorithms`).
+    pub fn default_algorithm(&self) -> Option<HashAlgorithm> {
+        self.profile.default_hash_algorithm()
+    }
+
+    /// The contract as JSON (what `kvexact contracts --json` and the C ABI print per release).
+    pub fn to_json(&self) -> Value {
+        let r = self.release;
+        let mut v = release_json(r);
+        if let (Some(obj), Some(version)) = (v.as_object_mut(), &self.version) {
+            obj.insert("resolved_version".into(), json!(version));
+            obj.insert("chat_proven".into(), json!(self.chat.is_some()));
+        }
+        v
+    }
+}
+
+fn release_json(r: &Release) -> Value {
+    let hash = r.hash.as_ref().map(|h| {
+        json!({
+            "algorithms": h.algorithms.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
+            "default_algorithm": h.default_algorithm.as_str(),
+            "none_hash": h.none_hash,
+            "extra_keys": h.extra_keys,
+            "lookahead": h.lookahead,
+            "wide_pages": h.wide_pages,
+            "cache_salt": h.cache_salt,
+        })
+    });
+    let events = r.events.as_ref().map(|e| {
+        json!({
+            "format": e.format,
+            "block_stored": e.block_stored,
+            "block_removed": e.block_removed,
+            "replay": e.replay,
+        })
+    });
+    let chat = r.chat.as_ref().map(|c| {
+        json!({
+            "versions": c.versions,
+            "tool_serialization": c.tool_serialization,
+            "template_error_class": c.template_error_class,
+            "vectors": c.vectors,
+        })
+    });
+    json!({
+        "release": r.id,
+        "contract": r.contract,
+        "engine": r.engine.as_str(),
+        "versions": r.versions,
+        "range": r.range(),
+        "hash": hash,
+        "events": events,
+        "chat": chat,
+        "evidence": {"vectors": r.evidence.vectors, "note": r.evidence.note},
+    })
+}
+
+fn bad(r: &Release, what: impl std::fmt::Display) -> Error {
+    Error::Config(format!("contract catalog release {}: {what}", r.id))
+}
+
+fn hash_contract(r: &Release) -> Result<Option<HashContract>, Error> {
+    let Some(h) = &r.hash else {
+        return Ok(None);
+    };
+    Ok(Some(match r.engine {
+        Engine::Vllm => {
+            let none_hash: NoneHashRule = h
+                .none_hash
+                .as_deref()
+                .unwrap_or("")
+                .parse()
+                .map_err(|e| bad(r, e))?;
+            let extra_keys: ExtraKeyForm = h
+                .extra_keys
+                .as_deref()
+                .unwrap_or("")
+                .parse()
+                .map_err(|e| bad(r, e))?;
+            HashContract::Vllm(VllmRules {
+                none_hash,
+                extra_keys,
+                lookahead: h.lookahead,
+            })
+        }
+        Engine::Sglang => HashContract::Sglang(SglangRules {
+            wide_pages: h.wide_pages,
+        }),
+        Engine::Trtllm => HashContract::Trtllm(match h.cache_salt.as_deref() {
+            Some("unknown") => None,
+            Some(s) => Some(s.parse().map_err(|e| bad(r, e))?),
+            None => return Err(bad(r, "no cacheSalt")),
+        }),
+        Engine::Llamacpp => return Err(bad(r, "llama.cpp has no hash rules")),
+    }))
+}
+
+fn event_schema(r: &Release) -> Result<Option<EventSchema>, Error> {
+    let Some(e) = &r.events else {
+        return Ok(None);
+    };
+    let format: EventFormat = e.format.parse().map_err(|x| bad(r, x))?;
+    if format.engine() != r.engine.as_str() {
+        return Err(bad(r, format!("{format} is not a {} format", r.engine)));
+    }
+    if format.transport() == kvhash::events::Transport::HttpJson {
+        if !e.block_stored.is_empty() || !e.block_removed.is_empty() || e.replay.is_some() {
+            return Err(bad(r, "a JSON format has no msgpack fields or replay"));
+        }
+        return Ok(Some(EventSchema::family(format).clone()));
+    }
+    let fields = |l: &[String]| -> Result<Vec<FieldSpec>, Error> {
+        l.iter()
+            .map(|s| s.parse::<FieldSpec>().map_err(|x| bad(r, x)))
+            .collect()
+    };
+    let replay: ReplayFraming = e
+        .replay
+        .as_deref()
+        .unwrap_or("")
+        .parse()
+        .map_err(|x| bad(r, x))?;
+    EventSchema::new(
+        format,
+        fields(&e.block_stored)?,
+        fields(&e.block_removed)?,
+        replay,
+    )
+    .map(Some)
+    .map_err(|x| bad(r, x))
+}
+
+fn chat_rules(r: &Release, version: Option<&str>) -> Result<Option<ChatRules>, Error> {
+    let Some(c) = &r.chat else {
+        return Ok(None);
+    };
+    let Some(engine) = crate::bridge::template_engine(r.engine) else {
+        return Err(bad(r, "chat rules on an engine without a chat path"));
+    };
+    let rules = ChatRules::reference(engine)
+        .with_tool_serialization(c.tool_serialization.parse().map_err(|e| bad(r, e))?)
+        .with_template_error_class(c.template_error_class.parse().map_err(|e| bad(r, e))?);
+    rules.check_engine(engine).map_err(|e| bad(r, e))?;
+    let proven = match version {
+        Some(v) => r.chat_for(v).is_some(),
+        // By id: only when the rules are proven for every version of the release.
+        None => r.versions.iter().all(|v| c.versions.contains(v)),
+    };
+    Ok(proven.then_some(rules))
+}
+
+fn build(
+    cat: &'static ContractCatalog,
+    r: &'static Release,
+    version: Option<&str>,
+) -> Result<Contract, Error> {
+    let profile = cat
+        .profile(&r.contract)
+        .ok_or_else(|| bad(r, "refines no contract"))?;
+    Ok(Contract {
+        release: r,
+        profile,
+        version: version.map(str::to_string),
+        hash: hash_contract(r)?,
+        events: event_schema(r)?,
+        chat: chat_rules(r, version)?,
+    })
+}
+
+/// The built-in catalog.
+pub fn catalog() -> Result<&'static ContractCatalog, Error> {
+    Ok(contracts::builtin()?)
+}
+
+/// The contract of `engine` at `version` (as the engine reports it; a leading `v` and a
+/// `+local` build label are ignored): exactly one release, or `UNKNOWN_ENGINE_VERSION`.
+pub fn resolve(engine: Engine, version: &str) -> Result<Contract, Error> {
+    let cat = catalog()?;
+    let r = cat.resolve_release(engine, version)?;
+    build(cat, r, Some(version))
+}
+
+/// The contract named `id`: a release id, or a contract id whose releases all share the
+/// hashing rules and the event schema (a single-release contract, for instance). A contract
+/// id whose releases differ is refused naming them: give the engine version instead.
+pub fn by_id(id: &str) -> Result<Contract, Error> {
+    let cat = catalog()?;
+    if let Some(r) = cat.release(id) {
+        return build(cat, r, None);
+    }
+    if cat.profile(id).is_none() {
+        return Err(Error::UnknownName {
+            what: "engine contract or release id",
+            name: id.to_string(),
+        });
+    }
+    let mut all = cat
+        .releases
+        .iter()
+        .filter(|r| r.contract == id)
+        .map(|r| build(cat, r, None));
+    let first = all
+        .next()
+        .ok_or_else(|| Error::Config(format!("contract {id} has no release")))??;
+    let mut names = vec![first.release_id()];
+    let mut same = true;
+    for c in all {
+        let c = c?;
+        same &= c.hash == first.hash && c.events == first.events;
+        names.push(c.release_id());
+    }
+    if !same {
+        return Err(Error::Config(format!(
+            "contract {id} spans releases with different rules ({}); name the release or resolve the engine version",
+            names.join(", ")
+        )));
+    }
+    if names.len() > 1 {
+        // The releases agree on hashes and events; chat rules are per version.
+        return Ok(Contract {
+            chat: None,
+            ..first
+        });
+    }
+    Ok(first)
+}
+
+/// Every release of the built-in catalog, typed (validated once; an error names the release).
+pub fn all() -> Result<&'static [Contract], Error> {
+    static ALL: OnceLock<Result<Vec<Contract>, String>> = OnceLock::new();
+    let r = ALL.get_or_init(|| {
+        let cat = catalog().map_err(|e| e.to_string())?;
+        cat.releases
+            .iter()
+            .map(|r| build(cat, r, None).map_err(|e| e.to_string()))
+            .collect()
+    });
+    r.as_deref().map_err(|e| Error::Config(e.clone()))
+}
+
+/// Converts every release of the built-in catalog; the first inconsistency is the error.
+pub fn validate_builtin() -> Result<(), Error> {
+    all().map(|_| ())
+}
+
+/// The catalog as JSON: `{"schema": "kvexact-contracts/v1", "releases": [...]}`, one entry per
+/// release in catalog order (engine, versions, range, contract, rules, evidence).
+pub fn catalog_json() -> Result<Value, Error> {
+    let cat = catalog()?;
+    validate_builtin()?;
+    Ok(json!({
+        "schema": "kvexact-contracts/v1",
+        "generation": cat.generation,
+        "releases": cat.releases.iter().map(release_json).collect::<Vec<_>>(),
+    }))
+}
+
+/// The normalised form of a version string (see [`rel::normalise`]).
+pub fn normalise_version(version: &str) -> &str {
+    rel::normalise(version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_release_converts() {
+        validate_builtin().unwrap();
+        assert_eq!(all().unwrap().len(), catalog().unwrap().releases.len());
+    }
+
+    #[test]
+    fn rules_follow_the_behaviour_table() {
+        let v = |ver| resolve(Engine::Vllm, ver).unwrap().vllm_rules().unwrap();
+        assert_eq!(v("0.17.0").extra_keys, ExtraKeyForm::K1);
+        assert_eq!(v("0.18.1").extra_keys, ExtraKeyForm::K1);
+        assert_eq!(v("0.19.0").extra_keys, ExtraKeyForm::K2);
+        assert_eq!(v("0.30.0").extra_keys, ExtraKeyForm::K2);
+        assert_eq!(v("0.31.0").extra_keys, ExtraKeyForm::K3);
+        assert_eq!(v("0.28.0").none_hash, NoneHashRule::A);
+        assert_eq!(v("0.29.0").none_hash, NoneHashRule::B);
+        assert!(v("0.33.0").lookahead && !v("0.32.0").lookahead);
+        let s = |ver| resolve(Engine::Sglang, ver).unwrap();
+        assert!(s("0.5.23").sglang_rules().unwrap().wide_pages);
+        assert!(!s("0.5.22").sglang_rules().unwrap().wide_pages);
+        assert_eq!(s("0.5.22").events().unwrap().replay(), ReplayFraming::Topic);
+        assert_eq!(s("0.5.21").events().unwrap().replay(), ReplayFraming::Plain);
+        let t = resolve(Engine::Trtllm, "1.3.0rc24").unwrap();
+        assert_eq!(t.hash(), Some(HashContract::Trtllm(None)));
+        // Chat rules exist only where the vectors prove them.
+        assert!(resolve(Engine::Vllm, "0.31.0").unwrap().chat().is_some());
+        assert!(resolve(Engine::Vllm, "0.32.0").unwrap().chat().is_none());
+        assert!(resolve(Engine::Vllm, "0.30.0").unwrap().chat().is_none());
+    }
+
+    #[test]
+    fn ids_resolve_when_unambiguous() {
+        assert_eq!(
+            by_id("sglang-kv-rank-v1").unwrap().release_id(),
+            "sglang-kv-rank-v1-r0.5.18"
+        );
+        assert_eq!(
+            by_id("vllm-kv-map-v3-r0.31").unwrap().contract_id(),
+            "vllm-kv-map-v3"
+        );
+        let e = by_id("vllm-kv-array-v1").unwrap_err().to_string();
+        assert!(
+            e.contains("vllm-kv-array-v1-r0.17") && e.contains("r0.22"),
+            "{e}"
+        );
+        assert!(by_id("nope").is_err());
+        assert!(
+            catalog_json().unwrap()["releases"]
+                .as_array()
+                .unwrap()
+                .len()
+                >= 19
+        );
+    }
+}

@@ -1,0 +1,372 @@
+//! Engine releases: the finest entries of the contract catalog.
+//!
+//! The gateway's contract profiles ([`crate::contracts::ContractProfile`]) name a decoder
+//! family and a version range (`vllm-kv-array-v1`: vLLM 0.17–0.23). Inside such a range the
+//! engines changed their hashing and event bytes more than once, so kvexact's catalog
+//! refines every contract into [`Release`] entries: a list of the exact engine versions
+//! that share every rule that varies (NONE_HASH rule, extra-key form, look-ahead hashing,
+//! SGLang wide pages, TensorRT-LLM salt variant, event fields, replay framing, chat-path
+//! rules), the contract it refines, and the evidence (the vector sets under
+//! `testdata/vectors/` that prove it, and how the other versions of the list were checked).
+//!
+//! [`ContractCatalog::resolve_release`] maps an engine version to exactly one release, or
+//! refuses with [`RegistryError::UnknownEngineVersion`] naming the nearest known releases.
+//! There is no family default for a version that was given.
+//!
+//! Rule values are kept as the stable names their implementing crates define (`kvhash`'s
+//! `NoneHashRule` / `ExtraKeyForm` / `Field`, `kvtemplate`'s `ToolSerialization` /
+//! `TemplateErrorClass`); `kvprobe::contract` turns a release into those typed rules and
+//! checks that every release of the built-in catalog does.
+
+use crate::contracts::{ContractCatalog, Engine, HashAlgorithm};
+use crate::error::{DocKind, RegistryError, Result};
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+
+/// One range of engine releases that share every rule kvexact reproduces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Release {
+    /// Release id, in the contract id style: `<contract>-r<first version>`.
+    pub id: String,
+    /// The contract profile (gateway id) this release refines.
+    pub contract: String,
+    /// The engine.
+    pub engine: Engine,
+    /// Every engine version (as the engine reports it, without `v`) the entry covers.
+    pub versions: Vec<String>,
+    /// What proves the rules.
+    pub evidence: Evidence,
+    /// Block-hash rules; absent for an engine without a KV plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<HashRules>,
+    /// KV-event rules; absent for an engine without a KV plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<EventRules>,
+    /// Chat-path rules, where vectors of the engine's own serving code prove them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<ChatRules>,
+}
+
+/// Where a release's rules come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Evidence {
+    /// Vector sets (folders under `testdata/vectors/`) produced by running one of the
+    /// listed versions' own code; empty when none exists.
+    #[serde(default)]
+    pub vectors: Vec<String>,
+    /// How the other listed versions were established (code compared release by release),
+    /// or what is missing.
+    pub note: String,
+}
+
+/// Block-hash rules of a release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HashRules {
+    /// Algorithms the engine can be configured with.
+    pub algorithms: Vec<HashAlgorithm>,
+    /// The engine's default (`--prefix-caching-hash-algo` for vLLM).
+    pub default_algorithm: HashAlgorithm,
+    /// vLLM: NONE_HASH rule (`A`, `B`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub none_hash: Option<String>,
+    /// vLLM: extra-key form (`K1`, `K2`, `K3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_keys: Option<String>,
+    /// vLLM: look-ahead hashing (`num_hash_lookahead_tokens`) exists.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lookahead: bool,
+    /// SGLang: ids ≥ 2^32 hashed as wide pages.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wide_pages: bool,
+    /// TensorRT-LLM: the cache-salt value variant (`std_hash_string`, `blake3_salt_id`) or
+    /// `unknown` (salted hashes refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_salt: Option<String>,
+}
+
+/// KV-event rules of a release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EventRules {
+    /// Wire family (kvhash `EventFormat` id), e.g. `vllm-kv-map-v2`.
+    pub format: String,
+    /// msgpack families: `BlockStored` fields in wire order (`name?` = may be absent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub block_stored: Vec<String>,
+    /// msgpack families: `BlockRemoved` fields in wire order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub block_removed: Vec<String>,
+    /// msgpack families: replay-reply framing (`plain`, `topic`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<String>,
+}
+
+/// Chat-path rules of a release, for the versions whose serving code produced vectors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ChatRules {
+    /// The versions of the release these rules are proven for (a subset of its versions).
+    pub versions: Vec<String>,
+    /// kvtemplate `ToolSerialization` name.
+    pub tool_serialization: String,
+    /// kvtemplate `TemplateErrorClass` name.
+    pub template_error_class: String,
+    /// The template vector sets that prove them.
+    pub vectors: Vec<String>,
+}
+
+impl Release {
+    /// The versions as a range for display: `0.17.0–0.18.1` (or the one version).
+    pub fn range(&self) -> String {
+        let mut v: Vec<&String> = self.versions.iter().collect();
+        v.sort_by(|a, b| compare_versions(a, b));
+        match (v.first(), v.last()) {
+            (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
+            (Some(a), _) => a.to_string(),
+            _ => String::new(),
+        }
+    }
+
+    /// Whether `version` (leading `v` and a `+local` build label ignored) is one of the
+    /// release's versions.
+    pub fn covers(&self, version: &str) -> bool {
+        let v = normalise(version);
+        self.versions.iter().any(|x| normalise(x) == v)
+    }
+
+    /// The chat rules, when they are proven for `version`.
+    pub fn chat_for(&self, version: &str) -> Option<&ChatRules> {
+        let v = normalise(version);
+        self.chat
+            .as_ref()
+            .filter(|c| c.versions.iter().any(|x| normalise(x) == v))
+    }
+}
+
+/// `v0.31.0` → `0.31.0`; `0.31.0+cu126` → `0.31.0` (a local build label names a build of the
+/// same public release, PEP 440).
+pub fn normalise(version: &str) -> &str {
+    let v = version.trim();
+    let v = v.strip_prefix('v').unwrap_or(v);
+    v.split('+').next().unwrap_or(v)
+}
+
+/// A sortable form of a version: numeric release segments, then a pre-release rank
+/// (`rcN` / `aN` / `bN` sort before the release, `.postN` / `.devN` as written).
+fn key(version: &str) -> (Vec<u64>, (u8, u64)) {
+    let v = normalise(version);
+    let mut nums = Vec::new();
+    let mut i = 0;
+    loop {
+        let tail = v.get(i..).unwrap_or("");
+        let digits = tail.len() - tail.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits == 0 {
+            break;
+        }
+        nums.push(tail[..digits].parse().unwrap_or(u64::MAX));
+        i += digits;
+        let after = v.get(i..).unwrap_or("");
+        if after.starts_with('.') && after[1..].starts_with(|c: char| c.is_ascii_digit()) {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    let rest = v.get(i..).unwrap_or("").trim_start_matches('.');
+    let num = |s: &str| {
+        s.trim_start_matches(|c: char| !c.is_ascii_digit())
+            .parse()
+            .unwrap_or(0)
+    };
+    let pre = if rest.is_empty() {
+        (3, 0)
+    } else if rest.starts_with("dev") {
+        (0, num(rest))
+    } else if rest.starts_with('a') {
+        (1, num(rest))
+    } else if rest.starts_with('b') || rest.starts_with("rc") {
+        (2, num(rest))
+    } else {
+        (4, num(rest))
+    };
+    (nums, pre)
+}
+
+/// Orders two version strings (see `key`).
+pub fn compare_versions(a: &str, b: &str) -> Ordering {
+    key(a).cmp(&key(b))
+}
+
+impl ContractCatalog {
+    /// The release entry with this id.
+    pub fn release(&self, id: &str) -> Option<&Release> {
+        self.releases.iter().find(|r| r.id == id)
+    }
+
+    /// The releases that refine contract `contract_id`.
+    pub fn releases_of<'a>(&'a self, contract_id: &'a str) -> impl Iterator<Item = &'a Release> {
+        self.releases
+            .iter()
+            .filter(move |r| r.contract == contract_id)
+    }
+
+    /// The one release of `engine` that covers `version`, or
+    /// [`RegistryError::UnknownEngineVersion`] naming the nearest known releases. Never a
+    /// family default, never the newest rules.
+    pub fn resolve_release(&self, engine: Engine, version: &str) -> Result<&Release> {
+        if let Some(r) = self
+            .releases
+            .iter()
+            .find(|r| r.engine == engine && r.covers(version))
+        {
+            return Ok(r);
+        }
+        let mut known: Vec<(&str, &Release)> = self
+            .releases
+            .iter()
+            .filter(|r| r.engine == engine)
+            .flat_map(|r| r.versions.iter().map(move |v| (v.as_str(), r)))
+            .collect();
+        known.sort_by(|a, b| compare_versions(a.0, b.0));
+        let describe = |(v, r): &(&str, &Release)| format!("{v} ({}, {})", r.id, r.range());
+        let below = known
+            .iter()
+            .rev()
+            .find(|(v, _)| compare_versions(v, version) == Ordering::Less)
+            .map(describe);
+        let above = known
+            .iter()
+            .find(|(v, _)| compare_versions(v, version) == Ordering::Greater)
+            .map(describe);
+        let ranges: Vec<String> = self
+            .releases
+            .iter()
+            .filter(|r| r.engine == engine)
+            .map(Release::range)
+            .collect();
+        let detail = if ranges.is_empty() {
+            format!("the catalog has no {engine} release")
+        } else {
+            format!(
+                "not a release kvexact has rules for (known: {}); nearest below: {}; nearest above: {}",
+                ranges.join(", "),
+                below.unwrap_or_else(|| "none".into()),
+                above.unwrap_or_else(|| "none".into()),
+            )
+        };
+        Err(RegistryError::UnknownEngineVersion {
+            path: "<contracts>".to_string(),
+            engine,
+            version: version.to_string(),
+            detail,
+        })
+    }
+
+    /// Checks the releases against the profiles: ids unique and well-formed, each refining a
+    /// profile of the same engine whose version selector matches every listed version, no
+    /// version in two releases, hash/event rules present exactly when the contract has a KV
+    /// plane, algorithms of the right engine, chat versions among the release's.
+    pub(crate) fn validate_releases(&self, path: &str) -> Result<()> {
+        let bad = |field: String, d: String| {
+            Err(RegistryError::invalid(
+                DocKind::ContractCatalog,
+                path,
+                field,
+                d,
+            ))
+        };
+        let mut ids = BTreeSet::new();
+        let mut seen: BTreeSet<(Engine, String)> = BTreeSet::new();
+        for (i, r) in self.releases.iter().enumerate() {
+            let f = |k: &str| format!("releases[{i}].{k}");
+            if !crate::ids::is_valid_profile_id(&r.id) || !ids.insert(r.id.as_str()) {
+                return bad(f("id"), format!("{:?}: not a unique safe id", r.id));
+            }
+            if self.profile(&r.id).is_some() {
+                return bad(f("id"), "a release id must not be a contract id".into());
+            }
+            let Some(p) = self.profile(&r.contract) else {
+                return bad(f("contract"), format!("{:?} is not a contract", r.contract));
+            };
+            if p.engine != r.engine {
+                return bad(f("engine"), format!("contract {} is {}", p.id, p.engine));
+            }
+            if r.versions.is_empty() {
+                return bad(f("versions"), "must list at least one version".into());
+            }
+            for v in &r.versions {
+                if v.starts_with('v') || v.contains('+') || v.trim() != v || v.is_empty() {
+                    return bad(f("versions"), format!("{v:?}: write the plain version"));
+                }
+                if !p.versions.matches(v) {
+                    return bad(
+                        f("versions"),
+                        format!("{v} is outside contract {}'s versions", p.id),
+                    );
+                }
+                if !seen.insert((r.engine, v.clone())) {
+                    return bad(
+                        f("versions"),
+                        format!("{} {v} is in two releases", r.engine),
+                    );
+                }
+            }
+            let kv = p.capabilities.kv_events != crate::contracts::CapabilityState::None;
+            if r.hash.is_some() != kv || r.events.is_some() != kv {
+                return bad(
+                    f("hash"),
+                    "hash and events rules are required exactly when the contract has a KV plane"
+                        .into(),
+                );
+            }
+            if let Some(h) = &r.hash {
+                if h.algorithms.is_empty() || !h.algorithms.contains(&h.default_algorithm) {
+                    return bad(
+                        f("hash.defaultAlgorithm"),
+                        "must be one of algorithms".into(),
+                    );
+                }
+                if let Some(a) = h.algorithms.iter().find(|a| a.engine() != r.engine) {
+                    return bad(f("hash.algorithms"), format!("{a:?} is not {}'s", r.engine));
+                }
+                let vllm = r.engine == Engine::Vllm;
+                if vllm != (h.none_hash.is_some() && h.extra_keys.is_some())
+                    || (!vllm && h.lookahead)
+                    || (r.engine != Engine::Sglang && h.wide_pages)
+                    || (r.engine == Engine::Trtllm) != h.cache_salt.is_some()
+                {
+                    return bad(f("hash"), format!("rules that {} does not have", r.engine));
+                }
+            }
+            if let Some(c) = &r.chat {
+                if c.versions.is_empty() || c.versions.iter().any(|v| !r.versions.contains(v)) {
+                    return bad(
+                        f("chat.versions"),
+                        "must be a non-empty subset of the release's versions".into(),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_order_and_normalise() {
+        assert_eq!(normalise("v0.31.0+cu126"), "0.31.0");
+        assert_eq!(compare_versions("0.9.0", "0.17.0"), Ordering::Less);
+        assert_eq!(compare_versions("1.3.0rc24", "1.3.0rc29"), Ordering::Less);
+        assert_eq!(compare_versions("1.3.0rc29", "1.3.0"), Ordering::Less);
+        assert_eq!(compare_versions("1.2.1", "1.3.0rc24"), Ordering::Less);
+        assert_eq!(compare_versions("0.5.23", "0.5.3"), Ordering::Greater);
+        assert_eq!(compare_versions("0.31.0", "v0.31.0"), Ordering::Equal);
+    }
+}
