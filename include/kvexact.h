@@ -98,7 +98,9 @@ typedef struct kvexact_encoder kvexact_encoder;
 typedef struct kvexact_error kvexact_error;
 
 /**
- * A stateful decoder for one wire schema. Opaque; owned by one caller at a time (not for
+ * A stateful decoder for one wire schema: a wire family's union schema
+ * (`kvexact_event_decoder_new`) or one engine release's exact schema
+ * (`kvexact_event_decoder_new_for_contract`). Opaque; owned by one caller at a time (not for
  * concurrent use: give each subscriber its own). Free with `kvexact_event_decoder_free`.
  */
 typedef struct kvexact_event_decoder kvexact_event_decoder;
@@ -153,6 +155,22 @@ typedef struct kvexact_registry kvexact_registry;
  * Functions that return a count (`int32_t`) use the same negative values for failures.
  */
 typedef int32_t kvexact_status;
+
+/**
+ * An engine family, for the judges and `kvexact_contract_resolve`: `KVEXACT_VLLM`,
+ * `KVEXACT_SGLANG`, `KVEXACT_TRTLLM`.
+ */
+typedef uint32_t kvexact_engine;
+
+/**
+ * Which engine hash chain a hasher computes (`KVEXACT_SHA256_CBOR` …).
+ *
+ * An integer typedef rather than a C enum, so that an out-of-range value from C is
+ * `KVEXACT_ERR_INVALID_ARGUMENT` instead of undefined behaviour. Values 0–3 are §6.4's; 4 and 5
+ * add vLLM's pickle-serialised variants; `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT` (only for
+ * `kvexact_hasher_new_for_contract`) asks for the contract's default.
+ */
+typedef uint32_t kvexact_hash_algo;
 
 /**
  * Why a strict rule refused a request (`KVEXACT_REFUSAL_*`); written by `kvexact_encode_chat`
@@ -248,20 +266,6 @@ typedef struct {
    */
   int64_t event_id;
 } kvexact_event;
-
-/**
- * Which engine hash chain a hasher computes (`KVEXACT_SHA256_CBOR` …).
- *
- * An integer typedef rather than a C enum, so that an out-of-range value from C is
- * `KVEXACT_ERR_INVALID_ARGUMENT` instead of undefined behaviour. Values 0–3 are §6.4's; 4 and 5
- * add vLLM's pickle-serialised variants.
- */
-typedef uint32_t kvexact_hash_algo;
-
-/**
- * An engine family, for the judges: `KVEXACT_VLLM`, `KVEXACT_SGLANG`, `KVEXACT_TRTLLM`.
- */
-typedef uint32_t kvexact_engine;
 
 /**
  * One probe/challenge outcome.
@@ -373,6 +377,14 @@ typedef struct {
  * vLLM `xxhash` (pickle serialisation); u64 form = last 8 digest bytes, big-endian.
  */
 #define KVEXACT_XXHASH_PICKLE 5
+
+/**
+ * Only for `kvexact_hasher_new_for_contract`: the contract's default algorithm (the first of
+ * its gateway `hashAlgorithms`: `sha256_cbor` for vLLM; SGLang's and TensorRT-LLM's only
+ * one). Not the engine's own default (vLLM's is `sha256`, the release's `default_algorithm`
+ * in `kvexact_contracts_json`). `kvexact_hasher_new` refuses it.
+ */
+#define KVEXACT_HASH_ALGO_CONTRACT_DEFAULT 4294967295
 
 /**
  * vLLM.
@@ -591,7 +603,8 @@ typedef struct {
 #define KVEXACT_ERR_REGISTRY (-110)
 
 /**
- * No profile matches the model name or id.
+ * No profile matches the model name or id; also an engine contract or release id that the
+ * contract catalog does not have (error code `"UNKNOWN_NAME"`).
  */
 #define KVEXACT_ERR_NOT_FOUND (-111)
 
@@ -610,6 +623,20 @@ typedef struct {
  */
 #define KVEXACT_ERR_CHALLENGE (-130)
 
+/**
+ * The engine version is not one the contract catalog has a release for (error code
+ * `"UNKNOWN_ENGINE_VERSION"`, its message naming the nearest known releases). libkvexact
+ * never falls back to a family default or to the newest rules: the caller must not hash or
+ * decode for that engine until kvexact knows its release.
+ */
+#define KVEXACT_ERR_UNKNOWN_ENGINE_VERSION (-140)
+
+/**
+ * The engine version is a known release, but of another contract than the one named (error
+ * code `"CONTRACT_MISMATCH"`): the rule's contract id does not fit the engine it points at.
+ */
+#define KVEXACT_ERR_CONTRACT_MISMATCH (-141)
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -620,6 +647,136 @@ extern "C" {
  * Ownership: the string is static; never free it.
  */
 const char *kvexact_version(void);
+
+/**
+ * Resolves the version an engine reports (`version`, NUL-terminated, e.g. vLLM's
+ * `/version` `"0.24.0"`; a leading `v` and a `+local` build label are ignored) to exactly one
+ * release of the built-in contract catalog. Never a family default, never the newest rules.
+ *
+ * On success writes the release id (e.g. `"vllm-kv-map-v2-r0.24"`) to `*release_id` and the
+ * contract (gateway) id it refines (e.g. `"vllm-kv-map-v2"`, the key of profile quirks and
+ * rules) to `*contract_id`, and returns `KVEXACT_OK`. Otherwise returns
+ * `KVEXACT_ERR_UNKNOWN_ENGINE_VERSION` (error code `"UNKNOWN_ENGINE_VERSION"`, the message
+ * naming the nearest known releases), `KVEXACT_ERR_INVALID_ARGUMENT` (`engine` not
+ * `KVEXACT_VLLM`, `KVEXACT_SGLANG` or `KVEXACT_TRTLLM`; `version` not UTF-8) or
+ * `KVEXACT_ERR_NULL_ARGUMENT`, and writes neither output.
+ *
+ * Ownership: both strings are static (they live for the process); never free them. The
+ * caller owns `*err` (free with `kvexact_error_free`); `version` is only read during the call.
+ *
+ * # Safety
+ * `version` is NULL or NUL-terminated; `release_id`, `contract_id` and `err` are NULL or valid
+ * for one write.
+ */
+kvexact_status kvexact_contract_resolve(kvexact_engine engine,
+                                        const char *version,
+                                        const char **release_id,
+                                        const char **contract_id,
+                                        kvexact_error **err);
+
+/**
+ * Writes the built-in contract catalog as compact UTF-8 JSON, no NUL (the document
+ * `kvexact contracts --json` prints, without its indentation):
+ * `{"schema":"kvexact-contracts/v1","generation":…,"releases":[{"release":…,"contract":…,
+ * "engine":…,"versions":[…],"range":…,"hash":{…},"events":{…},"chat":{…},"evidence":{…}}]}`,
+ * one entry per release in catalog order.
+ *
+ * Size query and statuses as `kvexact_registry_discovery_json`: whenever the call returns
+ * `KVEXACT_OK` or `KVEXACT_ERR_BUFFER_TOO_SMALL`, `*len` holds the document's length; `buf`
+ * may be NULL with `cap` 0 to ask for it. `KVEXACT_ERR_NULL_ARGUMENT` for a NULL `len` (or a
+ * NULL `buf` with `cap` > 0). The document is the same for every call in one process.
+ *
+ * Ownership: `buf` stays the caller's; nothing is allocated for the caller.
+ *
+ * # Safety
+ * `buf` is NULL or valid for `cap` writes; `len` is NULL or valid for one write.
+ */
+kvexact_status kvexact_contracts_json(uint8_t *buf,
+                                      size_t cap,
+                                      size_t *len);
+
+/**
+ * Creates a hasher with the hashing rules of one engine release (`kvprobe::bridge::hasher`):
+ * vLLM's NONE_HASH rule, extra-key form and look-ahead ability, SGLang's id rules,
+ * TensorRT-LLM's V1 block key. The release is named by `contract_id` (NUL-terminated) and
+ * `engine_version`:
+ *
+ * * `engine_version` NULL: `contract_id` is a release id (`"vllm-kv-map-v2-r0.24"`), or a
+ *   contract id whose releases all share the rules (`"sglang-kv-rank-v1"`); a contract id
+ *   whose releases differ is `KVEXACT_ERR_INVALID_ARGUMENT` (code `"CONFIG"`, the message
+ *   naming them): give the version.
+ * * `engine_version` not NULL (NUL-terminated, as the engine reports it): it is resolved as by
+ *   `kvexact_contract_resolve`, and the release it names must be `contract_id` or refine the
+ *   contract `contract_id`, else `KVEXACT_ERR_CONTRACT_MISMATCH`.
+ *
+ * `algo`: a `kvexact_hash_algo` of the release's engine, or
+ * `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT` (`sha256_cbor` for vLLM). `block_size` >= 1. `seed` /
+ * `seed_len`: vLLM's `PYTHONHASHSEED`, with `kvexact_hasher_new`'s convention (`(NULL, 0)`
+ * unset, non-NULL with length 0 the empty string, UTF-8); under NONE_HASH rule A (vLLM
+ * 0.17–0.28) an unset seed is refused for every algorithm, under rule B for the xxhash ones,
+ * because the engine then draws a random NONE_HASH. SGLang and TensorRT-LLM take no seed.
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`; otherwise a negative status with an
+ * error object (code in parentheses): `KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`
+ * (`"UNKNOWN_ENGINE_VERSION"`), `KVEXACT_ERR_CONTRACT_MISMATCH` (`"CONTRACT_MISMATCH"`),
+ * `KVEXACT_ERR_NOT_FOUND` (`"UNKNOWN_NAME"`: no such contract or release id),
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (`"HASHER"`: unreproducible NONE_HASH or another refusal
+ * of the release's hashing rules; `"CONFIG"`: algorithm of another engine, ambiguous
+ * contract id, a release without KV plane; `"invalid_argument"`: unknown `algo` value, seed
+ * not UTF-8 or given to a non-vLLM release, block size 0), `KVEXACT_ERR_NULL_ARGUMENT`.
+ * `*out` is not written on failure.
+ *
+ * The hasher is used exactly like one from `kvexact_hasher_new` (which keeps the reference
+ * rules, vLLM 0.31's, whatever the engine runs).
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_hasher_free`) and `*err` (free with
+ * `kvexact_error_free`); the strings and `seed` are only read during the call.
+ *
+ * # Safety
+ * `contract_id` and `engine_version` are NULL or NUL-terminated; `seed` is NULL or valid for
+ * `seed_len` bytes; `out` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_hasher_new_for_contract(const char *contract_id,
+                                               const char *engine_version,
+                                               kvexact_hash_algo algo,
+                                               uint32_t block_size,
+                                               const uint8_t *seed,
+                                               size_t seed_len,
+                                               kvexact_hasher **out,
+                                               kvexact_error **err);
+
+/**
+ * Creates an event decoder with the exact KV-event schema of one engine release (the
+ * release named by `contract_id` and `engine_version` as for
+ * `kvexact_hasher_new_for_contract`): the fields, in wire order, that this release writes,
+ * and no others. A payload carrying a field the release never writes (a map key, or an
+ * array of another length) is `KVEXACT_ERR_EVENT_SCHEMA` (`"schema_mismatch"`): the engine
+ * runs another release than its contract says. `kvexact_event_decoder_new` instead takes a
+ * wire schema id and accepts every release of that family. For TensorRT-LLM the release's
+ * schema is its JSON format's (the same as `kvexact_event_decoder_new`'s).
+ *
+ * `rehash`: as for `kvexact_event_decoder_new` (NULL, or a TensorRT-LLM hasher for a
+ * TensorRT-LLM release; NULL for vLLM and SGLang).
+ *
+ * Returns `KVEXACT_OK` and the decoder in `*out`; otherwise the statuses of
+ * `kvexact_hasher_new_for_contract` for the id and version (`KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`,
+ * `KVEXACT_ERR_CONTRACT_MISMATCH`, `KVEXACT_ERR_NOT_FOUND`, `KVEXACT_ERR_INVALID_ARGUMENT`
+ * with `"CONFIG"` for an ambiguous contract id), `KVEXACT_ERR_INVALID_ARGUMENT` (a release
+ * without KV events; `rehash` not allowed or not a TensorRT-LLM hasher),
+ * `KVEXACT_ERR_NULL_ARGUMENT`, with an error object. `*out` is not written on failure.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_event_decoder_free`) and `*err`; the
+ * decoder copies `rehash`'s configuration (the caller may free `rehash` right after).
+ *
+ * # Safety
+ * `contract_id` and `engine_version` are NULL or NUL-terminated; `rehash` is NULL or a live
+ * hasher; `out` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_event_decoder_new_for_contract(const char *contract_id,
+                                                      const char *engine_version,
+                                                      const kvexact_hasher *rehash,
+                                                      kvexact_event_decoder **out,
+                                                      kvexact_error **err);
 
 /**
  * Builds the encoder of `profile` for the engine contract `contract_id` (NUL-terminated; its
@@ -786,6 +943,12 @@ void kvexact_error_free(kvexact_error *err);
  * `"trtllm-kv-http-v1"` (1.2.x) and `"trtllm-kv-http-preview-v1"` (1.3.0rc, adds per-block
  * `cache_salt` and `mm_keys`).
  *
+ * The decoder uses the wire family's union schema: every field any release of the family
+ * writes is accepted (optional where some release leaves it out) and unknown map keys are
+ * skipped, so one decoder reads every release of the family. To hold an engine to the exact
+ * fields of the release it runs (a field that release never writes is then
+ * `KVEXACT_ERR_EVENT_SCHEMA`), use `kvexact_event_decoder_new_for_contract`.
+ *
  * `rehash`: for a TensorRT-LLM schema, NULL (hashes are passed on as published) or a
  * TensorRT-LLM hasher (`KVEXACT_BLOCKHASH_TRTLLM`; its block size does not matter) with which
  * every stored block's hash is re-derived from its tokens (see
@@ -818,7 +981,9 @@ kvexact_status kvexact_event_decoder_new(const char *wire_schema_id,
  * `kvexact_event.dp_rank`).
  *
  * All or nothing: a bad event fails the whole payload with `KVEXACT_ERR_EVENT_SCHEMA` (code
- * `"schema_mismatch"`: well-formed msgpack/JSON that is not this schema's events) or
+ * `"schema_mismatch"`: well-formed msgpack/JSON that is not this schema's events, e.g. for
+ * a decoder from `kvexact_event_decoder_new_for_contract` a field or array length the
+ * engine release never writes) or
  * `KVEXACT_ERR_EVENT_DECODE` (code `"decode_error"`: bytes that are not msgpack/JSON, a
  * truncated payload, an integer out of range such as a token id above 2^32-1, a limit
  * exceeded), and no output is written; `*err` (when `err` is not NULL) gets a new error
@@ -846,7 +1011,11 @@ kvexact_status kvexact_event_decode(kvexact_event_decoder *decoder,
 void kvexact_event_decoder_free(kvexact_event_decoder *decoder);
 
 /**
- * Creates a hasher for `algo` with `block_size` tokens per block.
+ * Creates a hasher for `algo` with `block_size` tokens per block, under the reference rules of
+ * its engine (those of vLLM 0.31: NONE_HASH rule B, extra-key form K3, no look-ahead; SGLang
+ * 0.5.19's: no wide pages; TensorRT-LLM's V1 block key), whatever release the engine runs.
+ * To hash with the rules of the release an engine actually runs (vLLM 0.17–0.28 derive
+ * NONE_HASH differently, for instance), use `kvexact_hasher_new_for_contract`.
  *
  * `seed` is vLLM's `PYTHONHASHSEED` as bytes (UTF-8, no NUL needed), from which NONE_HASH is
  * derived: `(NULL, 0)` means *unset* (SHA-256 algorithms then use vLLM's fixed

@@ -42,6 +42,14 @@ const (
 	ErrOverflow      Status = C.KVEXACT_ERR_OVERFLOW
 	ErrRegistry      Status = C.KVEXACT_ERR_REGISTRY
 	ErrNotFound      Status = C.KVEXACT_ERR_NOT_FOUND
+	ErrEventSchema   Status = C.KVEXACT_ERR_EVENT_SCHEMA
+	ErrEventDecode   Status = C.KVEXACT_ERR_EVENT_DECODE
+	// ErrUnknownEngineVersion: no release of the contract catalog covers the engine version
+	// (error code "UNKNOWN_ENGINE_VERSION").
+	ErrUnknownEngineVersion Status = C.KVEXACT_ERR_UNKNOWN_ENGINE_VERSION
+	// ErrContractMismatch: the engine version is a release of another contract than the one
+	// named (error code "CONTRACT_MISMATCH").
+	ErrContractMismatch Status = C.KVEXACT_ERR_CONTRACT_MISMATCH
 )
 
 // Name is the stable lower-case name of the status ("null_argument", …).
@@ -63,6 +71,13 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("kvexact: %s: %s (%s)", e.Code, e.Message, e.Path)
 	}
 	return fmt.Sprintf("kvexact: %s: %s", e.Code, e.Message)
+}
+
+// Is lets errors.Is(err, ErrUnknownEngineVersion) (any Status) match an error object by its
+// status.
+func (e *Error) Is(target error) bool {
+	s, ok := target.(Status)
+	return ok && s == e.Status
 }
 
 // takeError converts (and frees) a C error object; status is used when err is NULL.

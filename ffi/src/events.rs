@@ -8,7 +8,10 @@
 
 use std::ffi::c_char;
 
-use kvhash::events::{decode_json, decode_payload, Event, EventFormat, EventKind, Transport};
+use kvhash::events::{
+    decode_json, decode_payload_schema, Event, EventFormat, EventKind, EventSchema, Limits,
+    Transport,
+};
 use kvhash::trtllm::TrtllmHasher;
 use kvhash::BlockHasher;
 use kvprobe::challenge::rehash_trt_block;
@@ -97,17 +100,19 @@ pub struct kvexact_event {
     pub event_id: i64,
 }
 
-/// A stateful decoder for one wire schema. Opaque; owned by one caller at a time (not for
+/// A stateful decoder for one wire schema: a wire family's union schema
+/// (`kvexact_event_decoder_new`) or one engine release's exact schema
+/// (`kvexact_event_decoder_new_for_contract`). Opaque; owned by one caller at a time (not for
 /// concurrent use: give each subscriber its own). Free with `kvexact_event_decoder_free`.
 pub struct kvexact_event_decoder {
     _private: [u8; 0],
 }
 
-/// The Rust value behind a `kvexact_event_decoder`: the format, the optional TensorRT-LLM
-/// re-hasher and the storage the last decoded events point into.
+/// The Rust value behind a `kvexact_event_decoder`: the event schema, the optional
+/// TensorRT-LLM re-hasher and the storage the last decoded events point into.
 #[derive(Debug)]
 pub struct EventDecoder {
-    format: EventFormat,
+    schema: EventSchema,
     rehash: Option<TrtllmHasher>,
     hashes: Vec<u64>,
     tokens: Vec<u32>,
@@ -127,6 +132,7 @@ fn event_failure(e: &kvhash::Error) -> Failure {
         E::EventUnexpectedType { .. }
             | E::EventUnknownType { .. }
             | E::EventMissingField { .. }
+            | E::EventUnknownField { .. }
             | E::EventDuplicateField { .. }
             | E::EventBadLength { .. }
             | E::EventInvalidValue { .. }
@@ -170,11 +176,24 @@ fn blank(kind: u8) -> kvexact_event {
 }
 
 impl EventDecoder {
+    /// A decoder for `schema` (with TensorRT-LLM re-hashing when `rehash` is given).
+    pub(crate) fn new(schema: EventSchema, rehash: Option<TrtllmHasher>) -> Self {
+        EventDecoder {
+            schema,
+            rehash,
+            hashes: Vec::new(),
+            tokens: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
     /// Decodes one payload into the decoder's storage; returns the batch's DP rank.
     fn decode(&mut self, payload: &[u8]) -> Result<Option<u32>, Failure> {
-        let batch = match self.format.transport() {
-            Transport::ZmqMsgpack => decode_payload(self.format, payload),
-            Transport::HttpJson => decode_json(self.format, payload),
+        let batch = match self.schema.format().transport() {
+            Transport::ZmqMsgpack => {
+                decode_payload_schema(&self.schema, payload, &Limits::default())
+            }
+            Transport::HttpJson => decode_json(self.schema.format(), payload),
         }
         .map_err(|e| event_failure(&e))?;
         self.hashes.clear();
@@ -300,11 +319,44 @@ impl EventDecoder {
     }
 }
 
+/// The `rehash` argument of the decoder constructors: NULL, or a TensorRT-LLM hasher for a
+/// TensorRT-LLM format (its configuration is copied).
+///
+/// # Safety
+/// `rehash` is NULL or a live hasher.
+pub(crate) unsafe fn rehash_arg(
+    rehash: *const crate::hasher::kvexact_hasher,
+    format: EventFormat,
+) -> Result<Option<TrtllmHasher>, Failure> {
+    if rehash.is_null() {
+        return Ok(None);
+    }
+    if format.transport() != Transport::HttpJson {
+        return Err(Failure::invalid(
+            "rehash",
+            format_args!("{format} does not re-hash (only TensorRT-LLM schemas do); pass NULL"),
+        ));
+    }
+    match unsafe { arc_ref(rehash, "rehash") }?.block_hasher() {
+        BlockHasher::Trtllm(h) => Ok(Some(h.clone())),
+        _ => Err(Failure::invalid(
+            "rehash",
+            "not a TensorRT-LLM hasher (KVEXACT_BLOCKHASH_TRTLLM)",
+        )),
+    }
+}
+
 /// Creates a decoder for the wire schema `wire_schema_id` (NUL-terminated): the ZMQ/msgpack
 /// schemas `"vllm-kv-array-v1"`, `"vllm-kv-map-v2"`, `"vllm-kv-map-v3"`,
 /// `"sglang-kv-rank-v1"`, `"sglang-kv-map-v2"`, or TensorRT-LLM's HTTP/JSON schemas
 /// `"trtllm-kv-http-v1"` (1.2.x) and `"trtllm-kv-http-preview-v1"` (1.3.0rc, adds per-block
 /// `cache_salt` and `mm_keys`).
+///
+/// The decoder uses the wire family's union schema: every field any release of the family
+/// writes is accepted (optional where some release leaves it out) and unknown map keys are
+/// skipped, so one decoder reads every release of the family. To hold an engine to the exact
+/// fields of the release it runs (a field that release never writes is then
+/// `KVEXACT_ERR_EVENT_SCHEMA`), use `kvexact_event_decoder_new_for_contract`.
 ///
 /// `rehash`: for a TensorRT-LLM schema, NULL (hashes are passed on as published) or a
 /// TensorRT-LLM hasher (`KVEXACT_BLOCKHASH_TRTLLM`; its block size does not matter) with which
@@ -334,31 +386,11 @@ pub unsafe extern "C" fn kvexact_event_decoder_new(
         let format: EventFormat = id
             .parse()
             .map_err(|e: kvhash::Error| Failure::invalid("wire_schema_id", e))?;
-        let rehash = if rehash.is_null() {
-            None
-        } else if format.transport() != Transport::HttpJson {
-            return Err(Failure::invalid(
-                "rehash",
-                format_args!("{id} does not re-hash (only TensorRT-LLM schemas do); pass NULL"),
-            ));
-        } else {
-            match unsafe { arc_ref(rehash, "rehash") }?.block_hasher() {
-                BlockHasher::Trtllm(h) => Some(h.clone()),
-                _ => {
-                    return Err(Failure::invalid(
-                        "rehash",
-                        "not a TensorRT-LLM hasher (KVEXACT_BLOCKHASH_TRTLLM)",
-                    ))
-                }
-            }
-        };
-        out.write(box_into_raw::<kvexact_event_decoder>(EventDecoder {
-            format,
+        let rehash = unsafe { rehash_arg(rehash, format) }?;
+        out.write(box_into_raw::<kvexact_event_decoder>(EventDecoder::new(
+            EventSchema::family(format).clone(),
             rehash,
-            hashes: Vec::new(),
-            tokens: Vec::new(),
-            events: Vec::new(),
-        }));
+        )));
         Ok(KVEXACT_OK)
     })
 }
@@ -373,7 +405,9 @@ pub unsafe extern "C" fn kvexact_event_decoder_new(
 /// `kvexact_event.dp_rank`).
 ///
 /// All or nothing: a bad event fails the whole payload with `KVEXACT_ERR_EVENT_SCHEMA` (code
-/// `"schema_mismatch"`: well-formed msgpack/JSON that is not this schema's events) or
+/// `"schema_mismatch"`: well-formed msgpack/JSON that is not this schema's events, e.g. for
+/// a decoder from `kvexact_event_decoder_new_for_contract` a field or array length the
+/// engine release never writes) or
 /// `KVEXACT_ERR_EVENT_DECODE` (code `"decode_error"`: bytes that are not msgpack/JSON, a
 /// truncated payload, an integer out of range such as a token id above 2^32-1, a limit
 /// exceeded), and no output is written; `*err` (when `err` is not NULL) gets a new error

@@ -5,7 +5,8 @@
 ///
 /// An integer typedef rather than a C enum, so that an out-of-range value from C is
 /// `KVEXACT_ERR_INVALID_ARGUMENT` instead of undefined behaviour. Values 0–3 are §6.4's; 4 and 5
-/// add vLLM's pickle-serialised variants.
+/// add vLLM's pickle-serialised variants; `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT` (only for
+/// `kvexact_hasher_new_for_contract`) asks for the contract's default.
 pub type kvexact_hash_algo = u32;
 
 /// vLLM `sha256_cbor` (the contract's default): SHA-256 over canonical CBOR
@@ -21,6 +22,11 @@ pub const KVEXACT_BLOCKHASH_TRTLLM: kvexact_hash_algo = 3;
 pub const KVEXACT_SHA256_PICKLE: kvexact_hash_algo = 4;
 /// vLLM `xxhash` (pickle serialisation); u64 form = last 8 digest bytes, big-endian.
 pub const KVEXACT_XXHASH_PICKLE: kvexact_hash_algo = 5;
+/// Only for `kvexact_hasher_new_for_contract`: the contract's default algorithm (the first of
+/// its gateway `hashAlgorithms`: `sha256_cbor` for vLLM; SGLang's and TensorRT-LLM's only
+/// one). Not the engine's own default (vLLM's is `sha256`, the release's `default_algorithm`
+/// in `kvexact_contracts_json`). `kvexact_hasher_new` refuses it.
+pub const KVEXACT_HASH_ALGO_CONTRACT_DEFAULT: kvexact_hash_algo = 0xFFFF_FFFF;
 
 use std::sync::Arc;
 
@@ -78,6 +84,12 @@ impl Hasher {
             KVEXACT_SHA256_PICKLE => Some(HashAlgo::Sha256),
             KVEXACT_XXHASH_PICKLE => Some(HashAlgo::Xxhash),
             KVEXACT_SHA256_SGLANG | KVEXACT_BLOCKHASH_TRTLLM => None,
+            KVEXACT_HASH_ALGO_CONTRACT_DEFAULT => {
+                return Err(Failure::invalid(
+                    "algo",
+                    "KVEXACT_HASH_ALGO_CONTRACT_DEFAULT needs a contract: use kvexact_hasher_new_for_contract",
+                ))
+            }
             other => {
                 return Err(Failure::invalid(
                     "algo",
@@ -110,6 +122,18 @@ impl Hasher {
             inner,
             may_fail_midway: matches!(vllm_algo, Some(HashAlgo::Sha256 | HashAlgo::Xxhash)),
         })
+    }
+
+    /// Wraps a hasher kvhash (or `kvprobe::bridge::hasher`) built.
+    pub fn from_block_hasher(inner: BlockHasher) -> Self {
+        let may_fail_midway = matches!(
+            &inner,
+            BlockHasher::Vllm(h) if matches!(h.algo(), HashAlgo::Sha256 | HashAlgo::Xxhash)
+        );
+        Hasher {
+            inner,
+            may_fail_midway,
+        }
     }
 
     /// The wrapped kvhash hasher.
@@ -192,6 +216,24 @@ impl Hasher {
     }
 }
 
+/// The `(seed, seed_len)` convention of `kvexact_hasher_new`: `(NULL, 0)` is unset (`None`),
+/// a non-NULL pointer with length 0 the empty string, else `seed_len` bytes.
+///
+/// # Safety
+/// `seed` is NULL or valid for `seed_len` bytes for `'a`.
+pub(crate) unsafe fn seed_arg<'a>(
+    seed: *const u8,
+    seed_len: usize,
+) -> Result<Option<&'a [u8]>, Failure> {
+    Ok(if seed.is_null() && seed_len == 0 {
+        None
+    } else if seed_len == 0 {
+        Some(&[][..])
+    } else {
+        Some(unsafe { in_slice(seed, seed_len, "seed") }?)
+    })
+}
+
 /// Maps a kvhash error to a failure (every hashing error is an argument problem).
 fn hash_failure(e: kvhash::Error) -> Failure {
     Failure::new(KVEXACT_ERR_INVALID_ARGUMENT, e.to_string())
@@ -202,7 +244,11 @@ fn count_i32(n: usize) -> Result<i32, Failure> {
     i32::try_from(n).map_err(|_| Failure::new(KVEXACT_ERR_OVERFLOW, "more than INT32_MAX blocks"))
 }
 
-/// Creates a hasher for `algo` with `block_size` tokens per block.
+/// Creates a hasher for `algo` with `block_size` tokens per block, under the reference rules of
+/// its engine (those of vLLM 0.31: NONE_HASH rule B, extra-key form K3, no look-ahead; SGLang
+/// 0.5.19's: no wide pages; TensorRT-LLM's V1 block key), whatever release the engine runs.
+/// To hash with the rules of the release an engine actually runs (vLLM 0.17–0.28 derive
+/// NONE_HASH differently, for instance), use `kvexact_hasher_new_for_contract`.
 ///
 /// `seed` is vLLM's `PYTHONHASHSEED` as bytes (UTF-8, no NUL needed), from which NONE_HASH is
 /// derived: `(NULL, 0)` means *unset* (SHA-256 algorithms then use vLLM's fixed
@@ -231,13 +277,7 @@ pub unsafe extern "C" fn kvexact_hasher_new(
 ) -> kvexact_status {
     boundary(|| {
         let out = unsafe { out_param(out, "out") }?;
-        let seed = if seed.is_null() && seed_len == 0 {
-            None
-        } else if seed_len == 0 {
-            Some(&[][..])
-        } else {
-            Some(unsafe { in_slice(seed, seed_len, "seed") }?)
-        };
+        let seed = unsafe { seed_arg(seed, seed_len) }?;
         let hasher = Hasher::new(algo, block_size, seed)?;
         out.write(arc_into_raw(Arc::new(hasher)));
         Ok(KVEXACT_OK)

@@ -20,6 +20,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![allow(non_camel_case_types)]
 
+pub mod contract;
 pub mod encoder;
 pub mod error;
 pub mod events;

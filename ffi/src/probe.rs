@@ -30,7 +30,8 @@ use crate::panic::{boundary, boundary_err};
 use crate::registry::{kvexact_profile, kvexact_registry, registry_failure};
 use crate::status::{kvexact_status, KVEXACT_ERR_CHALLENGE, KVEXACT_ERR_NOT_FOUND, KVEXACT_OK};
 
-/// An engine family, for the judges: `KVEXACT_VLLM`, `KVEXACT_SGLANG`, `KVEXACT_TRTLLM`.
+/// An engine family, for the judges and `kvexact_contract_resolve`: `KVEXACT_VLLM`,
+/// `KVEXACT_SGLANG`, `KVEXACT_TRTLLM`.
 pub type kvexact_engine = u32;
 /// vLLM.
 pub const KVEXACT_VLLM: kvexact_engine = 0;
@@ -109,7 +110,7 @@ fn write_finding(out: Out<kvexact_finding>, f: &Finding) -> Result<kvexact_statu
     Ok(KVEXACT_OK)
 }
 
-fn engine_of(e: kvexact_engine) -> Result<Engine, Failure> {
+pub(crate) fn engine_of(e: kvexact_engine) -> Result<Engine, Failure> {
     match e {
         KVEXACT_VLLM => Ok(Engine::Vllm),
         KVEXACT_SGLANG => Ok(Engine::Sglang),

@@ -44,7 +44,8 @@ pub const KVEXACT_ERR_HASH_UNDEFINED: kvexact_status = -104;
 pub const KVEXACT_ERR_OVERFLOW: kvexact_status = -105;
 /// Loading or checking the registry failed; the error object names the code and the file.
 pub const KVEXACT_ERR_REGISTRY: kvexact_status = -110;
-/// No profile matches the model name or id.
+/// No profile matches the model name or id; also an engine contract or release id that the
+/// contract catalog does not have (error code `"UNKNOWN_NAME"`).
 pub const KVEXACT_ERR_NOT_FOUND: kvexact_status = -111;
 /// An event payload does not follow the decoder's wire schema (`schema_mismatch`).
 pub const KVEXACT_ERR_EVENT_SCHEMA: kvexact_status = -120;
@@ -52,6 +53,14 @@ pub const KVEXACT_ERR_EVENT_SCHEMA: kvexact_status = -120;
 pub const KVEXACT_ERR_EVENT_DECODE: kvexact_status = -121;
 /// A hash challenge could not be armed (the readiness reason is `challenge_failed`).
 pub const KVEXACT_ERR_CHALLENGE: kvexact_status = -130;
+/// The engine version is not one the contract catalog has a release for (error code
+/// `"UNKNOWN_ENGINE_VERSION"`, its message naming the nearest known releases). libkvexact
+/// never falls back to a family default or to the newest rules: the caller must not hash or
+/// decode for that engine until kvexact knows its release.
+pub const KVEXACT_ERR_UNKNOWN_ENGINE_VERSION: kvexact_status = -140;
+/// The engine version is a known release, but of another contract than the one named (error
+/// code `"CONTRACT_MISMATCH"`): the rule's contract id does not fit the engine it points at.
+pub const KVEXACT_ERR_CONTRACT_MISMATCH: kvexact_status = -141;
 
 /// Every status with its stable name, in one table (names are the `kvexact_error_code` of
 /// errors that carry no finer code).
@@ -75,6 +84,11 @@ const NAMES: &[(kvexact_status, &str)] = &[
     (KVEXACT_ERR_EVENT_SCHEMA, "schema_mismatch\0"),
     (KVEXACT_ERR_EVENT_DECODE, "decode_error\0"),
     (KVEXACT_ERR_CHALLENGE, "challenge_failed\0"),
+    (
+        KVEXACT_ERR_UNKNOWN_ENGINE_VERSION,
+        "unknown_engine_version\0",
+    ),
+    (KVEXACT_ERR_CONTRACT_MISMATCH, "contract_mismatch\0"),
 ];
 
 /// The stable name of a status (with its NUL terminator), or `None` for an unknown value.

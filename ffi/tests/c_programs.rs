@@ -184,3 +184,8 @@ fn c_gateway_flow() {
 fn c_events_trtllm() {
     run_static("events_trtllm", &[]);
 }
+
+#[test]
+fn c_contracts() {
+    run_static("contracts", &[]);
+}

@@ -312,8 +312,39 @@ pub fn catalog() -> Result<&'static ContractCatalog, Error> {
 /// `+local` build label are ignored): exactly one release, or `UNKNOWN_ENGINE_VERSION`.
 pub fn resolve(engine: Engine, version: &str) -> Result<Contract, Error> {
     let cat = catalog()?;
-    let r = cat.resolve_release(engine, version)?;
+    let r = cat
+        .resolve_release(engine, version)
+        .map_err(Error::Contract)?;
     build(cat, r, Some(version))
+}
+
+/// The contract a rule bound to `id` (a release or contract id) uses: with `version`, the
+/// release that version resolves to, which must be `id` or refine it
+/// ([`Error::ContractMismatch`] otherwise); without, [`by_id`].
+pub fn resolve_within(id: &str, version: Option<&str>) -> Result<Contract, Error> {
+    let Some(version) = version else {
+        return by_id(id);
+    };
+    let cat = catalog()?;
+    let engine = cat
+        .release(id)
+        .map(|r| r.engine)
+        .or_else(|| cat.profile(id).map(|p| p.engine))
+        .ok_or_else(|| Error::UnknownName {
+            what: "engine contract or release id",
+            name: id.to_string(),
+        })?;
+    let c = resolve(engine, version)?;
+    if c.release_id() != id && c.contract_id() != id {
+        return Err(Error::ContractMismatch {
+            engine,
+            version: version.to_string(),
+            release: c.release_id().to_string(),
+            contract: c.contract_id().to_string(),
+            named: id.to_string(),
+        });
+    }
+    Ok(c)
 }
 
 /// The contract named `id`: a release id, or a contract id whose releases all share the
@@ -446,6 +477,17 @@ mod tests {
             "{e}"
         );
         assert!(by_id("nope").is_err());
+        assert_eq!(
+            resolve_within("vllm-kv-map-v2", Some("0.25.1"))
+                .unwrap()
+                .release_id(),
+            "vllm-kv-map-v2-r0.24"
+        );
+        let e = resolve_within("vllm-kv-map-v2", Some("0.31.0")).unwrap_err();
+        assert_eq!(e.code(), "CONTRACT_MISMATCH");
+        let e = resolve_within("vllm-kv-map-v2", Some("0.99.0")).unwrap_err();
+        assert_eq!(e.code(), "UNKNOWN_ENGINE_VERSION");
+        assert!(e.to_string().starts_with("unknown vllm version"), "{e}");
         assert!(
             catalog_json().unwrap()["releases"]
                 .as_array()

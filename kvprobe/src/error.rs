@@ -17,6 +17,24 @@ pub enum Error {
     /// The registry could not be loaded.
     #[error("registry: {0}")]
     Registry(#[from] kvprofile_core::RegistryError),
+    /// An engine version the contract catalog has no release for (`UNKNOWN_ENGINE_VERSION`),
+    /// or another catalog refusal.
+    #[error("{}", .0.detail())]
+    Contract(kvprofile_core::RegistryError),
+    /// A known engine version that belongs to another contract than the one named.
+    #[error("{engine} {version} is release {release} of contract {contract}, not {named}")]
+    ContractMismatch {
+        /// The engine.
+        engine: crate::Engine,
+        /// The version given.
+        version: String,
+        /// The release it resolves to.
+        release: String,
+        /// That release's contract.
+        contract: String,
+        /// The id that was named.
+        named: String,
+    },
     /// The encoder could not be built from the profile.
     #[error("encoder: {0}")]
     Encoder(#[from] kvtemplate::Error),
@@ -30,12 +48,14 @@ pub enum Error {
 
 impl Error {
     /// A stable machine code: the registry's code (`UNKNOWN_ENGINE_VERSION`, …) for registry
-    /// errors, else `UNKNOWN_NAME`, `CONFIG`, `ENCODER`, `HASHER`, `IO`.
+    /// and catalog errors, else `CONTRACT_MISMATCH`, `UNKNOWN_NAME`, `CONFIG`, `ENCODER`,
+    /// `HASHER`, `IO`.
     pub fn code(&self) -> &'static str {
         match self {
             Error::UnknownName { .. } => "UNKNOWN_NAME",
             Error::Config(_) => "CONFIG",
-            Error::Registry(e) => e.code(),
+            Error::Registry(e) | Error::Contract(e) => e.code(),
+            Error::ContractMismatch { .. } => "CONTRACT_MISMATCH",
             Error::Encoder(_) => "ENCODER",
             Error::Hasher(_) => "HASHER",
             Error::Io(_) => "IO",

@@ -294,7 +294,7 @@ pub enum RegistryError {
     },
     /// An engine version no release entry of the contract catalog covers: kvexact does not
     /// know that release's rules and refuses rather than apply another release's.
-    #[error("{path}: unknown {engine} version {version:?}: {detail}")]
+    #[error("unknown {engine} version {version:?}: {detail}")]
     UnknownEngineVersion {
         /// Always `"<contracts>"` (the catalog is not a registry file).
         path: String,
