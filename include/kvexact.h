@@ -1588,6 +1588,14 @@ const char *kvexact_refusal_name(kvexact_refusal refusal);
  * policy, strict parsing, artifact digests, template compilation and tokenizer loading must
  * all pass, else nothing is returned and the caller keeps serving its previous handle.
  *
+ * Files checked at load: every `*.yaml` of the root (a profile; one that is a symlink,
+ * directory, FIFO or device is refused with `SYMLINK` / `NOT_REGULAR_FILE` naming it — the
+ * gateway's own loader skips such an entry instead), each profile's pinned tokenizer and
+ * template artifacts (read and digest-verified), and the *type* of every staged
+ * `manifests/<id>.yaml` and `probefixtures/<id>/[sglang/|trtllm/]*.json` (must be regular
+ * files). Their *contents* are read later, by `kvexact_manifest_load` and
+ * `kvexact_fixtures_load` (`kvexact registry verify` reads them at load).
+ *
  * `opts` may be NULL: trust uid 0 and this process's effective uid, default size caps.
  *
  * Returns `KVEXACT_OK` and a new reference in `*out`; or `KVEXACT_ERR_NULL_ARGUMENT`,

@@ -123,6 +123,7 @@ fn print_text(r: &AttestReport) {
             kvprobe::ladder::ReceiptKind::Identity => "identity",
             kvprobe::ladder::ReceiptKind::TokenParity => "token_parity",
             kvprobe::ladder::ReceiptKind::HashEcho => "hash_echo",
+            kvprobe::ladder::ReceiptKind::HashDrift => "hash_drift",
         };
         let status = if x.ok {
             "ok".to_string()

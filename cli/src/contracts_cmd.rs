@@ -79,7 +79,7 @@ fn resolve(rv: &[String], json: bool) -> ExitCode {
         Ok(c) => {
             let j = c.to_json();
             println!(
-                "{} {version}: {} (contract {}; versions {}; hash {}; events {}; chat {})",
+                "{} {version}: {} (contract {}; versions {}; hash {}; events {}; chat {}; liftable {})",
                 engine,
                 c.release_id(),
                 c.contract_id(),
@@ -90,6 +90,11 @@ fn resolve(rv: &[String], json: bool) -> ExitCode {
                     chat_text(&j["chat"])
                 } else {
                     "strict path only (no chat vectors for this version)".into()
+                },
+                if c.liftable().is_empty() {
+                    "none".to_string()
+                } else {
+                    c.liftable().to_string()
                 }
             );
             ExitCode::SUCCESS

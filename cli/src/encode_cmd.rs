@@ -4,12 +4,16 @@
 //! The release is `--engine-version` (resolved through the contract catalog; an unknown
 //! version is refused), else the release or contract id given as `--engine`, else the
 //! engine's reference release. Its chat rules apply where vectors prove them.
+//!
+//! `--allow CODE[,CODE…]` lifts those strict-rule refusal codes (`tools,message_field,…`, as
+//! `{"refusal"}` prints them): a request hitting only lifted codes is encoded as the engine's
+//! serving path does. A code the release's contract does not list as liftable is refused
+//! before anything is read (`REFUSED LIFT_NOT_ALLOWED`, exit 2), as is an unknown code name.
 
+use kvprobe::bridge;
 use kvprobe::contract::{self, Contract};
 use kvprofile_core::{Generation, LoadOptions, TrustPolicy};
-use kvtemplate::{
-    spec_from_loaded, spec_from_model_dir, Encoder, Engine, KvtemplateValidator, Outcome,
-};
+use kvtemplate::{spec_from_model_dir_for, Engine, KvtemplateValidator, Outcome, RefusalSet};
 use serde_json::json;
 use std::io::Read;
 use std::path::PathBuf;
@@ -52,6 +56,13 @@ pub struct Args {
     /// "Now" for templates that call strftime_now (RFC 3339; default: the system clock).
     #[arg(long)]
     pub now: Option<String>,
+    /// Strict-rule refusal codes to lift, comma-separated (e.g.
+    /// `tools,message_field,null_content,template_kwargs,add_generation_prompt`): requests
+    /// that hit only these are encoded as the engine's serving path does. Only codes the
+    /// release's contract lists as liftable (`kvexact contracts --resolve ENGINE VERSION`);
+    /// any other is refused (exit 2).
+    #[arg(long, value_name = "CODE[,CODE...]")]
+    pub allow: Option<String>,
     /// Most token ids to return (the gateway's cap).
     #[arg(long, default_value_t = 4096)]
     pub max_ids: usize,
@@ -78,6 +89,23 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let lifts = match RefusalSet::parse(args.allow.as_deref().unwrap_or("")) {
+        Ok(l) => l,
+        Err(e) => {
+            println!(
+                "{}",
+                json!({ "error": format!("REFUSED UNKNOWN_REFUSAL_CODE: --allow: {e}"), "class": -3 })
+            );
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = contract.check_lifts(lifts) {
+        println!(
+            "{}",
+            json!({ "error": format!("REFUSED {}: {e}", e.code()), "class": -3 })
+        );
+        return ExitCode::from(2);
+    }
     let now_ms = match &args.now {
         Some(s) => match kvtemplate::strftime::parse_rfc3339(s) {
             Some(ms) => ms,
@@ -91,11 +119,13 @@ pub fn run(args: &Args) -> ExitCode {
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(0),
     };
-    let spec = match (&args.model_dir, &args.registry) {
-        (Some(dir), _) => match spec_from_model_dir(dir, engine) {
-            Ok(s) => s,
-            Err(e) => return fail(e.to_string(), e.class().code()),
-        },
+    let built = match (&args.model_dir, &args.registry) {
+        (Some(dir), _) => {
+            match spec_from_model_dir_for(dir, engine, contract.added_tokens_rule()) {
+                Ok(spec) => bridge::encoder_from_spec(spec, &contract, lifts),
+                Err(e) => return fail(e.to_string(), e.class().code()),
+            }
+        }
         (None, Some(root)) => {
             let opts = LoadOptions {
                 policy: TrustPolicy::for_current_user(),
@@ -109,23 +139,17 @@ pub fn run(args: &Args) -> ExitCode {
             let Some(loaded) = generation.profile_for_model(model) else {
                 return fail(format!("no published profile serves model {model:?}"), -3);
             };
-            match spec_from_loaded(loaded, contract.release_id()) {
-                Ok(s) => s,
-                Err(e) => return fail(e.to_string(), e.class().code()),
-            }
+            bridge::encoder_with_lifts(loaded, &contract, lifts)
         }
         (None, None) => {
             eprintln!("give --model-dir DIR or --registry DIR --model NAME");
             return ExitCode::from(2);
         }
     };
-    let mut spec = spec;
-    if let Some(rules) = contract.chat_or_reference() {
-        spec.chat_rules = rules;
-    }
-    let encoder = match Encoder::new(spec) {
+    let encoder = match built {
         Ok(e) => e,
-        Err(e) => return fail(e.to_string(), e.class().code()),
+        Err(kvprobe::Error::Encoder(e)) => return fail(e.to_string(), e.class().code()),
+        Err(e) => return fail(e.to_string(), -3),
     };
     let mut body = Vec::new();
     let read = if args.file == "-" {

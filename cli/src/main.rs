@@ -9,6 +9,7 @@ mod events_cmd;
 mod models_cmd;
 mod parity;
 mod registry_cmd;
+mod watch_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -40,6 +41,8 @@ enum Command {
     Models(models_cmd::Command),
     /// Run the readiness ladder against a live engine.
     Attest(attest_cmd::Args),
+    /// Re-derive every block hash a live engine publishes, continuously (drift detection).
+    Watch(watch_cmd::Args),
     /// The embedded default: sample registry, built-in request, ids and hashes for all engines.
     Demo(demo_cmd::Args),
 }
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Registry(cmd) => registry_cmd::run(&cmd),
         Command::Encode(args) => encode_cmd::run(&args),
         Command::Attest(args) => attest_cmd::run(&args),
+        Command::Watch(args) => watch_cmd::run(&args),
         Command::Models(cmd) => models_cmd::run(&cmd),
         Command::Demo(args) => demo_cmd::run(&args),
     }

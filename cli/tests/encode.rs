@@ -126,3 +126,192 @@ fn registry_profile_lookup_by_model_name() {
         ])
     );
 }
+
+/// A vector case as the engines were sent it (`kvtemplate::vectors::request_body`) and the
+/// ids `engine` produced for it.
+fn vector_case(file: &str, id: &str, engine: &str) -> (String, serde_json::Value) {
+    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/vectors")).join(file);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let doc = kvtemplate::json::parse(&bytes).unwrap_or(kvtemplate::json::Json::Null);
+    let case = doc
+        .as_object()
+        .and_then(|o| o.get("cases"))
+        .and_then(|c| c.as_array())
+        .and_then(|cases| {
+            cases.iter().find(|c| {
+                c.as_object()
+                    .and_then(|o| o.get("id"))
+                    .and_then(|i| i.as_str())
+                    == Some(id)
+            })
+        })
+        .and_then(|c| c.as_object())
+        .unwrap_or_else(|| panic!("{file}#{id}"));
+    let body = kvtemplate::vectors::request_body(case, "Qwen/Qwen3-0.6B");
+    let want: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let want = want["cases"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["id"] == id))
+        .map(|c| c["engine_token_ids"][engine].clone())
+        .unwrap_or_default();
+    (body, want)
+}
+
+#[test]
+fn allow_lifts_codes_and_gives_the_engines_ids() {
+    let (body, want) = vector_case(
+        "templates/qwen3-06b-default-v1.json",
+        "tool_call_history",
+        "sglang",
+    );
+    assert!(want.as_array().is_some_and(|w| !w.is_empty()));
+    // Strict: refused with the first code it hits.
+    let (rc, v) = encode(&["--engine", "sglang"], "Qwen__Qwen3-0.6B", &body);
+    assert_eq!((rc, v["refusal"].as_str()), (3, Some("tools")), "{v}");
+    // Not every code it hits lifted: the next one refuses.
+    let (rc, v) = encode(
+        &["--engine", "sglang", "--allow", "tools"],
+        "Qwen__Qwen3-0.6B",
+        &body,
+    );
+    assert_eq!(
+        (rc, v["refusal"].as_str()),
+        (3, Some("message_field")),
+        "{v}"
+    );
+    // All lifted: SGLang 0.5.19's own ids.
+    let (rc, v) = encode(
+        &[
+            "--engine",
+            "sglang",
+            "--allow",
+            "tools,message_field,null_content",
+        ],
+        "Qwen__Qwen3-0.6B",
+        &body,
+    );
+    assert_eq!(rc, 0, "{v}");
+    assert_eq!(v["token_ids"], want);
+    // SGLang 0.5.23 serialises the tools differently: its own ids.
+    let (body, want) = vector_case(
+        "versions/sglang-0.5.23/templates/qwen3-06b-default-v1.json",
+        "tools_request",
+        "sglang",
+    );
+    let (rc, v) = encode(
+        &[
+            "--engine",
+            "sglang",
+            "--engine-version",
+            "0.5.23",
+            "--allow",
+            "tools",
+        ],
+        "Qwen__Qwen3-0.6B",
+        &body,
+    );
+    assert_eq!(rc, 0, "{v}");
+    assert_eq!(v["token_ids"], want);
+}
+
+#[test]
+fn allow_refuses_lifts_the_release_does_not_define() {
+    let body = r#"{"messages":[{"role":"user","content":"hi"}]}"#;
+    // TensorRT-LLM rejects continue_final_message itself: not liftable there.
+    let (rc, v) = encode(
+        &[
+            "--engine",
+            "trtllm",
+            "--allow",
+            "tools,continue_final_message",
+        ],
+        "Qwen__Qwen3-0.6B",
+        body,
+    );
+    let err = v["error"].as_str().unwrap_or("");
+    assert_eq!(rc, 2, "{v}");
+    assert!(
+        err.starts_with("REFUSED LIFT_NOT_ALLOWED:")
+            && err.contains("continue_final_message")
+            && err.contains("trtllm-kv-http-v2-r1.3.0rc29"),
+        "{err}"
+    );
+    // A release without chat vectors lifts nothing.
+    let (rc, v) = encode(
+        &[
+            "--engine",
+            "vllm",
+            "--engine-version",
+            "0.32.0",
+            "--allow",
+            "tools",
+        ],
+        "Qwen__Qwen3-0.6B",
+        body,
+    );
+    let err = v["error"].as_str().unwrap_or("");
+    assert_eq!(rc, 2, "{v}");
+    assert!(
+        err.contains("LIFT_NOT_ALLOWED") && err.contains("no chat rules are proven"),
+        "{err}"
+    );
+    // A code no release lifts, and a name that is no code.
+    let (rc, v) = encode(
+        &["--engine", "vllm", "--allow", "documents"],
+        "Qwen__Qwen3-0.6B",
+        body,
+    );
+    assert_eq!(rc, 2, "{v}");
+    assert!(
+        v["error"].as_str().unwrap_or("").contains("documents"),
+        "{v}"
+    );
+    let (rc, v) = encode(
+        &["--engine", "vllm", "--allow", "tools,tool_calls"],
+        "Qwen__Qwen3-0.6B",
+        body,
+    );
+    assert_eq!(rc, 2, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("REFUSED UNKNOWN_REFUSAL_CODE"),
+        "{v}"
+    );
+    // An empty list lifts nothing: the strict path.
+    let (rc, v) = encode(
+        &["--engine", "vllm", "--allow", ""],
+        "Qwen__Qwen3-0.6B",
+        body,
+    );
+    assert_eq!(rc, 0, "{v}");
+}
+
+#[test]
+fn contracts_resolve_names_the_liftable_codes() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kvexact"))
+        .args(["contracts", "--resolve", "trtllm", "1.3.0rc29", "--json"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run kvexact: {e}"));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let lifts: Vec<&str> = j["liftable"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        lifts.contains(&"tools") && !lifts.contains(&"continue_final_message"),
+        "{j}"
+    );
+    assert_eq!(
+        j["chat"]["liftable"].as_array().map(Vec::len),
+        Some(7),
+        "{j}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_kvexact"))
+        .args(["contracts", "--resolve", "vllm", "0.32.0"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run kvexact: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("liftable none"), "{text}");
+}

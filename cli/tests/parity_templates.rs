@@ -48,3 +48,33 @@ fn template_vectors_need_models() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("--models"));
 }
+
+#[test]
+fn lifted_parity_sends_chat_cases_through_the_strict_encoder() {
+    let td = testdata();
+    let out = Command::new(env!("CARGO_BIN_EXE_kvexact"))
+        .args(["parity", "--lifted", "--models"])
+        .arg(td.join("models"))
+        .arg(td.join("vectors/templates/qwen3-06b-default-v1.json"))
+        .arg(td.join("vectors/versions/sglang-0.5.23/templates/qwen3-06b-default-v1.json"))
+        .arg(td.join("vectors/gateway/kv_chat_template_parity.json"))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run kvexact: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    // 34 chat cases per Qwen3 file (completion cases are not requests a lift concerns), and
+    // the 3 gateway chat cases checked as without --lifted.
+    assert_eq!(
+        stdout.lines().last(),
+        Some("71 passed, 0 failed"),
+        "{stdout}"
+    );
+    for line in [
+        "lifted vllm 0.31.0: 34 chat cases",
+        "lifted sglang 0.5.19: 34 chat cases",
+        "lifted trtllm 1.3.0rc29: 34 chat cases",
+        "lifted sglang 0.5.23: 34 chat cases",
+    ] {
+        assert!(stdout.contains(line), "{line}:\n{stdout}");
+    }
+}

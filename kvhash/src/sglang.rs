@@ -286,6 +286,26 @@ impl<H: Borrow<SglangHasher>> SglangChain<H> {
         }
     }
 
+    /// A chain resumed after `pages` full pages whose last page digest is `parent` (`None`:
+    /// before page 0 of an unsalted chain; the salt seed: before page 0 of a salted one), as
+    /// when re-deriving a published page from its event and its parent's digest. The
+    /// hasher's own salt seed is not used: `parent` stands in for it.
+    pub fn resume(hasher: H, parent: Option<Digest>, pages: u64) -> Self {
+        let mut chain = SglangChain::new(hasher);
+        chain.parent = parent;
+        chain.pages = pages;
+        chain
+    }
+
+    /// Moves this chain to the state [`SglangChain::resume`] gives (parent `parent` after
+    /// `pages` pages, no partial page), keeping its buffers: re-deriving one event after
+    /// another allocates nothing once the buffers have grown.
+    pub fn reset(&mut self, parent: Option<Digest>, pages: u64) {
+        self.parent = parent;
+        self.pages = pages;
+        self.pending.clear();
+    }
+
     /// Digest of the last full page (the salt seed, or `None`, before page 0).
     pub fn parent(&self) -> Option<Digest> {
         self.parent
@@ -429,6 +449,34 @@ impl<H: Borrow<SglangHasher>> SglangChain<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resumed_chain_continues_the_digests() {
+        let ids: Vec<u32> = (1..=48).collect();
+        for salt in [None, Some("tenant-a")] {
+            let h = SglangHasher::new(16).unwrap().with_cache_salt(salt);
+            let mut all = Vec::new();
+            h.chain().extend(&ids, |d| all.push(d));
+            // From the salt seed (or nothing) before page 0, and from page 1's digest.
+            let mut c = SglangChain::resume(&h, h.salt_seed(), 0);
+            let mut got = Vec::new();
+            c.extend(&ids[..16], |d| got.push(d));
+            c.reset(Some(all[1]), 2);
+            c.extend(&ids[32..], |d| got.push(d));
+            assert_eq!(got, [all[0], all[2]]);
+            assert_eq!((c.pages(), c.parent()), (3, Some(all[2])));
+        }
+        // A reset drops a partial page.
+        let h = SglangHasher::new(4).unwrap();
+        let mut c = SglangChain::resume(&h, None, 0);
+        c.extend(&[1, 2], |_| {});
+        c.reset(None, 0);
+        let mut got = Vec::new();
+        c.extend(&[1, 2, 3, 4], |d| got.push(d));
+        let mut want = [0u64; 1];
+        h.block_hashes_u64(&[1, 2, 3, 4], &mut want).unwrap();
+        assert_eq!(got[0].first8_be(), want[0]);
+    }
 
     #[test]
     fn rejects_out_of_range() {

@@ -142,6 +142,28 @@ pub struct MmItem {
     pub length: u64,
 }
 
+/// One multimodal key of one block as a stored block publishes it (`mm_keys[]`): the item's
+/// 32-byte content digest and the offset inside the item where the block starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlockMmKey {
+    /// Content digest, in byte order (the 64 hex digits of `mm_keys[].hash`).
+    pub digest: [u8; 32],
+    /// `mm_keys[].start_offset`.
+    pub start_offset: u64,
+}
+
+/// Step 5 of the hash for one item: its digest as eight little-endian 32-bit words, then the
+/// offset.
+#[inline]
+fn mix_mm(mut seed: u64, digest: &[u8; 32], offset: u64) -> u64 {
+    for w in digest.chunks_exact(4) {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(w);
+        seed = mix32(seed, u32::from_le_bytes(b));
+    }
+    mix64(seed, offset)
+}
+
 /// Converts ids given as signed or wide integers to the 32-bit pattern TensorRT-LLM hashes:
 /// `-2^31..2^32` is accepted (`-1294967296` and `3000000000` are the same token).
 pub fn token_bits<T: Copy + Into<i128>>(ids: &[T], out: &mut Vec<u32>) -> Result<(), Error> {
@@ -276,6 +298,26 @@ impl TrtllmHasher {
         }
     }
 
+    /// The hash of one block with its multimodal keys given explicitly, in item order (as a
+    /// stored block's `mm_keys` lists them: the item's content digest and the offset inside
+    /// the item where the block starts) instead of derived from the hasher's items and the
+    /// block's position: what re-deriving a published block needs. The hasher's own items are
+    /// not used; salt, LoRA task id and extra ids are, as in [`TrtllmHasher::block_hash`].
+    pub fn block_hash_with_mm_keys(
+        &self,
+        parent: u64,
+        tokens: &[u32],
+        extra_ids: Option<&[u64]>,
+        mm_keys: &[BlockMmKey],
+    ) -> Result<u64, Error> {
+        let extra = self.check_extra(tokens.len(), extra_ids)?;
+        let mut seed = self.hash_tokens(parent, tokens, extra);
+        for k in mm_keys {
+            seed = mix_mm(seed, &k.digest, k.start_offset);
+        }
+        Ok(seed)
+    }
+
     #[inline]
     fn hash(
         &self,
@@ -284,6 +326,24 @@ impl TrtllmHasher {
         tokens: &[u32],
         extra: Option<&[u64]>,
     ) -> Result<u64, Error> {
+        let n = tokens.len() as u64;
+        let mut seed = self.hash_tokens(parent, tokens, extra);
+        if !self.mm_items.is_empty() {
+            let end = start.checked_add(n).ok_or(Error::PositionOverflow)?;
+            for it in &self.mm_items {
+                let it_end = it.start.saturating_add(it.length);
+                if end > it.start && start < it_end {
+                    seed = mix_mm(seed, &it.digest, start.saturating_sub(it.start));
+                }
+            }
+        }
+        Ok(seed)
+    }
+
+    /// Steps 1–4 of the hash: length and parent, salt (first block), tokens with their extra
+    /// ids, LoRA task id.
+    #[inline]
+    fn hash_tokens(&self, parent: u64, tokens: &[u32], extra: Option<&[u64]>) -> u64 {
         let n = tokens.len() as u64;
         let mut seed = n ^ parent.wrapping_mul(PARENT_MUL);
         if parent == 0 {
@@ -307,22 +367,7 @@ impl TrtllmHasher {
         if let Some(l) = self.lora_task_id {
             seed = mix64(seed, l);
         }
-        if !self.mm_items.is_empty() {
-            let end = start.checked_add(n).ok_or(Error::PositionOverflow)?;
-            for it in &self.mm_items {
-                let it_end = it.start.saturating_add(it.length);
-                if end > it.start && start < it_end {
-                    for w in it.digest.chunks_exact(4) {
-                        let mut b = [0u8; 4];
-                        b.copy_from_slice(w);
-                        seed = mix32(seed, u32::from_le_bytes(b));
-                    }
-                    let offset = start.saturating_sub(it.start);
-                    seed = mix64(seed, offset);
-                }
-            }
-        }
-        Ok(seed)
+        seed
     }
 
     /// Hashes of the full blocks of `ids` into `out`; stops when `out` is full. Returns the
@@ -515,6 +560,45 @@ mod tests {
         // fin32(2) + golden overflows 32 bits; the spec's worked example depends on the wrap.
         assert_eq!(fin32(2), 0x66A7_9298);
         assert_eq!(mix32(2, 1) & 0xffff_ffff, 0xCF5C_95E2);
+    }
+
+    #[test]
+    fn explicit_mm_keys_give_the_positional_hashes() {
+        // Item of 40 positions from 10: blocks of 32 at 0 and 32 touch it at offsets 0 and 22.
+        let item = MmItem {
+            digest: std::array::from_fn(|i| i as u8 * 7),
+            start: 10,
+            length: 40,
+        };
+        let h = TrtllmHasher::new(32)
+            .unwrap()
+            .with_cache_salt(SaltVariant::StdHashString, "tenant-A")
+            .unwrap()
+            .with_mm_items(vec![item.clone()])
+            .unwrap();
+        let ids: Vec<u32> = (0..64).map(|i| 900 + i).collect();
+        let mut want = [0u64; 2];
+        assert_eq!(h.block_hashes_u64(&ids, &mut want).unwrap(), 2);
+        let key = |start_offset| BlockMmKey {
+            digest: item.digest,
+            start_offset,
+        };
+        let b0 = h
+            .block_hash_with_mm_keys(0, &ids[..32], None, &[key(0)])
+            .unwrap();
+        let b1 = h
+            .block_hash_with_mm_keys(b0, &ids[32..], None, &[key(22)])
+            .unwrap();
+        assert_eq!([b0, b1], want);
+        // Without keys it is the plain (salted) hash.
+        let plain = TrtllmHasher::new(32)
+            .unwrap()
+            .with_cache_salt(SaltVariant::StdHashString, "tenant-A")
+            .unwrap();
+        assert_eq!(
+            h.block_hash_with_mm_keys(0, &ids[..32], None, &[]).unwrap(),
+            plain.block_hash(0, 0, &ids[..32], None).unwrap()
+        );
     }
 
     #[test]

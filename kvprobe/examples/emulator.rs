@@ -12,8 +12,14 @@
 //! event schema of V's contract; default: the manifest's version); `--report-version V`
 //! reports V but keeps the rules (an engine kvexact does not know); `--lora NAME=PATH` (vLLM)
 //! serves a LoRA adapter beside the base model.
+//!
+//! For `kvexact watch`: `--prefix-cache N` emulates a prefix cache of N blocks (only new
+//! blocks are stored, chained on the cached ones); `--drift FAULT --drift-after N` switches a
+//! fault of the hashes on after N completions, FAULT one of `seed=S`, `block-size=N`,
+//! `hidden-salt=S`, `unhashed-keys`, `hidden-lora`, `lora-path=P`
+//! (`kvprobe::emulator::DriftFault`).
 
-use kvprobe::emulator::{Emulator, EmulatorConfig};
+use kvprobe::emulator::{DriftFault, Emulator, EmulatorConfig};
 use kvprobe::Engine;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +35,9 @@ fn main() -> ExitCode {
     let mut version: Option<String> = None;
     let mut report_version: Option<String> = None;
     let mut lora: Option<(String, String)> = None;
+    let mut prefix_cache: Option<usize> = None;
+    let mut drift: Option<DriftFault> = None;
+    let mut drift_after = 0u64;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_default();
@@ -63,8 +72,28 @@ fn main() -> ExitCode {
                     }
                 }
             }
+            "--prefix-cache" => prefix_cache = val().parse().ok(),
+            "--drift-after" => drift_after = val().parse().unwrap_or(0),
+            "--drift" => {
+                let v = val();
+                let (name, arg) = v.split_once('=').unwrap_or((v.as_str(), ""));
+                drift = Some(match (name, arg.parse::<usize>()) {
+                    ("seed", _) => DriftFault::Seed(arg.to_string()),
+                    ("block-size", Ok(n)) if n > 0 => DriftFault::BlockSize(n),
+                    ("hidden-salt", _) if !arg.is_empty() => {
+                        DriftFault::HiddenSalt(arg.to_string())
+                    }
+                    ("unhashed-keys", _) => DriftFault::UnhashedKeys,
+                    ("hidden-lora", _) => DriftFault::HiddenLora,
+                    ("lora-path", _) if !arg.is_empty() => DriftFault::LoraPath(arg.to_string()),
+                    _ => {
+                        eprintln!("--drift takes seed=S, block-size=N, hidden-salt=S, unhashed-keys, hidden-lora or lora-path=P");
+                        return ExitCode::from(2);
+                    }
+                });
+            }
             _ => {
-                eprintln!("usage: emulator [--registry DIR] [--profile ID] [--engine vllm|sglang|trtllm] [--port P] [--events-port P] [--lifetime-s S] [--version V] [--report-version V] [--lora NAME=PATH]");
+                eprintln!("usage: emulator [--registry DIR] [--profile ID] [--engine vllm|sglang|trtllm] [--port P] [--events-port P] [--lifetime-s S] [--version V] [--report-version V] [--lora NAME=PATH] [--prefix-cache N] [--drift FAULT --drift-after N]");
                 return ExitCode::from(2);
             }
         }
@@ -84,6 +113,9 @@ fn main() -> ExitCode {
         cfg.version = v;
     }
     cfg.lora = lora;
+    cfg.prefix_cache = prefix_cache;
+    cfg.faults.drift = drift;
+    cfg.faults.drift_after = drift_after;
     let (shown_version, shown_release) = (cfg.version.clone(), cfg.contract.release_id());
     let emu = match Emulator::start(cfg) {
         Ok(e) => e,

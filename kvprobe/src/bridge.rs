@@ -1,6 +1,7 @@
 //! Building the other crates' objects from a published profile and an engine release's
-//! [`Contract`]: the encoder (kvtemplate, with the release's chat rules) and the block hasher
-//! (kvhash, with the release's hashing rules) a rule attests and routes with.
+//! [`Contract`]: the encoder (kvtemplate, with the release's chat rules and the refusal codes
+//! the rule lifts, where the release's contract allows them) and the block hasher (kvhash,
+//! with the release's hashing rules) a rule attests and routes with.
 
 use crate::contract::{Contract, HashContract};
 use crate::{Engine, Error};
@@ -9,7 +10,7 @@ use kvhash::trtllm::TrtllmHasher;
 use kvhash::vllm::{HashAlgo, VllmHasher};
 use kvhash::BlockHasher;
 use kvprofile_core::{HashAlgorithm, LoadedProfile};
-use kvtemplate::Encoder;
+use kvtemplate::{Encoder, EncoderSpec, RefusalSet};
 
 /// kvtemplate's engine family for a registry engine (`None`: llama.cpp, no KV plane).
 pub fn template_engine(engine: Engine) -> Option<kvtemplate::Engine> {
@@ -24,9 +25,52 @@ pub fn reference_version(engine: Engine) -> Option<&'static str> {
 
 /// The encoder of a published profile on an engine release: verified template and tokenizer
 /// bytes, render policy, content format, the release's (else its contract's)
-/// `completionsBos` quirk, and the release's chat rules where the vectors prove them.
+/// `completionsBos` quirk, and the release's chat rules where the vectors prove them. The
+/// strict rules exactly: nothing lifted ([`encoder_with_lifts`] with
+/// [`RefusalSet::EMPTY`]).
 pub fn encoder(profile: &LoadedProfile, contract: &Contract) -> Result<Encoder, Error> {
-    let mut spec = kvtemplate::spec_from_loaded(profile, contract.release_id())?;
+    encoder_with_lifts(profile, contract, RefusalSet::EMPTY)
+}
+
+/// [`encoder`] lifting the strict-rule refusal codes `lifts`: requests that hit only those
+/// are encoded as the release's serving path does ([`kvtemplate::Encoder::encode_chat`]).
+/// Refused with [`Error::LiftNotAllowed`] (`LIFT_NOT_ALLOWED`, naming the code and the
+/// release) when the release's contract does not list a code as liftable
+/// ([`Contract::liftable`]) — before anything is compiled.
+///
+/// ```
+/// use kvprobe::{contract, Engine};
+/// use kvtemplate::RefusalSet;
+/// let trt = contract::resolve(Engine::Trtllm, "1.3.0rc29").unwrap();
+/// let lifts = RefusalSet::parse("tools,continue_final_message").unwrap();
+/// let err = trt.check_lifts(lifts).unwrap_err();
+/// assert_eq!(err.code(), "LIFT_NOT_ALLOWED");
+/// assert!(err.to_string().contains("continue_final_message"));
+/// assert!(err.to_string().contains("trtllm-kv-http-v2-r1.3.0rc29"));
+/// ```
+pub fn encoder_with_lifts(
+    profile: &LoadedProfile,
+    contract: &Contract,
+    lifts: RefusalSet,
+) -> Result<Encoder, Error> {
+    contract.check_lifts(lifts)?;
+    let spec = kvtemplate::spec_from_loaded(profile, contract.release_id())?;
+    encoder_from_spec(spec, contract, lifts)
+}
+
+/// An encoder from an already built spec (a model directory, a test) under `contract`: the
+/// release's chat rules where proven (else the engine's reference rules) and the lifts, which
+/// must be the contract's ([`Contract::check_lifts`]).
+///
+/// The spec must have been built for the release's tokenizer loader (e.g.
+/// `kvtemplate::spec_from_model_dir_for(dir, engine, contract.added_tokens_rule())`).
+pub fn encoder_from_spec(
+    spec: EncoderSpec,
+    contract: &Contract,
+    lifts: RefusalSet,
+) -> Result<Encoder, Error> {
+    let lifts = contract.check_lifts(lifts)?;
+    let mut spec = spec.with_lifted(lifts);
     if let Some(rules) = contract.chat_or_reference() {
         spec.chat_rules = rules;
     }
@@ -41,6 +85,23 @@ pub fn encoder_for_id(profile: &LoadedProfile, contract_id: &str) -> Result<Enco
         Ok(c) => encoder(profile, &c),
         Err(_) => Ok(kvtemplate::encoder_from_loaded(profile, contract_id)?),
     }
+}
+
+/// [`encoder_for_id`] lifting `lifts` (plain integers or names for a C caller:
+/// [`RefusalSet::from_bits`], [`RefusalSet::from_codes`], [`RefusalSet::parse`]). Lifts need
+/// one release whose chat rules are proven: a release id, or a contract id with a single
+/// release; a contract id spanning releases, or an id the catalog does not know, refuses any
+/// non-empty lift ([`Error::LiftNotAllowed`], or the catalog's error).
+pub fn encoder_for_id_with_lifts(
+    profile: &LoadedProfile,
+    contract_id: &str,
+    lifts: RefusalSet,
+) -> Result<Encoder, Error> {
+    if lifts.is_empty() {
+        return encoder_for_id(profile, contract_id);
+    }
+    let c = crate::contract::by_id(contract_id)?;
+    encoder_with_lifts(profile, &c, lifts)
 }
 
 /// The block hasher of a rule on an engine release: vLLM with the release's NONE_HASH rule,
@@ -133,5 +194,65 @@ mod tests {
         let l = crate::contract::by_id("llamacpp-nokv-v1").unwrap();
         assert!(hasher(&l, None, 16, None).is_err());
         assert_eq!(reference_version(Engine::Sglang), Some("0.5.19"));
+    }
+
+    #[test]
+    fn lifts_follow_the_contract() {
+        let all = RefusalSet::parse(
+            "tools,template_kwargs,add_generation_prompt,continue_final_message,\
+             multi_text_part,trailing_assistant,message_field,null_content",
+        )
+        .unwrap();
+        for (e, v) in [
+            (Engine::Vllm, "0.29.0"),
+            (Engine::Vllm, "0.31.0"),
+            (Engine::Vllm, "0.33.0"),
+            (Engine::Sglang, "0.5.19"),
+            (Engine::Sglang, "0.5.20"),
+            (Engine::Sglang, "0.5.23"),
+        ] {
+            let c = resolve(e, v).unwrap();
+            assert_eq!(c.liftable(), all, "{e} {v}");
+            assert_eq!(c.check_lifts(all).unwrap(), all);
+        }
+        let cfm = RefusalSet::parse("continue_final_message").unwrap();
+        let trt = resolve(Engine::Trtllm, "1.3.0rc29").unwrap();
+        assert_eq!(trt.liftable(), all.difference(cfm));
+        let err = trt.check_lifts(all).unwrap_err();
+        assert!(
+            matches!(&err, Error::LiftNotAllowed { code: "continue_final_message", release, .. }
+                if release == "trtllm-kv-http-v2-r1.3.0rc29"),
+            "{err}"
+        );
+        // No chat rules proven (no vectors of the serving code): nothing is liftable.
+        let tools = RefusalSet::parse("tools").unwrap();
+        for (e, v) in [
+            (Engine::Vllm, "0.32.0"),
+            (Engine::Vllm, "0.24.0"),
+            (Engine::Sglang, "0.5.21"),
+            (Engine::Trtllm, "1.3.0rc24"),
+        ] {
+            let c = resolve(e, v).unwrap();
+            assert!(c.liftable().is_empty(), "{e} {v}");
+            let err = c.check_lifts(tools).unwrap_err();
+            assert_eq!(err.code(), "LIFT_NOT_ALLOWED");
+            assert!(
+                err.to_string().contains("no chat rules are proven"),
+                "{err}"
+            );
+            assert!(c.check_lifts(RefusalSet::EMPTY).is_ok());
+        }
+        // Never liftable anywhere: a code no vector exercises.
+        let docs = RefusalSet::parse("documents").unwrap();
+        let err = resolve(Engine::Vllm, "0.31.0").unwrap().check_lifts(docs);
+        assert!(err.unwrap_err().to_string().contains("documents"));
+        // By id: a single release with proven rules lifts; a contract spanning releases not.
+        let c = crate::contract::by_id("vllm-kv-map-v3-r0.29").unwrap();
+        assert_eq!(c.liftable(), all);
+        let c = crate::contract::by_id("vllm-kv-map-v3-r0.31").unwrap();
+        assert!(c.liftable().is_empty(), "0.32.0 has no chat vectors");
+        assert!(crate::contract::by_id("vllm-kv-map-v3")
+            .map(|c| c.liftable().is_empty())
+            .unwrap_or(true));
     }
 }

@@ -26,6 +26,7 @@ use kvprofile_core::contracts::{self, ContractCatalog, ContractProfile};
 use kvprofile_core::releases::{self as rel, Release};
 use kvprofile_core::HashAlgorithm;
 use kvtemplate::chat_rules::ChatRules;
+use kvtemplate::{Refusal, RefusalSet};
 use serde_json::{json, Value};
 use std::sync::OnceLock;
 
@@ -49,6 +50,7 @@ pub struct Contract {
     hash: Option<HashContract>,
     events: Option<EventSchema>,
     chat: Option<ChatRules>,
+    liftable: RefusalSet,
 }
 
 impl Contract {
@@ -121,9 +123,56 @@ impl Contract {
         self.events.as_ref().map(EventSchema::format)
     }
 
+    /// Where the release's tokenizer loader takes the added tokens from (catalog
+    /// `tokenizer.addedTokens`; engines without a chat path: the default).
+    pub fn added_tokens_rule(&self) -> kvtemplate::AddedTokensRule {
+        self.release
+            .tokenizer
+            .as_ref()
+            .and_then(|t| t.added_tokens.parse().ok())
+            .unwrap_or_default()
+    }
+
     /// Chat-path rules proven for this version (`None`: no vectors; the strict path only).
     pub fn chat(&self) -> Option<&ChatRules> {
         self.chat.as_ref()
+    }
+
+    /// The strict-rule refusal codes an encoder for this contract may lift (the release's
+    /// `chat.liftable`), where its chat rules are proven ([`Contract::chat`]); otherwise none.
+    /// `kvprobe::bridge::encoder_with_lifts` refuses any other lift.
+    pub fn liftable(&self) -> RefusalSet {
+        self.liftable
+    }
+
+    /// Whether `lifts` may be lifted on this contract: `Ok` with them, or
+    /// [`Error::LiftNotAllowed`] naming the first code (in scan order) that may not, the
+    /// release, and why.
+    pub fn check_lifts(&self, lifts: RefusalSet) -> Result<RefusalSet, Error> {
+        let Some(code) = lifts.difference(self.liftable).first() else {
+            return Ok(lifts);
+        };
+        let reason = if self.chat.is_none() {
+            match self.version() {
+                Some(v) => format!(
+                    "no chat rules are proven for {} {v} (no vectors of its serving code): only the strict rules apply",
+                    self.engine()
+                ),
+                None => "no chat rules are proven for every version it covers: name the engine version".to_string(),
+            }
+        } else if self.liftable.is_empty() {
+            "its contract lifts no refusal code".to_string()
+        } else {
+            format!(
+                "its contract does not define the engine's behaviour for it (liftable: {})",
+                self.liftable
+            )
+        };
+        Err(Error::LiftNotAllowed {
+            code: code.as_str(),
+            release: self.release_id().to_string(),
+            reason,
+        })
     }
 
     /// The chat rules an encoder uses: the proven ones, else the engine's reference rules
@@ -145,6 +194,10 @@ impl Contract {
         if let (Some(obj), Some(version)) = (v.as_object_mut(), &self.version) {
             obj.insert("resolved_version".into(), json!(version));
             obj.insert("chat_proven".into(), json!(self.chat.is_some()));
+            obj.insert(
+                "liftable".into(),
+                json!(self.liftable.iter().map(|r| r.as_str()).collect::<Vec<_>>()),
+            );
         }
         v
     }
@@ -175,6 +228,7 @@ fn release_json(r: &Release) -> Value {
             "versions": c.versions,
             "tool_serialization": c.tool_serialization,
             "template_error_class": c.template_error_class,
+            "liftable": c.liftable,
             "vectors": c.vectors,
         })
     });
@@ -187,6 +241,10 @@ fn release_json(r: &Release) -> Value {
         "hash": hash,
         "events": events,
         "chat": chat,
+        "tokenizer": r.tokenizer.as_ref().map(|t| json!({
+            "transformers": t.transformers,
+            "added_tokens": t.added_tokens,
+        })),
         "evidence": {"vectors": r.evidence.vectors, "note": r.evidence.note},
     })
 }
@@ -285,21 +343,55 @@ fn chat_rules(r: &Release, version: Option<&str>) -> Result<Option<ChatRules>, E
     Ok(proven.then_some(rules))
 }
 
+/// The release's `chat.liftable` codes, typed; each must be a code kvtemplate can lift.
+fn liftable(r: &Release) -> Result<RefusalSet, Error> {
+    let Some(c) = &r.chat else {
+        return Ok(RefusalSet::EMPTY);
+    };
+    let mut set = RefusalSet::EMPTY;
+    for name in &c.liftable {
+        let code: Refusal = name.parse().map_err(|e| bad(r, e))?;
+        if !code.can_lift() {
+            return Err(bad(
+                r,
+                format!(
+                    "chat.liftable: kvtemplate cannot lift {code} (it can lift: {})",
+                    RefusalSet::LIFTABLE
+                ),
+            ));
+        }
+        set.insert(code);
+    }
+    Ok(set)
+}
+
 fn build(
     cat: &'static ContractCatalog,
     r: &'static Release,
     version: Option<&str>,
 ) -> Result<Contract, Error> {
+    if let Some(t) = &r.tokenizer {
+        t.added_tokens
+            .parse::<kvtemplate::AddedTokensRule>()
+            .map_err(|e| bad(r, e))?;
+    }
     let profile = cat
         .profile(&r.contract)
         .ok_or_else(|| bad(r, "refines no contract"))?;
+    let chat = chat_rules(r, version)?;
+    let liftable = liftable(r)?;
     Ok(Contract {
         release: r,
         profile,
         version: version.map(str::to_string),
         hash: hash_contract(r)?,
         events: event_schema(r)?,
-        chat: chat_rules(r, version)?,
+        liftable: if chat.is_some() {
+            liftable
+        } else {
+            RefusalSet::EMPTY
+        },
+        chat,
     })
 }
 
@@ -386,6 +478,7 @@ pub fn by_id(id: &str) -> Result<Contract, Error> {
         // The releases agree on hashes and events; chat rules are per version.
         return Ok(Contract {
             chat: None,
+            liftable: RefusalSet::EMPTY,
             ..first
         });
     }

@@ -35,6 +35,17 @@ pub enum Error {
         /// The id that was named.
         named: String,
     },
+    /// A refusal code asked to be lifted where the engine release's contract does not define
+    /// the behaviour (`LIFT_NOT_ALLOWED`): refused when the encoder is built.
+    #[error("cannot lift refusal code {code} on {release}: {reason}")]
+    LiftNotAllowed {
+        /// The refusal code (kvtemplate `Refusal::as_str`).
+        code: &'static str,
+        /// The release id.
+        release: String,
+        /// Why.
+        reason: String,
+    },
     /// The encoder could not be built from the profile.
     #[error("encoder: {0}")]
     Encoder(#[from] kvtemplate::Error),
@@ -48,7 +59,7 @@ pub enum Error {
 
 impl Error {
     /// A stable machine code: the registry's code (`UNKNOWN_ENGINE_VERSION`, …) for registry
-    /// and catalog errors, else `CONTRACT_MISMATCH`, `UNKNOWN_NAME`, `CONFIG`, `ENCODER`,
+    /// and catalog errors, else `CONTRACT_MISMATCH`, `LIFT_NOT_ALLOWED`, `UNKNOWN_NAME`, `CONFIG`, `ENCODER`,
     /// `HASHER`, `IO`.
     pub fn code(&self) -> &'static str {
         match self {
@@ -56,6 +67,7 @@ impl Error {
             Error::Config(_) => "CONFIG",
             Error::Registry(e) | Error::Contract(e) => e.code(),
             Error::ContractMismatch { .. } => "CONTRACT_MISMATCH",
+            Error::LiftNotAllowed { .. } => "LIFT_NOT_ALLOWED",
             Error::Encoder(_) => "ENCODER",
             Error::Hasher(_) => "HASHER",
             Error::Io(_) => "IO",

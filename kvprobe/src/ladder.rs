@@ -19,6 +19,8 @@ pub enum ReceiptKind {
     TokenParity,
     /// A hash challenge.
     HashEcho,
+    /// Continuous re-derivation of published hashes (`kvprobe::drift`).
+    HashDrift,
 }
 
 /// One observation (spec §8.3: `{kind, endpoint, ok, reason, detail, time, manifest digest,
@@ -78,6 +80,11 @@ pub struct EndpointEvidence {
     pub token_parity: Option<Observation>,
     /// The hash challenge (with its preflight).
     pub challenge: Option<Observation>,
+    /// Continuous re-derivation of the endpoint's published hashes
+    /// ([`crate::drift::Verifier::finding`]): a failed one (`hash_drift`) demotes the rule to
+    /// its token-parity rung even when the challenge passed. `None`: not watched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Observation>,
 }
 
 /// The manifest (trust root) as loaded for this pass.
@@ -198,6 +205,9 @@ pub fn evaluate(ev: &Evidence) -> Verdict {
         if let Some(o) = &e.challenge {
             push(ReceiptKind::HashEcho, &e.endpoint, o);
         }
+        if let Some(o) = &e.drift {
+            push(ReceiptKind::HashDrift, &e.endpoint, o);
+        }
     }
     let (state, reason, detail) = ladder(ev, manifest_digest.is_some());
     Verdict {
@@ -310,6 +320,12 @@ fn ladder(ev: &Evidence, have_manifest: bool) -> Step {
         if let Some(s) = from_finding(parity, &o.finding, Reason::ChallengeFailed) {
             return (s.0, s.1, format!("{}: {}", e.endpoint, s.2));
         }
+        // Drift caught after the challenge: the engine no longer computes what it proved.
+        if let Some(d) = &e.drift {
+            if let Some(s) = from_finding(parity, &d.finding, Reason::HashDrift) {
+                return (s.0, s.1, format!("{}: {}", e.endpoint, s.2));
+            }
+        }
     }
     // Rung 5: the trust root.
     let target = if have_manifest {
@@ -368,6 +384,7 @@ mod tests {
                 identity: ok(),
                 token_parity: ok(),
                 challenge: ok(),
+                drift: None,
             }],
             ..Evidence::default()
         }
@@ -529,6 +546,11 @@ mod tests {
                 Box::new(|e| e.endpoints[0].challenge = bad(R::EngineGeometryMismatch)),
             ),
             (
+                S::TokenParityVerified,
+                R::HashDrift,
+                Box::new(|e| e.endpoints[0].drift = bad(R::HashDrift)),
+            ),
+            (
                 S::EngineHashAttested,
                 R::ManifestMissing,
                 Box::new(|e| {
@@ -556,6 +578,37 @@ mod tests {
         for (state, reason, f) in cases {
             assert_eq!(run(f), (state, vec![reason]), "{reason}");
         }
+    }
+
+    #[test]
+    fn drift_demotes_a_ready_rule_and_is_receipted() {
+        // A clean watch keeps READY and adds its receipt.
+        let mut e = green();
+        e.endpoints[0].drift = ok();
+        let v = evaluate(&e);
+        assert_eq!(v.enforced_state, State::Ready);
+        assert_eq!(
+            v.receipts.last().map(|r| r.kind),
+            Some(ReceiptKind::HashDrift)
+        );
+        // Drift evidence demotes the rule below the challenge rung, whatever the challenge said.
+        e.endpoints[0].drift = Some(Observation::at(
+            Finding::fail(Reason::HashDrift, "block 3 re-derives to another hash"),
+            9,
+        ));
+        let v = evaluate(&e);
+        assert_eq!(
+            (v.enforced_state, v.reason_codes.clone()),
+            (State::TokenParityVerified, vec![Reason::HashDrift])
+        );
+        assert!(v.detail.contains("block 3"), "{}", v.detail);
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!(json["reasonCodes"][0], "hash_drift");
+        assert_eq!(json["receipts"][3]["kind"], "hash_drift");
+        // The evidence JSON takes the new key; documents without it are unchanged.
+        let ev: Evidence = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(ev, e);
+        assert!(!serde_json::to_string(&green()).unwrap().contains("drift"));
     }
 
     #[test]

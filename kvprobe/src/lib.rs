@@ -10,6 +10,8 @@
 //!   approved oracle.
 //! * [`challenge`]: the hash challenge (§8.5) — prompt growth through the engine's completions
 //!   encoding (kvtemplate), expected hashes (kvhash), judging of decoded KV events.
+//! * [`drift`]: continuous re-derivation of every block hash an endpoint publishes, with a
+//!   `hash_drift` verdict and its evidence.
 //! * [`ladder`]: the readiness ladder (§8.3) as a pure state machine with the [`State`] and
 //!   [`Reason`] vocabularies (§8.2, §8.4); [`cadence`]: kicks and the per-tick decision.
 //! * `attest` (feature `live`, on by default): the live driver behind `kvexact attest` — real
@@ -26,6 +28,7 @@ pub mod bridge;
 pub mod cadence;
 pub mod challenge;
 pub mod contract;
+pub mod drift;
 pub mod error;
 pub mod finding;
 pub mod fixtures;

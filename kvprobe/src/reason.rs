@@ -95,6 +95,9 @@ reasons! {
     DrainOwnershipLost => "drain_ownership_lost",
     /// TRT-LLM: the drained `event_id`s jumped (events were lost).
     DrainSequenceGap => "drain_sequence_gap",
+    /// A READY rule's endpoint published block hashes that do not re-derive from its events
+    /// under the release's contract ([`crate::drift`]).
+    HashDrift => "hash_drift",
 }
 
 impl fmt::Display for Reason {
@@ -117,7 +120,8 @@ mod tests {
             assert_eq!(json, format!("\"{}\"", r.as_str()));
             assert_eq!(serde_json::from_str::<Reason>(&json).unwrap(), *r);
         }
-        assert_eq!(Reason::ALL.len(), 28);
+        assert_eq!(Reason::ALL.len(), 29);
+        assert_eq!(Reason::ALL.last(), Some(&Reason::HashDrift));
         assert!("nope".parse::<Reason>().is_err());
     }
 }

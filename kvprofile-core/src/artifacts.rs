@@ -88,15 +88,20 @@ pub struct VerifiedArtifacts {
     pub tokenizer: VerifiedArtifact,
     /// Chat-template source bytes, when the profile has a template.
     pub template: Option<VerifiedArtifact>,
+    /// `tokenizer_config.json` bytes, when the profile pins one.
+    pub tokenizer_config: Option<VerifiedArtifact>,
     /// The BOS id resolved from `renderPolicy.bosToken` when some contract sets
     /// `completionsBos`.
     pub bos_token_id: Option<u32>,
 }
 
 impl VerifiedArtifacts {
-    /// Receipts in load order (tokenizer, then template) — the order of `setDigest`.
+    /// Receipts in load order (tokenizer, template, tokenizer config) — the order of
+    /// `setDigest`.
     pub fn receipts(&self) -> impl Iterator<Item = &Receipt> {
-        std::iter::once(&self.tokenizer.receipt).chain(self.template.iter().map(|t| &t.receipt))
+        std::iter::once(&self.tokenizer.receipt)
+            .chain(self.template.iter().map(|t| &t.receipt))
+            .chain(self.tokenizer_config.iter().map(|t| &t.receipt))
     }
 }
 

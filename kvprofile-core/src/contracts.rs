@@ -465,7 +465,7 @@ mod tests {
     #[test]
     fn every_release_resolves_to_itself_and_nothing_else_resolves() {
         let cat = builtin().unwrap();
-        assert_eq!(cat.releases.len(), 19);
+        assert_eq!(cat.releases.len(), 20);
         for r in &cat.releases {
             for v in &r.versions {
                 assert_eq!(cat.resolve_release(r.engine, v).unwrap().id, r.id, "{v}");
@@ -529,10 +529,11 @@ mod tests {
     fn bad_releases_are_refused() {
         let good = BUILTIN_CONTRACTS_YAML;
         for (from, to) in [
-            ("versions: [0.19.0, 0.19.1]", "versions: [0.19.0, 0.18.1]"),
-            ("versions: [0.19.0, 0.19.1]", "versions: [0.19.0, 0.40.0]"),
-            ("versions: [0.19.0, 0.19.1]", "versions: []"),
-            ("versions: [0.19.0, 0.19.1]", "versions: [v0.19.0]"),
+            ("versions: [0.19.0]", "versions: [0.19.0, 0.18.1]"),
+            ("versions: [0.19.0]", "versions: [0.19.0, 0.40.0]"),
+            ("versions: [0.19.0]", "versions: []"),
+            ("versions: [0.19.0]", "versions: [v0.19.0]"),
+            ("addedTokens: either", "addedTokens: maybe"),
             (
                 "contract: vllm-kv-array-v1\n",
                 "contract: sglang-kv-rank-v1\n",

@@ -74,6 +74,8 @@ pub enum ArtifactRole {
     Tokenizer,
     /// `templateArtifact` / `templateSha256`.
     Template,
+    /// `tokenizerConfigArtifact` / `tokenizerConfigSha256`.
+    TokenizerConfig,
 }
 
 impl fmt::Display for ArtifactRole {
@@ -81,6 +83,7 @@ impl fmt::Display for ArtifactRole {
         f.write_str(match self {
             ArtifactRole::Tokenizer => "tokenizer",
             ArtifactRole::Template => "template",
+            ArtifactRole::TokenizerConfig => "tokenizer config",
         })
     }
 }
@@ -328,6 +331,7 @@ impl RegistryError {
             RegistryError::DigestMismatch { role, .. } => match role {
                 ArtifactRole::Tokenizer => "TOKENIZER_SHA_MISMATCH",
                 ArtifactRole::Template => "TEMPLATE_SHA_MISMATCH",
+                ArtifactRole::TokenizerConfig => "TOKENIZER_CONFIG_SHA_MISMATCH",
             },
             RegistryError::DuplicateProfile { .. } => "DUPLICATE_PROFILE",
             RegistryError::ModelNameCollision { .. } => "ALIAS_COLLISION",

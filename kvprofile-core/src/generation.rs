@@ -216,6 +216,53 @@ fn locator_path(text: &str, pin: &str, doc: &str, field: &str) -> Result<String>
         })
 }
 
+/// A listed entry that must be a regular file: a symlink is [`RegistryError::Symlink`],
+/// anything else [`RegistryError::NotRegularFile`], both naming `path`.
+fn not_a_file(entry: &crate::trust::DirEntry, path: &str) -> Result<()> {
+    use crate::trust::EntryKind;
+    match entry.kind {
+        EntryKind::File => Ok(()),
+        EntryKind::Symlink => Err(RegistryError::Symlink {
+            path: path.to_string(),
+        }),
+        EntryKind::Dir => Err(RegistryError::NotRegularFile {
+            path: path.to_string(),
+            kind: "directory",
+        }),
+        EntryKind::Other => Err(RegistryError::NotRegularFile {
+            path: path.to_string(),
+            kind: "FIFO, socket or device",
+        }),
+    }
+}
+
+/// Under [`AttestationCheck::Deferred`] (the C ABI's and the gateway's publish) manifests and
+/// fixtures are read later, on demand; their *types* are still checked at publish, so that a
+/// FIFO, directory or symlink staged as `manifests/<id>.yaml` or as a fixture refuses the load
+/// here, as `kvexact registry verify` (which reads them) does.
+fn check_staged_types(root: &TrustedRoot, id: &str) -> Result<()> {
+    if root.dir_exists(MANIFESTS_DIR)? {
+        let name = format!("{id}.yaml");
+        for e in root.list_dir(MANIFESTS_DIR)? {
+            if e.name == name {
+                not_a_file(&e, &format!("{MANIFESTS_DIR}/{name}"))?;
+            }
+        }
+    }
+    for engine in [Engine::Vllm, Engine::Sglang, Engine::Trtllm] {
+        let dir = fixture_dir(id, engine);
+        if !root.dir_exists(&dir)? {
+            continue;
+        }
+        for e in root.list_dir(&dir)? {
+            if e.name.ends_with(".json") {
+                not_a_file(&e, &format!("{dir}/{}", e.name))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn read_optional_manifest(root: &TrustedRoot, id: &str) -> Result<Option<LoadedManifest>> {
     let path = format!("{MANIFESTS_DIR}/{id}.yaml");
     match root.read_file(&path, root.policy().caps.manifest) {
@@ -274,10 +321,14 @@ impl Generation {
         let mut by_slug: HashMap<String, String> = HashMap::new();
         let mut cache = ArtifactCache(HashMap::new());
         for entry in troot.list_dir(".")? {
-            // Spec §6: only regular *.yaml entries of the root; a symlinked one is not listed.
-            if entry.kind != crate::trust::EntryKind::File || !entry.name.ends_with(".yaml") {
+            // Every *.yaml entry of the root is a profile document. The gateway's loader skips
+            // one that is not a regular file (spec §6); kvexact refuses it instead, naming the
+            // file, so that a root whose only profile is a symlink never publishes an empty
+            // generation (QUIRKS.md, "Registry").
+            if !entry.name.ends_with(".yaml") {
                 continue;
             }
+            not_a_file(&entry, &entry.name)?;
             let doc = entry.name;
             let (bytes, _) = troot.read_file(&doc, caps.profile)?;
             let profile = Profile::parse(&bytes, &doc)?;
@@ -338,9 +389,20 @@ impl Generation {
                 }
                 _ => None,
             };
+            let tokenizer_config = match (
+                &profile.tokenizer_config_artifact,
+                &profile.tokenizer_config_sha256,
+            ) {
+                (Some(loc), Some(pin)) => {
+                    let rel = locator_path(loc, pin, &doc, "tokenizerConfigArtifact")?;
+                    Some(cache.get(&troot, &rel, pin, ArtifactRole::TokenizerConfig)?)
+                }
+                _ => None,
+            };
             let artifacts = VerifiedArtifacts {
                 tokenizer,
                 template,
+                tokenizer_config,
                 bos_token_id,
             };
             let prepared = validator
@@ -369,8 +431,14 @@ impl Generation {
                 by_slug.insert(slug(name), profile.profile_id.clone());
             }
             let attestation = match opts.attestation {
-                AttestationCheck::Deferred => None,
-                AttestationCheck::AtPublish => Some(read_attestation(&troot, &profile)?),
+                AttestationCheck::Deferred => {
+                    check_staged_types(&troot, &profile.profile_id)?;
+                    None
+                }
+                AttestationCheck::AtPublish => {
+                    check_staged_types(&troot, &profile.profile_id)?;
+                    Some(read_attestation(&troot, &profile)?)
+                }
             };
             let loaded = LoadedProfile {
                 document_sha256: sha256_hex(&bytes),

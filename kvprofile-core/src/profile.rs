@@ -123,6 +123,15 @@ pub struct Profile {
     pub tokenizer_artifact: String,
     /// Pin of the tokenizer bytes.
     pub tokenizer_sha256: String,
+    /// Locator of the pinned upstream `tokenizer_config.json` (kvexact addition, optional):
+    /// engines on transformers 5 take their added tokens from its `added_tokens_decoder`
+    /// (the catalog's `tokenizer.addedTokens` per release); without it kvexact uses
+    /// `tokenizer.json`'s list, as the gateway does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_config_artifact: Option<String>,
+    /// Pin of the `tokenizer_config.json` bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_config_sha256: Option<String>,
     /// Locator of the chat template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_artifact: Option<String>,
@@ -266,6 +275,32 @@ impl Profile {
         }
         Locator::parse(&self.tokenizer_artifact, &self.tokenizer_sha256)
             .map_err(|d| RegistryError::invalid(DocKind::Profile, path, "tokenizerArtifact", d))?;
+        match (
+            &self.tokenizer_config_artifact,
+            &self.tokenizer_config_sha256,
+        ) {
+            (Some(loc), Some(pin)) => {
+                if !is_sha256_hex(pin) {
+                    return bad("tokenizerConfigSha256", "must be 64 lowercase hex digits");
+                }
+                Locator::parse(loc, pin).map_err(|d| {
+                    RegistryError::invalid(DocKind::Profile, path, "tokenizerConfigArtifact", d)
+                })?;
+            }
+            (Some(_), None) => {
+                return bad(
+                    "tokenizerConfigSha256",
+                    "required with tokenizerConfigArtifact",
+                )
+            }
+            (None, Some(_)) => {
+                return bad(
+                    "tokenizerConfigSha256",
+                    "forbidden without tokenizerConfigArtifact",
+                )
+            }
+            (None, None) => {}
+        }
         // Surfaces.
         if self.supported_apis.is_empty() {
             return bad("supportedApis", "must be non-empty");

@@ -47,6 +47,24 @@ pub struct Release {
     /// Chat-path rules, where vectors of the engine's own serving code prove them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat: Option<ChatRules>,
+    /// How the release's tokenizer stack loads a model's tokenizer; absent for an engine
+    /// without a chat or completions path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<TokenizerRules>,
+}
+
+/// The tokenizer loader of a release (its transformers major version, from the release's
+/// own requirements).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TokenizerRules {
+    /// The transformers versions the release allows (from its requirements), e.g. `>=5.10.4`.
+    pub transformers: String,
+    /// Where the added tokens come from (kvtemplate `AddedTokensRule`): `tokenizer-json`
+    /// (transformers 4), `tokenizer-config` (transformers 5: `tokenizer_config.json`'s
+    /// `added_tokens_decoder` when it has one), or `either` (the release allows both; a
+    /// profile whose two files disagree is refused).
+    pub added_tokens: String,
 }
 
 /// Where a release's rules come from.
@@ -117,6 +135,12 @@ pub struct ChatRules {
     pub template_error_class: String,
     /// The template vector sets that prove them.
     pub vectors: Vec<String>,
+    /// The strict-rule refusal codes (kvtemplate `Refusal` names, spec/registry.md §9.2) an
+    /// encoder for these versions may lift: requests hitting them are then encoded as the
+    /// engine's serving path does. Listed only where the vectors above exercise the code and
+    /// prove the engine's behaviour; empty (the default) = nothing liftable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub liftable: Vec<String>,
 }
 
 impl Release {
@@ -269,7 +293,9 @@ impl ContractCatalog {
     /// Checks the releases against the profiles: ids unique and well-formed, each refining a
     /// profile of the same engine whose version selector matches every listed version, no
     /// version in two releases, hash/event rules present exactly when the contract has a KV
-    /// plane, algorithms of the right engine, chat versions among the release's.
+    /// plane, algorithms of the right engine, chat versions among the release's, liftable
+    /// codes well-formed and unique (which codes exist is kvtemplate's: `kvprobe::contract`
+    /// checks the built-in catalog's).
     pub(crate) fn validate_releases(&self, path: &str) -> Result<()> {
         let bad = |field: String, d: String| {
             Err(RegistryError::invalid(
@@ -342,12 +368,44 @@ impl ContractCatalog {
                     return bad(f("hash"), format!("rules that {} does not have", r.engine));
                 }
             }
+            let wants_tokenizer = r.engine != Engine::Llamacpp;
+            if r.tokenizer.is_some() != wants_tokenizer {
+                return bad(
+                    f("tokenizer"),
+                    "required exactly for engines with a chat or completions path".into(),
+                );
+            }
+            if let Some(t) = &r.tokenizer {
+                if !matches!(
+                    t.added_tokens.as_str(),
+                    "tokenizer-json" | "tokenizer-config" | "either"
+                ) {
+                    return bad(
+                        f("tokenizer.addedTokens"),
+                        format!(
+                            "{:?}: tokenizer-json, tokenizer-config or either",
+                            t.added_tokens
+                        ),
+                    );
+                }
+            }
             if let Some(c) = &r.chat {
                 if c.versions.is_empty() || c.versions.iter().any(|v| !r.versions.contains(v)) {
                     return bad(
                         f("chat.versions"),
                         "must be a non-empty subset of the release's versions".into(),
                     );
+                }
+                let mut codes = BTreeSet::new();
+                for code in &c.liftable {
+                    let well_formed = code.starts_with(|ch: char| ch.is_ascii_lowercase())
+                        && code.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_');
+                    if !well_formed || !codes.insert(code.as_str()) {
+                        return bad(
+                            f("chat.liftable"),
+                            format!("{code:?}: not a unique refusal code name"),
+                        );
+                    }
                 }
             }
         }
@@ -368,5 +426,45 @@ mod tests {
         assert_eq!(compare_versions("1.2.1", "1.3.0rc24"), Ordering::Less);
         assert_eq!(compare_versions("0.5.23", "0.5.3"), Ordering::Greater);
         assert_eq!(compare_versions("0.31.0", "v0.31.0"), Ordering::Equal);
+    }
+
+    #[test]
+    fn liftable_codes_are_data() {
+        let cat = crate::contracts::builtin().unwrap();
+        let lift = |id: &str| {
+            cat.release(id)
+                .and_then(|r| r.chat.as_ref())
+                .map(|c| c.liftable.clone())
+                .unwrap_or_default()
+        };
+        assert!(lift("vllm-kv-map-v3-r0.31").contains(&"tools".to_string()));
+        let trt = lift("trtllm-kv-http-v2-r1.3.0rc29");
+        assert!(trt.contains(&"tools".to_string()));
+        assert!(!trt.contains(&"continue_final_message".to_string()));
+        assert!(lift("vllm-kv-map-v3-r0.30").is_empty());
+        let good = crate::contracts::BUILTIN_CONTRACTS_YAML;
+        let from = "      liftable: [tools, template_kwargs,";
+        assert!(good.contains(from));
+        for to in [
+            "      liftable: [tools, tools, template_kwargs,",
+            "      liftable: [Tools, template_kwargs,",
+            "      liftable: [tool-calls, template_kwargs,",
+            "      liftable: ['', template_kwargs,",
+        ] {
+            let bad = good.replacen(from, to, 1);
+            let err = ContractCatalog::parse(bad.as_bytes(), "c.yaml").unwrap_err();
+            assert!(err.to_string().contains("chat.liftable"), "{to}: {err}");
+        }
+        // Absent = nothing liftable.
+        let none = good.replacen(
+            "      liftable: [tools, template_kwargs, add_generation_prompt, continue_final_message, multi_text_part, trailing_assistant, message_field, null_content]\n",
+            "",
+            1,
+        );
+        let cat = ContractCatalog::parse(none.as_bytes(), "c.yaml").unwrap();
+        assert!(cat
+            .releases
+            .iter()
+            .any(|r| r.chat.as_ref().is_some_and(|c| c.liftable.is_empty())));
     }
 }

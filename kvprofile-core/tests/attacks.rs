@@ -579,20 +579,78 @@ fn manifest_for_another_profile() {
 }
 
 #[test]
-fn symlinked_profile_in_root_is_not_listed() {
-    // Spec §6: a symlinked *.yaml in the root is not a regular entry and is silently not
-    // listed (so not loaded) rather than refused.
+fn a_profile_that_is_not_a_regular_file_is_refused() {
+    // The gateway's loader skips such an entry (spec §6); kvexact refuses it, naming the file,
+    // and keeps the previous generation (QUIRKS.md, "Registry").
+    expect(
+        attack(|root, _| {
+            let tmp = root.parent().unwrap().join("outside-beta.yaml");
+            fs::rename(root.join("beta.yaml"), &tmp).unwrap();
+            symlink(&tmp, root.join("beta.yaml")).unwrap();
+        }),
+        "SYMLINK",
+        "beta.yaml",
+    );
+    expect(
+        attack(|root, _| {
+            fs::remove_file(root.join("beta.yaml")).unwrap();
+            let c = std::ffi::CString::new(root.join("beta.yaml").to_str().unwrap()).unwrap();
+            // SAFETY: valid NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        }),
+        "NOT_REGULAR_FILE",
+        "beta.yaml",
+    );
+    expect(
+        attack(|root, _| fs::create_dir(root.join("gamma.yaml")).unwrap()),
+        "NOT_REGULAR_FILE",
+        "gamma.yaml",
+    );
+}
+
+#[test]
+fn a_root_whose_only_profile_is_a_symlink_never_publishes_an_empty_generation() {
     for mode in MODES {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("reg");
         build_small(&root, 0);
-        fs::rename(root.join("beta.yaml"), tmp.path().join("beta.yaml")).unwrap();
-        symlink(tmp.path().join("beta.yaml"), root.join("beta.yaml")).unwrap();
-        let g =
-            kvprofile_core::Generation::load(&root, 1, &opts(mode), &StructuralValidator).unwrap();
-        assert_eq!(g.len(), 1);
-        assert!(g.profile("beta-v1").is_none());
-        assert!(g.profile_for_model("org/beta").is_none());
+        fs::remove_file(root.join("beta.yaml")).unwrap();
+        fs::rename(root.join("alpha.yaml"), tmp.path().join("alpha.yaml")).unwrap();
+        symlink(tmp.path().join("alpha.yaml"), root.join("alpha.yaml")).unwrap();
+        let e = kvprofile_core::Generation::load(&root, 1, &opts(mode), &StructuralValidator)
+            .unwrap_err();
+        assert_eq!((e.code(), e.path()), ("SYMLINK", "alpha.yaml"));
+    }
+}
+
+#[test]
+fn deferred_publish_checks_the_type_of_every_staged_file() {
+    // The C ABI publishes with deferred attestation: a FIFO manifest or fixture is refused at
+    // load, as `kvexact registry verify` (which reads them) refuses it.
+    for (rel, code) in [
+        ("manifests/alpha-v1.yaml", "NOT_REGULAR_FILE"),
+        (
+            "probefixtures/alpha-v1/basic.request.json",
+            "NOT_REGULAR_FILE",
+        ),
+    ] {
+        let errs: Vec<_> = MODES
+            .iter()
+            .map(|&m| {
+                refused_with(
+                    m,
+                    &StructuralValidator,
+                    |o| o.attestation = kvprofile_core::AttestationCheck::Deferred,
+                    |root, _| {
+                        fs::remove_file(root.join(rel)).unwrap();
+                        let c = std::ffi::CString::new(root.join(rel).to_str().unwrap()).unwrap();
+                        // SAFETY: valid NUL-terminated path.
+                        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+                    },
+                )
+            })
+            .collect();
+        expect(errs, code, rel);
     }
 }
 

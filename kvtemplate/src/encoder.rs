@@ -7,6 +7,7 @@ use crate::env::{ChatTemplate, ClockPolicy, RenderFailure, DEFAULT_FUEL};
 use crate::error::Error;
 use crate::json::{map_value, Json};
 use crate::pystr;
+use crate::refusal::RefusalSet;
 use crate::template_facts::{ContentFormat, TemplateFacts};
 use crate::tokenize::PinnedTokenizer;
 use minijinja::value::{Value, ValueKind};
@@ -56,6 +57,13 @@ pub struct EncoderSpec {
     /// [`EncoderSpec::new`] sets [`ChatRules::reference`] of `engine`. Must fit `engine`
     /// ([`ChatRules::check_engine`]).
     pub chat_rules: ChatRules,
+    /// The strict-rule refusal codes this encoder lifts (default: none — the strict rules of
+    /// spec/registry.md §9.2 exactly). A chat request whose scan hits only lifted codes is
+    /// rendered and tokenized the way the engine's own serving path does, under
+    /// [`EncoderSpec::chat_rules`] (see [`Encoder::encode_chat`] for the rules of a lift).
+    /// Must be a subset of [`RefusalSet::LIFTABLE`]; which codes an engine release may lift is
+    /// its contract's (`kvprobe::bridge::encoder_with_lifts` checks it).
+    pub lifted: RefusalSet,
 }
 
 impl EncoderSpec {
@@ -75,7 +83,22 @@ impl EncoderSpec {
             completions_bos: false,
             fuel: Some(DEFAULT_FUEL),
             chat_rules: ChatRules::reference(engine),
+            lifted: RefusalSet::EMPTY,
         }
+    }
+
+    /// This spec lifting `lifted` ([`EncoderSpec::lifted`]).
+    #[must_use]
+    pub fn with_lifted(mut self, lifted: RefusalSet) -> EncoderSpec {
+        self.lifted = lifted;
+        self
+    }
+
+    /// This spec with the chat rules of an engine release ([`EncoderSpec::chat_rules`]).
+    #[must_use]
+    pub fn with_chat_rules(mut self, chat_rules: ChatRules) -> EncoderSpec {
+        self.chat_rules = chat_rules;
+        self
     }
 }
 
@@ -119,6 +142,7 @@ impl ScratchBuf {
 pub struct Encoder {
     pub(crate) engine: Engine,
     pub(crate) chat_rules: ChatRules,
+    pub(crate) lifted: RefusalSet,
     pub(crate) template: Option<ChatTemplate>,
     pub(crate) facts: Option<TemplateFacts>,
     pub(crate) content_format: ContentFormat,
@@ -132,15 +156,37 @@ pub struct Encoder {
 
 const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
 
+/// Which message keys (besides `role` and `content`) the engine emulation hands the template:
+/// `(role, key, value)` → keep.
+pub(crate) type KeepKey<'f> = &'f dyn Fn(&str, &str, &Json<'_>) -> bool;
+
+/// An engine's render of a chat request, before tokenization.
+#[derive(Debug)]
+pub(crate) struct EnginePrompt {
+    /// The rendered text (SGLang `continue_final_message`: the text before the prefix).
+    pub(crate) rendered: String,
+    /// The request's `add_special_tokens` (vLLM/TRT-LLM; SGLang ignores it).
+    pub(crate) add_special: bool,
+    /// SGLang `continue_final_message`: the final assistant content, appended as ids.
+    pub(crate) sglang_prefix: Option<String>,
+}
+
 impl Encoder {
     /// Compiles the template and loads the tokenizer. Fails on a template that does not
     /// compile, a tokenizer that does not load, a `completionsBos` quirk on a non-SGLang
     /// contract or without a resolvable BOS, or a clock policy that disagrees with the
-    /// template (spec/registry.md §2 publish checks), or chat rules of another engine family.
+    /// template (spec/registry.md §2 publish checks), chat rules of another engine family, or
+    /// a lifted code kvtemplate cannot lift ([`crate::Refusal::can_lift`]).
     pub fn new(spec: EncoderSpec) -> Result<Encoder, Error> {
         spec.chat_rules
             .check_engine(spec.engine)
             .map_err(Error::Spec)?;
+        if let Some(r) = spec.lifted.difference(RefusalSet::LIFTABLE).first() {
+            return Err(Error::Spec(format!(
+                "refusal code {r} cannot be lifted (liftable: {})",
+                RefusalSet::LIFTABLE
+            )));
+        }
         if spec.completions_bos && spec.engine != Engine::Sglang {
             return Err(Error::Spec(format!(
                 "completionsBos is an SGLang quirk; contract engine is {}",
@@ -206,6 +252,7 @@ impl Encoder {
         Ok(Encoder {
             engine: spec.engine,
             chat_rules: spec.chat_rules,
+            lifted: spec.lifted,
             template,
             facts,
             content_format: spec.content_format,
@@ -224,6 +271,11 @@ impl Encoder {
     /// The chat-path rules of the engine release this encoder emulates.
     pub fn chat_rules(&self) -> ChatRules {
         self.chat_rules
+    }
+
+    /// The strict-rule refusal codes this encoder lifts ([`EncoderSpec::lifted`]).
+    pub fn lifted(&self) -> RefusalSet {
+        self.lifted
     }
 
     /// Enables a cross-request [`kvtoken::SegmentCache`] of about `capacity_bytes` for this
@@ -356,6 +408,34 @@ impl Encoder {
     /// under this encoder's [`ChatRules`]. A template that raises fails with
     /// [`Error::TemplateRender`] holding the engine's text, `"<class>: <message>"`.
     pub fn engine_chat(&self, body: &[u8], now_unix_ms: Option<i64>) -> Result<EngineChat, Error> {
+        let prompt = self.engine_prompt(body, now_unix_ms, None)?;
+        let ids = match &self.tokenizer {
+            Some(_) => {
+                let mut ids = Vec::new();
+                self.engine_tokens(
+                    &prompt.rendered,
+                    prompt.add_special,
+                    prompt.sglang_prefix.as_deref(),
+                    &mut ids,
+                )?;
+                Some(ids)
+            }
+            None => None,
+        };
+        Ok(EngineChat {
+            rendered: prompt.rendered,
+            ids,
+        })
+    }
+
+    /// The engine's render of a chat body (before tokenization); `keep` filters the message
+    /// keys handed to the template ([`engine::normalise_message_with`]; `None`: all).
+    pub(crate) fn engine_prompt(
+        &self,
+        body: &[u8],
+        now_unix_ms: Option<i64>,
+        keep: Option<KeepKey<'_>>,
+    ) -> Result<EnginePrompt, Error> {
         let req = ChatRequest::parse(body).map_err(Error::Request)?;
         let e = self.engine;
         let bad = Error::EngineRequest;
@@ -373,9 +453,11 @@ impl Encoder {
             ));
         }
         let raw_msgs = req.messages().map_err(bad)?;
+        let keep_all = |_: &str, _: &str, _: &Json<'_>| true;
+        let keep = keep.unwrap_or(&keep_all);
         let mut messages = raw_msgs
             .iter()
-            .map(|m| engine::normalise_message(e, m))
+            .map(|m| engine::normalise_message_with(e, m, keep))
             .collect::<Result<Vec<Value>, String>>()
             .map_err(bad)?;
         let tool_choice_none = req.body.get("tool_choice").and_then(Json::as_str) == Some("none");
@@ -397,38 +479,50 @@ impl Encoder {
         if e != Engine::Sglang {
             let rendered =
                 self.render_as(messages, tools, agp, cfm, kwargs, now_unix_ms, raised)?;
-            let ids = match &self.tokenizer {
-                Some(t) => Some(t.chat(e, &rendered, add_special)?),
-                None => None,
-            };
-            return Ok(EngineChat { rendered, ids });
+            return Ok(EnginePrompt {
+                rendered,
+                add_special,
+                sglang_prefix: None,
+            });
         }
         // SGLang: generation prompt always on; a final assistant message becomes a user turn,
         // or with continue_final_message is removed and appended as ids after the render.
-        let mut prefix: Option<String> = None;
+        let mut sglang_prefix: Option<String> = None;
         if last_is_assistant {
             if cfm {
-                prefix = messages.pop().and_then(|m| content_of(&m));
+                sglang_prefix = messages.pop().and_then(|m| content_of(&m));
             } else if let Some(last) = messages.last_mut() {
                 *last = with_role(last, "user");
             }
         }
         let rendered = self.render_as(messages, tools, true, false, kwargs, now_unix_ms, raised)?;
-        let ids = match &self.tokenizer {
-            Some(t) => {
-                let mut ids = t.chat(e, &rendered, false)?;
-                if let Some(p) = prefix {
-                    let mut extra = t.sglang_special(&p)?;
-                    if t.bos_id().is_some() && extra.first() == t.bos_id().as_ref() {
-                        extra.remove(0);
-                    }
-                    ids.extend(extra);
-                }
-                Some(ids)
+        Ok(EnginePrompt {
+            rendered,
+            add_special: false,
+            sglang_prefix,
+        })
+    }
+
+    /// The ids the engine sends for a rendered prompt (into `out`, cleared first): the chat
+    /// encoding with the request's `add_special_tokens`, then SGLang's continue-final-message
+    /// `prefix` encoded with special tokens minus a leading BOS.
+    pub(crate) fn engine_tokens(
+        &self,
+        rendered: &str,
+        add_special: bool,
+        prefix: Option<&str>,
+        out: &mut Vec<u32>,
+    ) -> Result<(), Error> {
+        let t = self.tokenizer()?;
+        t.chat_into(self.engine, rendered, add_special, out)?;
+        if let Some(p) = prefix {
+            let mut extra = t.sglang_special(p)?;
+            if t.bos_id().is_some() && extra.first() == t.bos_id().as_ref() {
+                extra.remove(0);
             }
-            None => None,
-        };
-        Ok(EngineChat { rendered, ids })
+            out.extend(extra);
+        }
+        Ok(())
     }
 
     /// What the engine caches for a text `/v1/completions` prompt (full engine behaviour:

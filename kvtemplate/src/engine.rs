@@ -129,6 +129,17 @@ pub fn join_text_parts(parts: &[Json<'_>], sep: &str) -> Option<String> {
 /// `null` content as `""`, tool-call `arguments` JSON strings parsed to objects, TRT-LLM's
 /// `media: []`.
 pub fn normalise_message(engine: Engine, msg: &Json<'_>) -> Result<Value, String> {
+    normalise_message_with(engine, msg, &|_, _, _| true)
+}
+
+/// [`normalise_message`] keeping, besides `role` and `content`, only the keys for which
+/// `keep(role, key, value)` is true (the strict encoder's lifted path hands the template only
+/// the message fields whose engine handling is proven; see [`crate::Encoder::encode_chat`]).
+pub fn normalise_message_with(
+    engine: Engine,
+    msg: &Json<'_>,
+    keep: &dyn Fn(&str, &str, &Json<'_>) -> bool,
+) -> Result<Value, String> {
     let o = msg
         .as_object()
         .ok_or_else(|| "each message must be an object".to_string())?;
@@ -149,6 +160,7 @@ pub fn normalise_message(engine: Engine, msg: &Json<'_>) -> Result<Value, String
     for (k, v) in o.effective() {
         match k {
             "role" | "content" => {}
+            _ if !keep(role, k, v) => {}
             "tool_calls" => out.push((Value::from(k), normalise_tool_calls(v))),
             _ => out.push((Value::from(k), v.to_value())),
         }

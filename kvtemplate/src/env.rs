@@ -6,6 +6,7 @@ use crate::pystr;
 use crate::strftime::{strftime, UtcTime};
 use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Environment, ErrorKind, State};
+use std::borrow::Cow;
 use std::cell::Cell;
 
 /// The name the template is registered under (no `.html`/`.xml`: autoescape stays off).
@@ -71,7 +72,8 @@ pub struct ChatTemplate {
 
 impl ChatTemplate {
     /// Compiles `source` with trim_blocks, lstrip_blocks, loop controls, Python string methods,
-    /// a Python `tojson`/`trim`, `raise_exception`, and `strftime_now` under `utc-date`.
+    /// a Python `tojson`/`trim`, `raise_exception`, `strftime_now` under `utc-date`, and
+    /// transformers' `{% generation %}` block ([`rewrite_generation_tags`]).
     pub fn compile(source: &str, clock: ClockPolicy, fuel: Option<u64>) -> Result<Self, String> {
         let mut env = Environment::new();
         let syntax = minijinja::syntax::SyntaxConfig::builder()
@@ -89,7 +91,7 @@ impl ChatTemplate {
         if clock == ClockPolicy::UtcDate {
             env.add_function("strftime_now", strftime_now);
         }
-        env.add_template_owned(TEMPLATE_NAME, source.to_string())
+        env.add_template_owned(TEMPLATE_NAME, rewrite_generation_tags(source).into_owned())
             .map_err(|e| e.to_string())?;
         Ok(ChatTemplate {
             env,
@@ -131,6 +133,136 @@ impl ChatTemplate {
         let mut out = String::new();
         self.render_into(ctx, now_unix_ms, &mut out)?;
         Ok(out)
+    }
+}
+
+/// transformers' `{% generation %}` … `{% endgeneration %}` block (its `AssistantTracker`
+/// extension, used by SmolLM3-style templates to mark assistant tokens for training masks;
+/// rendering gives the body unchanged) rewritten into a block minijinja knows that renders its
+/// body: `{% if true %}` … `{% endif %}`. Each tag keeps its whitespace-control markers
+/// (`{%-`, `-%}`, `+`) and its place on the line, so trim_blocks, lstrip_blocks and `-` trim
+/// exactly as around the original tag.
+///
+/// Only real block tags are rewritten, found the way Jinja's lexer finds them: text outside
+/// tags, `{{ … }}` expressions, `{# … #}` comments, string literals inside tags, and
+/// `{% raw %}` … `{% endraw %}` blocks are left alone. A source without such a tag comes back
+/// borrowed.
+///
+/// ```
+/// use kvtemplate::env::rewrite_generation_tags;
+/// assert_eq!(
+///     rewrite_generation_tags("{%- generation -%}{{ x }}{% endgeneration %}"),
+///     "{%- if true -%}{{ x }}{% endif %}"
+/// );
+/// assert_eq!(rewrite_generation_tags("{{ '{% generation %}' }}"), "{{ '{% generation %}' }}");
+/// ```
+pub fn rewrite_generation_tags(source: &str) -> Cow<'_, str> {
+    let b = source.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut i = 0;
+    while let Some(off) = source.get(i..).and_then(|t| t.find('{')) {
+        let at = i + off;
+        let next = b.get(at + 1).copied();
+        match next {
+            Some(b'#') => {
+                let Some(end) = source.get(at + 2..).and_then(|t| t.find("#}")) else {
+                    break;
+                };
+                i = at + 2 + end + 2;
+            }
+            Some(b'{') => {
+                let Some(end) = tag_end(source, at + 2, "}}") else {
+                    break;
+                };
+                i = end + 2;
+            }
+            Some(b'%') => {
+                let Some(end) = tag_end(source, at + 2, "%}") else {
+                    break;
+                };
+                let inner = source.get(at + 2..end).unwrap_or("");
+                let (lead, body, trail) = split_markers(inner);
+                match body.trim() {
+                    word @ ("generation" | "endgeneration") => {
+                        let with = if word == "generation" {
+                            "if true"
+                        } else {
+                            "endif"
+                        };
+                        let o = out.get_or_insert_with(|| String::with_capacity(source.len()));
+                        o.push_str(source.get(copied..at + 2).unwrap_or(""));
+                        o.push_str(lead);
+                        o.push_str(&body.replacen(word, with, 1));
+                        o.push_str(trail);
+                        copied = end;
+                        i = end + 2;
+                    }
+                    "raw" => match raw_block_end(source, end + 2) {
+                        Some(after) => i = after,
+                        None => break,
+                    },
+                    _ => i = end + 2,
+                }
+            }
+            _ => i = at + 1,
+        }
+    }
+    match out {
+        Some(mut o) => {
+            o.push_str(source.get(copied..).unwrap_or(""));
+            Cow::Owned(o)
+        }
+        None => Cow::Borrowed(source),
+    }
+}
+
+/// The byte index of `close` ending a tag whose inside starts at `from`, skipping Jinja string
+/// literals (`'…'`, `"…"`, backslash escapes).
+fn tag_end(source: &str, from: usize, close: &str) -> Option<usize> {
+    let b = source.as_bytes();
+    let mut i = from;
+    let mut quote: Option<u8> = None;
+    while let Some(&c) = b.get(i) {
+        match quote {
+            Some(q) => {
+                if c == b'\\' {
+                    i += 1;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None if c == b'\'' || c == b'"' => quote = Some(c),
+            None if b.get(i..).is_some_and(|t| t.starts_with(close.as_bytes())) => {
+                return Some(i);
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// A block tag's inside split into its whitespace-control markers and its statement.
+fn split_markers(inner: &str) -> (&str, &str, &str) {
+    let lead = if inner.starts_with(['-', '+']) { 1 } else { 0 };
+    let (l, rest) = inner.split_at(lead);
+    let trail = if rest.ends_with(['-', '+']) { 1 } else { 0 };
+    let (body, t) = rest.split_at(rest.len() - trail);
+    (l, body, t)
+}
+
+/// The index after the `{% endraw %}` tag that closes a raw block whose body starts at `from`.
+fn raw_block_end(source: &str, from: usize) -> Option<usize> {
+    let mut i = from;
+    loop {
+        let at = i + source.get(i..)?.find("{%")?;
+        let end = at + 2 + source.get(at + 2..)?.find("%}")?;
+        let (_, body, _) = split_markers(source.get(at + 2..end)?);
+        if body.trim() == "endraw" {
+            return Some(end + 2);
+        }
+        i = at + 2;
     }
 }
 
@@ -326,6 +458,101 @@ mod tests {
         );
         let got = t.map(|t| t.render(&Value::from(()), None));
         assert!(matches!(got, Ok(Err(RenderFailure::Budget))), "{got:?}");
+    }
+
+    fn render_plain(src: &str) -> Result<String, RenderFailure> {
+        let ctx = crate::json::map_value([
+            (
+                "messages",
+                Value::from(vec![
+                    crate::json::map_value([
+                        ("role", Value::from("user")),
+                        ("content", Value::from("hi")),
+                    ]),
+                    crate::json::map_value([
+                        ("role", Value::from("assistant")),
+                        ("content", Value::from("yo")),
+                    ]),
+                ]),
+            ),
+            ("add_generation_prompt", Value::from(true)),
+        ]);
+        render(src, ctx)
+    }
+
+    /// A SmolLM3-style template: the assistant turn wrapped in `{% generation %}`, with and
+    /// without whitespace control, trim_blocks/lstrip_blocks doing the rest.
+    const SMOL: &str = "{%- for message in messages -%}\n\
+        {%- if message.role == 'assistant' -%}\n\
+        {{ '<|im_start|>assistant\\n' }}\n\
+        {%- generation -%}\n\
+        {{ message.content }}<|im_end|>\n\
+        {%- endgeneration -%}\n\
+        {% else %}\n\
+        <|im_start|>{{ message.role }}\n\
+          {% generation %}\n\
+        {{ message.content }}<|im_end|>\n\
+          {% endgeneration %}\n\
+        {% endif %}\n\
+        {%- endfor -%}\n\
+        {% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}\n";
+
+    #[test]
+    fn generation_blocks_render_their_body() {
+        let got = render_plain(SMOL);
+        assert_eq!(
+            got.as_deref().ok(),
+            Some("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nyo<|im_end|><|im_start|>assistant\n")
+        );
+        // Exactly what the same template with `if true` blocks renders (same markers, same
+        // places), so trim_blocks/lstrip_blocks/`-` behave identically.
+        let as_if = SMOL
+            .replace(" endgeneration ", " endif ")
+            .replace(" generation ", " if true ");
+        assert_eq!(got, render_plain(&as_if));
+        assert_eq!(
+            rewrite_generation_tags(SMOL),
+            as_if.as_str(),
+            "only the tags change"
+        );
+        // trim_blocks + lstrip_blocks around a bare tag, as in trim_and_lstrip_blocks_like_hf.
+        let src = "A\n  {% generation %}\nB\n  {% endgeneration %}\nC\n";
+        assert_eq!(
+            render(src, Value::from(())).ok().as_deref(),
+            Some("A\nB\nC")
+        );
+        // Nested in loops, no spaces inside the tag, `+` markers.
+        let src = "{% for i in range(2) %}{%generation%}{{ i }}{%+ endgeneration +%}{% endfor %}";
+        assert_eq!(render(src, Value::from(())).ok().as_deref(), Some("01"));
+    }
+
+    #[test]
+    fn generation_text_outside_tags_is_left_alone() {
+        let src = concat!(
+            "{{ \"{% generation %}\" }}|",
+            "{# {% generation %} #}|",
+            "{% raw %}{% generation %}{%- endgeneration -%}{% endraw %}|",
+            "{%- raw -%} {% endgeneration %} {%- endraw -%}|",
+            "{% set s = '{% endgeneration %}' ~ \"%}\" %}{{ s }}|",
+            "{{ '\\'}}' }}|generation endgeneration",
+        );
+        assert!(matches!(rewrite_generation_tags(src), Cow::Borrowed(_)));
+        assert_eq!(
+            render(src, Value::from(())).ok().as_deref(),
+            Some("{% generation %}||{% generation %}{%- endgeneration -%}|{% endgeneration %}|{% endgeneration %}%}|'}}|generation endgeneration")
+        );
+        // A variable named `generation` and a `set` of it are not the tag.
+        let src = "{% set generation = 'g' %}{{ generation }}{% if generation %}!{% endif %}";
+        assert!(matches!(rewrite_generation_tags(src), Cow::Borrowed(_)));
+        assert_eq!(render(src, Value::from(())).ok().as_deref(), Some("g!"));
+        // After a raw block, tags are real again.
+        let src = "{% raw %}{% generation %}{% endraw %}{% generation %}x{% endgeneration %}";
+        assert_eq!(
+            rewrite_generation_tags(src),
+            "{% raw %}{% generation %}{% endraw %}{% if true %}x{% endif %}"
+        );
+        // An unclosed generation block fails to compile, as in jinja2.
+        assert!(ChatTemplate::compile("{% generation %}x", ClockPolicy::None, None).is_err());
     }
 
     #[test]

@@ -5,13 +5,16 @@
 //! (spec/registry.md §9).
 //!
 //! * [`json`]: exact-key, last-duplicate-wins JSON borrowed from the caller's bytes.
-//! * [`refusal`]: the §9.2 feature codes ([`Refusal`]), result classes ([`ResultClass`]) and
-//!   [`Outcome`].
+//! * [`refusal`]: the §9.2 feature codes ([`Refusal`]), result classes ([`ResultClass`]),
+//!   [`Outcome`], and [`RefusalSet`] — the codes an encoder lifts ([`EncoderSpec::lifted`]:
+//!   requests hitting only those are encoded exactly as the engine's serving path does).
 //! * [`env`]: chat templates compiled into a minijinja environment that behaves like
 //!   transformers' Jinja environment (spec/templates.md §2, §5).
 //! * [`Encoder`]: one per (profile, engine contract); `Send + Sync`, share it with `Arc`.
 //! * [`chat_rules`]: what differs between releases of one engine's chat path
 //!   ([`ChatRules`], carried by [`EncoderSpec::chat_rules`]).
+//! * [`loader`]: which added tokens the engine release's tokenizer loader keeps
+//!   (`tokenizer.json`'s or `tokenizer_config.json`'s, [`AddedTokensRule`]).
 //! * [`vectors`]: parity checks against the engines' own vectors, reference and per-release.
 #![warn(missing_docs)]
 
@@ -21,6 +24,7 @@ pub mod engine;
 pub mod env;
 pub mod error;
 pub mod json;
+pub mod loader;
 pub mod model_dir;
 pub mod profile;
 pub mod pyjson;
@@ -37,10 +41,11 @@ pub use encoder::{Encoder, EncoderSpec, Rendered, ScratchBuf, SpecialTokenValue}
 pub use engine::{ChatRequest, Engine, EngineChat};
 pub use env::{ChatTemplate, ClockPolicy, RenderFailure};
 pub use error::Error;
-pub use model_dir::{spec_from_model_dir, validate_artifacts};
+pub use loader::AddedTokensRule;
+pub use model_dir::{spec_from_model_dir, spec_from_model_dir_for, validate_artifacts};
 pub use profile::{
-    encoder_from_loaded, encoder_from_profile, spec_from_loaded, spec_from_profile,
-    KvtemplateValidator, ParsedTokenizer,
+    added_tokens_rule_of, encoder_from_loaded, encoder_from_profile, spec_from_loaded,
+    spec_from_profile, KvtemplateValidator, ParsedTokenizer,
 };
-pub use refusal::{Outcome, Refusal, ResultClass};
+pub use refusal::{Outcome, Refusal, RefusalSet, ResultClass, UnknownRefusal};
 pub use strict::Encoded;

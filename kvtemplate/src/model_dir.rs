@@ -6,6 +6,7 @@ use crate::encoder::{Encoder, EncoderSpec, SpecialTokenValue};
 use crate::engine::Engine;
 use crate::env::ClockPolicy;
 use crate::error::Error;
+use crate::loader::AddedTokensRule;
 use crate::template_facts::TemplateFacts;
 use std::path::Path;
 
@@ -60,6 +61,18 @@ fn token_text(v: &serde_json::Value) -> Option<String> {
 /// the other engines never get it. `clock_policy` is `utc-date` exactly when the template calls
 /// `strftime_now`; the content format is what vLLM's detector would pick.
 pub fn spec_from_model_dir(dir: &Path, engine: Engine) -> Result<EncoderSpec, Error> {
+    spec_from_model_dir_for(dir, engine, AddedTokensRule::default())
+}
+
+/// [`spec_from_model_dir`] for an engine release whose tokenizer loader follows `rule`: with
+/// [`AddedTokensRule::TokenizerConfig`] (transformers 5, the default) the tokenizer's added
+/// tokens are `tokenizer_config.json`'s `added_tokens_decoder` when it has one; with
+/// [`AddedTokensRule::Either`] a directory whose two files disagree is refused.
+pub fn spec_from_model_dir_for(
+    dir: &Path,
+    engine: Engine,
+    rule: AddedTokensRule,
+) -> Result<EncoderSpec, Error> {
     if !dir.is_dir() {
         return Err(dir_err(dir, "not a directory"));
     }
@@ -72,6 +85,11 @@ pub fn spec_from_model_dir(dir: &Path, engine: Engine) -> Result<EncoderSpec, Er
     let cfg_path = dir.join("tokenizer_config.json");
     let cfg: Option<serde_json::Map<String, serde_json::Value>> = if cfg_path.is_file() {
         let bytes = std::fs::read(&cfg_path).map_err(|e| dir_err(&cfg_path, e.to_string()))?;
+        if let Some(tok) = &spec.tokenizer_json {
+            if let Some(eff) = crate::loader::effective_tokenizer_json(tok, Some(&bytes), rule)? {
+                spec.tokenizer_json = Some(eff);
+            }
+        }
         match serde_json::from_slice(&bytes) {
             Ok(serde_json::Value::Object(m)) => Some(m),
             Ok(_) => return Err(dir_err(&cfg_path, "not a JSON object")),

@@ -6,6 +6,7 @@ use crate::encoder::{Encoder, EncoderSpec};
 use crate::engine::Engine;
 use crate::env::ClockPolicy;
 use crate::error::Error;
+use crate::loader::AddedTokensRule;
 use crate::template_facts::ContentFormat;
 use kvprofile_core::profile::TemplateContentFormat;
 use kvprofile_core::{ArtifactValidator, LoadedProfile, Prepared, Profile, VerifiedArtifacts};
@@ -35,6 +36,7 @@ fn spec_with(
     // publish-time validator's) has none of its own.
     let catalog = kvprofile_core::contracts::builtin()
         .map_err(|e| Error::Spec(format!("engine-contract catalog: {e}")))?;
+    let rule = added_tokens_rule_of(catalog, contract_id)?;
     let (engine, quirks) = if let Some(r) = catalog.release(contract_id) {
         (
             Engine::from_registry(r.engine),
@@ -48,9 +50,20 @@ fn spec_with(
     let engine =
         engine.ok_or_else(|| Error::Spec(format!("unknown engine contract {contract_id:?}")))?;
     let mut spec = EncoderSpec::new(engine);
-    match parsed {
-        Some(p) => spec.parsed_tokenizer = Some(p),
-        None => spec.tokenizer_json = Some(artifacts.tokenizer.bytes.to_vec()),
+    // The engine's loader may take its added tokens from the pinned tokenizer_config.json
+    // (transformers 5): then the tokenizer is the one it effectively builds.
+    let effective = match &artifacts.tokenizer_config {
+        Some(cfg) => crate::loader::effective_tokenizer_json(
+            &artifacts.tokenizer.bytes,
+            Some(&cfg.bytes),
+            rule,
+        )?,
+        None => None,
+    };
+    match (effective, parsed) {
+        (Some(bytes), _) => spec.tokenizer_json = Some(bytes),
+        (None, Some(p)) => spec.parsed_tokenizer = Some(p),
+        (None, None) => spec.tokenizer_json = Some(artifacts.tokenizer.bytes.to_vec()),
     }
     spec.template_source = match &artifacts.template {
         Some(t) => Some(
@@ -80,6 +93,40 @@ fn spec_with(
     };
     spec.completions_bos = quirks.completions_bos;
     Ok(spec)
+}
+
+/// The added-tokens rule of the engine release `contract_id` names (its catalog
+/// `tokenizer.addedTokens`): for a contract id, the rule all its releases share, else
+/// [`AddedTokensRule::Either`]; for a bare engine name, the reference releases' rule
+/// ([`AddedTokensRule::TokenizerConfig`], transformers 5).
+pub fn added_tokens_rule_of(
+    catalog: &kvprofile_core::ContractCatalog,
+    contract_id: &str,
+) -> Result<AddedTokensRule, Error> {
+    let rule_of = |r: &kvprofile_core::Release| -> Result<AddedTokensRule, Error> {
+        match &r.tokenizer {
+            Some(t) => t.added_tokens.parse(),
+            None => Ok(AddedTokensRule::default()),
+        }
+    };
+    if let Some(r) = catalog.release(contract_id) {
+        return rule_of(r);
+    }
+    if catalog.profile(contract_id).is_some() {
+        let mut rules = catalog
+            .releases
+            .iter()
+            .filter(|r| r.contract == contract_id)
+            .map(rule_of);
+        let first = rules.next().transpose()?.unwrap_or_default();
+        for r in rules {
+            if r? != first {
+                return Ok(AddedTokensRule::Either);
+            }
+        }
+        return Ok(first);
+    }
+    Ok(AddedTokensRule::default())
 }
 
 /// Builds the encoder for `profile` × `contract_id`.

@@ -1,4 +1,5 @@
-//! Strict-rule refusals (spec/registry.md §9.2) and result classes (§9.3).
+//! Strict-rule refusals (spec/registry.md §9.2), result classes (§9.3), and [`RefusalSet`]:
+//! the codes an encoder is told to lift ([`crate::EncoderSpec::lifted`]).
 
 /// Why a strict rule refuses a request. Discriminants are the C ABI's `kvexact_refusal`
 /// values (spec/gateway-integration.md §6.1; 0 is `KVEXACT_REFUSAL_NONE`), and the variant
@@ -121,6 +122,29 @@ impl Refusal {
         Refusal::ALL.iter().copied().find(|r| r.code() == code)
     }
 
+    /// The refusal whose stable feature code is `name` (exact, lower-case), if any.
+    pub fn from_name(name: &str) -> Option<Refusal> {
+        Refusal::ALL.iter().copied().find(|r| r.as_str() == name)
+    }
+
+    /// Whether kvtemplate can lift this code at all: its engine emulation
+    /// ([`crate::Encoder::engine_chat`]) reproduces what the engines do with the feature, and
+    /// the template vectors exercise it. Which of these a given engine release may lift is
+    /// that release's contract (`liftable` in the catalog); this is the upper bound:
+    /// [`Refusal::Tools`], [`Refusal::TemplateKwargs`], [`Refusal::AddGenerationPrompt`],
+    /// [`Refusal::ContinueFinalMessage`], [`Refusal::MultiTextPart`],
+    /// [`Refusal::TrailingAssistant`], [`Refusal::MessageField`], [`Refusal::NullContent`].
+    ///
+    /// Never liftable: codes whose feature changes more than the prompt text (`cache_salt`,
+    /// `prompt_embeds`, `prompt_token_ids`, `truncate_prompt_tokens`, `add_special_tokens`,
+    /// `multimodal`), features no vector exercises or the emulation does not bind
+    /// (`documents`, `reasoning_effort`, `chat_template`, `developer_role`, `message_tools`),
+    /// and results rather than features (`unparseable`, `template_raised`, `content_shape`,
+    /// `nul_byte`).
+    pub fn can_lift(self) -> bool {
+        RefusalSet::LIFTABLE.contains(self)
+    }
+
     /// The typed result class the gateway reports: an unparseable body is a plain request
     /// error (-1), every other refusal is "unsupported" (-2) (spec/registry.md §9.3).
     pub fn class(self) -> ResultClass {
@@ -134,6 +158,189 @@ impl Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Refusal {
+    type Err = UnknownRefusal;
+
+    /// Parses a stable feature code (`tools`, `message_field`, …; exact, lower-case).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Refusal::from_name(s).ok_or_else(|| UnknownRefusal(s.to_string()))
+    }
+}
+
+/// A name or integer that is no refusal code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown refusal code `{0}` (expected one of: {names})", names = RefusalSet::ALL)]
+pub struct UnknownRefusal(pub String);
+
+/// A set of refusal codes: the codes an encoder lifts, or the codes a request hits. A bit set
+/// over [`Refusal::code`] (bit `1 << code`), so that it crosses the C ABI as one integer
+/// ([`RefusalSet::bits`], [`RefusalSet::from_bits`]) and parses from the stable names
+/// (`"tools,message_field"`, [`RefusalSet::parse`]) or from the integers
+/// ([`RefusalSet::from_codes`]). Iterates and prints in scan order.
+///
+/// ```
+/// use kvtemplate::{Refusal, RefusalSet};
+/// let lifts = RefusalSet::parse("tools, template_kwargs").unwrap();
+/// assert!(lifts.contains(Refusal::Tools) && lifts.len() == 2);
+/// assert_eq!(lifts.to_string(), "tools,template_kwargs");
+/// assert_eq!(RefusalSet::from_codes(&[2, 5]), Ok(lifts));
+/// assert_eq!(RefusalSet::from_bits(lifts.bits()), Some(lifts));
+/// assert!(RefusalSet::parse("tool").is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct RefusalSet(u32);
+
+impl RefusalSet {
+    /// No code: the strict rules exactly (the default of every encoder).
+    pub const EMPTY: RefusalSet = RefusalSet(0);
+
+    /// Every code.
+    pub const ALL: RefusalSet = RefusalSet::of(&Refusal::ALL);
+
+    /// The codes kvtemplate can lift at all ([`Refusal::can_lift`]).
+    pub const LIFTABLE: RefusalSet = RefusalSet::of(&[
+        Refusal::Tools,
+        Refusal::TemplateKwargs,
+        Refusal::AddGenerationPrompt,
+        Refusal::ContinueFinalMessage,
+        Refusal::MultiTextPart,
+        Refusal::TrailingAssistant,
+        Refusal::MessageField,
+        Refusal::NullContent,
+    ]);
+
+    /// The set of `codes`.
+    pub const fn of(codes: &[Refusal]) -> RefusalSet {
+        let mut bits = 0u32;
+        let mut i = 0;
+        while i < codes.len() {
+            bits |= 1u32 << (codes[i] as u32);
+            i += 1;
+        }
+        RefusalSet(bits)
+    }
+
+    /// The bit mask (`1 << code` for each member): what the C ABI carries.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// The set of a bit mask; `None` if a bit names no refusal code.
+    pub const fn from_bits(bits: u32) -> Option<RefusalSet> {
+        if bits & !RefusalSet::ALL.0 == 0 {
+            Some(RefusalSet(bits))
+        } else {
+            None
+        }
+    }
+
+    /// The set of the C ABI integers `codes` ([`Refusal::code`]); the first integer that is no
+    /// code is the error.
+    pub fn from_codes(codes: &[i32]) -> Result<RefusalSet, UnknownRefusal> {
+        codes.iter().try_fold(RefusalSet::EMPTY, |set, &c| {
+            Refusal::from_code(c)
+                .map(|r| set.with(r))
+                .ok_or_else(|| UnknownRefusal(c.to_string()))
+        })
+    }
+
+    /// Parses comma-separated stable names (`"tools,message_tools"`; spaces around names and
+    /// empty items are ignored, so `""` is the empty set); the first unknown name is the error.
+    pub fn parse(s: &str) -> Result<RefusalSet, UnknownRefusal> {
+        s.split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .try_fold(RefusalSet::EMPTY, |set, n| Ok(set.with(n.parse()?)))
+    }
+
+    /// Whether `r` is a member.
+    pub const fn contains(self, r: Refusal) -> bool {
+        self.0 & (1u32 << (r as u32)) != 0
+    }
+
+    /// This set with `r` added.
+    #[must_use]
+    pub const fn with(self, r: Refusal) -> RefusalSet {
+        RefusalSet(self.0 | (1u32 << (r as u32)))
+    }
+
+    /// Adds `r`.
+    pub fn insert(&mut self, r: Refusal) {
+        *self = self.with(r);
+    }
+
+    /// The members of both.
+    #[must_use]
+    pub const fn intersection(self, other: RefusalSet) -> RefusalSet {
+        RefusalSet(self.0 & other.0)
+    }
+
+    /// The members of either.
+    #[must_use]
+    pub const fn union(self, other: RefusalSet) -> RefusalSet {
+        RefusalSet(self.0 | other.0)
+    }
+
+    /// The members of `self` not in `other`.
+    #[must_use]
+    pub const fn difference(self, other: RefusalSet) -> RefusalSet {
+        RefusalSet(self.0 & !other.0)
+    }
+
+    /// Whether every member is in `other`.
+    pub const fn is_subset(self, other: RefusalSet) -> bool {
+        self.0 & !other.0 == 0
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The number of members.
+    pub const fn len(self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    /// The members in scan order.
+    pub fn iter(self) -> impl Iterator<Item = Refusal> {
+        Refusal::ALL.into_iter().filter(move |r| self.contains(*r))
+    }
+
+    /// The first member in scan order.
+    pub fn first(self) -> Option<Refusal> {
+        self.iter().next()
+    }
+}
+
+impl FromIterator<Refusal> for RefusalSet {
+    fn from_iter<I: IntoIterator<Item = Refusal>>(iter: I) -> Self {
+        iter.into_iter().fold(RefusalSet::EMPTY, RefusalSet::with)
+    }
+}
+
+impl std::str::FromStr for RefusalSet {
+    type Err = UnknownRefusal;
+
+    /// [`RefusalSet::parse`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RefusalSet::parse(s)
+    }
+}
+
+impl std::fmt::Display for RefusalSet {
+    /// The stable names in scan order, comma-separated (no spaces); `""` for the empty set.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, r) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(r.as_str())?;
+        }
+        Ok(())
     }
 }
 
@@ -210,5 +417,52 @@ mod tests {
         assert_eq!(Refusal::NulByte.as_str(), "nul_byte");
         assert_eq!(Refusal::Unparseable.class().code(), -1);
         assert_eq!(Refusal::Tools.class().code(), -2);
+    }
+
+    #[test]
+    fn names_parse_back() {
+        for r in Refusal::ALL {
+            assert_eq!(r.as_str().parse::<Refusal>(), Ok(r));
+        }
+        assert!("Tools".parse::<Refusal>().is_err());
+        let e = "nope".parse::<Refusal>().err().map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|m| m.contains("`nope`") && m.contains("message_field")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn sets() {
+        assert_eq!(RefusalSet::ALL.len(), 23);
+        assert_eq!(RefusalSet::ALL.iter().collect::<Vec<_>>(), Refusal::ALL);
+        assert_eq!(RefusalSet::parse(""), Ok(RefusalSet::EMPTY));
+        assert_eq!(RefusalSet::parse(" , "), Ok(RefusalSet::EMPTY));
+        let s = RefusalSet::parse("null_content,tools,tools").unwrap_or_default();
+        assert_eq!(s.to_string(), "tools,null_content");
+        assert_eq!(s.first(), Some(Refusal::Tools));
+        assert_eq!(s.bits(), (1 << 2) | (1 << 20));
+        assert_eq!(RefusalSet::from_bits(1), None);
+        assert_eq!(RefusalSet::from_bits(1 << 24), None);
+        assert_eq!(
+            RefusalSet::from_codes(&[0]),
+            Err(UnknownRefusal("0".into()))
+        );
+        assert_eq!(
+            RefusalSet::parse("tools,bogus"),
+            Err(UnknownRefusal("bogus".into()))
+        );
+        assert!(s.is_subset(RefusalSet::LIFTABLE));
+        assert!(!RefusalSet::of(&[Refusal::Documents]).is_subset(RefusalSet::LIFTABLE));
+        assert_eq!(
+            RefusalSet::LIFTABLE.to_string(),
+            "tools,template_kwargs,add_generation_prompt,continue_final_message,multi_text_part,trailing_assistant,message_field,null_content"
+        );
+        let t = RefusalSet::of(&[Refusal::Tools]);
+        assert_eq!(s.difference(t).to_string(), "null_content");
+        assert_eq!(s.intersection(t), t);
+        assert_eq!(t.union(s), s);
+        assert!(!Refusal::Documents.can_lift() && Refusal::Tools.can_lift());
     }
 }

@@ -1,12 +1,14 @@
 //! The gateway's strict path: exact-key parse, the refusal scan of spec/registry.md §9.2 (first
 //! hit wins), the restricted template context, content-shape check, NUL check, tokenization
-//! without special tokens, truncation at the caller's maximum.
+//! without special tokens, truncation at the caller's maximum — and, for the codes an encoder
+//! lifts ([`crate::EncoderSpec::lifted`]), the engine's own render of the requests that hit
+//! only those (see [`Encoder::encode_chat`]).
 
-use crate::encoder::{Encoder, Rendered, ScratchBuf};
+use crate::encoder::{Encoder, EnginePrompt, Rendered, ScratchBuf};
 use crate::env::RenderFailure;
 use crate::error::Error;
 use crate::json::{map_value, Json, JsonObject, RawObject};
-use crate::refusal::{Outcome, Refusal};
+use crate::refusal::{Outcome, Refusal, RefusalSet};
 use crate::template_facts::{mentions_whole_word, ContentFormat};
 use minijinja::Value;
 use std::borrow::Cow;
@@ -127,14 +129,194 @@ pub fn parse_messages<'a, 'j>(msgs: &'j Json<'a>) -> Option<Vec<StrictMessage<'a
     Some(out)
 }
 
+/// What [`Encoder::prepare_chat`] left in the scratch buffer and how to tokenize it.
+enum Plan {
+    /// The strict render (restricted context): encode without special tokens.
+    Strict,
+    /// The engine's own render (a lifted request): encode as the engine does.
+    Engine {
+        add_special: bool,
+        sglang_prefix: Option<String>,
+    },
+}
+
+/// One pass of the §9.2 scan: the codes it may lift, the lifted codes it hit, and (for
+/// [`Encoder::refusals_hit`]) every code it hit.
+struct Scan {
+    lifted: RefusalSet,
+    used: RefusalSet,
+    collect: Option<RefusalSet>,
+}
+
+impl Scan {
+    fn new(lifted: RefusalSet) -> Scan {
+        Scan {
+            lifted,
+            used: RefusalSet::EMPTY,
+            collect: None,
+        }
+    }
+
+    /// A hit of `r`: whether the scan stops and refuses with it. A lifted code whose hit lies
+    /// within what the lift covers (`in_scope`) is recorded and the scan goes on.
+    fn stop(&mut self, r: Refusal, in_scope: impl FnOnce() -> bool) -> bool {
+        if let Some(all) = &mut self.collect {
+            all.insert(r);
+            return false;
+        }
+        if self.lifted.contains(r) && in_scope() {
+            self.used.insert(r);
+            return false;
+        }
+        true
+    }
+}
+
+/// Keys a lifted `chat_template_kwargs` may not set: the names the engines bind themselves or
+/// take as `apply_chat_template` arguments (what a kwarg of that name does differs between
+/// engines and releases, and no vector shows it).
+const RESERVED_KWARGS: [&str; 14] = [
+    "messages",
+    "conversation",
+    "tools",
+    "documents",
+    "add_generation_prompt",
+    "continue_final_message",
+    "chat_template",
+    "tokenize",
+    "padding",
+    "truncation",
+    "max_length",
+    "return_tensors",
+    "return_dict",
+    "return_assistant_tokens_mask",
+];
+
+fn raw_json<'a>(top: &RawObject<'a>, key: &str) -> Option<Json<'a>> {
+    top.get(key)
+        .and_then(|raw| serde_json::from_str::<Json<'a>>(raw.get()).ok())
+}
+
+/// The `tools` lift covers a non-empty `tools` list with `tool_choice` absent, null or
+/// `"auto"` (what the vectors send; vLLM and SGLang default to `"auto"` when tools are given).
+/// `"none"`, `"required"` or a named function still refuse: no vector shows how each engine
+/// renders them (SGLang drops the tools for `"none"`, vLLM keeps them).
+fn tools_in_scope(top: &RawObject<'_>) -> bool {
+    let tools_ok = matches!(raw_json(top, "tools"), Some(Json::Array(a)) if !a.is_empty());
+    let choice_ok = match raw_json(top, "tool_choice") {
+        None | Some(Json::Null) => true,
+        Some(Json::Str(s)) => s == "auto",
+        Some(_) => false,
+    };
+    tools_ok && choice_ok
+}
+
+/// The `template_kwargs` lift covers an object none of whose keys is reserved.
+fn kwargs_in_scope(top: &RawObject<'_>) -> bool {
+    match raw_json(top, "chat_template_kwargs") {
+        Some(Json::Object(o)) => o
+            .effective()
+            .iter()
+            .all(|(k, _)| !RESERVED_KWARGS.contains(k)),
+        _ => false,
+    }
+}
+
+fn is_bool(top: &RawObject<'_>, key: &str) -> bool {
+    matches!(top.get(key).map(|r| r.get()), Some("true" | "false"))
+}
+
+/// The message fields (besides `role` and `content`) whose engine handling the template
+/// vectors prove, with the value shapes they prove: an assistant message's non-empty
+/// `tool_calls` list (each call an object whose `function` has a string `name` and
+/// `arguments` given as a JSON object or as a string holding one — the engines parse that
+/// string) and a tool message's string `tool_call_id`. The `message_field` lift covers these
+/// and nothing else, and the lifted render hands the template these and nothing else (the
+/// engines drop unknown and null keys).
+pub fn proven_message_field(role: &str, key: &str, value: &Json<'_>) -> bool {
+    match (role, key, value) {
+        ("assistant", "tool_calls", Json::Array(calls)) => {
+            !calls.is_empty() && calls.iter().all(proven_tool_call)
+        }
+        ("tool", "tool_call_id", Json::Str(_)) => true,
+        _ => false,
+    }
+}
+
+fn proven_tool_call(call: &Json<'_>) -> bool {
+    let Some(f) = call
+        .as_object()
+        .and_then(|c| c.get("function"))
+        .and_then(Json::as_object)
+    else {
+        return false;
+    };
+    let args_ok = match f.get("arguments") {
+        Some(Json::Object(_)) => true,
+        Some(Json::Str(s)) => matches!(crate::json::parse(s.as_bytes()), Ok(Json::Object(_))),
+        _ => false,
+    };
+    f.get("name").and_then(Json::as_str).is_some() && args_ok
+}
+
+/// The non-null keys of `m` other than `role`/`content` that the template mentions.
+fn mentioned_fields<'m, 'a>(
+    m: &'m StrictMessage<'a, '_>,
+    source: &'m str,
+) -> impl Iterator<Item = (&'m str, &'m Json<'a>)> + 'm {
+    m.object.effective().into_iter().filter(move |(k, v)| {
+        !matches!(*k, "role" | "content")
+            && !matches!(v, Json::Null)
+            && mentions_whole_word(source, k)
+    })
+}
+
 impl Encoder {
-    /// Refusal scan, render at `now_unix_ms` (UTC), leaving the prompt in `scratch`.
+    /// Refusal scan, render at `now_unix_ms` (UTC), leaving the prompt in `scratch`. With
+    /// lifted codes ([`crate::EncoderSpec::lifted`]) a request that hits only lifted codes is
+    /// rendered as the engine renders it (see [`Encoder::encode_chat`]); the text left in
+    /// `scratch` is then the engine's prompt (for SGLang's `continue_final_message`, the text
+    /// before the final assistant content, which is appended as ids).
     pub fn render_chat(
         &self,
         body: &[u8],
         now_unix_ms: i64,
         scratch: &mut ScratchBuf,
     ) -> Result<Outcome<()>, Error> {
+        Ok(self.prepare_chat(body, now_unix_ms, scratch)?.map(|_| ()))
+    }
+
+    /// Every §9.2 scan code (orders 0–19, not the render-time ones) that `body` hits, in scan
+    /// order — what lifting would have to cover for this request. A body that does not parse
+    /// hits [`Refusal::Unparseable`] alone. Independent of the codes this encoder lifts.
+    pub fn refusals_hit(&self, body: &[u8]) -> Result<RefusalSet, Error> {
+        let template = self.template()?;
+        let unparseable = RefusalSet::EMPTY.with(Refusal::Unparseable);
+        let Ok(Some(top)) = RawObject::parse(body) else {
+            return Ok(unparseable);
+        };
+        let Some(raw_msgs) = top.get("messages") else {
+            return Ok(unparseable);
+        };
+        let Ok(msgs_json) = serde_json::from_str::<Json<'_>>(raw_msgs.get()) else {
+            return Ok(unparseable);
+        };
+        let Some(messages) = parse_messages(&msgs_json) else {
+            return Ok(unparseable);
+        };
+        let mut scan = Scan::new(RefusalSet::EMPTY);
+        scan.collect = Some(RefusalSet::EMPTY);
+        self.scan_top_level(&top, &messages, &mut scan);
+        self.scan_messages(&messages, template.source(), self.facts.as_ref(), &mut scan);
+        Ok(scan.collect.unwrap_or_default())
+    }
+
+    fn prepare_chat(
+        &self,
+        body: &[u8],
+        now_unix_ms: i64,
+        scratch: &mut ScratchBuf,
+    ) -> Result<Outcome<Plan>, Error> {
         let template = self.template()?;
         let facts = self.facts.as_ref();
         let Ok(Some(top)) = RawObject::parse(body) else {
@@ -149,11 +331,15 @@ impl Encoder {
         let Some(messages) = parse_messages(&msgs_json) else {
             return Ok(Outcome::Refused(Refusal::Unparseable));
         };
-        if let Some(r) = self.scan_top_level(&top) {
+        let mut scan = Scan::new(self.lifted);
+        if let Some(r) = self.scan_top_level(&top, &messages, &mut scan) {
             return Ok(Outcome::Refused(r));
         }
-        if let Some(r) = self.scan_messages(&messages, template.source(), facts) {
+        if let Some(r) = self.scan_messages(&messages, template.source(), facts, &mut scan) {
             return Ok(Outcome::Refused(r));
+        }
+        if !scan.used.is_empty() {
+            return self.prepare_lifted(body, now_unix_ms, scratch);
         }
         let base: Vec<Value> = messages
             .iter()
@@ -171,9 +357,7 @@ impl Encoder {
         if scratch.rendered.is_empty() {
             return Ok(Outcome::Refused(Refusal::TemplateRaised));
         }
-        let shape_sensitive = self.content_format == ContentFormat::OpenAi
-            || facts.is_some_and(|f| f.loops_over_content || f.mentions_media);
-        if shape_sensitive {
+        if self.shape_sensitive() {
             let vllm: Vec<Value> = messages
                 .iter()
                 .map(|m| {
@@ -214,11 +398,91 @@ impl Encoder {
         if scratch.rendered.contains('\0') {
             return Ok(Outcome::Refused(Refusal::NulByte));
         }
-        Ok(Outcome::Done(()))
+        Ok(Outcome::Done(Plan::Strict))
+    }
+
+    /// Templates whose render may depend on the content shape the engine picks (§9.2 "content
+    /// shape dependence").
+    fn shape_sensitive(&self) -> bool {
+        self.content_format == ContentFormat::OpenAi
+            || self
+                .facts
+                .as_ref()
+                .is_some_and(|f| f.loops_over_content || f.mentions_media)
+    }
+
+    /// The lifted path: the engine's own render under this encoder's chat rules, handing the
+    /// template only the message fields whose engine handling is proven
+    /// ([`proven_message_field`]). The engine rejecting the request (its template raised, or
+    /// its request validation failed: HTTP 400) is [`Refusal::TemplateRaised`].
+    fn prepare_lifted(
+        &self,
+        body: &[u8],
+        now_unix_ms: i64,
+        scratch: &mut ScratchBuf,
+    ) -> Result<Outcome<Plan>, Error> {
+        // The emulation hands the template string content (the engines' "string" content
+        // format, which every template the vectors hold uses); a template whose render may
+        // depend on the shape is not proven on this path.
+        if self.shape_sensitive() {
+            return Ok(Outcome::Refused(Refusal::ContentShape));
+        }
+        let keep = |role: &str, key: &str, v: &Json<'_>| proven_message_field(role, key, v);
+        let prompt = match self.engine_prompt(body, Some(now_unix_ms), Some(&keep)) {
+            Ok(p) => p,
+            Err(Error::TemplateRender(_) | Error::EngineRequest(_) | Error::Request(_)) => {
+                return Ok(Outcome::Refused(Refusal::TemplateRaised))
+            }
+            Err(e) => return Err(e),
+        };
+        let EnginePrompt {
+            rendered,
+            add_special,
+            sglang_prefix,
+        } = prompt;
+        scratch.rendered = rendered;
+        if scratch.rendered.is_empty() {
+            return Ok(Outcome::Refused(Refusal::TemplateRaised));
+        }
+        if scratch.rendered.contains('\0')
+            || sglang_prefix.as_deref().is_some_and(|p| p.contains('\0'))
+        {
+            return Ok(Outcome::Refused(Refusal::NulByte));
+        }
+        Ok(Outcome::Done(Plan::Engine {
+            add_special,
+            sglang_prefix,
+        }))
     }
 
     /// The gateway's chat call: refusal scan → render at `now_unix_ms` (UTC) → encode without
     /// special tokens → ids written to `out` (cut at `out.len()`).
+    ///
+    /// # Lifted codes
+    ///
+    /// With [`crate::EncoderSpec::lifted`] empty (the default) this is the strict path of
+    /// spec/registry.md §9.2 exactly: same scan order, same codes. With codes lifted, the scan
+    /// runs in the same order; a hit of a lifted code that lies within what its lift covers is
+    /// noted and the scan goes on, any other hit refuses with its own code. If every hit was a
+    /// lifted one, the request is rendered and tokenized as the engine's own serving path does
+    /// ([`Encoder::engine_chat`] under this encoder's [`crate::ChatRules`]), and the ids go out
+    /// here exactly like strict ones (same buffer, same truncation). What each lift covers:
+    ///
+    /// * `tools`: a non-empty `tools` list, `tool_choice` absent, null or `"auto"`;
+    /// * `template_kwargs`: an object, none of whose keys is an engine-bound name (`messages`,
+    ///   `tools`, `add_generation_prompt`, …);
+    /// * `add_generation_prompt`: a JSON boolean; `continue_final_message`: `true` on a
+    ///   conversation that ends with an assistant message (what the vectors send);
+    /// * `message_field`: only the fields of [`proven_message_field`];
+    /// * `multi_text_part`, `trailing_assistant`, `null_content`: every hit.
+    ///
+    /// On the lifted path: a template that may depend on the content shape refuses
+    /// [`Refusal::ContentShape`]; the engine rejecting the request (its template raises, or
+    /// its request validation fails with HTTP 400, e.g. vLLM's `continue_final_message` with
+    /// `add_generation_prompt`, TensorRT-LLM's unknown `continue_final_message` field, a
+    /// malformed tool) refuses [`Refusal::TemplateRaised`] — never ids; an empty render
+    /// refuses [`Refusal::TemplateRaised`] and a NUL byte [`Refusal::NulByte`], as on the
+    /// strict path. A request that hits no code takes the strict path whatever is lifted.
     pub fn encode_chat(
         &self,
         body: &[u8],
@@ -227,11 +491,18 @@ impl Encoder {
         scratch: &mut ScratchBuf,
     ) -> Result<Outcome<Encoded>, Error> {
         let tok = self.tokenizer()?;
-        if let Outcome::Refused(r) = self.render_chat(body, now_unix_ms, scratch)? {
-            return Ok(Outcome::Refused(r));
-        }
+        let plan = match self.prepare_chat(body, now_unix_ms, scratch)? {
+            Outcome::Done(p) => p,
+            Outcome::Refused(r) => return Ok(Outcome::Refused(r)),
+        };
         let ScratchBuf { rendered, ids } = scratch;
-        tok.chat_into(self.engine, rendered, false, ids)?;
+        match plan {
+            Plan::Strict => tok.chat_into(self.engine, rendered, false, ids)?,
+            Plan::Engine {
+                add_special,
+                sglang_prefix,
+            } => self.engine_tokens(rendered, add_special, sglang_prefix.as_deref(), ids)?,
+        }
         if ids.is_empty() {
             return Err(Error::Tokenize("the tokenizer produced no ids".to_string()));
         }
@@ -246,13 +517,28 @@ impl Encoder {
         now_unix_ms: i64,
         max_ids: usize,
     ) -> Result<Outcome<Rendered>, Error> {
+        let tok = self.tokenizer()?;
         let mut scratch = ScratchBuf::new();
-        if let Outcome::Refused(r) = self.render_chat(body, now_unix_ms, &mut scratch)? {
-            return Ok(Outcome::Refused(r));
-        }
-        let mut ids = self
-            .tokenizer()?
-            .chat(self.engine, &scratch.rendered, false)?;
+        let plan = match self.prepare_chat(body, now_unix_ms, &mut scratch)? {
+            Outcome::Done(p) => p,
+            Outcome::Refused(r) => return Ok(Outcome::Refused(r)),
+        };
+        let mut ids = match plan {
+            Plan::Strict => tok.chat(self.engine, &scratch.rendered, false)?,
+            Plan::Engine {
+                add_special,
+                sglang_prefix,
+            } => {
+                let mut ids = Vec::new();
+                self.engine_tokens(
+                    &scratch.rendered,
+                    add_special,
+                    sglang_prefix.as_deref(),
+                    &mut ids,
+                )?;
+                ids
+            }
+        };
         if ids.is_empty() {
             return Err(Error::Tokenize("the tokenizer produced no ids".to_string()));
         }
@@ -317,28 +603,50 @@ impl Encoder {
         map_value(ctx)
     }
 
-    fn scan_top_level(&self, top: &RawObject<'_>) -> Option<Refusal> {
-        if top.present("tools") || top.present("tool_choice") {
+    fn scan_top_level(
+        &self,
+        top: &RawObject<'_>,
+        messages: &[StrictMessage<'_, '_>],
+        scan: &mut Scan,
+    ) -> Option<Refusal> {
+        if (top.present("tools") || top.present("tool_choice"))
+            && scan.stop(Refusal::Tools, || tools_in_scope(top))
+        {
             return Some(Refusal::Tools);
         }
         for (k, r) in PRESENT_REFUSALS {
-            if top.present(k) {
+            if top.present(k)
+                && scan.stop(r, || r == Refusal::TemplateKwargs && kwargs_in_scope(top))
+            {
                 return Some(r);
             }
         }
-        if top.differs("add_generation_prompt", self.add_generation_prompt) {
+        if top.differs("add_generation_prompt", self.add_generation_prompt)
+            && scan.stop(Refusal::AddGenerationPrompt, || {
+                is_bool(top, "add_generation_prompt")
+            })
+        {
             return Some(Refusal::AddGenerationPrompt);
         }
-        if top.differs("continue_final_message", false) {
+        if top.differs("continue_final_message", false)
+            && scan.stop(Refusal::ContinueFinalMessage, || {
+                is_bool(top, "continue_final_message")
+                    && messages.last().is_some_and(|m| m.role == "assistant")
+            })
+        {
             return Some(Refusal::ContinueFinalMessage);
         }
-        if top.differs("add_special_tokens", false) {
+        if top.differs("add_special_tokens", false)
+            && scan.stop(Refusal::AddSpecialTokens, || false)
+        {
             return Some(Refusal::AddSpecialTokens);
         }
-        LATE_PRESENT_REFUSALS
-            .iter()
-            .find(|(k, _)| top.present(k))
-            .map(|(_, r)| *r)
+        for (k, r) in LATE_PRESENT_REFUSALS {
+            if top.present(k) && scan.stop(r, || false) {
+                return Some(r);
+            }
+        }
+        None
     }
 
     fn scan_messages(
@@ -346,6 +654,7 @@ impl Encoder {
         messages: &[StrictMessage<'_, '_>],
         source: &str,
         facts: Option<&crate::template_facts::TemplateFacts>,
+        scan: &mut Scan,
     ) -> Option<Refusal> {
         fn parts_of<'a, 'j>(m: &StrictMessage<'a, 'j>) -> &'j [Json<'a>] {
             match m.content {
@@ -357,34 +666,46 @@ impl Encoder {
             parts_of(m)
                 .iter()
                 .any(|p| !matches!(part_type(p), "" | "text"))
-        }) {
+        }) && scan.stop(Refusal::Multimodal, || false)
+        {
             return Some(Refusal::Multimodal);
         }
-        if messages.iter().any(|m| text_parts(parts_of(m)).count() > 1) {
+        if messages.iter().any(|m| text_parts(parts_of(m)).count() > 1)
+            && scan.stop(Refusal::MultiTextPart, || true)
+        {
             return Some(Refusal::MultiTextPart);
         }
-        if messages.last().is_some_and(|m| m.role == "assistant") {
+        if messages.last().is_some_and(|m| m.role == "assistant")
+            && scan.stop(Refusal::TrailingAssistant, || true)
+        {
             return Some(Refusal::TrailingAssistant);
         }
-        if messages.iter().any(|m| m.role == "developer") {
+        if messages.iter().any(|m| m.role == "developer")
+            && scan.stop(Refusal::DeveloperRole, || false)
+        {
             return Some(Refusal::DeveloperRole);
         }
-        if messages.iter().any(|m| m.object.present("tools")) {
+        if messages.iter().any(|m| m.object.present("tools"))
+            && scan.stop(Refusal::MessageTools, || false)
+        {
             return Some(Refusal::MessageTools);
         }
-        if messages.iter().any(|m| {
-            m.object.effective().iter().any(|(k, v)| {
-                !matches!(*k, "role" | "content")
-                    && !matches!(v, Json::Null)
-                    && mentions_whole_word(source, k)
+        if messages
+            .iter()
+            .any(|m| mentioned_fields(m, source).next().is_some())
+            && scan.stop(Refusal::MessageField, || {
+                messages.iter().all(|m| {
+                    mentioned_fields(m, source).all(|(k, v)| proven_message_field(m.role, k, v))
+                })
             })
-        }) {
+        {
             return Some(Refusal::MessageField);
         }
         if facts.is_some_and(|f| f.tests_content_none)
             && messages
                 .iter()
                 .any(|m| matches!(m.content, StrictContent::Null))
+            && scan.stop(Refusal::NullContent, || true)
         {
             return Some(Refusal::NullContent);
         }

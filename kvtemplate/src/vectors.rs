@@ -16,14 +16,21 @@
 //! its release, and holds only that engine's `engine_*` values. [`check_file_with`] checks
 //! each engine named there with the [`ChatRules`] the caller resolves for that release;
 //! [`check_file`] accepts only the reference releases.
+//!
+//! [`check_file_lifted`] is the gateway's view of the same chat cases: each request goes
+//! through the strict encoder ([`Encoder::encode_chat`]) with the refusal codes it hits
+//! lifted, as far as the release's contract allows ([`LiftResolver`]), and must give exactly
+//! `engine_token_ids[engine]`, or a refusal where `engine_errors` names the engine; with
+//! nothing lifted it must refuse with the first code it hits.
 
 use crate::chat_rules::ChatRules;
 use crate::encoder::{Encoder, ScratchBuf};
 use crate::engine::Engine;
 use crate::json::{Json, JsonObject};
 use crate::model_dir::spec_from_model_dir;
-use crate::refusal::Outcome;
+use crate::refusal::{Outcome, Refusal, RefusalSet};
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// One checked case.
@@ -544,4 +551,345 @@ fn check_gateway_special(doc: &serde_json::Value, models: &Path) -> Result<FileR
         failure: (!fails.is_empty()).then(|| fails.join("; ")),
     });
     Ok(report)
+}
+
+/// Resolves one engine release, as [`check_file_lifted`] asks for it: `(engine, version)` →
+/// the release's chat rules and the refusal codes its contract lets an encoder lift, or `Err`
+/// (an unknown release, or one without proven chat rules) with the message the whole file
+/// then fails with.
+pub type LiftResolver<'r> = &'r dyn Fn(Engine, &str) -> Result<(ChatRules, RefusalSet), String>;
+
+/// What [`check_file_lifted`] found for one engine of one file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiftTally {
+    /// Chat cases checked (render-only files: none, they hold no engine truth).
+    pub cases: usize,
+    /// Cases that hit no scan code: the strict path, whatever is lifted.
+    pub strict: usize,
+    /// Cases that hit only codes the release may lift: encoded with those lifted.
+    pub lifted: usize,
+    /// Cases that hit a code the release may not lift (the encoder refuses them; the engine
+    /// must refuse them too).
+    pub not_liftable: usize,
+    /// Cases whose ids are exactly `engine_token_ids[engine]`.
+    pub ids: usize,
+    /// Cases refused where `engine_errors` names the engine.
+    pub refused: usize,
+    /// How many cases hit each scan code.
+    pub hits: BTreeMap<Refusal, usize>,
+}
+
+impl LiftTally {
+    fn add(&mut self, other: &LiftTally) {
+        self.cases += other.cases;
+        self.strict += other.strict;
+        self.lifted += other.lifted;
+        self.not_liftable += other.not_liftable;
+        self.ids += other.ids;
+        self.refused += other.refused;
+        for (r, n) in &other.hits {
+            *self.hits.entry(*r).or_default() += n;
+        }
+    }
+
+    /// Sums tallies (e.g. the files of one engine).
+    pub fn sum<'t>(tallies: impl IntoIterator<Item = &'t LiftTally>) -> LiftTally {
+        let mut out = LiftTally::default();
+        for t in tallies {
+            out.add(t);
+        }
+        out
+    }
+}
+
+impl std::fmt::Display for LiftTally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} chat cases: {} exact ids, {} refused as the engine refuses ({} strict, {} lifted, {} not liftable)",
+            self.cases, self.ids, self.refused, self.strict, self.lifted, self.not_liftable
+        )?;
+        if !self.hits.is_empty() {
+            let hits: Vec<String> = self.hits.iter().map(|(r, n)| format!("{r} {n}")).collect();
+            write!(f, "; hits: {}", hits.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// The result of [`check_file_lifted`]: the cases (as [`check_file_with`] reports them) and
+/// one tally per engine the file records.
+#[derive(Debug, Clone, Default)]
+pub struct LiftedReport {
+    /// One entry per chat case (completion cases are not requests the lift concerns).
+    pub report: FileReport,
+    /// `(engine, version, tally)` in [`Engine::ALL`] order.
+    pub engines: Vec<(Engine, String, LiftTally)>,
+}
+
+/// Checks every chat case of a template vector file through the strict encoder, per engine
+/// the file records, under the chat rules and liftable codes `resolve` gives for that
+/// release. Per case and engine:
+///
+/// 1. the codes the request hits ([`Encoder::refusals_hit`]); with nothing lifted the encoder
+///    must refuse with the first of them (the strict rules unchanged);
+/// 2. if the release may lift them all: encoded with exactly those lifted, and again with
+///    every liftable code lifted, the result must be `engine_token_ids[engine]` (and the
+///    engine's rendered text) — through [`Encoder::encode_chat`] into a buffer of the exact
+///    size, into a buffer one id short (truncated), and [`Encoder::encode_chat_to_vec`] — or,
+///    where `engine_errors` names the engine, the refusal [`Refusal::TemplateRaised`];
+/// 3. otherwise the encoder refuses with the first code it may not lift, and the engine must
+///    reject the request (`engine_errors`).
+///
+/// Render-only files (no tokenizer) hold no engine truth: their cases are listed as passed
+/// without engine checks, with a note.
+pub fn check_file_lifted(
+    bytes: &[u8],
+    models: &Path,
+    resolve: LiftResolver<'_>,
+) -> Result<LiftedReport, String> {
+    let probe: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    if !matches!(
+        detect(&probe),
+        Some(VectorKind::Templates | VectorKind::ReleaseTemplates)
+    ) {
+        return Err("not a template vector file (the lifted check takes templates/*.json and versions/*/templates/*.json)".to_string());
+    }
+    let doc = crate::json::parse(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let top = doc.as_object().ok_or("not an object")?;
+    let profile = top.get("profile").and_then(Json::as_str).unwrap_or("?");
+    let model = top
+        .get("model")
+        .and_then(Json::as_str)
+        .ok_or("no `model` field")?;
+    let dir = models.join(slug(model));
+    let tokenizer_available = !matches!(top.get("tokenizer_available"), Some(Json::Bool(false)));
+    let cases = top
+        .get("cases")
+        .and_then(Json::as_array)
+        .ok_or("no `cases` array")?;
+    let chat_cases: Vec<&JsonObject<'_>> = cases
+        .iter()
+        .filter_map(Json::as_object)
+        .filter(|c| c.get("kind").and_then(Json::as_str) == Some("chat"))
+        .collect();
+    let mut out = LiftedReport::default();
+    let mut fails: Vec<Vec<String>> = vec![Vec::new(); chat_cases.len()];
+    let mut shared: Option<std::sync::Arc<kvtoken::FastEncoder>> = None;
+    for (e, version) in engine_versions_of(top)? {
+        let (chat_rules, liftable) = resolve(e, &version)?;
+        let mut base = spec_from_model_dir(&dir, e).map_err(|e| e.to_string())?;
+        base.chat_rules = chat_rules;
+        if let (None, Some(bytes)) = (&shared, &base.tokenizer_json) {
+            shared = Some(crate::tokenize::parse(bytes).map_err(|e| e.to_string())?);
+        }
+        if base.tokenizer_json.is_some() {
+            base.parsed_tokenizer = shared.clone();
+        }
+        let mut tally = LiftTally::default();
+        if !tokenizer_available || base.tokenizer_json.is_none() {
+            out.report.notes.push(format!(
+                "{profile}: render-only (no tokenizer for {model}): no engine truth, {} not checked",
+                e.as_str()
+            ));
+            out.engines.push((e, version, tally));
+            continue;
+        }
+        let mut encoders: BTreeMap<u32, Encoder> = BTreeMap::new();
+        for (c, case_fails) in chat_cases.iter().zip(fails.iter_mut()) {
+            let res = check_lifted_case(c, e, &base, liftable, &mut encoders, &mut tally);
+            if let Err(why) = res {
+                case_fails.push(format!("{}: {why}", e.as_str()));
+            }
+        }
+        out.engines.push((e, version, tally));
+    }
+    for (c, f) in chat_cases.iter().zip(fails) {
+        let id = c.get("id").and_then(Json::as_str).unwrap_or("?");
+        out.report.cases.push(CaseResult {
+            name: format!("{profile}/{id}"),
+            failure: (!f.is_empty()).then(|| f.join("; ")),
+        });
+    }
+    Ok(out)
+}
+
+/// The encoder of `base` lifting `lifts`, built once per set.
+fn lifted_encoder<'m>(
+    encoders: &'m mut BTreeMap<u32, Encoder>,
+    base: &crate::EncoderSpec,
+    lifts: RefusalSet,
+) -> Result<&'m Encoder, String> {
+    use std::collections::btree_map::Entry;
+    match encoders.entry(lifts.bits()) {
+        Entry::Occupied(o) => Ok(o.into_mut()),
+        Entry::Vacant(v) => {
+            let enc = Encoder::new(base.clone().with_lifted(lifts))
+                .map_err(|e| format!("encoder lifting {{{lifts}}}: {e}"))?;
+            Ok(v.insert(enc))
+        }
+    }
+}
+
+/// What one encoder gave for a body: the rendered text and ids, or the refusal.
+type Got = Outcome<(String, Vec<u32>)>;
+
+fn encode_once(enc: &Encoder, body: &[u8], cap: usize) -> Result<Got, String> {
+    let mut scratch = ScratchBuf::new();
+    let mut out = vec![0u32; cap];
+    match enc.encode_chat(body, 0, &mut out, &mut scratch) {
+        Ok(Outcome::Done(n)) => {
+            out.truncate(n.written);
+            Ok(Outcome::Done((scratch.rendered().to_string(), out)))
+        }
+        Ok(Outcome::Refused(r)) => Ok(Outcome::Refused(r)),
+        Err(e) => Err(format!("failed: {e}")),
+    }
+}
+
+fn describe(got: &Got) -> String {
+    match got {
+        Outcome::Done((_, ids)) => format!("{} ids", ids.len()),
+        Outcome::Refused(r) => format!("refused {r}"),
+    }
+}
+
+fn check_lifted_case(
+    c: &JsonObject<'_>,
+    e: Engine,
+    base: &crate::EncoderSpec,
+    liftable: RefusalSet,
+    encoders: &mut BTreeMap<u32, Encoder>,
+    tally: &mut LiftTally,
+) -> Result<(), String> {
+    let name = e.as_str();
+    let body = request_body(c, "model");
+    let body = body.as_bytes();
+    let want_err = obj_str(c.get("engine_errors").and_then(Json::as_object), name);
+    let want = ids_of(
+        c.get("engine_token_ids")
+            .and_then(Json::as_object)
+            .and_then(|o| o.get(name)),
+    );
+    let want_text = obj_str(c.get("engine_rendered").and_then(Json::as_object), name)
+        .or_else(|| c.get("rendered").and_then(Json::as_str));
+    tally.cases += 1;
+    let strict = lifted_encoder(encoders, base, RefusalSet::EMPTY)?;
+    let hits = strict.refusals_hit(body).map_err(|e| e.to_string())?;
+    for r in hits.iter() {
+        *tally.hits.entry(r).or_default() += 1;
+    }
+    let cap = want.as_ref().map_or(4096, |w| w.len().max(1));
+    // 1. Lifting nothing changes nothing: the first code hit refuses.
+    if let Some(first) = hits.first() {
+        let got = encode_once(strict, body, cap)?;
+        if got != Outcome::Refused(first) {
+            return Err(format!(
+                "nothing lifted: {} where the strict scan refuses {first}",
+                describe(&got)
+            ));
+        }
+    }
+    // 3. A code the release may not lift: the encoder refuses, so must the engine.
+    if let Some(blocked) = hits.difference(liftable).first() {
+        tally.not_liftable += 1;
+        let enc = lifted_encoder(encoders, base, hits.intersection(liftable))?;
+        let got = encode_once(enc, body, cap)?;
+        if got != Outcome::Refused(blocked) {
+            return Err(format!(
+                "hits {blocked}, which this release may not lift, yet {}",
+                describe(&got)
+            ));
+        }
+        return match want_err {
+            Some(_) => {
+                tally.refused += 1;
+                Ok(())
+            }
+            None => Err(format!(
+                "refused {blocked} (not liftable on this release) but the engine encodes it"
+            )),
+        };
+    }
+    if hits.is_empty() {
+        tally.strict += 1;
+    } else {
+        tally.lifted += 1;
+    }
+    // 2. Encoded with exactly the codes hit lifted, and with everything liftable lifted.
+    let mut sets = vec![hits];
+    if liftable != hits {
+        sets.push(liftable);
+    }
+    let mut outcome = None;
+    for lifts in sets {
+        let enc = lifted_encoder(encoders, base, lifts)?;
+        let got = encode_once(enc, body, cap)?;
+        match (&got, want_err, &want) {
+            (Outcome::Refused(Refusal::TemplateRaised), Some(_), _) => {}
+            (got, Some(err), _) => {
+                return Err(format!(
+                    "lifting {{{lifts}}}: {} but the engine refuses ({err})",
+                    describe(got)
+                ))
+            }
+            (Outcome::Done((text, ids)), None, Some(want)) => {
+                if ids != want {
+                    return Err(format!("lifting {{{lifts}}}: {}", first_diff(want, ids)));
+                }
+                if let Some(wt) = want_text {
+                    if text != wt {
+                        return Err(format!(
+                            "lifting {{{lifts}}}: rendered differs:\n  want {wt:?}\n  got  {text:?}"
+                        ));
+                    }
+                }
+                check_output_paths(enc, body, want)
+                    .map_err(|why| format!("lifting {{{lifts}}}: {why}"))?;
+            }
+            (got, None, None) => {
+                return Err(format!(
+                    "lifting {{{lifts}}}: {} but the vectors record no ids",
+                    describe(got)
+                ))
+            }
+            (Outcome::Refused(r), None, Some(_)) => {
+                return Err(format!(
+                    "lifting {{{lifts}}}: refused {r}, want the engine's ids"
+                ))
+            }
+        }
+        outcome = Some(got);
+    }
+    match outcome {
+        Some(Outcome::Done(_)) => tally.ids += 1,
+        Some(Outcome::Refused(_)) => tally.refused += 1,
+        None => {}
+    }
+    Ok(())
+}
+
+/// The same ids through a buffer one id short (cut, `truncated`) and through
+/// [`Encoder::encode_chat_to_vec`] (whole, and capped one short).
+fn check_output_paths(enc: &Encoder, body: &[u8], want: &[u32]) -> Result<(), String> {
+    let short = want.len().saturating_sub(1);
+    let cut = !want.is_empty();
+    let mut scratch = ScratchBuf::new();
+    let mut out = vec![0u32; short];
+    match enc.encode_chat(body, 0, &mut out, &mut scratch) {
+        Ok(Outcome::Done(n)) if n.written == short && n.truncated == cut => {
+            if out.get(..short) != want.get(..short) || scratch.ids() != want {
+                return Err("a short buffer does not hold the first ids".to_string());
+            }
+        }
+        other => return Err(format!("a short buffer gave {other:?}")),
+    }
+    for (max, cut) in [(want.len(), false), (short, cut)] {
+        match enc.encode_chat_to_vec(body, 0, max) {
+            Ok(Outcome::Done(r)) if r.truncated == cut && want.get(..max) == Some(&r.ids[..]) => {}
+            other => return Err(format!("encode_chat_to_vec(max {max}) gave {other:?}")),
+        }
+    }
+    Ok(())
 }

@@ -56,6 +56,7 @@ fn artifacts(template: &str) -> VerifiedArtifacts {
     VerifiedArtifacts {
         tokenizer: artifact(tok),
         template: Some(artifact(template.as_bytes().to_vec())),
+        tokenizer_config: None,
         bos_token_id: Some(151646),
     }
 }

@@ -23,6 +23,12 @@ pub struct Args {
     /// for template vectors.
     #[arg(long)]
     pub models: Option<PathBuf>,
+    /// Template vectors: send each chat case through the gateway's strict encoder with the
+    /// refusal codes it hits lifted (as far as the file's release lists them as liftable) and
+    /// compare with the engine's ids or refusal (`kvtemplate::vectors::check_file_lifted`);
+    /// prints the per-engine counts as notes. Other files are checked as without it.
+    #[arg(long)]
+    pub lifted: bool,
     /// Vector files (block hashes, KV events, templates, gateway fixtures).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
@@ -34,6 +40,8 @@ pub struct Context<'a> {
     pub path: &'a Path,
     /// `--models`, if given.
     pub models: Option<&'a Path>,
+    /// `--lifted`.
+    pub lifted: bool,
 }
 
 /// The result of one case.
@@ -63,6 +71,7 @@ pub fn run(args: &Args) -> ExitCode {
         let ctx = Context {
             path,
             models: args.models.as_deref(),
+            lifted: args.lifted,
         };
         match check_file(&ctx) {
             Ok(report) => {

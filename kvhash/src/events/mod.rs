@@ -45,6 +45,7 @@
 
 mod format;
 mod json;
+mod json_dups;
 mod model;
 pub(crate) mod msgpack;
 mod schema;

@@ -160,6 +160,7 @@ pub(crate) fn decode_body_checked(
         column: e.column(),
         reason: e.to_string(),
     })?;
+    super::json_dups::check(body, limits)?;
     let list = arr(&doc, "$", limits)?;
     if list.len() > limits.max_events {
         return Err(Error::EventLimitExceeded {

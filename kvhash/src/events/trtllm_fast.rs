@@ -160,6 +160,8 @@ pub(crate) fn decode_body(
         return None;
     }
     let list: Vec<Obj<Envelope>> = serde_json::from_slice(body).ok()?;
+    // Duplicate keys (also of keys this path ignores) are refused by the checked decoder.
+    super::json_dups::check(body, limits).ok()?;
     let max = limits.max_elements;
     if list.len() > max || list.len() > limits.max_events {
         return None;
@@ -315,7 +317,7 @@ mod tests {
             // A struct written as an array of its fields (serde would take it).
             r#"[{"event_id":1,"data":["removed",null,null,null,[5]]}]"#.to_string(),
             stored(r#"[{"block_hash":7,"tokens":[[1,0]]}]"#),
-            // Duplicate keys (the checked decoder keeps the last one).
+            // Duplicate keys (the checked decoder refuses them, naming the path).
             r#"[{"event_id":1,"event_id":2,"data":{"type":"removed","block_hashes":[5]}}]"#
                 .to_string(),
             // Unknown type, missing required field, float hash.
@@ -328,11 +330,17 @@ mod tests {
             assert!(decode_body(FORMAT, body.as_bytes(), &l).is_none(), "{body}");
         }
         let dup = br#"[{"event_id":1,"event_id":2,"data":{"type":"removed","block_hashes":[5]}}]"#;
-        let checked = decode_body_checked(FORMAT, dup, &l).expect("last key wins");
-        assert_eq!(
-            checked.events[0].envelope.as_ref().map(|e| e.event_id),
-            Some(2)
-        );
+        match decode_body_checked(FORMAT, dup, &l) {
+            Err(crate::Error::EventDuplicateField { at, field }) => {
+                assert_eq!((at.path.as_str(), field.as_str()), ("$[0]", "event_id"));
+            }
+            other => panic!("duplicate key accepted: {other:?}"),
+        }
+        // A duplicate of a key both paths ignore is refused too.
+        let ignored =
+            br#"[{"event_id":1,"x":1,"x":2,"data":{"type":"removed","block_hashes":[5]}}]"#;
+        assert!(decode_body(FORMAT, ignored, &l).is_none());
+        assert!(decode_body_checked(FORMAT, ignored, &l).is_err());
         // Limits are the checked decoder's: one element over and the fast path steps aside.
         let tight = Limits {
             max_elements: 3,

@@ -4,7 +4,7 @@
 //! null occur. Every head uses the shortest argument, as RFC 8949 deterministic encoding
 //! (and `cbor2.dumps(..., canonical=True)`) requires.
 
-use super::{BlockKey, ExtraKeyForm, TokenId, VllmExtras};
+use super::{BlockExtraKey, ExtraKeyForm, TokenId};
 
 const MAJOR_UINT: u8 = 0;
 const MAJOR_NINT: u8 = 1;
@@ -184,11 +184,16 @@ impl PlainSha256Cbor {
         })
     }
 
+    /// The block size it was built for.
+    #[inline]
+    pub(crate) fn block_size(&self) -> usize {
+        self.len
+    }
+
     /// The digest of one block (`tokens.len()` must be the block size given to
     /// [`PlainSha256Cbor::new`]; `None` otherwise).
     #[inline]
     pub(crate) fn hash<T: TokenId>(&mut self, parent: &[u8; 32], tokens: &[T]) -> Option<[u8; 32]> {
-        use sha2::digest::generic_array::GenericArray;
         if tokens.len() != self.len {
             return None;
         }
@@ -204,6 +209,84 @@ impl PlainSha256Cbor {
                 Err(_) => uint_into(w, v),
             };
         }
+        self.finish(parent, pos)
+    }
+
+    /// The digest of one block whose ids are `len` msgpack unsigned integers at the start of
+    /// `raw` (a KV event's token-id bytes), transcoded straight into their CBOR heads — the
+    /// two encodings are both big-endian with the same width thresholds above 23 — and the
+    /// number of bytes they took. `None` (nothing consumed; decode and use
+    /// [`PlainSha256Cbor::hash`], the slow twin) when an id is not in msgpack's shortest form
+    /// (whose CBOR form would differ), is not an unsigned integer, or when fewer than 9 bytes
+    /// follow an id (the last ids of a payload: the window reads 9 bytes).
+    #[inline]
+    pub(crate) fn hash_msgpack(
+        &mut self,
+        parent: &[u8; 32],
+        raw: &[u8],
+    ) -> Option<([u8; 32], usize)> {
+        let (pos, used) = self.transcode(raw)?;
+        Some((self.finish(parent, pos)?, used))
+    }
+
+    /// The first half of [`PlainSha256Cbor::hash_msgpack`]: the ids into the buffer. Returns
+    /// where they end in the buffer and how many input bytes they took; [`Self::finish`]
+    /// hashes them with their parent.
+    #[inline]
+    fn transcode(&mut self, raw: &[u8]) -> Option<(usize, usize)> {
+        let m = &mut self.m;
+        let mut pos = self.ids_at;
+        let mut ip = 0usize;
+        let mut bad = false;
+        for _ in 0..self.len {
+            let src = <&[u8; 9]>::try_from(raw.get(ip..ip + 9)?).ok()?;
+            let w = <&mut [u8; 9]>::try_from(m.get_mut(pos..pos + 9)?).ok()?;
+            let b = src[0];
+            let fix = b < 0x80;
+            let k = u32::from(b & 3);
+            // Payload bytes on the msgpack side (0 for a positive fixint).
+            let nb = if fix { 0 } else { 1usize << k };
+            let mut tail = [0u8; 8];
+            tail.copy_from_slice(&src[1..9]);
+            let word = if fix {
+                u64::from(b)
+            } else {
+                u64::from_le_bytes(tail)
+            };
+            w[0] = if fix {
+                if b < 24 {
+                    b
+                } else {
+                    24
+                }
+            } else {
+                24 + (b & 3)
+            };
+            w[1..9].copy_from_slice(&word.to_le_bytes());
+            // Only 0xcc–0xcf, and only where CBOR's shortest form has the same width: a 1-byte
+            // value of at least 24, a 2/4/8-byte one that does not fit in half as many.
+            let v = u64::from_be_bytes(tail) >> ((64 - 8 * nb as u32) & 63);
+            let shortest = if nb == 1 {
+                v >= 24
+            } else {
+                (v >> ((4 * nb as u32) & 63)) != 0
+            };
+            bad |= !fix && ((b & 0xfc) != 0xcc || !shortest);
+            pos += 1 + if fix { usize::from(b >= 24) } else { nb };
+            ip += 1 + nb;
+        }
+        if bad {
+            return None;
+        }
+        Some((pos, ip))
+    }
+
+    /// The parent, the null, the SHA-256 padding after the ids (which end at `pos`), and the
+    /// digest.
+    #[inline]
+    fn finish(&mut self, parent: &[u8; 32], pos: usize) -> Option<[u8; 32]> {
+        use sha2::digest::generic_array::GenericArray;
+        let m = &mut self.m;
         m.get_mut(3..35)?.copy_from_slice(parent);
         // Null, then zeros up to the length field (the 8-byte id windows and earlier,
         // longer blocks leave bytes behind that must not be hashed as padding).
@@ -232,12 +315,11 @@ impl PlainSha256Cbor {
 /// `[parent, [t0..tB-1], extra]` for one block, where `extra` is `null` or the keys in
 /// `form`, and with look-ahead tokens `[keys-or-null, a0, …, aL-1]`.
 #[inline]
-pub(crate) fn encode_block<T: TokenId>(
+pub(crate) fn encode_block<'k, T: TokenId>(
     buf: &mut Vec<u8>,
     parent: &[u8],
     tokens: &[T],
-    extras: &VllmExtras,
-    keys: &[BlockKey],
+    keys: impl ExactSizeIterator<Item = BlockExtraKey<'k>>,
     form: ExtraKeyForm,
     ahead: &[u64],
 ) {
@@ -249,15 +331,19 @@ pub(crate) fn encode_block<T: TokenId>(
     if !ahead.is_empty() {
         head(buf, MAJOR_ARRAY, 1 + ahead.len() as u64);
     }
-    encode_keys(buf, extras, keys, form);
+    encode_keys(buf, keys, form);
     if !ahead.is_empty() {
         uints(buf, ahead);
     }
 }
 
 /// The block's key tuple (or `null`).
-fn encode_keys(buf: &mut Vec<u8>, extras: &VllmExtras, keys: &[BlockKey], form: ExtraKeyForm) {
-    if keys.is_empty() {
+fn encode_keys<'k>(
+    buf: &mut Vec<u8>,
+    keys: impl ExactSizeIterator<Item = BlockExtraKey<'k>>,
+    form: ExtraKeyForm,
+) {
+    if keys.len() == 0 {
         buf.push(NULL);
         return;
     }
@@ -265,46 +351,38 @@ fn encode_keys(buf: &mut Vec<u8>, extras: &VllmExtras, keys: &[BlockKey], form: 
     head(buf, MAJOR_ARRAY, keys.len() as u64);
     for key in keys {
         match key {
-            BlockKey::Lora => {
-                if let Some(lora) = &extras.lora {
-                    if tagged {
-                        head(buf, MAJOR_ARRAY, 3);
-                        text(buf, "lora");
-                        text(buf, &lora.name);
-                        text(buf, &lora.path);
-                    } else {
-                        text(buf, &lora.name);
-                    }
+            BlockExtraKey::Lora { name, path } => {
+                if tagged {
+                    head(buf, MAJOR_ARRAY, 3);
+                    text(buf, "lora");
+                    text(buf, name);
+                    text(buf, path);
+                } else {
+                    text(buf, name);
                 }
             }
-            BlockKey::Mm { index, offset } => {
-                if let Some(f) = extras.mm_features.get(*index) {
-                    match form {
-                        ExtraKeyForm::K1 => text(buf, &f.identifier),
-                        ExtraKeyForm::K2 => {
-                            head(buf, MAJOR_ARRAY, 2);
-                            text(buf, &f.identifier);
-                            int(buf, *offset);
-                        }
-                        ExtraKeyForm::K3 => {
-                            head(buf, MAJOR_ARRAY, 3);
-                            text(buf, "mm");
-                            text(buf, &f.identifier);
-                            int(buf, *offset);
-                        }
-                    }
+            BlockExtraKey::Mm { identifier, offset } => match form {
+                ExtraKeyForm::K1 => text(buf, identifier),
+                ExtraKeyForm::K2 => {
+                    head(buf, MAJOR_ARRAY, 2);
+                    text(buf, identifier);
+                    int(buf, offset);
                 }
-            }
-            BlockKey::CacheSalt => {
-                if let Some(salt) = &extras.cache_salt {
-                    if tagged {
-                        head(buf, MAJOR_ARRAY, 2);
-                        text(buf, "cache_salt");
-                    }
-                    text(buf, salt);
+                ExtraKeyForm::K3 => {
+                    head(buf, MAJOR_ARRAY, 3);
+                    text(buf, "mm");
+                    text(buf, identifier);
+                    int(buf, offset);
                 }
+            },
+            BlockExtraKey::CacheSalt(salt) => {
+                if tagged {
+                    head(buf, MAJOR_ARRAY, 2);
+                    text(buf, "cache_salt");
+                }
+                text(buf, salt);
             }
-            BlockKey::PromptEmbeds(d) => {
+            BlockExtraKey::PromptEmbeds(d) => {
                 if tagged {
                     head(buf, MAJOR_ARRAY, 2);
                     text(buf, "prompt_embeds");

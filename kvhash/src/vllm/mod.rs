@@ -30,8 +30,10 @@
 mod cbor;
 mod keys;
 mod pickle;
+mod rehash;
 mod rules;
 
+pub use rehash::BlockRehasher;
 pub use rules::{ExtraKeyForm, NoneHashRule, VllmRules};
 
 use crate::{Digest, Error};
@@ -311,6 +313,65 @@ pub(crate) enum BlockKey {
     Mm { index: usize, offset: i64 },
     CacheSalt,
     PromptEmbeds([u8; 32]),
+}
+
+impl BlockKey {
+    /// The key with its strings, from the request's extras. A `BlockKey` is only ever made
+    /// for a key the extras hold, so the empty fallbacks are never written.
+    #[inline]
+    fn resolve<'a>(&'a self, extras: &'a VllmExtras) -> BlockExtraKey<'a> {
+        match self {
+            BlockKey::Lora => {
+                let (name, path) = extras
+                    .lora
+                    .as_ref()
+                    .map_or(("", ""), |l| (l.name.as_str(), l.path.as_str()));
+                BlockExtraKey::Lora { name, path }
+            }
+            BlockKey::Mm { index, offset } => BlockExtraKey::Mm {
+                identifier: extras
+                    .mm_features
+                    .get(*index)
+                    .map_or("", |f| f.identifier.as_str()),
+                offset: *offset,
+            },
+            BlockKey::CacheSalt => {
+                BlockExtraKey::CacheSalt(extras.cache_salt.as_deref().unwrap_or(""))
+            }
+            BlockKey::PromptEmbeds(d) => BlockExtraKey::PromptEmbeds(d),
+        }
+    }
+}
+
+/// One extra key of one block with its values (borrowed), in vLLM's key order: the LoRA key,
+/// the multimodal keys, the cache salt (block 0 only), the prompt-embeds digest. The release's
+/// [`ExtraKeyForm`] decides how each is written: untagged (`K1`: a multimodal key is its bare
+/// identifier; `K2`: `(identifier, offset)`; a LoRA key is its name) or tagged (`K3`:
+/// `("lora", name, path)`, `("mm", identifier, offset)`, `("cache_salt", salt)`,
+/// `("prompt_embeds", digest)`).
+///
+/// What [`BlockRehasher::digest`] takes to re-derive a published block from its event, whose
+/// `extra_keys` carry the untagged keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockExtraKey<'a> {
+    /// The LoRA adapter: its name and (hashed only under `K3`) the path the server registered.
+    Lora {
+        /// Adapter name.
+        name: &'a str,
+        /// Adapter path (ignored by `K1`/`K2`).
+        path: &'a str,
+    },
+    /// A multimodal item touching the block.
+    Mm {
+        /// The item's identifier.
+        identifier: &'a str,
+        /// The item's start relative to the block start (ignored by `K1`).
+        offset: i64,
+    },
+    /// The request's cache salt (block 0 only).
+    CacheSalt(&'a str),
+    /// SHA-256 of the block's prompt-embedding rows.
+    PromptEmbeds(&'a [u8]),
 }
 
 /// What is fixed for one request: the release's rules, algorithm, block size, NONE_HASH,
@@ -757,10 +818,11 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
             }
         }
         let form = h.rules.extra_keys;
+        let resolved = keys.iter().map(|k| k.resolve(&h.extras));
         if h.algo.is_cbor() {
-            cbor::encode_block(buf, parent.as_bytes(), tokens, &h.extras, keys, form, ahead);
+            cbor::encode_block(buf, parent.as_bytes(), tokens, resolved, form, ahead);
         } else {
-            pickle::encode_block(buf, parent.as_bytes(), tokens, &h.extras, keys, form, ahead)?;
+            pickle::encode_block(buf, parent.as_bytes(), tokens, resolved, form, ahead)?;
         }
         Ok(end)
     }

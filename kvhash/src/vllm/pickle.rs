@@ -5,7 +5,7 @@
 //! framer (and large strings written outside frames), which is refused with
 //! [`Error::PickleTooLarge`] instead of being guessed.
 
-use super::{BlockKey, ExtraKeyForm, TokenId, VllmExtras};
+use super::{BlockExtraKey, ExtraKeyForm, TokenId};
 use crate::Error;
 
 const PROTO: [u8; 2] = [0x80, 5];
@@ -152,12 +152,11 @@ pub(crate) fn encode_seed(buf: &mut Vec<u8>, seed: &str) -> Result<(), Error> {
 
 /// `pickle.dumps((parent, (t0, ..), extra), protocol=5)` for one block, where `extra` is
 /// `None` or the keys in `form`, and with look-ahead tokens `(keys-or-None, a0, …, aL-1)`.
-pub(crate) fn encode_block<T: TokenId>(
+pub(crate) fn encode_block<'k, T: TokenId>(
     buf: &mut Vec<u8>,
     parent: &[u8],
     tokens: &[T],
-    extras: &VllmExtras,
-    keys: &[BlockKey],
+    keys: impl ExactSizeIterator<Item = BlockExtraKey<'k>>,
     form: ExtraKeyForm,
     ahead: &[u64],
 ) -> Result<(), Error> {
@@ -173,7 +172,7 @@ pub(crate) fn encode_block<T: TokenId>(
     if !ahead.is_empty() {
         tuple_open(buf, 1 + ahead.len());
     }
-    encode_keys(buf, &mut memo, extras, keys, form);
+    encode_keys(buf, &mut memo, keys, form);
     if !ahead.is_empty() {
         for t in ahead {
             int(buf, *t as i128);
@@ -186,69 +185,61 @@ pub(crate) fn encode_block<T: TokenId>(
 
 /// The block's key tuple (or `None`). Every key string is its own object in vLLM except the
 /// tag literals, so a repeated tag is a memo reference and nothing else is.
-fn encode_keys(
+fn encode_keys<'k>(
     buf: &mut Vec<u8>,
     memo: &mut Memo,
-    extras: &VllmExtras,
-    keys: &[BlockKey],
+    keys: impl ExactSizeIterator<Item = BlockExtraKey<'k>>,
     form: ExtraKeyForm,
 ) {
-    if keys.is_empty() {
+    let n = keys.len();
+    if n == 0 {
         buf.push(NONE);
         return;
     }
     let tagged = form == ExtraKeyForm::K3;
-    tuple_open(buf, keys.len());
+    tuple_open(buf, n);
     let mut mm_tag: Option<u32> = None;
     for key in keys {
         match key {
-            BlockKey::Lora => {
-                if let Some(lora) = &extras.lora {
-                    if tagged {
-                        text(buf, memo, "lora");
-                        text(buf, memo, &lora.name);
-                        text(buf, memo, &lora.path);
-                        tuple_close(buf, memo, 3);
-                    } else {
-                        text(buf, memo, &lora.name);
-                    }
+            BlockExtraKey::Lora { name, path } => {
+                if tagged {
+                    text(buf, memo, "lora");
+                    text(buf, memo, name);
+                    text(buf, memo, path);
+                    tuple_close(buf, memo, 3);
+                } else {
+                    text(buf, memo, name);
                 }
             }
-            BlockKey::Mm { index, offset } => {
-                if let Some(f) = extras.mm_features.get(*index) {
-                    match form {
-                        ExtraKeyForm::K1 => {
-                            text(buf, memo, &f.identifier);
-                        }
-                        ExtraKeyForm::K2 => {
-                            text(buf, memo, &f.identifier);
-                            int(buf, *offset as i128);
-                            tuple_close(buf, memo, 2);
-                        }
-                        ExtraKeyForm::K3 => {
-                            match mm_tag {
-                                Some(i) => get(buf, i),
-                                None => mm_tag = Some(text(buf, memo, "mm")),
-                            }
-                            text(buf, memo, &f.identifier);
-                            int(buf, *offset as i128);
-                            tuple_close(buf, memo, 3);
-                        }
+            BlockExtraKey::Mm { identifier, offset } => match form {
+                ExtraKeyForm::K1 => {
+                    text(buf, memo, identifier);
+                }
+                ExtraKeyForm::K2 => {
+                    text(buf, memo, identifier);
+                    int(buf, offset as i128);
+                    tuple_close(buf, memo, 2);
+                }
+                ExtraKeyForm::K3 => {
+                    match mm_tag {
+                        Some(i) => get(buf, i),
+                        None => mm_tag = Some(text(buf, memo, "mm")),
                     }
+                    text(buf, memo, identifier);
+                    int(buf, offset as i128);
+                    tuple_close(buf, memo, 3);
+                }
+            },
+            BlockExtraKey::CacheSalt(salt) => {
+                if tagged {
+                    text(buf, memo, "cache_salt");
+                    text(buf, memo, salt);
+                    tuple_close(buf, memo, 2);
+                } else {
+                    text(buf, memo, salt);
                 }
             }
-            BlockKey::CacheSalt => {
-                if let Some(salt) = &extras.cache_salt {
-                    if tagged {
-                        text(buf, memo, "cache_salt");
-                        text(buf, memo, salt);
-                        tuple_close(buf, memo, 2);
-                    } else {
-                        text(buf, memo, salt);
-                    }
-                }
-            }
-            BlockKey::PromptEmbeds(d) => {
+            BlockExtraKey::PromptEmbeds(d) => {
                 if tagged {
                     text(buf, memo, "prompt_embeds");
                     bytes(buf, memo, d);
@@ -259,7 +250,7 @@ fn encode_keys(
             }
         }
     }
-    tuple_close(buf, memo, keys.len());
+    tuple_close(buf, memo, n);
 }
 
 #[cfg(test)]

@@ -13,15 +13,15 @@
 pub mod http;
 pub mod msgpack;
 pub mod registry;
+pub mod writer;
 
 pub use registry::TempRegistry;
+pub use writer::{EventWriter, Published, WriterConfig};
 
 use crate::bridge;
 use crate::contract::{self, Contract};
 use crate::Engine;
 use http::{Request, Response};
-use kvhash::events::{EventFormat, Field};
-use kvhash::BlockHasher;
 use kvprofile_core::{LoadOptions, Registry, StructuralValidator, TrustPolicy};
 use kvtemplate::Encoder;
 use serde_json::{json, Value};
@@ -51,6 +51,37 @@ pub struct Faults {
     pub oversized_identity: bool,
     /// TensorRT-LLM `/server_info` reports this `kv_cache_hash_algo` (`None` = correct).
     pub trt_hash_algo: Option<String>,
+    /// A fault of the hashes themselves, switched on mid-stream: completions after the first
+    /// [`Faults::drift_after`] are hashed (and published) under it.
+    pub drift: Option<DriftFault>,
+    /// Completions served correctly before [`Faults::drift`] applies.
+    pub drift_after: u64,
+}
+
+/// A way the engine's hashes drift from its release's contract (what `kvprobe::drift` must
+/// catch). Each applies to every completion once switched on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DriftFault {
+    /// vLLM: hashed with this `PYTHONHASHSEED` instead of the configured one. SGLang and
+    /// TensorRT-LLM have no hash seed (their chains' only seed is the cache salt): hashed
+    /// with this cache salt, which the events do not show.
+    Seed(String),
+    /// Hashed and published in blocks of this many tokens (a restart with another
+    /// `--block-size` / `--page-size` / `tokens_per_block`).
+    BlockSize(usize),
+    /// Hashed with this cache salt, which the events do not show.
+    HiddenSalt(String),
+    /// Published with a salt key the hash does not use (vLLM `extra_keys`, SGLang and
+    /// TensorRT-LLM `cache_salt`): published keys that do not match.
+    UnhashedKeys,
+    /// Hashed with a LoRA the events do not show: vLLM the served adapter's key (or
+    /// [`writer::FAULT_LORA`]) with neither `lora_name` nor `extra_keys`; TensorRT-LLM a LoRA
+    /// task id; SGLang published hashes namespaced as 0.5.23 does for LoRA traffic, without
+    /// `lora_name`.
+    HiddenLora,
+    /// vLLM: LoRA requests hashed with this adapter path instead of the served one (an
+    /// adapter reloaded from elsewhere under the same name).
+    LoraPath(String),
 }
 
 /// How to emulate.
@@ -85,6 +116,11 @@ pub struct EmulatorConfig {
     pub http_port: u16,
     /// ZMQ port (0 = ephemeral).
     pub zmq_port: u16,
+    /// Emulate a prefix cache of this many blocks ([`WriterConfig::prefix_cache`]); `None`:
+    /// every completion stores all its blocks.
+    pub prefix_cache: Option<usize>,
+    /// vLLM hybrid-model group blocks ([`WriterConfig::group_blocks`]); 1 = plain.
+    pub group_blocks: usize,
 }
 
 impl std::fmt::Debug for EmulatorConfig {
@@ -157,7 +193,23 @@ impl EmulatorConfig {
             lifetime: Duration::from_secs(30),
             http_port: 0,
             zmq_port: 0,
+            prefix_cache: None,
+            group_blocks: 1,
         })
+    }
+
+    /// The publishing part of the configuration.
+    pub fn writer_config(&self) -> WriterConfig {
+        WriterConfig {
+            engine: self.engine,
+            contract: self.contract.clone(),
+            block_size: self.block_size,
+            hash_seed: self.hash_seed.clone(),
+            lora: self.lora.clone(),
+            faults: self.faults.clone(),
+            prefix_cache: self.prefix_cache,
+            group_blocks: self.group_blocks,
+        }
     }
 }
 
@@ -180,18 +232,10 @@ impl std::fmt::Debug for Emulator {
 
 struct Shared {
     cfg: EmulatorConfig,
-    hasher: BlockHasher,
-    lora_hasher: Option<BlockHasher>,
+    writer: Mutex<EventWriter>,
     zmq_port: u16,
     publish: Option<mpsc::Sender<Vec<u8>>>,
-    trt_queue: Mutex<TrtQueue>,
-}
-
-#[derive(Default)]
-struct TrtQueue {
-    next_id: u64,
-    created: bool,
-    events: VecDeque<Value>,
+    trt_queue: Mutex<VecDeque<Value>>,
 }
 
 impl Emulator {
@@ -201,29 +245,7 @@ impl Emulator {
         let deadline = Instant::now() + cfg.lifetime;
         let listener = TcpListener::bind(("127.0.0.1", cfg.http_port))?;
         let http_addr = listener.local_addr()?.to_string();
-        let hasher = bridge::hasher(
-            &cfg.contract,
-            None,
-            cfg.block_size,
-            cfg.hash_seed.as_deref(),
-        )?;
-        let lora_hasher = match (&cfg.lora, &hasher) {
-            (Some((name, path)), BlockHasher::Vllm(h)) => Some(BlockHasher::Vllm(
-                h.clone().with_extras(kvhash::vllm::VllmExtras {
-                    lora: Some(kvhash::vllm::LoraKey {
-                        name: name.clone(),
-                        path: path.clone(),
-                    }),
-                    ..Default::default()
-                })?,
-            )),
-            (Some(_), _) => {
-                return Err(crate::Error::Config(
-                    "the emulator serves LoRA adapters for vLLM only".into(),
-                ))
-            }
-            (None, _) => None,
-        };
+        let writer = EventWriter::new(cfg.writer_config())?;
         let mut threads = Vec::new();
         let (publish, zmq_port) = if cfg.engine == Engine::Trtllm {
             (None, 0)
@@ -244,11 +266,10 @@ impl Emulator {
         let zmq_addr = publish.as_ref().map(|_| format!("127.0.0.1:{zmq_port}"));
         let shared = Arc::new(Shared {
             cfg,
-            hasher,
-            lora_hasher,
+            writer: Mutex::new(writer),
             zmq_port,
             publish,
-            trt_queue: Mutex::new(TrtQueue::default()),
+            trt_queue: Mutex::new(VecDeque::new()),
         });
         let st = stop.clone();
         threads.push(std::thread::spawn(move || {
@@ -391,7 +412,7 @@ fn route(sh: &Shared, r: &Request) -> Response {
         ("POST", "/v1/completions", _) => completions(sh, r),
         ("POST", "/kv_cache_events", Engine::Trtllm) => {
             let mut q = sh.trt_queue.lock().unwrap_or_else(|p| p.into_inner());
-            let events: Vec<Value> = q.events.drain(..).collect();
+            let events: Vec<Value> = q.drain(..).collect();
             Response::json(&Value::Array(events))
         }
         _ => Response::error(404, "not found"),
@@ -469,9 +490,7 @@ fn completions(sh: &Shared, r: &Request) -> Response {
         Ok(ids) => ids,
         Err(e) => return Response::error(400, &e.to_string()),
     };
-    if !cfg.faults.no_events {
-        publish_stored(sh, &ids, lora);
-    }
+    publish_stored(sh, &ids, lora);
     Response::json(&json!({
         "id": "cmpl-emulator", "object": "text_completion", "created": 0, "model": cfg.model,
         "choices": [{ "index": 0, "text": " ok", "finish_reason": "length" }],
@@ -480,183 +499,22 @@ fn completions(sh: &Shared, r: &Request) -> Response {
 }
 
 fn publish_stored(sh: &Shared, ids: &[u32], lora: Option<&str>) {
-    let cfg = &sh.cfg;
-    let bs = cfg.block_size.max(1);
-    let hasher = match (lora, &sh.lora_hasher) {
-        (Some(_), Some(h)) => h,
-        _ => &sh.hasher,
-    };
-    let mut hashes = vec![0u64; hasher.block_count(ids.len())];
-    let n = hasher.block_hashes_u64(ids, &mut hashes).unwrap_or(0);
-    hashes.truncate(n);
-    let tokens = ids.get(..n * bs).unwrap_or(&[]);
-    match cfg.engine {
-        Engine::Trtllm => {
-            let mut q = sh.trt_queue.lock().unwrap_or_else(|p| p.into_inner());
-            if !q.created {
-                q.created = true;
-                let id = q.next_id;
-                q.next_id += 1;
-                q.events.push_back(json!({ "event_id": id, "data": { "type": "created", "num_blocks_per_cache_level": [4096, 0] }, "window_size": 32768 }));
-            }
-            let blocks: Vec<Value> = hashes
-                .iter()
-                .zip(tokens.chunks(bs))
-                .map(|(h, t)| {
-                    json!({
-                        "type": "stored_block", "block_hash": h,
-                        "tokens": t.iter().map(|&id| json!({ "type": "unique_token", "token_id": id as i32, "token_extra_id": 0 })).collect::<Vec<_>>(),
-                        "cache_salt": if cfg.faults.extra_keys { json!("tenant-x") } else { Value::Null },
-                        "cache_level": 0, "priority": 35, "mm_keys": []
-                    })
-                })
-                .collect();
-            let id = q.next_id;
-            q.next_id += 1;
-            if cfg.faults.garbage_events {
-                q.events.push_back(json!({ "event_id": id, "data": { "type": "stored", "parent_hash": "nope", "blocks": 7 }, "window_size": 32768 }));
-            } else {
-                q.events.push_back(json!({ "event_id": id, "data": { "type": "stored", "parent_hash": null, "blocks": blocks }, "window_size": 32768 }));
-            }
-        }
-        _ => {
-            let payload = if cfg.faults.garbage_events {
-                vec![0xc1, 0xff, 0x00, 0x13]
-            } else {
-                stored_payload(cfg, &hashes, tokens, lora)
-            };
+    let published = sh
+        .writer
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .completion(ids, lora);
+    match published {
+        Published::Nothing => {}
+        Published::Json(events) => sh
+            .trt_queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(events),
+        Published::Msgpack(payload) => {
             if let Some(tx) = &sh.publish {
                 let _ = tx.send(payload);
             }
         }
     }
-}
-
-/// One `[ts, [BlockStored], 0]` batch, written field by field from the release's event
-/// schema: an array carries every field; a map omits the optional fields that are nil.
-fn stored_payload(
-    cfg: &EmulatorConfig,
-    hashes: &[u64],
-    tokens: &[u32],
-    lora: Option<&str>,
-) -> Vec<u8> {
-    let mut w = msgpack::Writer::new();
-    let ts = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    w.array(3).f64(ts).array(1);
-    let Some(schema) = cfg.contract.events() else {
-        return w.into_bytes();
-    };
-    let sglang = cfg.engine == Engine::Sglang;
-    let salt = (cfg.faults.extra_keys && sglang).then_some("tenant-x");
-    // The value of each field; `None` = nil.
-    let present = |f: Field| match f {
-        Field::ParentBlockHash
-        | Field::KvCacheSpecSlidingWindow
-        | Field::Locality
-        | Field::Ownership
-        | Field::SessionId
-        | Field::LookaheadTokenIds => false,
-        Field::LoraId | Field::LoraName => lora.is_some(),
-        Field::CacheSalt => salt.is_some(),
-        _ => true,
-    };
-    let write = |w: &mut msgpack::Writer, f: Field| match f {
-        Field::BlockHashes => {
-            w.array(hashes.len());
-            for h in hashes {
-                if sglang {
-                    w.int(*h as i64);
-                } else {
-                    w.uint(*h);
-                }
-            }
-        }
-        Field::TokenIds => {
-            w.array(tokens.len());
-            for t in tokens {
-                w.uint(u64::from(*t));
-            }
-        }
-        Field::BlockSize => {
-            w.uint(cfg.block_size as u64);
-        }
-        Field::LoraId if lora.is_some() => {
-            w.uint(1);
-        }
-        Field::LoraName => match lora {
-            Some(n) => {
-                w.str(n);
-            }
-            None => {
-                w.nil();
-            }
-        },
-        Field::Medium => {
-            w.str("GPU");
-        }
-        Field::ExtraKeys => {
-            w.array(hashes.len());
-            for _ in hashes {
-                match (lora, cfg.faults.extra_keys) {
-                    (Some(n), false) => w.array(1).str(n),
-                    (Some(n), true) => w.array(2).str(n).str("tenant-x"),
-                    (None, true) => w.array(1).str("tenant-x"),
-                    (None, false) => w.nil(),
-                };
-            }
-        }
-        Field::GroupIdx => {
-            w.uint(0);
-        }
-        Field::KvCacheSpecKind => {
-            w.str("full_attention");
-        }
-        Field::CacheSalt => match salt {
-            Some(s) => {
-                w.str(s);
-            }
-            None => {
-                w.nil();
-            }
-        },
-        _ => {
-            w.nil();
-        }
-    };
-    let fields = schema.block_stored();
-    match schema.format() {
-        EventFormat::SglangKvRankV1 => {
-            // Six positional fields, the salt as the 8th element's metadata map.
-            w.array(if salt.is_some() { 8 } else { 7 })
-                .str("BlockStored");
-            for s in fields.iter().filter(|s| s.field != Field::CacheSalt) {
-                write(&mut w, s.field);
-            }
-            if let Some(s) = salt {
-                w.map(1).str("cache_salt").str(s);
-            }
-        }
-        EventFormat::VllmKvArrayV1 => {
-            w.array(1 + fields.len()).str("BlockStored");
-            for s in fields {
-                write(&mut w, s.field);
-            }
-        }
-        _ => {
-            let kept: Vec<Field> = fields
-                .iter()
-                .filter(|s| !s.optional || present(s.field))
-                .map(|s| s.field)
-                .collect();
-            w.map(1 + kept.len()).str("type").str("BlockStored");
-            for f in kept {
-                w.str(f.name());
-                write(&mut w, f);
-            }
-        }
-    }
-    w.uint(0);
-    w.into_bytes()
 }

@@ -1,0 +1,115 @@
+//! SGLang: re-deriving each page of a `BlockStored` event from its parent's digest.
+
+use super::map::Value;
+use super::{offset_in, rederived_mismatch, BlockAt, Book, Outcome, Parent, Tokens, Unverifiable};
+use crate::Error;
+use kvhash::events::{BlockHash, BlockStored, TokenShape};
+use kvhash::sglang::{SglangChain, SglangHasher, SglangRules};
+use kvhash::Digest;
+
+pub(crate) struct SglangDeriver {
+    chain: SglangChain<SglangHasher>,
+    page_size: usize,
+}
+
+impl SglangDeriver {
+    pub(crate) fn new(rules: SglangRules, page_size: usize) -> Result<SglangDeriver, Error> {
+        let hasher = SglangHasher::new(page_size)?.with_rules(rules);
+        Ok(SglangDeriver {
+            chain: SglangChain::new(hasher),
+            page_size,
+        })
+    }
+
+    pub(crate) fn stored(
+        &mut self,
+        book: &mut Book,
+        s: &BlockStored<'_>,
+        event_index: usize,
+        payload: Option<&[u8]>,
+        tokens: &mut Vec<u64>,
+    ) {
+        let n = s.block_hashes.len();
+        let ebs = s.block_size as usize;
+        let flat = s.token_ids.shape() == TokenShape::Flat;
+        let whole: Option<Outcome> = if ebs != self.page_size {
+            Some(Outcome::block_size(
+                "event page size is not the rule's block size",
+            ))
+        } else if !flat {
+            Some(Outcome::Unverifiable(Unverifiable::EagleBigrams))
+        } else if s.token_ids.is_empty() {
+            Some(Outcome::Unverifiable(Unverifiable::NoTokenIds))
+        } else if n.checked_mul(ebs) != Some(s.token_ids.len()) {
+            Some(Outcome::Unverifiable(Unverifiable::Malformed))
+        } else if s.lora_id.is_some() || s.lora_name.is_some() {
+            Some(Outcome::Unverifiable(Unverifiable::LoraNotRederivable))
+        } else {
+            None
+        };
+        let mut ids = s.token_ids.values();
+        let token_ids_offset = offset_in(payload, s.token_ids.wire_bytes());
+        let mut parent = match &s.parent_block_hash {
+            None => Parent::Root,
+            Some(h) => book.parent(h.to_u64()),
+        };
+        let parent_u64 = s.parent_block_hash.as_ref().map(BlockHash::to_u64);
+        for (i, published) in s.block_hashes.iter().enumerate() {
+            // Never more than the event holds (its block_size is the engine's word).
+            tokens.resize(ebs.min(s.token_ids.len()), 0);
+            let got = if flat { ids.read_into(tokens) } else { 0 };
+            tokens.truncate(got);
+            let toks = &tokens[..];
+            let root = matches!(parent, Parent::Root);
+            let published_u64 = published.to_u64();
+            let at = || BlockAt {
+                event_index,
+                block_index: i,
+                event_id: None,
+                token_ids_offset,
+                tokens: Tokens::U64(toks),
+                event_block_size: ebs as u64,
+                parent: if i == 0 {
+                    parent_u64
+                } else {
+                    s.block_hashes.get(i - 1).map(BlockHash::to_u64)
+                },
+                published: published_u64,
+                published_bytes: None,
+            };
+            let outcome = match whole {
+                Some(o) => o,
+                None => self.derive(parent, toks, s.cache_salt, published.to_u64(), root),
+            };
+            book.record(published_u64, outcome, at);
+            parent = outcome.next_parent();
+        }
+    }
+
+    fn derive(
+        &mut self,
+        parent: Parent,
+        toks: &[u64],
+        salt: Option<&str>,
+        published: u64,
+        root: bool,
+    ) -> Outcome {
+        let pd: Option<Digest> = match parent {
+            Parent::Root => salt
+                .filter(|s| !s.is_empty())
+                .map(kvhash::sglang::salt_seed),
+            Parent::Digest(d) => Some(d),
+            Parent::Unavailable(r) => return Outcome::Unverifiable(r),
+        };
+        self.chain.reset(pd, 0);
+        let mut got = None;
+        if self.chain.extend_checked(toks, |d| got = Some(d)).is_err() {
+            return Outcome::Unverifiable(Unverifiable::TokenOutOfRange);
+        }
+        match got {
+            Some(d) if d.first8_be() == published => Outcome::Matched(Value::Derived(d)),
+            Some(d) => rederived_mismatch(root, d.first8_be(), Some(d)),
+            None => Outcome::Unverifiable(Unverifiable::Malformed),
+        }
+    }
+}
