@@ -30,6 +30,41 @@
 #include <stdint.h>
 
 /**
+ * What `kvexact_drift_feed` and `kvexact_drift_feed_frames` return once the verdict is
+ * `drift` (sticky until `kvexact_drift_reset_verdict`); they return `KVEXACT_OK` (0) while it
+ * is clean.
+ */
+#define KVEXACT_DRIFT_DETECTED 1
+
+/**
+ * Length of `kvexact_drift_counters.unverifiable_by_reason`: room for the reasons to come
+ * (19 are defined; `kvexact_drift_unverifiable_name` names each slot).
+ */
+#define KVEXACT_DRIFT_UNVERIFIABLE_SLOTS 32
+
+/**
+ * Most entries of the hash → digest map (`kvexact_drift_options.map_capacity`), and most
+ * pending predictions (`predict_capacity`): 2^24 (the map then takes about 1.5 GiB).
+ */
+#define KVEXACT_DRIFT_MAX_CAPACITY (1 << 24)
+
+/**
+ * `kvexact_encoder_options.flags` / `kvexact_hasher_options.flags`: no cache for this
+ * handle (every call computes everything; results are the same).
+ */
+#define KVEXACT_OPTION_NO_CACHE 1
+
+/**
+ * Default segment-cache capacity of an encoder: 8 MiB.
+ */
+#define KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES 8388608
+
+/**
+ * Largest segment-cache capacity an encoder accepts: 4 GiB.
+ */
+#define KVEXACT_SEGMENT_CACHE_MAX_BYTES 4294967296
+
+/**
  * `kvexact_event.kind` of a stored-blocks event: vLLM/SGLang `BlockStored` (one event for the
  * whole chain) or one block of a TensorRT-LLM `stored` event (one event per block).
  */
@@ -60,6 +95,29 @@
 #define KVEXACT_EVENT_UPDATED 4
 
 /**
+ * Most bytes of C-visible storage (hashes, token ids, `kvexact_event`s) one decoded batch may
+ * fill: 64 MiB.
+ */
+#define STORAGE_BUDGET (64 << 20)
+
+/**
+ * Storage a decoder keeps reserved between calls after a larger batch: 1 MiB per vector.
+ */
+#define RETAINED_BYTES (1 << 20)
+
+/**
+ * Default prefix-chain cache capacity of a hasher: 16,384 blocks (64 conversations of the
+ * gateway's 256-block cap; about 7 MiB at block size 16, see
+ * `kvexact_hasher_options.prefix_cache_entries`).
+ */
+#define KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES 16384
+
+/**
+ * Largest prefix-chain cache capacity a hasher accepts: 4,194,304 blocks.
+ */
+#define KVEXACT_PREFIX_CACHE_MAX_ENTRIES 4194304
+
+/**
  * `api_mode` value: the rule serves chat and completions (the data-plane word's 0).
  */
 #define KVEXACT_API_BOTH 0
@@ -75,11 +133,59 @@
 #define KVEXACT_API_CHAT 2
 
 /**
+ * The lift bit of `KVEXACT_REFUSAL_TOOLS` (`1 << code`), for `kvexact_encoder_options.lifted`.
+ */
+#define KVEXACT_REFUSAL_BIT_TOOLS (1 << KVEXACT_REFUSAL_TOOLS)
+
+/**
+ * The lift bit of `KVEXACT_REFUSAL_TEMPLATE_KWARGS`.
+ */
+#define KVEXACT_REFUSAL_BIT_TEMPLATE_KWARGS (1 << KVEXACT_REFUSAL_TEMPLATE_KWARGS)
+
+/**
+ * The lift bit of `KVEXACT_REFUSAL_ADD_GENERATION_PROMPT`.
+ */
+#define KVEXACT_REFUSAL_BIT_ADD_GENERATION_PROMPT (1 << KVEXACT_REFUSAL_ADD_GENERATION_PROMPT)
+
+/**
+ * The lift bit of `KVEXACT_REFUSAL_CONTINUE_FINAL_MESSAGE`.
+ */
+#define KVEXACT_REFUSAL_BIT_CONTINUE_FINAL_MESSAGE (1 << KVEXACT_REFUSAL_CONTINUE_FINAL_MESSAGE)
+
+/**
+ * The lift bit of `KVEXACT_REFUSAL_MULTI_TEXT_PART`.
+ */
+#define KVEXACT_REFUSAL_BIT_MULTI_TEXT_PART (1 << KVEXACT_REFUSAL_MULTI_TEXT_PART)
+
+/**
+ * The lift bit of `KVEXACT_REFUSAL_TRAILING_ASSISTANT`.
+ */
+#define KVEXACT_REFUSAL_BIT_TRAILING_ASSISTANT (1 << KVEXACT_REFUSAL_TRAILING_ASSISTANT)
+
+/**
+ * The lift bit of `KVEXACT_REFUSAL_MESSAGE_FIELD`.
+ */
+#define KVEXACT_REFUSAL_BIT_MESSAGE_FIELD (1 << KVEXACT_REFUSAL_MESSAGE_FIELD)
+
+/**
+ * The lift bit of `KVEXACT_REFUSAL_NULL_CONTENT`.
+ */
+#define KVEXACT_REFUSAL_BIT_NULL_CONTENT (1 << KVEXACT_REFUSAL_NULL_CONTENT)
+
+/**
  * One armed hash challenge (spec/registry.md §8.5): the nonce prompt, its expected tokens and
  * block hashes, and the judging of the KV events the engine publishes for it. Opaque; owned
  * by one caller at a time (not for concurrent use). Free with `kvexact_challenge_free`.
  */
 typedef struct kvexact_challenge kvexact_challenge;
+
+/**
+ * A drift verifier for one endpoint: re-derives every block hash its KV events publish under
+ * one engine release's contract. Opaque. Safe to use from several threads at once (calls are
+ * serialised by an internal mutex); feed one stream's batches in order, from one thread.
+ * Free with `kvexact_drift_verifier_free` once no call on it is in flight.
+ */
+typedef struct kvexact_drift_verifier kvexact_drift_verifier;
 
 /**
  * An encoder for one profile on one engine contract (e.g. `"vllm-kv-v1"`,
@@ -171,6 +277,437 @@ typedef uint32_t kvexact_engine;
  * `kvexact_hasher_new_for_contract`) asks for the contract's default.
  */
 typedef uint32_t kvexact_hash_algo;
+
+/**
+ * Options of `kvexact_hasher_new_with_options` and
+ * `kvexact_hasher_new_for_contract_with_options`. Zero-initialise it and set `struct_size` to
+ * `sizeof(kvexact_hasher_options)`: every zero field is the default, and NULL instead of the
+ * struct means all defaults (what `kvexact_hasher_new` and `kvexact_hasher_new_for_contract`
+ * use). The struct only ever grows at its end (see `kvexact_encoder_options`).
+ */
+typedef struct {
+  /**
+   * `sizeof(kvexact_hasher_options)` as the caller compiled it.
+   */
+  uint32_t struct_size;
+  /**
+   * `KVEXACT_OPTION_NO_CACHE`: no prefix-chain cache (then `prefix_cache_entries` is 0 and
+   * `share_cache_with` NULL). Other bits are `KVEXACT_ERR_INVALID_ARGUMENT`.
+   */
+  uint32_t flags;
+  /**
+   * Capacity of the hasher's prefix-chain cache in blocks: the digests of prefixes already
+   * hashed, so that a request extending an earlier one (the next turn of a conversation)
+   * hashes only its new blocks. 0 = the default, `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES`
+   * (16,384); at most `KVEXACT_PREFIX_CACHE_MAX_ENTRIES`. Memory: at most about
+   * `entries × (2 × 240 + 4 × block_size + 48)` bytes (block entries in 16 sharded tables,
+   * plus up to `entries` blocks of the 128 most recent requests kept whole), about 7 MiB
+   * at the default and block size 16; `kvexact_hasher_cache_stats` reports what is held.
+   * Only vLLM chains (without look-ahead) are cached; SGLang and TensorRT-LLM blocks are
+   * hashed on every call (counted as misses). Must be 0 with `share_cache_with`.
+   */
+  uint64_t prefix_cache_entries;
+  /**
+   * Another hasher whose prefix-chain cache this one shares (NULL: a cache of its own). The
+   * cache then holds both hashers' blocks within its one capacity; entries are keyed by the
+   * whole hashing configuration (engine, release rules, algorithm, block size, NONE_HASH,
+   * extra keys) and verified token for token, so hashers of different configurations
+   * never see each other's entries. Sharing one cache between every hasher of a registry
+   * generation bounds the memory of all of them by one capacity. The other hasher must
+   * have a cache; it may be freed afterwards (the cache lives as long as a hasher uses it).
+   */
+  const kvexact_hasher *share_cache_with;
+} kvexact_hasher_options;
+
+/**
+ * One LoRA adapter a vLLM ≥ 0.31 engine serves: its name (as the events carry it) and the
+ * path the server registered it with (`/v1/models` `root`), which vLLM hashes into every
+ * block of the adapter. Both UTF-8, `(ptr, len)`, no NUL needed.
+ */
+typedef struct {
+  /**
+   * The adapter name.
+   */
+  const uint8_t *name;
+  /**
+   * Length of `name`.
+   */
+  size_t name_len;
+  /**
+   * The registered path.
+   */
+  const uint8_t *path;
+  /**
+   * Length of `path`.
+   */
+  size_t path_len;
+} kvexact_drift_lora;
+
+/**
+ * How `kvexact_drift_verifier_new` verifies one endpoint's stream: the rule's hashing settings
+ * and the verifier's bounds.
+ *
+ * Versioned by `struct_size`: set it to `sizeof(kvexact_drift_options)`. Fields are only ever
+ * appended; a later field's 0 will mean its default, so a caller built against this header
+ * keeps working with a newer library. A `struct_size` larger than this library's struct is
+ * accepted when every byte past it is 0 (a newer caller that asked for nothing this library
+ * does not know), else refused; so is one above 4096.
+ */
+typedef struct {
+  /**
+   * `sizeof(kvexact_drift_options)`.
+   */
+  size_t struct_size;
+  /**
+   * The rule's hash algorithm (a `kvexact_hash_algo` of the release's engine), or
+   * `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT`.
+   */
+  kvexact_hash_algo algo;
+  /**
+   * The rule's `kvBlockSize` (>= 1).
+   */
+  uint32_t block_size;
+  /**
+   * vLLM's `PYTHONHASHSEED`, with `kvexact_hasher_new`'s convention: `(NULL, 0)` unset, a
+   * non-NULL pointer with length 0 the empty string, else `seed_len` bytes of UTF-8. An
+   * unset seed under which vLLM draws a random NONE_HASH makes root blocks unverifiable
+   * (`none_hash_unknown`), never a guess. SGLang and TensorRT-LLM take `(NULL, 0)`.
+   */
+  const uint8_t *seed;
+  /**
+   * Length of `seed`.
+   */
+  size_t seed_len;
+  /**
+   * vLLM ≥ 0.31: the LoRA adapters the engine serves (`n_loras` entries; NULL with 0 for
+   * none). Ignored for other releases. A LoRA block whose adapter is not listed is
+   * unverifiable (`lora_path_unknown`).
+   */
+  const kvexact_drift_lora *loras;
+  /**
+   * Number of `loras`.
+   */
+  size_t n_loras;
+  /**
+   * Entries of the hash → digest map, 0 for 65 536 (88 bytes each on 64-bit targets;
+   * at most `KVEXACT_DRIFT_MAX_CAPACITY`). The map is allocated once, here.
+   */
+  size_t map_capacity;
+  /**
+   * Stored blocks the mismatches are counted over, 0 for 4096.
+   */
+  uint64_t window_blocks;
+  /**
+   * Mismatched blocks within `window_blocks` that make the verdict `drift`, 0 for 3.
+   */
+  uint32_t mismatches;
+  /**
+   * Reserved, must be 0.
+   */
+  uint32_t reserved;
+  /**
+   * Prediction tracking (`kvexact_drift_predict`): a predicted hash stored later than this
+   * many milliseconds after its prediction counts as expired. 0: no tracking.
+   */
+  uint64_t predict_within_ms;
+  /**
+   * Most predictions pending at once, 0 for 65 536 (at most `KVEXACT_DRIFT_MAX_CAPACITY`).
+   */
+  size_t predict_capacity;
+} kvexact_drift_options;
+
+/**
+ * What a verifier has seen, as `kvexact_drift_get_counters` writes it.
+ *
+ * Versioned by `struct_size` and append-only: set `struct_size` to
+ * `sizeof(kvexact_drift_counters)` before the call; the library writes the first
+ * `min(struct_size, its own size)` bytes and stores that count in `struct_size`. Per stored
+ * block exactly one of `matched`, `mismatched` and `unverifiable` grows.
+ */
+typedef struct {
+  /**
+   * In: the caller's `sizeof(kvexact_drift_counters)`; out: the bytes written.
+   */
+  size_t struct_size;
+  /**
+   * Batches fed (ZMQ messages or TensorRT-LLM bodies that decoded).
+   */
+  uint64_t batches;
+  /**
+   * Inputs that did not decode under the release's schema (not fed).
+   */
+  uint64_t undecodable;
+  /**
+   * Events fed, every kind.
+   */
+  uint64_t events;
+  /**
+   * `BlockStored` / `stored` events.
+   */
+  uint64_t stored_events;
+  /**
+   * `BlockRemoved` / `removed` events.
+   */
+  uint64_t removed_events;
+  /**
+   * `AllBlocksCleared` events.
+   */
+  uint64_t cleared_events;
+  /**
+   * TensorRT-LLM `created` / `updated` events.
+   */
+  uint64_t other_events;
+  /**
+   * Stored blocks (one per published hash).
+   */
+  uint64_t blocks_seen;
+  /**
+   * Blocks whose hash was re-derived and compared (matched + root and chained mismatches).
+   */
+  uint64_t rederived;
+  /**
+   * Re-derived and equal to the published hash.
+   */
+  uint64_t matched;
+  /**
+   * Evidence of drift, all kinds (the four below).
+   */
+  uint64_t mismatched;
+  /**
+   * Root blocks re-derived to another hash.
+   */
+  uint64_t mismatched_root;
+  /**
+   * Chained blocks re-derived to another hash.
+   */
+  uint64_t mismatched_chained;
+  /**
+   * Blocks of an event whose block size the rule does not allow.
+   */
+  uint64_t mismatched_block_size;
+  /**
+   * Blocks with published keys the release cannot produce.
+   */
+  uint64_t mismatched_keys;
+  /**
+   * Blocks that could not be re-derived (never a guess).
+   */
+  uint64_t unverifiable;
+  /**
+   * `unverifiable` by reason; slot `i` is named by `kvexact_drift_unverifiable_name(i)`
+   * (unused slots are 0).
+   */
+  uint64_t unverifiable_by_reason[KVEXACT_DRIFT_UNVERIFIABLE_SLOTS];
+  /**
+   * 1 when the verdict is `drift`, else 0.
+   */
+  uint64_t drift;
+  /**
+   * Map: most entries.
+   */
+  uint64_t map_capacity;
+  /**
+   * Map: entries now.
+   */
+  uint64_t map_entries;
+  /**
+   * Map: entries evicted so far.
+   */
+  uint64_t map_evictions;
+  /**
+   * Map: bytes it takes (fixed at construction).
+   */
+  uint64_t map_bytes;
+  /**
+   * 1 when predictions are tracked (`predict_within_ms` > 0); the six below are 0 otherwise.
+   */
+  uint64_t predictions;
+  /**
+   * Hashes predicted (a hash already pending counts once).
+   */
+  uint64_t predicted;
+  /**
+   * Predicted hashes the endpoint had already published when predicted.
+   */
+  uint64_t predicted_already_stored;
+  /**
+   * Predicted hashes stored within the deadline.
+   */
+  uint64_t predicted_stored_within;
+  /**
+   * Predicted hashes not stored within the deadline.
+   */
+  uint64_t predicted_expired;
+  /**
+   * Predictions pushed out of a full tracker before they resolved.
+   */
+  uint64_t predicted_dropped;
+  /**
+   * Predictions still pending.
+   */
+  uint64_t predicted_pending;
+} kvexact_drift_counters;
+
+/**
+ * One probe/challenge outcome.
+ */
+typedef struct {
+  /**
+   * 1 when the judged thing passed, else 0.
+   */
+  int32_t ok;
+  /**
+   * 1 when the pass was earned through TensorRT-LLM's approved oracle (the rung then reads
+   * `TOKEN_PARITY_NOT_AVAILABLE_WITH_APPROVED_ORACLE`), else 0.
+   */
+  int32_t oracle;
+  /**
+   * The reason code when `ok` is 0 (`"token_mismatch"`, `"identity_mismatch"`, … — the
+   * §8.4 vocabulary), a static NUL-terminated string never to be freed; NULL when `ok` is 1.
+   */
+  const char *reason;
+  /**
+   * What was seen, NUL-terminated UTF-8 (cut at a character boundary to fit).
+   */
+  char detail[256];
+} kvexact_finding;
+
+/**
+ * One Prometheus label, `(ptr, len)` UTF-8 strings. `name` matches `[a-zA-Z_][a-zA-Z0-9_]*`,
+ * does not start with `__`, and is none of the labels the exposition sets itself
+ * (`release`, `kind`, `reason`, `outcome`); `value` is any UTF-8 (escaped as the text format
+ * requires).
+ */
+typedef struct {
+  /**
+   * Label name.
+   */
+  const uint8_t *name;
+  /**
+   * Length of `name`.
+   */
+  size_t name_len;
+  /**
+   * Label value.
+   */
+  const uint8_t *value;
+  /**
+   * Length of `value`.
+   */
+  size_t value_len;
+} kvexact_drift_label;
+
+/**
+ * One verifier in a Prometheus exposition, with the labels that tell its series apart
+ * (e.g. `endpoint="10.0.0.7:8000"`, `rule="…"`).
+ */
+typedef struct {
+  /**
+   * The verifier (borrowed for the call).
+   */
+  const kvexact_drift_verifier *verifier;
+  /**
+   * Its labels (`n_labels` entries; NULL with 0 for none).
+   */
+  const kvexact_drift_label *labels;
+  /**
+   * Number of `labels`.
+   */
+  size_t n_labels;
+} kvexact_drift_series;
+
+/**
+ * Options of `kvexact_encoder_new_with_options`. Zero-initialise it, set `struct_size` to
+ * `sizeof(kvexact_encoder_options)` and the fields you need: every zero field is the default
+ * (`kvexact_encoder_new`'s behaviour), and passing NULL instead of the struct means all
+ * defaults. The struct only ever grows at its end; a caller built against an older header
+ * passes its smaller `struct_size` and gets the defaults for the fields it does not know.
+ *
+ * ```c
+ * kvexact_encoder_options o = {0};
+ * o.struct_size = sizeof o;
+ * o.engine_version = "0.31.0";
+ * o.lifted = KVEXACT_REFUSAL_BIT_TOOLS | KVEXACT_REFUSAL_BIT_MESSAGE_FIELD;
+ * ```
+ */
+typedef struct {
+  /**
+   * `sizeof(kvexact_encoder_options)` as the caller compiled it (at least this version's
+   * size; a larger one must have all bytes past this version zero).
+   */
+  uint32_t struct_size;
+  /**
+   * The strict-rule refusal codes to lift, as a mask of `kvexact_refusal_bit(code)` (the
+   * `KVEXACT_REFUSAL_BIT_*` constants, or `kvexact_refusal_bits_parse`); 0 = none, the
+   * strict rules exactly. A request whose refusal scan hits only lifted codes is rendered
+   * and tokenized as the engine release's own serving path does (tools, tool calls and
+   * results, `chat_template_kwargs`, …); any other hit is still refused with its own
+   * code, in the same scan order. Lifting needs one engine release: `engine_version`, or
+   * a `contract_id` that is a release id (or a contract with a single release). A code
+   * that release's contract does not list as liftable (`chat.liftable` in
+   * `kvexact_contracts_json`) is refused here with `KVEXACT_ERR_LIFT_NOT_ALLOWED`.
+   */
+  uint32_t lifted;
+  /**
+   * The engine release, as the engine reports its version (NUL-terminated, e.g. vLLM's
+   * `/version` `"0.31.0"`), resolved within `contract_id` exactly as
+   * `kvexact_hasher_new_for_contract` does (`KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`,
+   * `KVEXACT_ERR_CONTRACT_MISMATCH`); the encoder then has that release's chat rules and
+   * quirks. NULL: the release or contract `contract_id` names (as `kvexact_encoder_new`).
+   * Only read during the call.
+   */
+  const char *engine_version;
+  /**
+   * Capacity of the encoder's segment cache (token ids of the text between added tokens,
+   * reused across requests: every earlier turn of a conversation is found instead of
+   * re-encoded). 0 = the default, `KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES` (8 MiB); at most
+   * `KVEXACT_SEGMENT_CACHE_MAX_BYTES` (4 GiB). The capacity bounds everything the cache
+   * holds: segment text, 4 bytes per id and 128 bytes of bookkeeping per segment.
+   */
+  uint64_t segment_cache_bytes;
+  /**
+   * `KVEXACT_OPTION_NO_CACHE`: no segment cache (`segment_cache_bytes` must then be 0).
+   * Other bits are `KVEXACT_ERR_INVALID_ARGUMENT`.
+   */
+  uint32_t flags;
+  /**
+   * Must be 0.
+   */
+  uint32_t reserved;
+  /**
+   * Largest request body accepted, in bytes, checked before it is parsed (over it:
+   * `KVEXACT_REFUSAL_INPUT_TOO_LARGE`, the error message naming the bound). 0 = the
+   * default, `KVEXACT_DEFAULT_MAX_BODY_BYTES` (8 MiB); `UINT64_MAX` = no bound.
+   */
+  uint64_t max_body_bytes;
+  /**
+   * Largest text handed to the tokenizer, in bytes: the rendered chat prompt (the render
+   * stops once over) and a completions prompt. 0 = `KVEXACT_DEFAULT_MAX_RENDERED_BYTES`
+   * (8 MiB); `UINT64_MAX` = no bound.
+   */
+  uint64_t max_rendered_bytes;
+  /**
+   * Longest pre-token (text the tokenizer's pre-tokenizer does not split, e.g. a word
+   * without spaces) encoded, in bytes, checked before it is encoded. 0 =
+   * `KVEXACT_DEFAULT_MAX_WORD_BYTES` (64 KiB); `UINT64_MAX` = no bound.
+   */
+  uint64_t max_word_bytes;
+  /**
+   * Longest text handed whole to a tokenizer kvexact has no fast path for (e.g.
+   * gemma-2's), in bytes. 0 = `KVEXACT_DEFAULT_MAX_FALLBACK_BYTES` (1 MiB); `UINT64_MAX` =
+   * no bound.
+   */
+  uint64_t max_fallback_bytes;
+  /**
+   * Most messages in one chat request, checked before rendering. 0 =
+   * `KVEXACT_DEFAULT_MAX_MESSAGES` (4096); `UINT32_MAX` = no bound.
+   */
+  uint32_t max_messages;
+  /**
+   * Must be 0.
+   */
+  uint32_t reserved2;
+} kvexact_encoder_options;
 
 /**
  * Why a strict rule refused a request (`KVEXACT_REFUSAL_*`); written by `kvexact_encode_chat`
@@ -268,30 +805,6 @@ typedef struct {
 } kvexact_event;
 
 /**
- * One probe/challenge outcome.
- */
-typedef struct {
-  /**
-   * 1 when the judged thing passed, else 0.
-   */
-  int32_t ok;
-  /**
-   * 1 when the pass was earned through TensorRT-LLM's approved oracle (the rung then reads
-   * `TOKEN_PARITY_NOT_AVAILABLE_WITH_APPROVED_ORACLE`), else 0.
-   */
-  int32_t oracle;
-  /**
-   * The reason code when `ok` is 0 (`"token_mismatch"`, `"identity_mismatch"`, … — the
-   * §8.4 vocabulary), a static NUL-terminated string never to be freed; NULL when `ok` is 1.
-   */
-  const char *reason;
-  /**
-   * What was seen, NUL-terminated UTF-8 (cut at a character boundary to fit).
-   */
-  char detail[256];
-} kvexact_finding;
-
-/**
  * What `kvexact_fixture_describe` tells about one fixture. Pointers stay valid while the fixture
  * set lives.
  */
@@ -346,6 +859,94 @@ typedef struct {
    */
   uint64_t max_artifact_bytes;
 } kvexact_registry_opts;
+
+/**
+ * Counters of one cache (`kvexact_encoder_cache_stats`: the encoder's segment cache;
+ * `kvexact_hasher_cache_stats`: the hasher's prefix-chain cache). Set `struct_size` to
+ * `sizeof(kvexact_cache_stats)` before the call; the struct only ever grows at its end.
+ * Counters count from the cache's creation (`*_cache_clear` keeps them).
+ */
+typedef struct {
+  /**
+   * `sizeof(kvexact_cache_stats)` as the caller compiled it (kept as is).
+   */
+  uint32_t struct_size;
+  /**
+   * 1 when the handle has a cache, 0 when it has none (every other field is then 0).
+   */
+  uint32_t enabled;
+  /**
+   * Segment cache: segments (text between added tokens, at least 64 bytes) whose ids were
+   * found. Prefix cache: blocks whose hash was reused.
+   */
+  uint64_t hits;
+  /**
+   * Segment cache: segments encoded and inserted. Prefix cache: blocks hashed (SGLang and
+   * TensorRT-LLM blocks, which are never cached, count here too).
+   */
+  uint64_t misses;
+  /**
+   * Entries dropped to stay within capacity (segment cache: a full shard is emptied;
+   * prefix cache: CLOCK eviction of one block entry).
+   */
+  uint64_t evictions;
+  /**
+   * Bytes held now (segment cache: text, ids and per-segment bookkeeping, as the capacity
+   * counts them; prefix cache: an estimate of the tables' and recent requests' heap bytes).
+   */
+  uint64_t bytes;
+  /**
+   * Entries held now (segments; block entries).
+   */
+  uint64_t entries;
+  /**
+   * The capacity: bytes (segment cache) or block entries (prefix cache).
+   */
+  uint64_t capacity;
+} kvexact_cache_stats;
+
+/**
+ * One request of `kvexact_route_keys_batch`: a chat body (`len` bytes, borrowed for the
+ * call) and the instant to render it at.
+ */
+typedef struct {
+  /**
+   * The raw chat request body (NULL only with `len` 0).
+   */
+  const uint8_t *body;
+  /**
+   * Its length in bytes.
+   */
+  size_t len;
+  /**
+   * The render instant, Unix milliseconds (UTC), as `kvexact_route_keys`' `now_unix_ms`.
+   */
+  int64_t now_unix_ms;
+} kvexact_route_request;
+
+/**
+ * The outcome of one request of `kvexact_route_keys_batch`.
+ */
+typedef struct {
+  /**
+   * What `kvexact_route_keys` returns for this request (`KVEXACT_OK` or a negative status;
+   * `KVEXACT_ERR_PANIC` if this request hit an internal error, which affects no other).
+   */
+  kvexact_status status;
+  /**
+   * The refusal, as `kvexact_route_keys` writes it (`KVEXACT_REFUSAL_NONE` unless the
+   * status is `KVEXACT_ERR_UNSUPPORTED`).
+   */
+  kvexact_refusal refusal;
+  /**
+   * Ids written at the start of this request's id slot (0 unless the status is OK).
+   */
+  size_t n_ids;
+  /**
+   * Hashes written at the start of this request's hash slot (0 unless the status is OK).
+   */
+  size_t n_blocks;
+} kvexact_route_result;
 
 /**
  * vLLM `sha256_cbor` (the contract's default): SHA-256 over canonical CBOR
@@ -522,6 +1123,14 @@ typedef struct {
 #define KVEXACT_REFUSAL_NUL_BYTE 23
 
 /**
+ * Over one of the encoder's input bounds (body bytes, messages, rendered bytes, one
+ * pre-token's bytes, text on the tokenizer's fallback path), checked before the work it
+ * bounds. Name: `"input_too_large"`; the error's message names the bound
+ * (`"input_too_large: N bytes, over max_body_bytes = M"`). Never liftable.
+ */
+#define KVEXACT_REFUSAL_INPUT_TOO_LARGE 24
+
+/**
  * Success.
  */
 #define KVEXACT_OK 0
@@ -637,6 +1246,14 @@ typedef struct {
  */
 #define KVEXACT_ERR_CONTRACT_MISMATCH (-141)
 
+/**
+ * A refusal code asked to be lifted (`kvexact_encoder_options.lifted`) where the engine
+ * release's contract does not define the engine's behaviour for it (error code
+ * `"LIFT_NOT_ALLOWED"`, its message naming the code, the release and why): refused when the
+ * encoder is built, never at request time.
+ */
+#define KVEXACT_ERR_LIFT_NOT_ALLOWED (-142)
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -727,7 +1344,8 @@ kvexact_status kvexact_contracts_json(uint8_t *buf,
  * `*out` is not written on failure.
  *
  * The hasher is used exactly like one from `kvexact_hasher_new` (which keeps the reference
- * rules, vLLM 0.31's, whatever the engine runs).
+ * rules, vLLM 0.31's, whatever the engine runs), with the same default prefix-chain cache
+ * (`kvexact_hasher_new_for_contract_with_options` sets it).
  *
  * Ownership: the caller owns `*out` (free with `kvexact_hasher_free`) and `*err` (free with
  * `kvexact_error_free`); the strings and `seed` are only read during the call.
@@ -744,6 +1362,27 @@ kvexact_status kvexact_hasher_new_for_contract(const char *contract_id,
                                                size_t seed_len,
                                                kvexact_hasher **out,
                                                kvexact_error **err);
+
+/**
+ * `kvexact_hasher_new_for_contract` with options (`options` NULL: its defaults, a
+ * prefix-chain cache of `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES`): the prefix-chain cache's
+ * capacity, none, or another hasher's cache to share (see `kvexact_hasher_options`).
+ * Statuses as `kvexact_hasher_new_for_contract`, and `KVEXACT_ERR_INVALID_ARGUMENT` for bad
+ * options.
+ *
+ * # Safety
+ * As `kvexact_hasher_new_for_contract`; `options` is NULL or valid for its `struct_size`
+ * bytes, with `share_cache_with` NULL or a live hasher.
+ */
+kvexact_status kvexact_hasher_new_for_contract_with_options(const char *contract_id,
+                                                            const char *engine_version,
+                                                            kvexact_hash_algo algo,
+                                                            uint32_t block_size,
+                                                            const uint8_t *seed,
+                                                            size_t seed_len,
+                                                            const kvexact_hasher_options *options,
+                                                            kvexact_hasher **out,
+                                                            kvexact_error **err);
 
 /**
  * Creates an event decoder with the exact KV-event schema of one engine release (the
@@ -779,10 +1418,256 @@ kvexact_status kvexact_event_decoder_new_for_contract(const char *contract_id,
                                                       kvexact_error **err);
 
 /**
+ * Creates a drift verifier for one endpoint running the engine release named by
+ * `contract_id` and `engine_version` (as for `kvexact_hasher_new_for_contract`: a release id
+ * such as `"vllm-kv-map-v2-r0.24"` with `engine_version` NULL, or a contract id with the
+ * version the engine reports), under the rule's settings in `opts`.
+ *
+ * Returns `KVEXACT_OK` and the verifier in `*out`; otherwise a negative status with an error
+ * object: the contract statuses of `kvexact_hasher_new_for_contract`
+ * (`KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`, `KVEXACT_ERR_CONTRACT_MISMATCH`,
+ * `KVEXACT_ERR_NOT_FOUND`, `KVEXACT_ERR_INVALID_ARGUMENT` with code `"CONFIG"` for an
+ * ambiguous contract id, a release without a KV plane or an algorithm of another engine),
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (`opts.struct_size` too small, above 4096 or with unknown
+ * options set, block size 0, unknown `algo`, a seed for a non-vLLM release or not UTF-8, a
+ * LoRA entry not UTF-8 or listed twice, a capacity above `KVEXACT_DRIFT_MAX_CAPACITY`,
+ * `reserved` not 0),
+ * `KVEXACT_ERR_NULL_ARGUMENT`. `*out` is not written on failure.
+ *
+ * Memory: the map (`map_capacity` × 88 bytes) and the prediction tracker are allocated here
+ * and never grow; token buffers grow to the largest event seen.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_drift_verifier_free`) and `*err`
+ * (free with `kvexact_error_free`); the strings, `opts` and everything it points to are only
+ * read during the call (copied).
+ *
+ * # Safety
+ * `contract_id` and `engine_version` are NULL or NUL-terminated; `opts` is NULL or valid for
+ * `opts->struct_size` bytes, its pointers valid for their lengths; `out` and `err` are NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_drift_verifier_new(const char *contract_id,
+                                          const char *engine_version,
+                                          const kvexact_drift_options *opts,
+                                          kvexact_drift_verifier **out,
+                                          kvexact_error **err);
+
+/**
+ * Frees a verifier. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `verifier` is NULL or a live verifier, not freed before, with no call on it in flight.
+ */
+void kvexact_drift_verifier_free(kvexact_drift_verifier *verifier);
+
+/**
+ * Feeds one raw input of the endpoint's stream: for a vLLM or SGLang release the msgpack
+ * payload of a ZMQ message (frame 2), for a TensorRT-LLM release the JSON body of one
+ * `POST /kv_cache_events` response (the drain is destructive: the gateway must be its only
+ * reader, and feed here the same body it indexes). Decoded with the release's exact schema,
+ * then every stored block is re-derived. Evidence of a msgpack input gives the byte offset
+ * of the event's token ids in `payload`.
+ *
+ * Raw bytes, not the `kvexact_event`s of a `kvexact_event_decoder` (a departure from
+ * "feed already-decoded events"): a `kvexact_event` keeps hashes in their 64-bit form and
+ * only flags extra keys and LoRA, while re-deriving needs their values (extra keys, LoRA
+ * names, salts, look-ahead tokens, vLLM's full digests, TensorRT-LLM's published hash where a
+ * re-hashing decoder replaced it). A gateway that indexes the events passes the same bytes to
+ * both; decoding is cheap next to re-hashing. `kvexact_drift_feed_frames` takes the ZMQ
+ * message as received.
+ *
+ * Returns `KVEXACT_OK` (0) while the verdict is clean, `KVEXACT_DRIFT_DETECTED` (1) once it is
+ * `drift`, or a negative status: `KVEXACT_ERR_EVENT_SCHEMA` (code `"schema_mismatch"`: the
+ * bytes are events, but not this release's — a field it never writes), `KVEXACT_ERR_EVENT_DECODE`
+ * (`"decode_error"`), both counted in `undecodable` with nothing fed;
+ * `KVEXACT_ERR_NULL_ARGUMENT`; `KVEXACT_ERR_PANIC` when an earlier call panicked inside the
+ * verifier.
+ *
+ * Ownership: `payload` is only read during the call; the caller owns `*err`.
+ *
+ * # Safety
+ * `verifier` is NULL or live; `payload` is NULL or valid for `len` bytes; `err` is NULL or
+ * valid for one write.
+ */
+int32_t kvexact_drift_feed(const kvexact_drift_verifier *verifier,
+                           const uint8_t *payload,
+                           size_t len,
+                           kvexact_error **err);
+
+/**
+ * Feeds one ZMQ message of a vLLM or SGLang endpoint as its three frames: the topic (UTF-8,
+ * may be empty), the 8-byte big-endian sequence number (named in the evidence as
+ * `batch_seq`) and the msgpack payload. Otherwise as `kvexact_drift_feed`; a TensorRT-LLM
+ * verifier refuses it (`KVEXACT_ERR_INVALID_ARGUMENT`: use `kvexact_drift_feed`), a sequence
+ * frame of another length is `KVEXACT_ERR_EVENT_DECODE`.
+ *
+ * # Safety
+ * `verifier` is NULL or live; each frame pointer is NULL or valid for its length; `err` is
+ * NULL or valid for one write.
+ */
+int32_t kvexact_drift_feed_frames(const kvexact_drift_verifier *verifier,
+                                  const uint8_t *topic,
+                                  size_t topic_len,
+                                  const uint8_t *seq,
+                                  size_t seq_len,
+                                  const uint8_t *payload,
+                                  size_t payload_len,
+                                  kvexact_error **err);
+
+/**
+ * Records the block hashes (u64 form, as `kvexact_block_hashes_u64` gives them) kvexact
+ * predicted for one request routed to this endpoint, now: each is counted as already stored,
+ * stored within `predict_within_ms`, expired, or dropped (`kvexact_drift_get_counters`).
+ *
+ * Returns `KVEXACT_OK`, `KVEXACT_ERR_INVALID_ARGUMENT` when the verifier was made without
+ * prediction tracking (`opts.predict_within_ms` 0), `KVEXACT_ERR_NULL_ARGUMENT`,
+ * `KVEXACT_ERR_PANIC` (poisoned verifier). No allocation.
+ *
+ * Ownership: `hashes` is only read during the call.
+ *
+ * # Safety
+ * `verifier` is NULL or live; `hashes` is NULL or valid for `n` reads.
+ */
+kvexact_status kvexact_drift_predict(const kvexact_drift_verifier *verifier,
+                                     const uint64_t *hashes,
+                                     size_t n);
+
+/**
+ * Writes the verifier's counters to `*out`: set `out->struct_size` to
+ * `sizeof(kvexact_drift_counters)` first; the first `min(out->struct_size, this library's
+ * size)` bytes are written and `out->struct_size` is set to that count.
+ *
+ * Returns `KVEXACT_OK`, `KVEXACT_ERR_INVALID_ARGUMENT` (`struct_size` below the first
+ * version's size, nothing written), `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_PANIC`
+ * (poisoned verifier).
+ *
+ * # Safety
+ * `verifier` is NULL or live; `out` is NULL or valid for `out->struct_size` bytes.
+ */
+kvexact_status kvexact_drift_get_counters(const kvexact_drift_verifier *verifier,
+                                          kvexact_drift_counters *out);
+
+/**
+ * The name of slot `index` of `kvexact_drift_counters.unverifiable_by_reason`
+ * (`"parent_never_seen"`, `"parent_evicted"`, …, the reason codes of the report JSON), or
+ * NULL for an unused slot. Static; never free it.
+ */
+const char *kvexact_drift_unverifiable_name(uint32_t index);
+
+/**
+ * Writes the verifier's verdict as the readiness ladder's `hash_drift` observation (the
+ * `drift` finding of an endpoint's evidence for `kvexact_readiness_evaluate`): `ok` 1 with a
+ * summary while clean; once drifted `ok` 0, reason `"hash_drift"`, and the first offending
+ * block in `detail`.
+ *
+ * Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_PANIC` (poisoned verifier).
+ *
+ * # Safety
+ * `verifier` is NULL or live; `out` is NULL or valid for one write.
+ */
+kvexact_status kvexact_drift_finding(const kvexact_drift_verifier *verifier, kvexact_finding *out);
+
+/**
+ * Clears the verdict and the mismatch window (after the rule re-attested); the counters and
+ * the map stay.
+ *
+ * Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_PANIC` (poisoned verifier).
+ *
+ * # Safety
+ * `verifier` is NULL or live.
+ */
+kvexact_status kvexact_drift_reset_verdict(const kvexact_drift_verifier *verifier);
+
+/**
+ * Writes the verifier's report as compact UTF-8 JSON, no NUL (what `kvexact watch --json`
+ * reports for the verifier): `{"engine":…,"release_id":…,"contract_id":…,
+ * "engine_version":…,"block_size":…,"verdict":"clean"|"drift","counters":{…,
+ * "unverifiable_by_reason":{"parent_never_seen":…}},"rederived_fraction":…,
+ * "predictions":{…}|null,"map":{"capacity":…,"entries":…,"evictions":…,"bytes":…},
+ * "evidence":{…}|null,"undecodable":…,"finding":{"ok":…,"reason":…,"detail":…}}`. The
+ * evidence of a `drift` verdict names the first offending block: `kind` (`"root"`,
+ * `"chained"`, `"block_size"`, `"keys"`), `detail`, `batch_index`, `batch_seq`, `event_id`,
+ * `event_index`, `block_index`, `token_ids_offset` (bytes into the msgpack payload),
+ * `tokens`, `event_block_size`, `rule_block_size`, `parent`, `published`, `published_hex`,
+ * `expected`, `expected_digest`, `mismatches_in_window` and the release used. `finding` is
+ * `kvexact_drift_finding`'s, in the ladder's JSON form.
+ *
+ * Size query as `kvexact_contracts_json`: whenever the call returns `KVEXACT_OK` or
+ * `KVEXACT_ERR_BUFFER_TOO_SMALL`, `*len` holds the document's length; `buf` may be NULL with
+ * `cap` 0 to ask for it. The counters move with every fed batch, so the document may have
+ * grown by the next call: call again with the new length (or leave some room).
+ * `KVEXACT_ERR_NULL_ARGUMENT` for a NULL `verifier` or `len` (or a NULL `buf` with `cap` > 0),
+ * `KVEXACT_ERR_PANIC` (poisoned verifier).
+ *
+ * Ownership: `buf` stays the caller's; nothing is allocated for the caller.
+ *
+ * # Safety
+ * `verifier` is NULL or live; `buf` is NULL or valid for `cap` writes; `len` is NULL or valid
+ * for one write.
+ */
+kvexact_status kvexact_drift_report_json(const kvexact_drift_verifier *verifier,
+                                         uint8_t *buf,
+                                         size_t cap,
+                                         size_t *len);
+
+/**
+ * Writes the Prometheus text exposition (format 0.0.4, `text/plain; version=0.0.4`) of the
+ * counters of `n_series` verifiers, one series set per verifier, grouped by metric family
+ * (each with its `# HELP` and `# TYPE` once), so that the verifiers of every endpoint go into
+ * one scrape:
+ *
+ * * counters `kvexact_drift_batches_total`, `kvexact_drift_undecodable_total`,
+ *   `kvexact_drift_events_total{kind="stored"|"removed"|"cleared"|"other"}`,
+ *   `kvexact_drift_blocks_total`, `kvexact_drift_blocks_rederived_total`,
+ *   `kvexact_drift_blocks_matched_total`,
+ *   `kvexact_drift_blocks_mismatched_total{kind="root"|"chained"|"block_size"|"keys"}`,
+ *   `kvexact_drift_blocks_unverifiable_total{reason=…}` (every reason, 0 included),
+ *   `kvexact_drift_map_evictions_total`;
+ * * gauges `kvexact_drift_detected` (1 drift, 0 clean), `kvexact_drift_map_entries`,
+ *   `kvexact_drift_map_capacity`;
+ * * for verifiers with prediction tracking: `kvexact_drift_predicted_hashes_total`,
+ *   `kvexact_drift_predictions_resolved_total{outcome="already_stored"|"stored_within"|
+ *   "expired"|"dropped"}`, gauge `kvexact_drift_predictions_pending`.
+ *
+ * Every sample carries the series' labels (in the order given) and `release="<release id>"`
+ * (the verifier's engine release). A label name that is not a Prometheus name, starts with
+ * `__`, is reserved (`release`, `kind`, `reason`, `outcome`) or repeats within a series, and
+ * two series with the same labels, are `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * Size query as `kvexact_drift_report_json` (the text may grow between two calls); like every
+ * failure, `KVEXACT_ERR_BUFFER_TOO_SMALL` also writes an error object when `err` is not NULL
+ * (pass NULL for the size query). `KVEXACT_ERR_NULL_ARGUMENT` for a NULL `len`, `series` with `n_series` > 0, verifier or
+ * label pointer; `KVEXACT_ERR_PANIC` (a poisoned verifier).
+ *
+ * Each verifier is locked only while its counters are copied, one after the other.
+ *
+ * Ownership: everything passed is only read during the call; `buf` stays the caller's; the
+ * caller owns `*err`.
+ *
+ * # Safety
+ * `series` is NULL or valid for `n_series` reads, each with a NULL or live verifier and labels
+ * valid as documented; `buf` is NULL or valid for `cap` writes; `len` and `err` are NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_drift_prometheus(const kvexact_drift_series *series,
+                                        size_t n_series,
+                                        uint8_t *buf,
+                                        size_t cap,
+                                        size_t *len,
+                                        kvexact_error **err);
+
+/**
+ * Bytes the map of a verifier with `capacity` entries takes (`kvprobe::drift::map_bytes`).
+ */
+size_t kvexact_drift_map_bytes(size_t capacity);
+
+/**
  * Builds the encoder of `profile` for the engine contract `contract_id` (NUL-terminated; its
  * first `-` segment names the engine: `vllm`, `sglang`, `trtllm`). Compiles the template; the
  * tokenizer parsed when the registry was loaded is shared, not parsed again (milliseconds:
- * still do it at publish time, not per request).
+ * still do it at publish time, not per request). The defaults of
+ * `kvexact_encoder_new_with_options` (NULL options): strict rules, a segment cache of
+ * `KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES`.
  *
  * Returns `KVEXACT_OK` and a new reference in `*out`, or a negative status with an error
  * object: `KVEXACT_ERR_PROFILE` (unknown contract, quirk not valid for it),
@@ -799,6 +1684,41 @@ kvexact_status kvexact_encoder_new(const kvexact_profile *profile,
                                    const char *contract_id,
                                    kvexact_encoder **out,
                                    kvexact_error **err);
+
+/**
+ * `kvexact_encoder_new` with options (`options` NULL: its defaults): the engine release
+ * (`engine_version`), the refusal codes to lift (`lifted`), the segment cache (capacity, or
+ * none). See `kvexact_encoder_options`.
+ *
+ * The segment cache belongs to this encoder handle (and to every reference to it: share one
+ * encoder between all worker threads); it is sharded (16 locks, no global lock) and bounded
+ * by its capacity. Its entries are keyed by the parsed tokenizer (which fixes the vocabulary,
+ * merges, normalizer, pre-tokenizer and added-token set) and the exact segment bytes; a
+ * segment's ids depend on nothing else (the engine contract only changes what is rendered,
+ * and the special tokens added around the segments). Counters: `kvexact_encoder_cache_stats`.
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`; otherwise the statuses of
+ * `kvexact_encoder_new`, and (with an error object, code in parentheses)
+ * `KVEXACT_ERR_LIFT_NOT_ALLOWED` (`"LIFT_NOT_ALLOWED"`: a lifted code the release's
+ * contract does not define, or lifts without one release; the message names the code, the
+ * release and why), `KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`, `KVEXACT_ERR_CONTRACT_MISMATCH`,
+ * `KVEXACT_ERR_NOT_FOUND` (`"UNKNOWN_NAME"`), `KVEXACT_ERR_INVALID_ARGUMENT` (a bad
+ * `struct_size`, unknown flag or lift bit, a capacity above the bound, `"CONFIG"`: a
+ * contract id spanning releases that differ). Nothing is written to `*out` on failure.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_encoder_free`) and `*err`;
+ * `options` and the strings are only read during the call.
+ *
+ * # Safety
+ * `profile` is NULL or a live profile; `contract_id` is NULL or NUL-terminated; `options` is
+ * NULL or valid for its `struct_size` bytes with `engine_version` NULL or NUL-terminated;
+ * `out` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_encoder_new_with_options(const kvexact_profile *profile,
+                                                const char *contract_id,
+                                                const kvexact_encoder_options *options,
+                                                kvexact_encoder **out,
+                                                kvexact_error **err);
 
 /**
  * Takes another reference to `encoder` and returns it (NULL when `encoder` is NULL).
@@ -1029,6 +1949,9 @@ void kvexact_event_decoder_free(kvexact_event_decoder *decoder);
  * algorithm, block size 0, seed not UTF-8, seed given to a non-vLLM algorithm, unset seed with
  * an xxhash algorithm); `*out` is not written on failure.
  *
+ * The hasher has a prefix-chain cache of `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES` blocks (the
+ * defaults of `kvexact_hasher_new_with_options`; same hashes as without it).
+ *
  * Ownership: the caller owns `*out` and frees it with `kvexact_hasher_free`; `seed` is only
  * read during the call.
  *
@@ -1040,6 +1963,32 @@ kvexact_status kvexact_hasher_new(kvexact_hash_algo algo,
                                   const uint8_t *seed,
                                   size_t seed_len,
                                   kvexact_hasher **out);
+
+/**
+ * `kvexact_hasher_new` with options (`options` NULL: the defaults `kvexact_hasher_new`
+ * uses, a prefix-chain cache of `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES`): the prefix-chain
+ * cache's capacity, none, or another hasher's cache to share (see `kvexact_hasher_options`).
+ * Hashes are identical with or without the cache; `kvexact_block_hashes_u64` (full blocks),
+ * `kvexact_block_hashes_strided` and `kvexact_route_keys` go through it.
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`, or the statuses of
+ * `kvexact_hasher_new` (and `KVEXACT_ERR_INVALID_ARGUMENT` for bad options) with an error
+ * object in `*err` when `err` is not NULL. Nothing is written to `*out` on failure.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_hasher_free`) and `*err`; `seed`
+ * and `options` are only read during the call.
+ *
+ * # Safety
+ * As `kvexact_hasher_new`; `options` is NULL or valid for its `struct_size` bytes, with
+ * `share_cache_with` NULL or a live hasher; `err` is NULL or valid for one write.
+ */
+kvexact_status kvexact_hasher_new_with_options(kvexact_hash_algo algo,
+                                               uint32_t block_size,
+                                               const uint8_t *seed,
+                                               size_t seed_len,
+                                               const kvexact_hasher_options *options,
+                                               kvexact_hasher **out,
+                                               kvexact_error **err);
 
 /**
  * Takes another reference to `hasher` and returns it (NULL when `hasher` is NULL).
@@ -1091,8 +2040,10 @@ int32_t kvexact_hasher_block_count(const kvexact_hasher *hasher, size_t n, int f
  * `KVEXACT_ERR_HASH_UNDEFINED`, `KVEXACT_ERR_INVALID_ARGUMENT` (pickle variants: a block
  * larger than one pickle frame). `out` is written only on success.
  *
- * No allocation for the CBOR/SGLang/TensorRT-LLM algorithms; safe to call concurrently on
- * one hasher.
+ * Full blocks go through the hasher's prefix-chain cache when it has one (vLLM: only the
+ * blocks after the longest cached prefix are hashed; same hashes). Without a cache, no
+ * allocation for the CBOR/SGLang/TensorRT-LLM algorithms. Safe to call concurrently on one
+ * hasher.
  *
  * Ownership: `ids` and `out` are borrowed for the call.
  *
@@ -1575,6 +2526,35 @@ kvexact_status kvexact_readiness_evaluate(const uint8_t *evidence_json,
                                           kvexact_error **err);
 
 /**
+ * The lift bit of any refusal code: `1 << refusal` for a code libkvexact defines
+ * (`KVEXACT_REFUSAL_UNPARSEABLE` … `KVEXACT_REFUSAL_INPUT_TOO_LARGE`), 0 for
+ * `KVEXACT_REFUSAL_NONE` and for a value it does not define. The `KVEXACT_REFUSAL_BIT_*`
+ * constants are the bits of the codes kvexact can lift at all; which of them an engine release
+ * lifts is its contract's (`chat.liftable` in `kvexact_contracts_json`), checked when the
+ * encoder is built.
+ */
+uint32_t kvexact_refusal_bit(kvexact_refusal refusal);
+
+/**
+ * Parses comma-separated refusal names as `kvexact encode --allow` takes them
+ * (`"tools,message_field"`; spaces around names and empty items are ignored, so `""` is 0)
+ * into a lift mask for `kvexact_encoder_options.lifted`.
+ *
+ * Returns `KVEXACT_OK` and the mask in `*bits`, or `KVEXACT_ERR_INVALID_ARGUMENT` (error code
+ * `"invalid_argument"`, the message naming the first unknown name) /
+ * `KVEXACT_ERR_NULL_ARGUMENT`; `*bits` is written only on success.
+ *
+ * Ownership: `names` is only read during the call; the caller owns `*err`.
+ *
+ * # Safety
+ * `names` is NULL or valid for `len` bytes; `bits` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_refusal_bits_parse(const uint8_t *names,
+                                          size_t len,
+                                          uint32_t *bits,
+                                          kvexact_error **err);
+
+/**
  * The stable feature code of a refusal (`"tools"`, `"multi_text_part"` …, `"none"` for
  * `KVEXACT_REFUSAL_NONE`), or `"unrecognized_refusal"` for a value libkvexact does not define.
  *
@@ -1824,6 +2804,136 @@ kvexact_status kvexact_profile_admit(const kvexact_profile *profile,
                                      const char *contract_id,
                                      uint32_t api_mode,
                                      kvexact_error **err);
+
+/**
+ * The counters of `encoder`'s segment cache (zero with `enabled = 0` when it has none, e.g.
+ * built with `KVEXACT_OPTION_NO_CACHE`) written to `*stats`, whose `struct_size` the caller
+ * sets. Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT` or `KVEXACT_ERR_INVALID_ARGUMENT`
+ * (`struct_size` too small); `*stats` is written only on success. Locks each of the cache's
+ * 16 shards in turn: for metrics, not for every request.
+ *
+ * # Safety
+ * `encoder` is NULL or a live encoder; `stats` is NULL or valid for its `struct_size` bytes.
+ */
+kvexact_status kvexact_encoder_cache_stats(const kvexact_encoder *encoder,
+                                           kvexact_cache_stats *stats);
+
+/**
+ * The counters of `hasher`'s prefix-chain cache (shared with every hasher made with
+ * `share_cache_with` pointing at it, or at a hasher sharing it), as
+ * `kvexact_encoder_cache_stats`.
+ *
+ * # Safety
+ * `hasher` is NULL or a live hasher; `stats` is NULL or valid for its `struct_size` bytes.
+ */
+kvexact_status kvexact_hasher_cache_stats(const kvexact_hasher *hasher, kvexact_cache_stats *stats);
+
+/**
+ * Empties `encoder`'s segment cache (the counters are kept; nothing changes in any result).
+ * A no-op for an encoder without one. Returns `KVEXACT_OK` or `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `encoder` is NULL or a live encoder.
+ */
+kvexact_status kvexact_encoder_cache_clear(const kvexact_encoder *encoder);
+
+/**
+ * Empties `hasher`'s prefix-chain cache — for every hasher sharing it — keeping the
+ * counters. A no-op for a hasher without one. Returns `KVEXACT_OK` or
+ * `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `hasher` is NULL or a live hasher.
+ */
+kvexact_status kvexact_hasher_cache_clear(const kvexact_hasher *hasher);
+
+/**
+ * The gateway's hot path in one call: the strict refusal scan of the raw chat request
+ * `body` (or the lifted path, for an encoder with lifted codes), the render at `now_unix_ms`
+ * (UTC), tokenization into `ids_out` (at most `max_ids` ids, the rest cut as
+ * `kvexact_encode_chat` cuts them), then the block hashes of the ids written into
+ * `hashes_out` (full blocks only, at most `max_blocks`: the routing keys an engine can
+ * hold). Neither the body nor the ids are copied on the way: the body is parsed in place,
+ * the ids are written once into `ids_out` and hashed from there. With the encoder's segment
+ * cache, the segments of earlier turns are found instead of re-encoded; with the hasher's
+ * prefix-chain cache, the chain resumes after the longest prefix already hashed.
+ *
+ * Exactly what `kvexact_encode_chat(encoder, body, len, now_unix_ms, ids_out, max_ids,
+ * refusal_out)` followed by `kvexact_block_hashes_u64(hasher, ids_out, n, 1, hashes_out,
+ * max_blocks)` give, id for id and hash for hash, whatever the caches hold.
+ *
+ * On success returns `KVEXACT_OK`, with the counts in `*n_ids` and `*n_blocks`. Otherwise a
+ * negative status as `kvexact_encode_chat` (`KVEXACT_ERR_UNSUPPORTED` with the refusal in
+ * `*refusal_out`, `KVEXACT_ERR_REQUEST`, `KVEXACT_ERR_RENDERER`, `KVEXACT_ERR_TOKENIZER`)
+ * or `kvexact_block_hashes_u64` (`KVEXACT_ERR_INVALID_ARGUMENT` for a pickle-serialised
+ * block that does not fit a frame), `KVEXACT_ERR_NULL_ARGUMENT` (`encoder`, `hasher`,
+ * `n_ids` or `n_blocks` NULL, a NULL buffer with a non-zero capacity), with an error object
+ * in `*err` when `err` is not NULL. `*n_ids` and `*n_blocks` are written only on success;
+ * `hashes_out` too, and `ids_out` too except after a hashing failure (which only the pickle
+ * algorithms can have, once the ids are known: then `ids_out` holds them).
+ *
+ * `refusal_out` may be NULL; when not NULL it is always written, as by
+ * `kvexact_encode_chat`.
+ *
+ * Thread safety: any number of threads may call it at once on one encoder and one hasher.
+ *
+ * Ownership: every buffer is borrowed for the call; the caller owns `*err`.
+ *
+ * # Safety
+ * `encoder` and `hasher` are NULL or live handles; `body` is valid for `len` bytes;
+ * `ids_out` for `max_ids` writes and `hashes_out` for `max_blocks` writes (not aliasing each
+ * other); `n_ids`, `n_blocks`, `refusal_out` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_route_keys(const kvexact_encoder *encoder,
+                                  const kvexact_hasher *hasher,
+                                  const uint8_t *body,
+                                  size_t len,
+                                  int64_t now_unix_ms,
+                                  uint32_t *ids_out,
+                                  size_t max_ids,
+                                  uint64_t *hashes_out,
+                                  size_t max_blocks,
+                                  size_t *n_ids,
+                                  size_t *n_blocks,
+                                  kvexact_refusal *refusal_out,
+                                  kvexact_error **err);
+
+/**
+ * `kvexact_route_keys` for `n` requests in one call (a burst), one after the other on the
+ * calling thread, with caller-owned buffers in fixed slots:
+ *
+ * * request `i`'s ids go to `ids_out + i * max_ids` (at most `max_ids` of them), its hashes
+ *   to `hashes_out + i * max_blocks` (at most `max_blocks`), so `ids_out` holds
+ *   `n * max_ids` ids and `hashes_out` `n * max_blocks` hashes;
+ * * `results[i]` receives request `i`'s status, refusal and counts; a request's result is
+ *   exactly what `kvexact_route_keys` with the same arguments gives (one request's failure
+ *   affects no other), and the slots of a request that failed hold unspecified values.
+ *
+ * Returns `KVEXACT_OK` when the arguments are valid (whatever each request's outcome: read
+ * `results`), or, with nothing written anywhere, `KVEXACT_ERR_NULL_ARGUMENT` (a NULL handle,
+ * `requests` or `results` NULL with `n > 0`, a NULL buffer with a non-zero size) or
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (`n * max_ids` or `n * max_blocks` overflows), with an error
+ * object in `*err` when `err` is not NULL.
+ *
+ * Ownership: `requests`, their bodies and every buffer are borrowed for the call; the caller
+ * owns `*err`.
+ *
+ * # Safety
+ * `encoder` and `hasher` are NULL or live handles; `requests` is NULL or valid for `n` reads,
+ * each body valid for its `len` bytes; `results` is NULL or valid for `n` writes; `ids_out`
+ * is NULL or valid for `n * max_ids` writes and `hashes_out` for `n * max_blocks` writes;
+ * `err` is NULL or valid for one write.
+ */
+kvexact_status kvexact_route_keys_batch(const kvexact_encoder *encoder,
+                                        const kvexact_hasher *hasher,
+                                        const kvexact_route_request *requests,
+                                        size_t n,
+                                        uint32_t *ids_out,
+                                        size_t max_ids,
+                                        uint64_t *hashes_out,
+                                        size_t max_blocks,
+                                        kvexact_route_result *results,
+                                        kvexact_error **err);
 
 /**
  * The stable lower-case name of a status (`"ok"`, `"request"`, `"null_argument"` …), or

@@ -11,7 +11,7 @@ for p in "${C_PROGRAMS[@]}"; do
   echo "== asan $p"
   ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1" \
     UBSAN_OPTIONS="print_stacktrace=1" \
-    KVEXACT_TEST_ITERATIONS="${KVEXACT_TEST_ITERATIONS:-20000}" \
+    KVEXACT_TEST_ITERATIONS="${KVEXACT_TEST_ITERATIONS:-20000}" KVEXACT_TEST_RSS=0 \
     "$out/$p" "$ROOT"
 done
 echo "asan: ${#C_PROGRAMS[@]} programs clean"

@@ -9,11 +9,19 @@
 //! `{"refusal"}` prints them): a request hitting only lifted codes is encoded as the engine's
 //! serving path does. A code the release's contract does not list as liftable is refused
 //! before anything is read (`REFUSED LIFT_NOT_ALLOWED`, exit 2), as is an unknown code name.
+//!
+//! Work is bounded (`--max-body-bytes`, `--max-messages`, `--max-rendered-bytes`,
+//! `--max-word-bytes`, `--max-fallback-bytes`; defaults as the C ABI's): at most the body bound
+//! plus one byte is read, and a request over a bound prints `{"refusal": "input_too_large",
+//! "limit": {"name", "max", "actual"}, "detail"}` (exit 3).
 
 use kvprobe::bridge;
 use kvprobe::contract::{self, Contract};
 use kvprofile_core::{Generation, LoadOptions, TrustPolicy};
-use kvtemplate::{spec_from_model_dir_for, Engine, KvtemplateValidator, Outcome, RefusalSet};
+use kvtemplate::{
+    spec_from_model_dir_for, Engine, InputLimits, KvtemplateValidator, Limit, LimitHit, Outcome,
+    Refusal, RefusalSet, ScratchBuf,
+};
 use serde_json::json;
 use std::io::Read;
 use std::path::PathBuf;
@@ -66,9 +74,87 @@ pub struct Args {
     /// Most token ids to return (the gateway's cap).
     #[arg(long, default_value_t = 4096)]
     pub max_ids: usize,
+    /// Largest request body read and parsed, in bytes (more is refused `input_too_large`
+    /// without reading the rest). Default: 8 MiB.
+    #[arg(long, value_name = "BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// Most messages in a chat request. Default: 4096.
+    #[arg(long, value_name = "N")]
+    pub max_messages: Option<usize>,
+    /// Largest rendered prompt (or completions prompt), in bytes. Default: 8 MiB.
+    #[arg(long, value_name = "BYTES")]
+    pub max_rendered_bytes: Option<usize>,
+    /// Longest pre-token (e.g. a word without spaces) encoded, in bytes. Default: 64 KiB.
+    #[arg(long, value_name = "BYTES")]
+    pub max_word_bytes: Option<usize>,
+    /// Longest text for a tokenizer without a fast path (e.g. gemma-2), in bytes.
+    /// Default: 1 MiB.
+    #[arg(long, value_name = "BYTES")]
+    pub max_fallback_bytes: Option<usize>,
     /// Request body file, or `-` for stdin.
     #[arg(default_value = "-")]
     pub file: String,
+}
+
+impl Args {
+    /// The bounds on the request's work: the defaults with the ones given replaced.
+    fn limits(&self) -> InputLimits {
+        let d = InputLimits::default();
+        InputLimits {
+            max_body_bytes: self.max_body_bytes.unwrap_or(d.max_body_bytes),
+            max_messages: self.max_messages.unwrap_or(d.max_messages),
+            max_rendered_bytes: self.max_rendered_bytes.unwrap_or(d.max_rendered_bytes),
+            max_word_bytes: self.max_word_bytes.unwrap_or(d.max_word_bytes),
+            max_fallback_bytes: self.max_fallback_bytes.unwrap_or(d.max_fallback_bytes),
+        }
+    }
+}
+
+/// Prints a refusal (with the bound crossed, for `input_too_large`).
+fn refused(r: Refusal, hit: Option<LimitHit>) -> ExitCode {
+    let mut v =
+        json!({ "refusal": r.as_str(), "refusal_code": r.code(), "class": r.class().code() });
+    if let Some(h) = hit {
+        v["limit"] = json!({ "name": h.limit.as_str(), "max": h.max, "actual": h.actual });
+        v["detail"] = json!(h.to_string());
+    }
+    println!("{v}");
+    ExitCode::from(3)
+}
+
+/// Reads at most `max + 1` bytes of `file` (`-`: stdin): a body over the bound is never read
+/// whole. `Err(Some(hit))` when it is over, with its size when the file's length is known.
+fn read_bounded(file: &str, max: usize) -> Result<Vec<u8>, Result<LimitHit, String>> {
+    let take = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
+    let mut body = Vec::new();
+    let (read, known_len) = if file == "-" {
+        (
+            std::io::stdin().lock().take(take).read_to_end(&mut body),
+            None,
+        )
+    } else {
+        match std::fs::File::open(file) {
+            Ok(f) => {
+                let len = f.metadata().ok().map(|m| m.len());
+                (f.take(take).read_to_end(&mut body), len)
+            }
+            Err(e) => return Err(Err(format!("cannot read {file}: {e}"))),
+        }
+    };
+    if let Err(e) = read {
+        return Err(Err(format!("cannot read {file}: {e}")));
+    }
+    if body.len() > max {
+        let actual = known_len
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(body.len());
+        return Err(Ok(LimitHit {
+            limit: Limit::BodyBytes,
+            max,
+            actual,
+        }));
+    }
+    Ok(body)
 }
 
 fn fail(msg: impl std::fmt::Display, class: i32) -> ExitCode {
@@ -146,25 +232,31 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let encoder = match built {
+    let mut encoder = match built {
         Ok(e) => e,
         Err(kvprobe::Error::Encoder(e)) => return fail(e.to_string(), e.class().code()),
         Err(e) => return fail(e.to_string(), -3),
     };
-    let mut body = Vec::new();
-    let read = if args.file == "-" {
-        std::io::stdin().read_to_end(&mut body).map(|_| ())
-    } else {
-        std::fs::read(&args.file).map(|b| body = b)
+    let limits = args.limits();
+    encoder.set_limits(limits);
+    let body = match read_bounded(&args.file, limits.max_body_bytes) {
+        Ok(b) => b,
+        Err(Ok(hit)) => return refused(Refusal::InputTooLarge, Some(hit)),
+        Err(Err(msg)) => {
+            eprintln!("{msg}");
+            return ExitCode::from(2);
+        }
     };
-    if let Err(e) = read {
-        eprintln!("cannot read {}: {e}", args.file);
-        return ExitCode::from(2);
-    }
+    let mut scratch = ScratchBuf::new();
     let result = match args.api {
         Api::Chat => encoder
-            .encode_chat_to_vec(&body, now_ms, args.max_ids)
-            .map(|o| o.map(|r| (r.text, r.ids, r.truncated))),
+            .encode_chat_capped(&body, now_ms, args.max_ids, &mut scratch)
+            .map(|o| {
+                o.map(|e| {
+                    let text = scratch.rendered().to_string();
+                    (text, scratch.ids().to_vec(), e.truncated)
+                })
+            }),
         Api::Completions => {
             let prompt = serde_json::from_slice::<serde_json::Value>(&body)
                 .ok()
@@ -172,13 +264,9 @@ pub fn run(args: &Args) -> ExitCode {
             let Some(prompt) = prompt else {
                 return fail("completions body needs a string \"prompt\"", -1);
             };
-            let mut out = vec![0u32; args.max_ids];
-            encoder.encode_completions(&prompt, &mut out).map(|o| {
-                o.map(|n| {
-                    out.truncate(n.written);
-                    (prompt, out, n.truncated)
-                })
-            })
+            encoder
+                .encode_completions_capped(&prompt, args.max_ids, &mut scratch)
+                .map(|o| o.map(|e| (prompt, scratch.ids().to_vec(), e.truncated)))
         }
     };
     match result {
@@ -189,13 +277,7 @@ pub fn run(args: &Args) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Ok(Outcome::Refused(r)) => {
-            println!(
-                "{}",
-                json!({ "refusal": r.as_str(), "refusal_code": r.code(), "class": r.class().code() })
-            );
-            ExitCode::from(3)
-        }
+        Ok(Outcome::Refused(r)) => refused(r, scratch.limit_hit()),
         Err(e) => fail(e.to_string(), e.class().code()),
     }
 }

@@ -315,3 +315,60 @@ fn contracts_resolve_names_the_liftable_codes() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("liftable none"), "{text}");
 }
+
+#[test]
+fn a_body_over_the_bound_is_refused_with_the_bound_named() {
+    // 9 MiB on stdin: only the default 8 MiB bound plus one byte is read.
+    let big = format!(
+        r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "a ".repeat(9 << 19)
+    );
+    let (rc, v) = encode(&["--engine", "vllm"], "Qwen__Qwen2.5-7B-Instruct", &big);
+    assert_eq!(rc, 3, "{v}");
+    assert_eq!(v["refusal"], "input_too_large");
+    assert_eq!(v["limit"]["name"], "max_body_bytes");
+    assert_eq!(v["limit"]["max"], 8 << 20);
+    assert_eq!(v["limit"]["actual"], (8 << 20) + 1);
+    // A file's size is known: its length is the figure reported.
+    let dir = std::env::temp_dir().join(format!("kvexact-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("body.json");
+    std::fs::write(&file, &big).unwrap();
+    let (rc, v) = encode(
+        &["--engine", "vllm", file.to_str().unwrap()],
+        "Qwen__Qwen2.5-7B-Instruct",
+        "",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(rc, 3, "{v}");
+    assert_eq!(v["limit"]["actual"], big.len());
+    assert_eq!(
+        v["detail"],
+        format!(
+            "input_too_large: {} bytes, over max_body_bytes = 8388608",
+            big.len()
+        )
+    );
+}
+
+#[test]
+fn the_bounds_are_flags() {
+    let body = r#"{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"},{"role":"user","content":"again"}]}"#;
+    let (rc, v) = encode(
+        &["--engine", "vllm", "--max-messages", "2"],
+        "Qwen__Qwen2.5-7B-Instruct",
+        body,
+    );
+    assert_eq!(rc, 3, "{v}");
+    assert_eq!(v["limit"]["name"], "max_messages");
+    assert_eq!(v["limit"]["actual"], 3);
+    let (rc, v) = encode(
+        &["--engine", "vllm", "--max-word-bytes", "8"],
+        "Qwen__Qwen2.5-7B-Instruct",
+        r#"{"messages":[{"role":"user","content":"incomprehensibilities"}]}"#,
+    );
+    assert_eq!(rc, 3, "{v}");
+    assert_eq!(v["limit"]["name"], "max_word_bytes");
+    let (rc, v) = encode(&["--engine", "vllm"], "Qwen__Qwen2.5-7B-Instruct", body);
+    assert_eq!(rc, 0, "{v}");
+}

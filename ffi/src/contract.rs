@@ -15,27 +15,30 @@ use crate::error::{c_string_lossless, kvexact_error, Failure};
 use crate::events::{kvexact_event_decoder, rehash_arg, EventDecoder};
 use crate::handle::{arc_into_raw, box_into_raw, copy_out, in_c_str, out_param, out_slice};
 use crate::hasher::{
-    kvexact_hash_algo, kvexact_hasher, seed_arg, Hasher, KVEXACT_BLOCKHASH_TRTLLM,
-    KVEXACT_HASH_ALGO_CONTRACT_DEFAULT, KVEXACT_SHA256_CBOR, KVEXACT_SHA256_PICKLE,
-    KVEXACT_SHA256_SGLANG, KVEXACT_XXHASH_CBOR, KVEXACT_XXHASH_PICKLE,
+    hasher_options, kvexact_hash_algo, kvexact_hasher, kvexact_hasher_options, seed_arg, Hasher,
+    KVEXACT_BLOCKHASH_TRTLLM, KVEXACT_HASH_ALGO_CONTRACT_DEFAULT, KVEXACT_SHA256_CBOR,
+    KVEXACT_SHA256_PICKLE, KVEXACT_SHA256_SGLANG, KVEXACT_XXHASH_CBOR, KVEXACT_XXHASH_PICKLE,
 };
 use crate::panic::{boundary, boundary_err};
 use crate::probe::{engine_of, kvexact_engine};
 use crate::status::{
     kvexact_status, KVEXACT_ERR_CONTRACT_MISMATCH, KVEXACT_ERR_INVALID_ARGUMENT,
-    KVEXACT_ERR_NOT_FOUND, KVEXACT_ERR_REGISTRY, KVEXACT_ERR_UNKNOWN,
+    KVEXACT_ERR_LIFT_NOT_ALLOWED, KVEXACT_ERR_NOT_FOUND, KVEXACT_ERR_REGISTRY, KVEXACT_ERR_UNKNOWN,
     KVEXACT_ERR_UNKNOWN_ENGINE_VERSION, KVEXACT_OK,
 };
 
 /// A kvprobe contract error as a failure. The code is kvprobe's (`UNKNOWN_ENGINE_VERSION`,
-/// `UNKNOWN_NAME`, `CONFIG`, `HASHER`, …); the status follows it.
-fn contract_failure(e: &kvprobe::Error) -> Failure {
+/// `UNKNOWN_NAME`, `CONFIG`, `HASHER`, `LIFT_NOT_ALLOWED`, …); the status follows it. An
+/// encoder error keeps kvtemplate's class (`KVEXACT_ERR_RENDERER`, …) and class code.
+pub(crate) fn contract_failure(e: &kvprobe::Error) -> Failure {
     use kvprobe::Error as E;
     let status = match e {
         E::Contract(RegistryError::UnknownEngineVersion { .. }) => {
             KVEXACT_ERR_UNKNOWN_ENGINE_VERSION
         }
         E::ContractMismatch { .. } => KVEXACT_ERR_CONTRACT_MISMATCH,
+        E::LiftNotAllowed { .. } => KVEXACT_ERR_LIFT_NOT_ALLOWED,
+        E::Encoder(t) => return Failure::new(t.class().code(), t.to_string()),
         E::UnknownName { .. } => KVEXACT_ERR_NOT_FOUND,
         E::Config(_) | E::Hasher(_) => KVEXACT_ERR_INVALID_ARGUMENT,
         E::Registry(_) | E::Contract(_) => KVEXACT_ERR_REGISTRY,
@@ -69,7 +72,15 @@ fn contract_for(id: &str, version: Option<&str>) -> Result<Contract, Failure> {
     contract::resolve_within(id, version).map_err(|e| contract_failure(&e))
 }
 
-unsafe fn contract_arg(id: *const c_char, version: *const c_char) -> Result<Contract, Failure> {
+/// The contract of a `(contract_id, engine_version)` argument pair (`engine_version` may be
+/// NULL), as [`contract_for`].
+///
+/// # Safety
+/// Both are NULL or NUL-terminated.
+pub(crate) unsafe fn contract_arg(
+    id: *const c_char,
+    version: *const c_char,
+) -> Result<Contract, Failure> {
     let id = unsafe { in_c_str(id, "contract_id") }?;
     let version = if version.is_null() {
         None
@@ -79,8 +90,12 @@ unsafe fn contract_arg(id: *const c_char, version: *const c_char) -> Result<Cont
     contract_for(id, version)
 }
 
-/// The catalog algorithm of a C `algo` (`None`: the contract's default).
-fn algorithm_of(algo: kvexact_hash_algo) -> Result<Option<HashAlgorithm>, Failure> {
+/// The catalog algorithm of a C `algo` (`None`: the contract's default); `name` is the
+/// argument's name in the error.
+pub(crate) fn algorithm_of(
+    algo: kvexact_hash_algo,
+    name: &str,
+) -> Result<Option<HashAlgorithm>, Failure> {
     Ok(Some(match algo {
         KVEXACT_HASH_ALGO_CONTRACT_DEFAULT => return Ok(None),
         KVEXACT_SHA256_CBOR => HashAlgorithm::Sha256Cbor,
@@ -91,7 +106,7 @@ fn algorithm_of(algo: kvexact_hash_algo) -> Result<Option<HashAlgorithm>, Failur
         KVEXACT_BLOCKHASH_TRTLLM => HashAlgorithm::BlockhashTrtllm,
         other => {
             return Err(Failure::invalid(
-                "algo",
+                name,
                 format_args!("unknown hash algorithm {other}"),
             ))
         }
@@ -201,7 +216,8 @@ pub unsafe extern "C" fn kvexact_contracts_json(
 /// `*out` is not written on failure.
 ///
 /// The hasher is used exactly like one from `kvexact_hasher_new` (which keeps the reference
-/// rules, vLLM 0.31's, whatever the engine runs).
+/// rules, vLLM 0.31's, whatever the engine runs), with the same default prefix-chain cache
+/// (`kvexact_hasher_new_for_contract_with_options` sets it).
 ///
 /// Ownership: the caller owns `*out` (free with `kvexact_hasher_free`) and `*err` (free with
 /// `kvexact_error_free`); the strings and `seed` are only read during the call.
@@ -221,10 +237,48 @@ pub unsafe extern "C" fn kvexact_hasher_new_for_contract(
     err: *mut *mut kvexact_error,
 ) -> kvexact_status {
     unsafe {
+        kvexact_hasher_new_for_contract_with_options(
+            contract_id,
+            engine_version,
+            algo,
+            block_size,
+            seed,
+            seed_len,
+            std::ptr::null(),
+            out,
+            err,
+        )
+    }
+}
+
+/// `kvexact_hasher_new_for_contract` with options (`options` NULL: its defaults, a
+/// prefix-chain cache of `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES`): the prefix-chain cache's
+/// capacity, none, or another hasher's cache to share (see `kvexact_hasher_options`).
+/// Statuses as `kvexact_hasher_new_for_contract`, and `KVEXACT_ERR_INVALID_ARGUMENT` for bad
+/// options.
+///
+/// # Safety
+/// As `kvexact_hasher_new_for_contract`; `options` is NULL or valid for its `struct_size`
+/// bytes, with `share_cache_with` NULL or a live hasher.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn kvexact_hasher_new_for_contract_with_options(
+    contract_id: *const c_char,
+    engine_version: *const c_char,
+    algo: kvexact_hash_algo,
+    block_size: u32,
+    seed: *const u8,
+    seed_len: usize,
+    options: *const kvexact_hasher_options,
+    out: *mut *mut kvexact_hasher,
+    err: *mut *mut kvexact_error,
+) -> kvexact_status {
+    unsafe {
         boundary_err(err, || {
             let out = out_param(out, "out")?;
             let seed = seed_arg(seed, seed_len)?;
-            let algo = algorithm_of(algo)?;
+            let cache = hasher_options(options)?;
+            let algo = algorithm_of(algo, "algo")?;
             let block_size = usize::try_from(block_size)
                 .map_err(|_| Failure::invalid("block_size", "too large"))?;
             if block_size == 0 {
@@ -246,7 +300,9 @@ pub unsafe extern "C" fn kvexact_hasher_new_for_contract(
             }
             let inner = kvprobe::bridge::hasher(&c, algo, block_size, seed)
                 .map_err(|e| contract_failure(&e))?;
-            out.write(arc_into_raw(Arc::new(Hasher::from_block_hasher(inner))));
+            out.write(arc_into_raw(Arc::new(
+                Hasher::from_block_hasher(inner).with_cache(cache),
+            )));
             Ok(KVEXACT_OK)
         })
     }

@@ -5,11 +5,12 @@ use std::cell::RefCell;
 use std::ffi::c_char;
 use std::sync::Arc;
 
-use kvtemplate::{Encoder, Outcome, Refusal, ScratchBuf};
+use kvtemplate::{Encoder, Outcome, Refusal, RefusalSet, ScratchBuf};
 
 use crate::error::{kvexact_error, Failure};
 use crate::handle::{
-    arc_clone, arc_free, arc_into_raw, arc_ref, in_c_str, in_slice, out_param, out_slice, ArcHandle,
+    arc_clone, arc_free, arc_into_raw, arc_ref, in_c_str, in_slice, out_param, out_slice,
+    versioned_in, ArcHandle,
 };
 use crate::panic::{boundary, boundary_err};
 use crate::refusal::{kvexact_refusal, KVEXACT_REFUSAL_NONE, KVEXACT_REFUSAL_TEMPLATE_RAISED};
@@ -42,6 +43,258 @@ impl ArcHandle for kvexact_encoder {
     type Inner = EncoderInner;
 }
 
+/// `kvexact_encoder_options.flags` / `kvexact_hasher_options.flags`: no cache for this
+/// handle (every call computes everything; results are the same).
+pub const KVEXACT_OPTION_NO_CACHE: u32 = 1;
+
+/// Default segment-cache capacity of an encoder: 8 MiB.
+pub const KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES: u64 = 8_388_608;
+
+/// Largest segment-cache capacity an encoder accepts: 4 GiB.
+pub const KVEXACT_SEGMENT_CACHE_MAX_BYTES: u64 = 4_294_967_296;
+
+/// Options of `kvexact_encoder_new_with_options`. Zero-initialise it, set `struct_size` to
+/// `sizeof(kvexact_encoder_options)` and the fields you need: every zero field is the default
+/// (`kvexact_encoder_new`'s behaviour), and passing NULL instead of the struct means all
+/// defaults. The struct only ever grows at its end; a caller built against an older header
+/// passes its smaller `struct_size` and gets the defaults for the fields it does not know.
+///
+/// ```c
+/// kvexact_encoder_options o = {0};
+/// o.struct_size = sizeof o;
+/// o.engine_version = "0.31.0";
+/// o.lifted = KVEXACT_REFUSAL_BIT_TOOLS | KVEXACT_REFUSAL_BIT_MESSAGE_FIELD;
+/// ```
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct kvexact_encoder_options {
+    /// `sizeof(kvexact_encoder_options)` as the caller compiled it (at least this version's
+    /// size; a larger one must have all bytes past this version zero).
+    pub struct_size: u32,
+    /// The strict-rule refusal codes to lift, as a mask of `kvexact_refusal_bit(code)` (the
+    /// `KVEXACT_REFUSAL_BIT_*` constants, or `kvexact_refusal_bits_parse`); 0 = none, the
+    /// strict rules exactly. A request whose refusal scan hits only lifted codes is rendered
+    /// and tokenized as the engine release's own serving path does (tools, tool calls and
+    /// results, `chat_template_kwargs`, …); any other hit is still refused with its own
+    /// code, in the same scan order. Lifting needs one engine release: `engine_version`, or
+    /// a `contract_id` that is a release id (or a contract with a single release). A code
+    /// that release's contract does not list as liftable (`chat.liftable` in
+    /// `kvexact_contracts_json`) is refused here with `KVEXACT_ERR_LIFT_NOT_ALLOWED`.
+    pub lifted: u32,
+    /// The engine release, as the engine reports its version (NUL-terminated, e.g. vLLM's
+    /// `/version` `"0.31.0"`), resolved within `contract_id` exactly as
+    /// `kvexact_hasher_new_for_contract` does (`KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`,
+    /// `KVEXACT_ERR_CONTRACT_MISMATCH`); the encoder then has that release's chat rules and
+    /// quirks. NULL: the release or contract `contract_id` names (as `kvexact_encoder_new`).
+    /// Only read during the call.
+    pub engine_version: *const c_char,
+    /// Capacity of the encoder's segment cache (token ids of the text between added tokens,
+    /// reused across requests: every earlier turn of a conversation is found instead of
+    /// re-encoded). 0 = the default, `KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES` (8 MiB); at most
+    /// `KVEXACT_SEGMENT_CACHE_MAX_BYTES` (4 GiB). The capacity bounds everything the cache
+    /// holds: segment text, 4 bytes per id and 128 bytes of bookkeeping per segment.
+    pub segment_cache_bytes: u64,
+    /// `KVEXACT_OPTION_NO_CACHE`: no segment cache (`segment_cache_bytes` must then be 0).
+    /// Other bits are `KVEXACT_ERR_INVALID_ARGUMENT`.
+    pub flags: u32,
+    /// Must be 0.
+    pub reserved: u32,
+    /// Largest request body accepted, in bytes, checked before it is parsed (over it:
+    /// `KVEXACT_REFUSAL_INPUT_TOO_LARGE`, the error message naming the bound). 0 = the
+    /// default, `KVEXACT_DEFAULT_MAX_BODY_BYTES` (8 MiB); `UINT64_MAX` = no bound.
+    pub max_body_bytes: u64,
+    /// Largest text handed to the tokenizer, in bytes: the rendered chat prompt (the render
+    /// stops once over) and a completions prompt. 0 = `KVEXACT_DEFAULT_MAX_RENDERED_BYTES`
+    /// (8 MiB); `UINT64_MAX` = no bound.
+    pub max_rendered_bytes: u64,
+    /// Longest pre-token (text the tokenizer's pre-tokenizer does not split, e.g. a word
+    /// without spaces) encoded, in bytes, checked before it is encoded. 0 =
+    /// `KVEXACT_DEFAULT_MAX_WORD_BYTES` (64 KiB); `UINT64_MAX` = no bound.
+    pub max_word_bytes: u64,
+    /// Longest text handed whole to a tokenizer kvexact has no fast path for (e.g.
+    /// gemma-2's), in bytes. 0 = `KVEXACT_DEFAULT_MAX_FALLBACK_BYTES` (1 MiB); `UINT64_MAX` =
+    /// no bound.
+    pub max_fallback_bytes: u64,
+    /// Most messages in one chat request, checked before rendering. 0 =
+    /// `KVEXACT_DEFAULT_MAX_MESSAGES` (4096); `UINT32_MAX` = no bound.
+    pub max_messages: u32,
+    /// Must be 0.
+    pub reserved2: u32,
+}
+
+/// Default `kvexact_encoder_options.max_body_bytes`: 8 MiB.
+pub const KVEXACT_DEFAULT_MAX_BODY_BYTES: u64 = kvtemplate::limits::DEFAULT_MAX_BODY_BYTES as u64;
+/// Default `kvexact_encoder_options.max_rendered_bytes`: 8 MiB.
+pub const KVEXACT_DEFAULT_MAX_RENDERED_BYTES: u64 =
+    kvtemplate::limits::DEFAULT_MAX_RENDERED_BYTES as u64;
+/// Default `kvexact_encoder_options.max_word_bytes`: 64 KiB.
+pub const KVEXACT_DEFAULT_MAX_WORD_BYTES: u64 = kvtemplate::limits::DEFAULT_MAX_WORD_BYTES as u64;
+/// Default `kvexact_encoder_options.max_fallback_bytes`: 1 MiB.
+pub const KVEXACT_DEFAULT_MAX_FALLBACK_BYTES: u64 =
+    kvtemplate::limits::DEFAULT_MAX_FALLBACK_BYTES as u64;
+/// Default `kvexact_encoder_options.max_messages`: 4096.
+pub const KVEXACT_DEFAULT_MAX_MESSAGES: u32 = kvtemplate::limits::DEFAULT_MAX_MESSAGES as u32;
+
+/// A byte bound of the options: 0 = `default`, `u64::MAX` = none.
+fn byte_bound(v: u64, default: usize) -> usize {
+    match v {
+        0 => default,
+        u64::MAX => usize::MAX,
+        n => usize::try_from(n).unwrap_or(usize::MAX),
+    }
+}
+
+/// The bounds the options ask for.
+fn limits_of(o: &kvexact_encoder_options) -> kvtemplate::InputLimits {
+    use kvtemplate::limits::*;
+    InputLimits {
+        max_body_bytes: byte_bound(o.max_body_bytes, DEFAULT_MAX_BODY_BYTES),
+        max_rendered_bytes: byte_bound(o.max_rendered_bytes, DEFAULT_MAX_RENDERED_BYTES),
+        max_word_bytes: byte_bound(o.max_word_bytes, DEFAULT_MAX_WORD_BYTES),
+        max_fallback_bytes: byte_bound(o.max_fallback_bytes, DEFAULT_MAX_FALLBACK_BYTES),
+        max_messages: match o.max_messages {
+            0 => DEFAULT_MAX_MESSAGES,
+            u32::MAX => usize::MAX,
+            n => n as usize,
+        },
+    }
+}
+
+/// What `kvexact_encoder_options` asks for, checked.
+#[derive(Debug, Clone)]
+pub(crate) struct EncoderOptions<'a> {
+    pub(crate) lifted: RefusalSet,
+    pub(crate) engine_version: Option<&'a str>,
+    /// 0: no segment cache.
+    pub(crate) segment_cache_bytes: usize,
+    /// The bounds on each request's work.
+    pub(crate) limits: kvtemplate::InputLimits,
+}
+
+impl Default for EncoderOptions<'_> {
+    fn default() -> Self {
+        EncoderOptions {
+            lifted: RefusalSet::EMPTY,
+            engine_version: None,
+            segment_cache_bytes: KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES as usize,
+            limits: kvtemplate::InputLimits::default(),
+        }
+    }
+}
+
+/// Reads and checks `kvexact_encoder_options` (NULL: the defaults).
+///
+/// # Safety
+/// `opts` is NULL or valid for its `struct_size` bytes; its `engine_version` is NULL or
+/// NUL-terminated and outlives `'a`.
+pub(crate) unsafe fn encoder_options<'a>(
+    opts: *const kvexact_encoder_options,
+) -> Result<EncoderOptions<'a>, Failure> {
+    let Some(o) = (unsafe { versioned_in(opts, "options") })? else {
+        return Ok(EncoderOptions::default());
+    };
+    if o.flags & !KVEXACT_OPTION_NO_CACHE != 0 || o.reserved != 0 || o.reserved2 != 0 {
+        return Err(Failure::invalid(
+            "options",
+            format_args!("unknown flags {:#x} or reserved field set", o.flags),
+        ));
+    }
+    let lifted = RefusalSet::from_bits(o.lifted).ok_or_else(|| {
+        Failure::invalid(
+            "options.lifted",
+            format_args!("bits {:#x} name no refusal code", o.lifted),
+        )
+    })?;
+    let engine_version = if o.engine_version.is_null() {
+        None
+    } else {
+        Some(unsafe { in_c_str(o.engine_version, "options.engine_version") }?)
+    };
+    let segment_cache_bytes = match (
+        o.flags & KVEXACT_OPTION_NO_CACHE != 0,
+        o.segment_cache_bytes,
+    ) {
+        (true, 0) => 0,
+        (true, _) => {
+            return Err(Failure::invalid(
+                "options.segment_cache_bytes",
+                "a capacity with KVEXACT_OPTION_NO_CACHE",
+            ))
+        }
+        (false, 0) => KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES,
+        (false, n) if n > KVEXACT_SEGMENT_CACHE_MAX_BYTES => {
+            return Err(Failure::invalid(
+                "options.segment_cache_bytes",
+                format_args!("{n} is above KVEXACT_SEGMENT_CACHE_MAX_BYTES"),
+            ))
+        }
+        (false, n) => n,
+    };
+    Ok(EncoderOptions {
+        lifted,
+        engine_version,
+        segment_cache_bytes: usize::try_from(segment_cache_bytes)
+            .map_err(|_| Failure::invalid("options.segment_cache_bytes", "too large"))?,
+        limits: limits_of(&o),
+    })
+}
+
+/// Builds the kvtemplate encoder of `view` for `contract_id` with `opts`.
+fn build_encoder(
+    view: &ProfileView,
+    contract_id: &str,
+    opts: &EncoderOptions<'_>,
+) -> Result<Encoder, Failure> {
+    let lp = &view.profile;
+    let mut encoder = match (opts.engine_version, opts.lifted.is_empty()) {
+        // Exactly what kvexact_encoder_new has always built.
+        (None, true) => {
+            kvtemplate::encoder_from_loaded(lp, contract_id).map_err(|e| template_failure(&e))?
+        }
+        (None, false) => kvprobe::bridge::encoder_for_id_with_lifts(lp, contract_id, opts.lifted)
+            .map_err(|e| crate::contract::contract_failure(&e))?,
+        (Some(v), _) => {
+            let c = kvprobe::contract::resolve_within(contract_id, Some(v))
+                .map_err(|e| crate::contract::contract_failure(&e))?;
+            kvprobe::bridge::encoder_with_lifts(lp, &c, opts.lifted)
+                .map_err(|e| crate::contract::contract_failure(&e))?
+        }
+    };
+    encoder.enable_segment_cache(opts.segment_cache_bytes);
+    encoder.set_limits(opts.limits);
+    Ok(encoder)
+}
+
+/// The chat call shared by `kvexact_encode_chat`, `kvexact_route_keys` and its batch form:
+/// refusal scan, render, tokenize into `out` (capped at its length), with the refusal (if
+/// any) stored in `refusal`. Returns the number of ids written.
+pub(crate) fn chat_ids(
+    enc: &EncoderInner,
+    body: &[u8],
+    now_unix_ms: i64,
+    out: &mut [u32],
+    refusal: &mut kvexact_refusal,
+) -> Result<usize, Failure> {
+    let (res, hit) = with_scratch(|s| {
+        let r = enc.encoder.encode_chat(body, now_unix_ms, out, s);
+        (r, s.limit_hit())
+    });
+    match res {
+        Ok(Outcome::Done(e)) => Ok(e.written),
+        Ok(Outcome::Refused(r)) => {
+            *refusal = refusal_value(r);
+            Err(refused(r, hit))
+        }
+        Err(e) => {
+            let f = template_failure(&e);
+            if f.status == KVEXACT_ERR_UNSUPPORTED {
+                *refusal = KVEXACT_REFUSAL_TEMPLATE_RAISED;
+            }
+            Err(f)
+        }
+    }
+}
+
 thread_local! {
     /// Render scratch space reused by the calls made on this thread (no state survives
     /// between calls: it is only a buffer).
@@ -61,6 +314,18 @@ fn template_failure(e: &kvtemplate::Error) -> Failure {
     Failure::new(e.class().code(), e.to_string())
 }
 
+/// The failure of a refused request: the refusal's code, and for
+/// `KVEXACT_REFUSAL_INPUT_TOO_LARGE` the bound crossed as the message
+/// (`"input_too_large: N bytes, over max_body_bytes = M"`).
+fn refused(r: Refusal, hit: Option<kvtemplate::LimitHit>) -> Failure {
+    match hit {
+        Some(h) if r == Refusal::InputTooLarge => {
+            Failure::with_code(KVEXACT_ERR_UNSUPPORTED, r.as_str(), h.to_string())
+        }
+        _ => Failure::with_code(KVEXACT_ERR_UNSUPPORTED, r.as_str(), "refused"),
+    }
+}
+
 /// The C value of a refusal (kvtemplate's discriminants are the ABI's values).
 fn refusal_value(r: Refusal) -> kvexact_refusal {
     u32::try_from(r as i32).unwrap_or(KVEXACT_REFUSAL_TEMPLATE_RAISED)
@@ -69,7 +334,9 @@ fn refusal_value(r: Refusal) -> kvexact_refusal {
 /// Builds the encoder of `profile` for the engine contract `contract_id` (NUL-terminated; its
 /// first `-` segment names the engine: `vllm`, `sglang`, `trtllm`). Compiles the template; the
 /// tokenizer parsed when the registry was loaded is shared, not parsed again (milliseconds:
-/// still do it at publish time, not per request).
+/// still do it at publish time, not per request). The defaults of
+/// `kvexact_encoder_new_with_options` (NULL options): strict rules, a segment cache of
+/// `KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES`.
 ///
 /// Returns `KVEXACT_OK` and a new reference in `*out`, or a negative status with an error
 /// object: `KVEXACT_ERR_PROFILE` (unknown contract, quirk not valid for it),
@@ -88,14 +355,51 @@ pub unsafe extern "C" fn kvexact_encoder_new(
     out: *mut *mut kvexact_encoder,
     err: *mut *mut kvexact_error,
 ) -> kvexact_status {
+    unsafe { kvexact_encoder_new_with_options(profile, contract_id, std::ptr::null(), out, err) }
+}
+
+/// `kvexact_encoder_new` with options (`options` NULL: its defaults): the engine release
+/// (`engine_version`), the refusal codes to lift (`lifted`), the segment cache (capacity, or
+/// none). See `kvexact_encoder_options`.
+///
+/// The segment cache belongs to this encoder handle (and to every reference to it: share one
+/// encoder between all worker threads); it is sharded (16 locks, no global lock) and bounded
+/// by its capacity. Its entries are keyed by the parsed tokenizer (which fixes the vocabulary,
+/// merges, normalizer, pre-tokenizer and added-token set) and the exact segment bytes; a
+/// segment's ids depend on nothing else (the engine contract only changes what is rendered,
+/// and the special tokens added around the segments). Counters: `kvexact_encoder_cache_stats`.
+///
+/// Returns `KVEXACT_OK` and a new reference in `*out`; otherwise the statuses of
+/// `kvexact_encoder_new`, and (with an error object, code in parentheses)
+/// `KVEXACT_ERR_LIFT_NOT_ALLOWED` (`"LIFT_NOT_ALLOWED"`: a lifted code the release's
+/// contract does not define, or lifts without one release; the message names the code, the
+/// release and why), `KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`, `KVEXACT_ERR_CONTRACT_MISMATCH`,
+/// `KVEXACT_ERR_NOT_FOUND` (`"UNKNOWN_NAME"`), `KVEXACT_ERR_INVALID_ARGUMENT` (a bad
+/// `struct_size`, unknown flag or lift bit, a capacity above the bound, `"CONFIG"`: a
+/// contract id spanning releases that differ). Nothing is written to `*out` on failure.
+///
+/// Ownership: the caller owns `*out` (free with `kvexact_encoder_free`) and `*err`;
+/// `options` and the strings are only read during the call.
+///
+/// # Safety
+/// `profile` is NULL or a live profile; `contract_id` is NULL or NUL-terminated; `options` is
+/// NULL or valid for its `struct_size` bytes with `engine_version` NULL or NUL-terminated;
+/// `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_encoder_new_with_options(
+    profile: *const kvexact_profile,
+    contract_id: *const c_char,
+    options: *const kvexact_encoder_options,
+    out: *mut *mut kvexact_encoder,
+    err: *mut *mut kvexact_error,
+) -> kvexact_status {
     unsafe {
         boundary_err(err, || {
             let view = arc_clone(profile, "profile")?;
             let contract = in_c_str(contract_id, "contract_id")?;
+            let opts = encoder_options(options)?;
             let out = out_param(out, "out")?;
-            let lp = &view.profile;
-            let encoder =
-                kvtemplate::encoder_from_loaded(lp, contract).map_err(|e| template_failure(&e))?;
+            let encoder = build_encoder(&view, contract, &opts)?;
             out.write(arc_into_raw(Arc::new(EncoderInner {
                 encoder,
                 profile: view,
@@ -158,13 +462,13 @@ pub unsafe extern "C" fn kvexact_encode_completions(
             .map_err(|e| Failure::new(KVEXACT_ERR_REQUEST, format!("prompt is not UTF-8: {e}")))?;
         let cap = (max_ids as usize).min(i32::MAX as usize);
         let out = unsafe { out_slice(out_ids, cap, "out_ids") }?;
-        match enc.encoder.encode_completions(text, out) {
+        let (res, hit) = with_scratch(|s| {
+            let r = enc.encoder.encode_completions_with(text, out, s);
+            (r, s.limit_hit())
+        });
+        match res {
             Ok(Outcome::Done(e)) => Ok(i32::try_from(e.written).unwrap_or(i32::MAX)),
-            Ok(Outcome::Refused(r)) => Err(Failure::with_code(
-                KVEXACT_ERR_UNSUPPORTED,
-                r.as_str(),
-                "refused",
-            )),
+            Ok(Outcome::Refused(r)) => Err(refused(r, hit)),
             Err(e) => Err(template_failure(&e)),
         }
     })
@@ -201,24 +505,8 @@ pub unsafe extern "C" fn kvexact_encode_chat(
         let body = unsafe { in_slice(body, len, "body") }?;
         let cap = (max_ids as usize).min(i32::MAX as usize);
         let out = unsafe { out_slice(out_ids, cap, "out_ids") }?;
-        match with_scratch(|s| enc.encoder.encode_chat(body, now_unix_ms, out, s)) {
-            Ok(Outcome::Done(e)) => Ok(i32::try_from(e.written).unwrap_or(i32::MAX)),
-            Ok(Outcome::Refused(r)) => {
-                refusal = refusal_value(r);
-                Err(Failure::with_code(
-                    KVEXACT_ERR_UNSUPPORTED,
-                    r.as_str(),
-                    "refused",
-                ))
-            }
-            Err(e) => {
-                let f = template_failure(&e);
-                if f.status == KVEXACT_ERR_UNSUPPORTED {
-                    refusal = KVEXACT_REFUSAL_TEMPLATE_RAISED;
-                }
-                Err(f)
-            }
-        }
+        let n = chat_ids(enc, body, now_unix_ms, out, &mut refusal)?;
+        Ok(i32::try_from(n).unwrap_or(i32::MAX))
     });
     if !refusal_out.is_null() {
         // SAFETY: the caller guarantees validity when not NULL.

@@ -119,13 +119,21 @@ pub struct EventDecoder {
     events: Vec<kvexact_event>,
 }
 
+/// Most bytes of C-visible storage (hashes, token ids, `kvexact_event`s) one decoded batch may
+/// fill: 64 MiB.
+pub const STORAGE_BUDGET: usize = 64 << 20;
+
+/// Storage a decoder keeps reserved between calls after a larger batch: 1 MiB per vector.
+pub const RETAINED_BYTES: usize = 1 << 20;
+
 impl BoxHandle for kvexact_event_decoder {
     type Inner = EventDecoder;
 }
 
 /// Machine code and status of an event-decoding error: `schema_mismatch` when the bytes are
-/// well-formed but not this schema's events, `decode_error` otherwise.
-fn event_failure(e: &kvhash::Error) -> Failure {
+/// well-formed but not this schema's events, `decode_error` otherwise (also used by the drift
+/// verifier's decoding).
+pub(crate) fn event_failure(e: &kvhash::Error) -> Failure {
     use kvhash::Error as E;
     let schema = matches!(
         e,
@@ -188,7 +196,13 @@ impl EventDecoder {
     }
 
     /// Decodes one payload into the decoder's storage; returns the batch's DP rank.
+    ///
+    /// Memory: the decoded model is bounded by [`Limits::max_decoded_bytes`]; the C-visible
+    /// storage is sized exactly for the batch before it is filled, charged against
+    /// [`STORAGE_BUDGET`] (over it: `decode_error`, nothing filled), and what a large batch
+    /// left is released at the next call (at most [`RETAINED_BYTES`] stays reserved).
     fn decode(&mut self, payload: &[u8]) -> Result<Option<u32>, Failure> {
+        self.release();
         let batch = match self.schema.format().transport() {
             Transport::ZmqMsgpack => {
                 decode_payload_schema(&self.schema, payload, &Limits::default())
@@ -196,12 +210,10 @@ impl EventDecoder {
             Transport::HttpJson => decode_json(self.schema.format(), payload),
         }
         .map_err(|e| event_failure(&e))?;
-        self.hashes.clear();
-        self.tokens.clear();
-        self.events.clear();
+        let n_events = self.reserve_for(&batch.events)?;
         // Pass 1: fill the storage, remembering offsets (pointers are set in pass 2, after
         // the vectors stopped growing).
-        let mut spans = Vec::with_capacity(batch.events.len());
+        let mut spans = Vec::with_capacity(n_events);
         let batch_rank = batch.rank.map_or(-1, i64::from);
         for ev in &batch.events {
             let first = self.events.len();
@@ -237,6 +249,61 @@ impl EventDecoder {
             ev.n_tokens = t1 - t0;
         }
         Ok(batch.rank)
+    }
+
+    /// Empties the storage, keeping at most [`RETAINED_BYTES`] of it reserved.
+    fn release(&mut self) {
+        self.hashes.clear();
+        self.tokens.clear();
+        self.events.clear();
+        self.hashes
+            .shrink_to(RETAINED_BYTES / std::mem::size_of::<u64>());
+        self.tokens
+            .shrink_to(RETAINED_BYTES / std::mem::size_of::<u32>());
+        self.events
+            .shrink_to(RETAINED_BYTES / std::mem::size_of::<kvexact_event>());
+    }
+
+    /// Reserves exactly the storage `events` fill (and returns how many C events they make),
+    /// or refuses when it is over [`STORAGE_BUDGET`].
+    fn reserve_for(&mut self, events: &[Event<'_>]) -> Result<usize, Failure> {
+        let (mut n_hashes, mut n_tokens, mut n_events) = (0usize, 0usize, 0usize);
+        for ev in events {
+            let (h, t, e) = match &ev.kind {
+                EventKind::BlockStored(s) => (s.block_hashes.len(), s.token_ids.len(), 1),
+                EventKind::Stored(st) => (
+                    st.blocks.len(),
+                    st.blocks.iter().map(|b| b.tokens.len()).sum(),
+                    st.blocks.len(),
+                ),
+                EventKind::BlockRemoved(r) => (r.block_hashes.len(), 0, 1),
+                EventKind::Updated(_) => (1, 0, 1),
+                EventKind::AllBlocksCleared | EventKind::Created(_) => (0, 0, 1),
+            };
+            n_hashes = n_hashes.saturating_add(h);
+            n_tokens = n_tokens.saturating_add(t);
+            n_events = n_events.saturating_add(e);
+        }
+        let bytes = n_hashes
+            .saturating_mul(std::mem::size_of::<u64>())
+            .saturating_add(n_tokens.saturating_mul(std::mem::size_of::<u32>()))
+            .saturating_add(n_events.saturating_mul(
+                std::mem::size_of::<kvexact_event>() + std::mem::size_of::<Span>(),
+            ));
+        if bytes > STORAGE_BUDGET {
+            return Err(Failure::with_code(
+                KVEXACT_ERR_EVENT_DECODE,
+                "decode_error",
+                format!(
+                    "the batch's decoded events need {bytes} bytes, over the decoder's \
+                     {STORAGE_BUDGET}-byte budget"
+                ),
+            ));
+        }
+        self.hashes.reserve_exact(n_hashes);
+        self.tokens.reserve_exact(n_tokens);
+        self.events.reserve_exact(n_events);
+        Ok(n_events)
     }
 
     /// Appends `out` with the hashes and tokens pushed since `(h0, t0)`.
@@ -453,4 +520,60 @@ pub unsafe extern "C" fn kvexact_event_decoder_free(decoder: *mut kvexact_event_
         unsafe { box_free(decoder) };
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kvhash::events::EventFormat;
+
+    /// `[ts, [BlockRemoved × n], 0]` with `hashes` one-byte hashes per event (vLLM map v3).
+    fn removed_batch(n: u32, hashes: u32) -> Vec<u8> {
+        let mut p = vec![0x93, 0xcb];
+        p.extend_from_slice(&1.7e9f64.to_be_bytes());
+        p.push(0xdd);
+        p.extend_from_slice(&n.to_be_bytes());
+        for _ in 0..n {
+            p.push(0x84);
+            p.extend_from_slice(b"\xa4type\xacBlockRemoved\xacblock_hashes\xdd");
+            p.extend_from_slice(&hashes.to_be_bytes());
+            p.resize(p.len() + hashes as usize, 0x01);
+            p.extend_from_slice(b"\xa6medium\xa3GPU\xa9group_idx\x00");
+        }
+        p.push(0x00);
+        p
+    }
+
+    #[test]
+    fn storage_of_a_large_batch_is_released_at_the_next_call() {
+        let schema = EventSchema::family(EventFormat::VllmKvMapV3).clone();
+        let mut d = EventDecoder::new(schema, None);
+        // 1 Mi hashes: 8 MiB of C-visible hashes (and 32 MiB of decoded model), within both
+        // budgets.
+        d.decode(&removed_batch(2, 512 << 10)).expect("decodes");
+        assert_eq!(d.hashes.len(), 1 << 20);
+        assert!(d.hashes.capacity() * 8 >= 8 << 20);
+        // The next (small) batch leaves at most RETAINED_BYTES reserved per vector.
+        d.decode(&removed_batch(2, 8)).expect("decodes");
+        assert_eq!(d.events.len(), 2);
+        assert!(
+            d.hashes.capacity() * 8 <= RETAINED_BYTES,
+            "{}",
+            d.hashes.capacity()
+        );
+        assert!(d.events.capacity() * std::mem::size_of::<kvexact_event>() <= RETAINED_BYTES);
+    }
+
+    #[test]
+    fn a_batch_over_the_budgets_is_refused_with_nothing_filled() {
+        let schema = EventSchema::family(EventFormat::VllmKvMapV3).clone();
+        let mut d = EventDecoder::new(schema, None);
+        // 9 Mi hashes: over the decoded model's budget (kvhash charges it first, before the
+        // C storage is sized); either refusal is a decode_error with nothing filled.
+        let err = d
+            .decode(&removed_batch(9, 1 << 20))
+            .expect_err("over budget");
+        assert_eq!(err.status, KVEXACT_ERR_EVENT_DECODE);
+        assert!(d.hashes.is_empty() && d.events.is_empty());
+    }
 }

@@ -223,3 +223,86 @@ pub fn copy_out(
     dst.copy_from_slice(bytes);
     Ok(crate::status::KVEXACT_OK)
 }
+
+/// Largest `struct_size` a versioned options struct may announce (a guard against garbage).
+const MAX_STRUCT_SIZE: usize = 4096;
+
+/// Reads a versioned struct whose first field is `uint32_t struct_size` (the size the caller
+/// compiled it with). NULL gives `None` (the caller's defaults). A size smaller than this
+/// version's is `KVEXACT_ERR_INVALID_ARGUMENT` (this is the first version of every such
+/// struct); a larger one (a caller built against a newer header) is accepted when every byte
+/// past this version's fields is zero, i.e. the newer fields are left at their defaults, and
+/// refused otherwise, naming the first offset libkvexact does not know.
+///
+/// # Safety
+/// `ptr` is NULL or valid for reads of its `struct_size` bytes.
+pub unsafe fn versioned_in<T: Copy>(ptr: *const T, name: &str) -> Result<Option<T>, Failure> {
+    if ptr.is_null() {
+        return Ok(None);
+    }
+    if !ptr.is_aligned() {
+        return Err(Failure::invalid(name, "pointer is not aligned"));
+    }
+    // SAFETY: non-NULL and aligned; the first field is a u32 by the contract.
+    let size = unsafe { ptr.cast::<u32>().read() } as usize;
+    let ours = std::mem::size_of::<T>();
+    if size < ours {
+        return Err(Failure::invalid(
+            name,
+            format_args!("struct_size is {size}, this struct has {ours} bytes: set struct_size = sizeof the struct"),
+        ));
+    }
+    if size > MAX_STRUCT_SIZE {
+        return Err(Failure::invalid(
+            name,
+            format_args!("struct_size {size} is implausible (set struct_size = sizeof the struct)"),
+        ));
+    }
+    if size > ours {
+        // SAFETY: the caller guarantees `size` readable bytes.
+        let all = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), size) };
+        if let Some(i) = all.iter().skip(ours).position(|&b| b != 0) {
+            return Err(Failure::invalid(
+                name,
+                format_args!(
+                    "sets a field at byte {} that this libkvexact ({}) does not know",
+                    ours + i,
+                    env!("CARGO_PKG_VERSION")
+                ),
+            ));
+        }
+    }
+    // SAFETY: valid for `ours` bytes, aligned, plain old data.
+    Ok(Some(unsafe { ptr.read() }))
+}
+
+/// Writes a versioned output struct (first field `uint32_t struct_size`, set by the caller):
+/// `value`'s bytes, with the caller's `struct_size` kept, up to this version's size; the
+/// caller's bytes beyond it are left alone. A `struct_size` smaller than this version's is
+/// `KVEXACT_ERR_INVALID_ARGUMENT`, with nothing written.
+///
+/// # Safety
+/// `ptr` is NULL or valid for reads and writes of its `struct_size` bytes.
+pub unsafe fn versioned_out<T: Copy>(ptr: *mut T, name: &str, value: T) -> Result<(), Failure> {
+    if ptr.is_null() {
+        return Err(Failure::null(name));
+    }
+    if !ptr.is_aligned() {
+        return Err(Failure::invalid(name, "pointer is not aligned"));
+    }
+    // SAFETY: non-NULL and aligned; the first field is a u32 by the contract.
+    let size = unsafe { ptr.cast::<u32>().read() };
+    let ours = std::mem::size_of::<T>();
+    if (size as usize) < ours {
+        return Err(Failure::invalid(
+            name,
+            format_args!("struct_size is {size}, this struct has {ours} bytes: set struct_size = sizeof the struct"),
+        ));
+    }
+    // SAFETY: valid for `ours` bytes; then the caller's size goes back into the first field.
+    unsafe {
+        ptr.write(value);
+        ptr.cast::<u32>().write(size);
+    }
+    Ok(())
+}

@@ -30,16 +30,19 @@ pub const KVEXACT_HASH_ALGO_CONTRACT_DEFAULT: kvexact_hash_algo = 0xFFFF_FFFF;
 
 use std::sync::Arc;
 
+use kvhash::prefix_cache::PrefixCache;
 use kvhash::sglang::SglangHasher;
 use kvhash::trtllm::TrtllmHasher;
 use kvhash::vllm::{HashAlgo, VllmHasher};
 use kvhash::BlockHasher;
 
-use crate::error::Failure;
+use crate::encoder::KVEXACT_OPTION_NO_CACHE;
+use crate::error::{kvexact_error, Failure};
 use crate::handle::{
-    arc_clone, arc_free, arc_into_raw, arc_ref, in_slice, out_param, out_slice, ArcHandle,
+    arc_clone, arc_free, arc_into_raw, arc_ref, in_slice, out_param, out_slice, versioned_in,
+    ArcHandle,
 };
-use crate::panic::boundary;
+use crate::panic::{boundary, boundary_err};
 use crate::status::{
     kvexact_status, KVEXACT_ERR_HASH_UNDEFINED, KVEXACT_ERR_INVALID_ARGUMENT, KVEXACT_ERR_OVERFLOW,
     KVEXACT_OK,
@@ -60,6 +63,115 @@ pub struct Hasher {
     /// Pickle variants may fail mid-chain (a block larger than one pickle frame); they hash
     /// into scratch space so that `out` is still written only on success.
     may_fail_midway: bool,
+    /// The prefix-chain cache full-block hashes go through, if any (possibly shared with
+    /// other hashers: entries are keyed by the whole configuration).
+    prefix: Option<Arc<PrefixCache>>,
+}
+
+/// Default prefix-chain cache capacity of a hasher: 16,384 blocks (64 conversations of the
+/// gateway's 256-block cap; about 7 MiB at block size 16, see
+/// `kvexact_hasher_options.prefix_cache_entries`).
+pub const KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES: u64 = 16_384;
+
+/// Largest prefix-chain cache capacity a hasher accepts: 4,194,304 blocks.
+pub const KVEXACT_PREFIX_CACHE_MAX_ENTRIES: u64 = 4_194_304;
+
+/// Options of `kvexact_hasher_new_with_options` and
+/// `kvexact_hasher_new_for_contract_with_options`. Zero-initialise it and set `struct_size` to
+/// `sizeof(kvexact_hasher_options)`: every zero field is the default, and NULL instead of the
+/// struct means all defaults (what `kvexact_hasher_new` and `kvexact_hasher_new_for_contract`
+/// use). The struct only ever grows at its end (see `kvexact_encoder_options`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct kvexact_hasher_options {
+    /// `sizeof(kvexact_hasher_options)` as the caller compiled it.
+    pub struct_size: u32,
+    /// `KVEXACT_OPTION_NO_CACHE`: no prefix-chain cache (then `prefix_cache_entries` is 0 and
+    /// `share_cache_with` NULL). Other bits are `KVEXACT_ERR_INVALID_ARGUMENT`.
+    pub flags: u32,
+    /// Capacity of the hasher's prefix-chain cache in blocks: the digests of prefixes already
+    /// hashed, so that a request extending an earlier one (the next turn of a conversation)
+    /// hashes only its new blocks. 0 = the default, `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES`
+    /// (16,384); at most `KVEXACT_PREFIX_CACHE_MAX_ENTRIES`. Memory: at most about
+    /// `entries × (2 × 240 + 4 × block_size + 48)` bytes (block entries in 16 sharded tables,
+    /// plus up to `entries` blocks of the 128 most recent requests kept whole), about 7 MiB
+    /// at the default and block size 16; `kvexact_hasher_cache_stats` reports what is held.
+    /// Only vLLM chains (without look-ahead) are cached; SGLang and TensorRT-LLM blocks are
+    /// hashed on every call (counted as misses). Must be 0 with `share_cache_with`.
+    pub prefix_cache_entries: u64,
+    /// Another hasher whose prefix-chain cache this one shares (NULL: a cache of its own). The
+    /// cache then holds both hashers' blocks within its one capacity; entries are keyed by the
+    /// whole hashing configuration (engine, release rules, algorithm, block size, NONE_HASH,
+    /// extra keys) and verified token for token, so hashers of different configurations
+    /// never see each other's entries. Sharing one cache between every hasher of a registry
+    /// generation bounds the memory of all of them by one capacity. The other hasher must
+    /// have a cache; it may be freed afterwards (the cache lives as long as a hasher uses it).
+    pub share_cache_with: *const kvexact_hasher,
+}
+
+/// What `kvexact_hasher_options` asks for: no cache, a new cache of this capacity, or a
+/// shared one.
+#[derive(Debug, Clone)]
+pub(crate) enum CacheChoice {
+    Off,
+    New(usize),
+    Shared(Arc<PrefixCache>),
+}
+
+/// Reads and checks `kvexact_hasher_options` (NULL: a cache of the default capacity).
+///
+/// # Safety
+/// `opts` is NULL or valid for its `struct_size` bytes; its `share_cache_with` is NULL or a
+/// live hasher.
+pub(crate) unsafe fn hasher_options(
+    opts: *const kvexact_hasher_options,
+) -> Result<CacheChoice, Failure> {
+    let default = CacheChoice::New(KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES as usize);
+    let Some(o) = (unsafe { versioned_in(opts, "options") })? else {
+        return Ok(default);
+    };
+    if o.flags & !KVEXACT_OPTION_NO_CACHE != 0 {
+        return Err(Failure::invalid(
+            "options.flags",
+            format_args!("unknown flags {:#x}", o.flags),
+        ));
+    }
+    let off = o.flags & KVEXACT_OPTION_NO_CACHE != 0;
+    let shared = if o.share_cache_with.is_null() {
+        None
+    } else {
+        let other = unsafe { arc_ref::<kvexact_hasher>(o.share_cache_with, "share_cache_with") }?;
+        Some(other.prefix.clone().ok_or_else(|| {
+            Failure::invalid(
+                "options.share_cache_with",
+                "that hasher has no prefix cache",
+            )
+        })?)
+    };
+    Ok(match (off, o.prefix_cache_entries, shared) {
+        (true, 0, None) => CacheChoice::Off,
+        (true, _, _) => {
+            return Err(Failure::invalid(
+                "options",
+                "KVEXACT_OPTION_NO_CACHE with a capacity or a cache to share",
+            ))
+        }
+        (false, 0, Some(c)) => CacheChoice::Shared(c),
+        (false, _, Some(_)) => {
+            return Err(Failure::invalid(
+                "options.prefix_cache_entries",
+                "must be 0 with share_cache_with (the shared cache has its own capacity)",
+            ))
+        }
+        (false, 0, None) => default,
+        (false, n, None) if n > KVEXACT_PREFIX_CACHE_MAX_ENTRIES => {
+            return Err(Failure::invalid(
+                "options.prefix_cache_entries",
+                format_args!("{n} is above KVEXACT_PREFIX_CACHE_MAX_ENTRIES"),
+            ))
+        }
+        (false, n, None) => CacheChoice::New(n as usize),
+    })
 }
 
 impl ArcHandle for kvexact_hasher {
@@ -121,7 +233,23 @@ impl Hasher {
         Ok(Hasher {
             inner,
             may_fail_midway: matches!(vllm_algo, Some(HashAlgo::Sha256 | HashAlgo::Xxhash)),
+            prefix: None,
         })
+    }
+
+    /// This hasher with the prefix cache `choice` asks for.
+    pub(crate) fn with_cache(mut self, choice: CacheChoice) -> Self {
+        self.prefix = match choice {
+            CacheChoice::Off => None,
+            CacheChoice::New(n) => Some(Arc::new(PrefixCache::new(n))),
+            CacheChoice::Shared(c) => Some(c),
+        };
+        self
+    }
+
+    /// The prefix-chain cache full-block hashes go through, if any.
+    pub fn prefix_cache(&self) -> Option<&Arc<PrefixCache>> {
+        self.prefix.as_ref()
     }
 
     /// Wraps a hasher kvhash (or `kvprobe::bridge::hasher`) built.
@@ -133,6 +261,7 @@ impl Hasher {
         Hasher {
             inner,
             may_fail_midway,
+            prefix: None,
         }
     }
 
@@ -170,7 +299,13 @@ impl Hasher {
         let bs = self.inner.block_size();
         let full = ids.len() / bs;
         if total == full || out.len() <= full {
-            // Full blocks only (kvhash stops at out.len()).
+            // Full blocks only (kvhash stops at out.len()). The prefix cache writes `out`
+            // only after the whole chain succeeded.
+            if let Some(cache) = &self.prefix {
+                return cache
+                    .block_hashes_u64(&self.inner, ids, out)
+                    .map_err(hash_failure);
+            }
             if self.may_fail_midway {
                 let mut scratch = vec![0u64; out.len().min(full)];
                 let n = self
@@ -262,6 +397,9 @@ fn count_i32(n: usize) -> Result<i32, Failure> {
 /// algorithm, block size 0, seed not UTF-8, seed given to a non-vLLM algorithm, unset seed with
 /// an xxhash algorithm); `*out` is not written on failure.
 ///
+/// The hasher has a prefix-chain cache of `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES` blocks (the
+/// defaults of `kvexact_hasher_new_with_options`; same hashes as without it).
+///
 /// Ownership: the caller owns `*out` and frees it with `kvexact_hasher_free`; `seed` is only
 /// read during the call.
 ///
@@ -275,13 +413,55 @@ pub unsafe extern "C" fn kvexact_hasher_new(
     seed_len: usize,
     out: *mut *mut kvexact_hasher,
 ) -> kvexact_status {
-    boundary(|| {
-        let out = unsafe { out_param(out, "out") }?;
-        let seed = unsafe { seed_arg(seed, seed_len) }?;
-        let hasher = Hasher::new(algo, block_size, seed)?;
-        out.write(arc_into_raw(Arc::new(hasher)));
-        Ok(KVEXACT_OK)
-    })
+    unsafe {
+        kvexact_hasher_new_with_options(
+            algo,
+            block_size,
+            seed,
+            seed_len,
+            std::ptr::null(),
+            out,
+            std::ptr::null_mut(),
+        )
+    }
+}
+
+/// `kvexact_hasher_new` with options (`options` NULL: the defaults `kvexact_hasher_new`
+/// uses, a prefix-chain cache of `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES`): the prefix-chain
+/// cache's capacity, none, or another hasher's cache to share (see `kvexact_hasher_options`).
+/// Hashes are identical with or without the cache; `kvexact_block_hashes_u64` (full blocks),
+/// `kvexact_block_hashes_strided` and `kvexact_route_keys` go through it.
+///
+/// Returns `KVEXACT_OK` and a new reference in `*out`, or the statuses of
+/// `kvexact_hasher_new` (and `KVEXACT_ERR_INVALID_ARGUMENT` for bad options) with an error
+/// object in `*err` when `err` is not NULL. Nothing is written to `*out` on failure.
+///
+/// Ownership: the caller owns `*out` (free with `kvexact_hasher_free`) and `*err`; `seed`
+/// and `options` are only read during the call.
+///
+/// # Safety
+/// As `kvexact_hasher_new`; `options` is NULL or valid for its `struct_size` bytes, with
+/// `share_cache_with` NULL or a live hasher; `err` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_hasher_new_with_options(
+    algo: kvexact_hash_algo,
+    block_size: u32,
+    seed: *const u8,
+    seed_len: usize,
+    options: *const kvexact_hasher_options,
+    out: *mut *mut kvexact_hasher,
+    err: *mut *mut kvexact_error,
+) -> kvexact_status {
+    unsafe {
+        boundary_err(err, || {
+            let out = out_param(out, "out")?;
+            let seed = seed_arg(seed, seed_len)?;
+            let cache = hasher_options(options)?;
+            let hasher = Hasher::new(algo, block_size, seed)?.with_cache(cache);
+            out.write(arc_into_raw(Arc::new(hasher)));
+            Ok(KVEXACT_OK)
+        })
+    }
 }
 
 /// Takes another reference to `hasher` and returns it (NULL when `hasher` is NULL).
@@ -350,8 +530,10 @@ pub unsafe extern "C" fn kvexact_hasher_block_count(
 /// `KVEXACT_ERR_HASH_UNDEFINED`, `KVEXACT_ERR_INVALID_ARGUMENT` (pickle variants: a block
 /// larger than one pickle frame). `out` is written only on success.
 ///
-/// No allocation for the CBOR/SGLang/TensorRT-LLM algorithms; safe to call concurrently on
-/// one hasher.
+/// Full blocks go through the hasher's prefix-chain cache when it has one (vLLM: only the
+/// blocks after the longest cached prefix are hashed; same hashes). Without a cache, no
+/// allocation for the CBOR/SGLang/TensorRT-LLM algorithms. Safe to call concurrently on one
+/// hasher.
 ///
 /// Ownership: `ids` and `out` are borrowed for the call.
 ///

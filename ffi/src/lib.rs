@@ -21,6 +21,7 @@
 #![allow(non_camel_case_types)]
 
 pub mod contract;
+pub mod drift;
 pub mod encoder;
 pub mod error;
 pub mod events;
@@ -30,6 +31,7 @@ pub mod panic;
 pub mod probe;
 pub mod refusal;
 pub mod registry;
+pub mod route;
 pub mod status;
 
 pub use error::kvexact_error;

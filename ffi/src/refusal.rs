@@ -61,9 +61,79 @@ pub const KVEXACT_REFUSAL_TEMPLATE_RAISED: kvexact_refusal = 21;
 pub const KVEXACT_REFUSAL_CONTENT_SHAPE: kvexact_refusal = 22;
 /// A NUL byte in the input text or the rendered prompt. Name: `"nul_byte"`.
 pub const KVEXACT_REFUSAL_NUL_BYTE: kvexact_refusal = 23;
+/// Over one of the encoder's input bounds (body bytes, messages, rendered bytes, one
+/// pre-token's bytes, text on the tokenizer's fallback path), checked before the work it
+/// bounds. Name: `"input_too_large"`; the error's message names the bound
+/// (`"input_too_large: N bytes, over max_body_bytes = M"`). Never liftable.
+pub const KVEXACT_REFUSAL_INPUT_TOO_LARGE: kvexact_refusal = 24;
+
+/// The lift bit of `KVEXACT_REFUSAL_TOOLS` (`1 << code`), for `kvexact_encoder_options.lifted`.
+pub const KVEXACT_REFUSAL_BIT_TOOLS: u32 = 1 << KVEXACT_REFUSAL_TOOLS;
+/// The lift bit of `KVEXACT_REFUSAL_TEMPLATE_KWARGS`.
+pub const KVEXACT_REFUSAL_BIT_TEMPLATE_KWARGS: u32 = 1 << KVEXACT_REFUSAL_TEMPLATE_KWARGS;
+/// The lift bit of `KVEXACT_REFUSAL_ADD_GENERATION_PROMPT`.
+pub const KVEXACT_REFUSAL_BIT_ADD_GENERATION_PROMPT: u32 =
+    1 << KVEXACT_REFUSAL_ADD_GENERATION_PROMPT;
+/// The lift bit of `KVEXACT_REFUSAL_CONTINUE_FINAL_MESSAGE`.
+pub const KVEXACT_REFUSAL_BIT_CONTINUE_FINAL_MESSAGE: u32 =
+    1 << KVEXACT_REFUSAL_CONTINUE_FINAL_MESSAGE;
+/// The lift bit of `KVEXACT_REFUSAL_MULTI_TEXT_PART`.
+pub const KVEXACT_REFUSAL_BIT_MULTI_TEXT_PART: u32 = 1 << KVEXACT_REFUSAL_MULTI_TEXT_PART;
+/// The lift bit of `KVEXACT_REFUSAL_TRAILING_ASSISTANT`.
+pub const KVEXACT_REFUSAL_BIT_TRAILING_ASSISTANT: u32 = 1 << KVEXACT_REFUSAL_TRAILING_ASSISTANT;
+/// The lift bit of `KVEXACT_REFUSAL_MESSAGE_FIELD`.
+pub const KVEXACT_REFUSAL_BIT_MESSAGE_FIELD: u32 = 1 << KVEXACT_REFUSAL_MESSAGE_FIELD;
+/// The lift bit of `KVEXACT_REFUSAL_NULL_CONTENT`.
+pub const KVEXACT_REFUSAL_BIT_NULL_CONTENT: u32 = 1 << KVEXACT_REFUSAL_NULL_CONTENT;
+
+/// The lift bit of any refusal code: `1 << refusal` for a code libkvexact defines
+/// (`KVEXACT_REFUSAL_UNPARSEABLE` … `KVEXACT_REFUSAL_INPUT_TOO_LARGE`), 0 for
+/// `KVEXACT_REFUSAL_NONE` and for a value it does not define. The `KVEXACT_REFUSAL_BIT_*`
+/// constants are the bits of the codes kvexact can lift at all; which of them an engine release
+/// lifts is its contract's (`chat.liftable` in `kvexact_contracts_json`), checked when the
+/// encoder is built.
+#[no_mangle]
+pub extern "C" fn kvexact_refusal_bit(refusal: kvexact_refusal) -> u32 {
+    if refusal == KVEXACT_REFUSAL_NONE || name(refusal).is_none() {
+        0
+    } else {
+        1u32 << refusal
+    }
+}
+
+/// Parses comma-separated refusal names as `kvexact encode --allow` takes them
+/// (`"tools,message_field"`; spaces around names and empty items are ignored, so `""` is 0)
+/// into a lift mask for `kvexact_encoder_options.lifted`.
+///
+/// Returns `KVEXACT_OK` and the mask in `*bits`, or `KVEXACT_ERR_INVALID_ARGUMENT` (error code
+/// `"invalid_argument"`, the message naming the first unknown name) /
+/// `KVEXACT_ERR_NULL_ARGUMENT`; `*bits` is written only on success.
+///
+/// Ownership: `names` is only read during the call; the caller owns `*err`.
+///
+/// # Safety
+/// `names` is NULL or valid for `len` bytes; `bits` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_refusal_bits_parse(
+    names: *const u8,
+    len: usize,
+    bits: *mut u32,
+    err: *mut *mut crate::error::kvexact_error,
+) -> crate::status::kvexact_status {
+    unsafe {
+        crate::panic::boundary_err(err, || {
+            let names = crate::handle::in_str(names, len, "names")?;
+            let bits = crate::handle::out_param(bits, "bits")?;
+            let set = kvtemplate::RefusalSet::parse(names)
+                .map_err(|e| crate::error::Failure::invalid("names", e))?;
+            bits.write(set.bits());
+            Ok(crate::status::KVEXACT_OK)
+        })
+    }
+}
 
 /// Names in value order (index = value), each NUL-terminated.
-const NAMES: [&str; 24] = [
+const NAMES: [&str; 25] = [
     "none\0",
     "unparseable\0",
     "tools\0",
@@ -88,6 +158,7 @@ const NAMES: [&str; 24] = [
     "template_raised\0",
     "content_shape\0",
     "nul_byte\0",
+    "input_too_large\0",
 ];
 
 /// The stable name of a refusal without its NUL terminator, or `None` when out of range.
@@ -124,9 +195,45 @@ mod tests {
             Some("multi_text_part")
         );
         assert_eq!(name(KVEXACT_REFUSAL_NUL_BYTE), Some("nul_byte"));
-        assert_eq!(name(KVEXACT_REFUSAL_NUL_BYTE + 1), None);
+        assert_eq!(
+            name(KVEXACT_REFUSAL_INPUT_TOO_LARGE),
+            Some("input_too_large")
+        );
+        assert_eq!(name(KVEXACT_REFUSAL_INPUT_TOO_LARGE + 1), None);
         let s = unsafe { std::ffi::CStr::from_ptr(kvexact_refusal_name(999)) };
         assert_eq!(s, c"unrecognized_refusal");
+    }
+
+    #[test]
+    fn bits_are_one_shifted_by_the_code() {
+        assert_eq!(kvexact_refusal_bit(KVEXACT_REFUSAL_TOOLS), 4);
+        assert_eq!(KVEXACT_REFUSAL_BIT_TOOLS, 4);
+        assert_eq!(kvexact_refusal_bit(KVEXACT_REFUSAL_NONE), 0);
+        assert_eq!(kvexact_refusal_bit(KVEXACT_REFUSAL_INPUT_TOO_LARGE + 1), 0);
+        assert_eq!(kvexact_refusal_bit(99), 0);
+        let liftable = KVEXACT_REFUSAL_BIT_TOOLS
+            | KVEXACT_REFUSAL_BIT_TEMPLATE_KWARGS
+            | KVEXACT_REFUSAL_BIT_ADD_GENERATION_PROMPT
+            | KVEXACT_REFUSAL_BIT_CONTINUE_FINAL_MESSAGE
+            | KVEXACT_REFUSAL_BIT_MULTI_TEXT_PART
+            | KVEXACT_REFUSAL_BIT_TRAILING_ASSISTANT
+            | KVEXACT_REFUSAL_BIT_MESSAGE_FIELD
+            | KVEXACT_REFUSAL_BIT_NULL_CONTENT;
+        assert_eq!(liftable, kvtemplate::RefusalSet::LIFTABLE.bits());
+        let mut bits = 0u32;
+        let names = "tools, message_field,";
+        let st = unsafe {
+            kvexact_refusal_bits_parse(names.as_ptr(), names.len(), &mut bits, std::ptr::null_mut())
+        };
+        assert_eq!(st, 0);
+        assert_eq!(
+            bits,
+            KVEXACT_REFUSAL_BIT_TOOLS | KVEXACT_REFUSAL_BIT_MESSAGE_FIELD
+        );
+        let st = unsafe {
+            kvexact_refusal_bits_parse(b"tool".as_ptr(), 4, &mut bits, std::ptr::null_mut())
+        };
+        assert_eq!(st, crate::status::KVEXACT_ERR_INVALID_ARGUMENT);
     }
 }
 

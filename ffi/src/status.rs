@@ -61,6 +61,11 @@ pub const KVEXACT_ERR_UNKNOWN_ENGINE_VERSION: kvexact_status = -140;
 /// The engine version is a known release, but of another contract than the one named (error
 /// code `"CONTRACT_MISMATCH"`): the rule's contract id does not fit the engine it points at.
 pub const KVEXACT_ERR_CONTRACT_MISMATCH: kvexact_status = -141;
+/// A refusal code asked to be lifted (`kvexact_encoder_options.lifted`) where the engine
+/// release's contract does not define the engine's behaviour for it (error code
+/// `"LIFT_NOT_ALLOWED"`, its message naming the code, the release and why): refused when the
+/// encoder is built, never at request time.
+pub const KVEXACT_ERR_LIFT_NOT_ALLOWED: kvexact_status = -142;
 
 /// Every status with its stable name, in one table (names are the `kvexact_error_code` of
 /// errors that carry no finer code).
@@ -89,6 +94,7 @@ const NAMES: &[(kvexact_status, &str)] = &[
         "unknown_engine_version\0",
     ),
     (KVEXACT_ERR_CONTRACT_MISMATCH, "contract_mismatch\0"),
+    (KVEXACT_ERR_LIFT_NOT_ALLOWED, "lift_not_allowed\0"),
 ];
 
 /// The stable name of a status (with its NUL terminator), or `None` for an unknown value.

@@ -189,3 +189,26 @@ fn c_events_trtllm() {
 fn c_contracts() {
     run_static("contracts", &[]);
 }
+
+#[test]
+fn c_drift() {
+    run_static("drift", &[]);
+}
+
+/// Hostile input: a 512 MB body, 5000 messages, a 4 MiB word, a 62 MB event batch — typed
+/// refusals within their memory bounds (ffi/tests/c/hostile.c).
+#[test]
+fn c_hostile() {
+    run_static("hostile", &[]);
+}
+
+#[test]
+fn c_route_keys() {
+    run_static("route_keys", &[]);
+}
+
+/// A lifted tool request from C gives each engine's own ids (ffi/tests/c/lifted.c).
+#[test]
+fn c_lifted() {
+    run_static("lifted", &[]);
+}

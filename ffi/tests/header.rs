@@ -89,6 +89,7 @@ fn header_declares_the_contract_names() {
         "kvexact_error_free",
         "kvexact_refusal_name",
         "KVEXACT_REFUSAL_NUL_BYTE 23",
+        "KVEXACT_REFUSAL_INPUT_TOO_LARGE 24",
     ] {
         assert!(h.contains(name), "header lacks `{name}`");
     }

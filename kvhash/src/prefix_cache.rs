@@ -18,14 +18,18 @@
 //!    of a request with all its digests. A request that extends one of them (compared token
 //!    for token, one `memcmp`) takes that many digests at once, without a lookup per block;
 //!    this is what makes a 40-turn conversation cheap. A request replaces the memo it
-//!    extended.
+//!    extended. Memos are sharded too ([`SHARDS`] locks, [`MEMOS`]` / SHARDS` memos each),
+//!    by the lookup key of the request's first block: two requests sharing any prefix share
+//!    that block, so they meet in the same shard, and unrelated conversations never wait
+//!    for each other's lock.
 //!
 //! The chain is resumed after the longest verified prefix and only the blocks after it are
 //! hashed (and inserted). Exactness never depends on a non-cryptographic hash: the 64-bit
 //! keys only find candidates, and a key collision is only a miss. Configurations are told
 //! apart by [`ConfigFingerprint`] (SHA-256 of the hasher's whole configuration), prefixes
 //! by comparing tokens and the chain's digests (SHA-256 or XXH3-128, as the engine itself
-//! relies on). Memory: at most about `2 × capacity` blocks (entries plus memos).
+//! relies on). Memory: at most about `2 × capacity` blocks (entries plus memos);
+//! [`PrefixCache::bytes_held`] says how much is held now.
 //!
 //! Only vLLM chains without look-ahead are cached; SGLang, TensorRT-LLM and look-ahead
 //! hashers (whose block digest also depends on the tokens after the block) are computed in
@@ -55,7 +59,7 @@ use crate::{BlockHasher, Digest, Error};
 use sha2::Digest as _;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Number of shards (independent locks) of a [`PrefixCache`].
@@ -93,7 +97,7 @@ impl Hasher for ShaStream {
     }
 }
 
-/// Counters of a [`PrefixCache`], since it was made.
+/// Counters of a [`PrefixCache`], since it was made ([`PrefixCache::clear`] keeps them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
     /// Blocks whose digest was taken from the cache.
@@ -104,8 +108,11 @@ pub struct CacheStats {
     pub evicted: u64,
 }
 
-/// Most recent requests remembered whole (see [`PrefixCache`]).
-pub const MEMOS: usize = 64;
+/// Most recent requests remembered whole (see [`PrefixCache`]), over all memo shards.
+pub const MEMOS: usize = 128;
+
+/// Memos per shard.
+const MEMOS_PER_SHARD: usize = MEMOS / SHARDS;
 
 /// A recent request: its full-block ids, their digests and lookup keys.
 struct Memo {
@@ -157,7 +164,9 @@ struct Shard {
 /// documentation). `Send + Sync`; share one per gateway (e.g. in an `Arc`).
 pub struct PrefixCache {
     shards: Vec<Mutex<Shard>>,
-    memos: Mutex<VecDeque<Arc<Memo>>>,
+    memos: Vec<Mutex<VecDeque<Arc<Memo>>>>,
+    /// Blocks held by all memos.
+    memo_blocks: AtomicUsize,
     per_shard: usize,
     reused: AtomicU64,
     hashed: AtomicU64,
@@ -179,7 +188,8 @@ impl PrefixCache {
     pub fn new(capacity: usize) -> Self {
         PrefixCache {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-            memos: Mutex::new(VecDeque::new()),
+            memos: (0..SHARDS).map(|_| Mutex::new(VecDeque::new())).collect(),
+            memo_blocks: AtomicUsize::new(0),
             per_shard: capacity.div_ceil(SHARDS),
             reused: AtomicU64::new(0),
             hashed: AtomicU64::new(0),
@@ -213,6 +223,70 @@ impl PrefixCache {
             evicted: self.evicted.load(Ordering::Relaxed),
         }
     }
+
+    /// Drops every entry and memo (the counters are kept; dropped entries are not counted
+    /// as evicted). Results are unchanged: later requests hash their blocks again.
+    pub fn clear(&self) {
+        for s in &self.shards {
+            if let Ok(mut s) = s.lock() {
+                *s = Shard::default();
+            }
+        }
+        for m in &self.memos {
+            if let Ok(mut m) = m.lock() {
+                let blocks: usize = m.iter().map(|x| x.digests.len()).sum();
+                m.clear();
+                self.memo_blocks.fetch_sub(blocks, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Heap bytes held now: an estimate from the tables' allocated capacity and the memos'
+    /// lengths (locks each shard in turn: meant for metrics, not the hot path). Bounded by
+    /// about [`PrefixCache::capacity`] × (2 × [`PrefixCache::ENTRY_BYTES`], as a table may
+    /// be up to half empty after growing, + `4 × block size + 48` for the memos).
+    pub fn bytes_held(&self) -> usize {
+        let slot = std::mem::size_of::<(u64, Entry)>() + 1;
+        let tables: usize = self
+            .shards
+            .iter()
+            .map(|s| {
+                s.lock().map_or(0, |s| {
+                    let heap: usize = s
+                        .map
+                        .values()
+                        .map(|e| match &e.tokens {
+                            Tokens::Inline { .. } => 0,
+                            Tokens::Heap(b) => 4 * b.len(),
+                        })
+                        .sum();
+                    // The table allocates about 8/7 slots per element it can hold.
+                    s.map.capacity() * slot * 8 / 7 + s.ring.capacity() * 8 + heap
+                })
+            })
+            .sum();
+        let memos: usize = self
+            .memos
+            .iter()
+            .map(|m| {
+                m.lock().map_or(0, |m| {
+                    m.iter()
+                        .map(|x| {
+                            std::mem::size_of::<Memo>()
+                                + 4 * x.ids.len()
+                                + std::mem::size_of::<Digest>() * x.digests.len()
+                                + 8 * x.keys.len()
+                        })
+                        .sum::<usize>()
+                })
+            })
+            .sum();
+        tables + memos
+    }
+
+    /// Bytes one block entry takes: its table slot (at the table's 7/8 load factor) and its
+    /// place in the CLOCK ring; block sizes above 16 add `4 × block size` on the heap.
+    pub const ENTRY_BYTES: usize = (std::mem::size_of::<(u64, Entry)>() + 1) * 8 / 7 + 8;
 
     /// Exactly what [`BlockHasher::block_hashes_u64`] returns for the same arguments,
     /// hashing only the blocks after the longest cached prefix of `ids`.
@@ -278,8 +352,14 @@ impl PrefixCache {
         let used = ids.get(..blocks * bs).unwrap_or(&[]);
         let mut keys = Vec::with_capacity(blocks);
         let mut digests: Vec<Digest> = Vec::with_capacity(blocks);
-        // 1. The longest prefix shared with a recent request (verified token by token).
-        let memo = self.best_memo(fp, used, bs);
+        // 1. The longest prefix shared with a recent request (verified token by token), in
+        //    the memo shard of the first block (every request sharing a prefix has it).
+        let memo_shard = {
+            let mut k0 = Vec::with_capacity(1);
+            extend_keys(key_seed(fp), used.get(..bs).unwrap_or(&[]), bs, &mut k0);
+            k0.first().map(|k| shard_of(*k))
+        };
+        let memo = memo_shard.and_then(|s| self.best_memo(s, fp, used, bs));
         if let Some((memo, m)) = &memo {
             keys.extend_from_slice(memo.keys.get(..*m).unwrap_or(&[]));
             digests.extend_from_slice(memo.digests.get(..*m).unwrap_or(&[]));
@@ -350,7 +430,9 @@ impl PrefixCache {
         for d in &digests {
             sink(*d);
         }
-        self.remember(fp, used, digests, keys, memo);
+        if let Some(s) = memo_shard {
+            self.remember(s, fp, used, digests, keys, memo);
+        }
         Ok(())
     }
 
@@ -358,12 +440,13 @@ impl PrefixCache {
     /// and that number of blocks; `None` if none shares any.
     fn best_memo(
         &self,
+        shard: usize,
         fp: &ConfigFingerprint,
         used: &[u32],
         bs: usize,
     ) -> Option<(Arc<Memo>, usize)> {
         let candidates: Vec<Arc<Memo>> = {
-            let memos = self.memos.lock().ok()?;
+            let memos = self.memos.get(shard)?.lock().ok()?;
             memos.iter().filter(|m| m.fp == *fp).cloned().collect()
         };
         let mut best: Option<(Arc<Memo>, usize)> = None;
@@ -389,10 +472,12 @@ impl PrefixCache {
         best
     }
 
-    /// Keeps this request as a memo (dropping the memo it extended, if it covered it
-    /// whole), then evicts the oldest memos beyond [`MEMOS`] or `capacity` blocks in all.
+    /// Keeps this request as a memo in memo shard `shard` (dropping the memo it extended,
+    /// if it covered it whole), then evicts that shard's oldest memos beyond its share of
+    /// [`MEMOS`] or while all memos hold more than `capacity` blocks.
     fn remember(
         &self,
+        shard: usize,
         fp: &ConfigFingerprint,
         used: &[u32],
         digests: Vec<Digest>,
@@ -403,12 +488,17 @@ impl PrefixCache {
         if blocks == 0 || blocks > self.capacity() {
             return;
         }
-        let Ok(mut memos) = self.memos.lock() else {
+        let Some(Ok(mut memos)) = self.memos.get(shard).map(Mutex::lock) else {
             return;
         };
         if let Some((old, m)) = extended {
             if m == old.digests.len() {
+                let before = memos.len();
                 memos.retain(|x| !Arc::ptr_eq(x, &old));
+                if memos.len() < before {
+                    self.memo_blocks
+                        .fetch_sub(old.digests.len(), Ordering::Relaxed);
+                }
             }
         }
         memos.push_back(Arc::new(Memo {
@@ -417,10 +507,16 @@ impl PrefixCache {
             digests: digests.into(),
             keys: keys.into(),
         }));
-        let mut total: usize = memos.iter().map(|m| m.digests.len()).sum();
-        while memos.len() > MEMOS || total > self.capacity() {
+        let mut total = self.memo_blocks.fetch_add(blocks, Ordering::Relaxed) + blocks;
+        // Other shards' memos count towards the bound but are only evicted by their own
+        // shard's requests: evicting here until the total fits (or this shard is empty,
+        // having given back at least what it added) keeps the bound.
+        while memos.len() > MEMOS_PER_SHARD || total > self.capacity() {
             match memos.pop_front() {
-                Some(m) => total -= m.digests.len(),
+                Some(m) => {
+                    let n = m.digests.len();
+                    total = self.memo_blocks.fetch_sub(n, Ordering::Relaxed) - n;
+                }
                 None => break,
             }
         }

@@ -199,3 +199,59 @@ fn configs_differing_in_extras_do_not_share() {
     }
     assert_eq!(cache.stats().reused, 0);
 }
+
+/// `clear` drops every entry and memo but keeps the counters; `bytes_held` follows what is
+/// held and stays within its documented bound.
+#[test]
+fn clear_and_bytes_held() {
+    let h: BlockHasher = VllmHasher::new(HashAlgo::Sha256Cbor, 16, Some("0"))
+        .unwrap()
+        .into();
+    let cache = PrefixCache::new(4096);
+    assert_eq!(cache.bytes_held(), 0);
+    let ids: Vec<u32> = (0..16 * 300).map(|i| i % 1000).collect();
+    assert_eq!(cached(&cache, &h, &ids, 300), uncached(&h, &ids, 300));
+    let held = cache.bytes_held();
+    assert!(held >= 300 * (PrefixCache::ENTRY_BYTES / 2), "{held}");
+    assert!(
+        held <= cache.capacity() * (2 * PrefixCache::ENTRY_BYTES + 4 * 16 + 48),
+        "{held}"
+    );
+    // A second pass takes every block from the memo.
+    let before = cache.stats();
+    assert_eq!(cached(&cache, &h, &ids, 300), uncached(&h, &ids, 300));
+    assert_eq!(cache.stats().reused - before.reused, 300);
+    let stats = cache.stats();
+    cache.clear();
+    assert!(cache.is_empty());
+    assert_eq!(cache.bytes_held(), 0);
+    assert_eq!(cache.stats(), stats);
+    // After a clear everything is hashed again, with the same results.
+    assert_eq!(cached(&cache, &h, &ids, 300), uncached(&h, &ids, 300));
+    assert_eq!(cache.stats().hashed - stats.hashed, 300);
+}
+
+/// Many unrelated conversations, each growing over several turns, interleaved: memos are
+/// spread over shards and bounded, and every answer is the uncached one.
+#[test]
+fn interleaved_conversations_stay_exact_and_bounded() {
+    let h: BlockHasher = VllmHasher::new(HashAlgo::Sha256Cbor, 16, Some("0"))
+        .unwrap()
+        .into();
+    let cache = PrefixCache::new(2000);
+    let convs: Vec<Vec<u32>> = (0..200u32)
+        .map(|c| {
+            (0..16 * 20)
+                .map(|i| (i * 31 + c * 7919) % 150_000)
+                .collect()
+        })
+        .collect();
+    for turn in 1..=5usize {
+        for ids in &convs {
+            let part = &ids[..16 * 4 * turn];
+            assert_eq!(cached(&cache, &h, part, 100), uncached(&h, part, 100));
+        }
+    }
+    assert!(cache.len() <= cache.capacity());
+    assert!(cache.stats().reused > 0);
+}

@@ -94,9 +94,17 @@ impl Pipeline {
         })
     }
 
+    /// How many ids a call must tokenize to fill `ids_out` ids and `hashes_out` block hashes
+    /// (tokenization stops there: the work is bounded by the caller's buffers).
+    fn cap_for(&self, ids_out: usize, hashes_out: usize) -> usize {
+        ids_out.max(hashes_out.saturating_mul(self.hasher.block_size().max(1)))
+    }
+
     /// Strict chat path: [`Encoder::encode_chat`] (refusal scan, render at `now_ms`, encode)
-    /// then the block hashes of the prompt's ids into `hashes_out`. The full ids stay in
-    /// `scratch` ([`ScratchBuf::ids`]).
+    /// then the block hashes of the prompt's ids into `hashes_out`. Tokenization stops once
+    /// both buffers can be filled; those ids (the first ones of the prompt, exactly) stay in
+    /// `scratch` ([`ScratchBuf::ids`]), so the hashes cover `hashes_out.len()` blocks even
+    /// when `ids_out` is shorter.
     pub fn encode_and_hash_chat(
         &self,
         body: &[u8],
@@ -105,16 +113,15 @@ impl Pipeline {
         hashes_out: &mut [u64],
         scratch: &mut ScratchBuf,
     ) -> Result<Outcome<Counts>, Error> {
-        let enc = match self.encoder.encode_chat(body, now_ms, ids_out, scratch)? {
+        let cap = self.cap_for(ids_out.len(), hashes_out.len());
+        let enc = match self
+            .encoder
+            .encode_chat_capped(body, now_ms, cap, scratch)?
+        {
             Outcome::Done(e) => e,
             Outcome::Refused(r) => return Ok(Outcome::Refused(r)),
         };
-        let hashes = self.hash(scratch.ids(), hashes_out)?;
-        Ok(Outcome::Done(Counts {
-            ids: enc.written,
-            truncated: enc.truncated,
-            hashes,
-        }))
+        self.finish(enc, scratch, ids_out, hashes_out)
     }
 
     /// Completions twin of [`encode_and_hash_chat`](Self::encode_and_hash_chat) for the
@@ -126,17 +133,34 @@ impl Pipeline {
         hashes_out: &mut [u64],
         scratch: &mut ScratchBuf,
     ) -> Result<Outcome<Counts>, Error> {
+        let cap = self.cap_for(ids_out.len(), hashes_out.len());
         let enc = match self
             .encoder
-            .encode_completions_with(prompt, ids_out, scratch)?
+            .encode_completions_capped(prompt, cap, scratch)?
         {
             Outcome::Done(e) => e,
             Outcome::Refused(r) => return Ok(Outcome::Refused(r)),
         };
-        let hashes = self.hash(scratch.ids(), hashes_out)?;
+        self.finish(enc, scratch, ids_out, hashes_out)
+    }
+
+    /// Copies the first ids into `ids_out` and hashes the ids in `scratch`.
+    fn finish(
+        &self,
+        enc: kvtemplate::Encoded,
+        scratch: &ScratchBuf,
+        ids_out: &mut [u32],
+        hashes_out: &mut [u64],
+    ) -> Result<Outcome<Counts>, Error> {
+        let ids = scratch.ids();
+        let n = ids.len().min(ids_out.len());
+        if let (Some(dst), Some(src)) = (ids_out.get_mut(..n), ids.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        let hashes = self.hash(ids, hashes_out)?;
         Ok(Outcome::Done(Counts {
-            ids: enc.written,
-            truncated: enc.truncated,
+            ids: n,
+            truncated: enc.truncated || ids.len() > n,
             hashes,
         }))
     }
@@ -181,8 +205,11 @@ impl Pipeline {
         hashes: &mut Vec<u64>,
         scratch: &mut ScratchBuf,
     ) -> Result<Outcome<()>, Error> {
-        // The ids land in the scratch uncapped; an empty cap keeps encode_chat from copying.
-        if let Outcome::Refused(r) = self.encoder.encode_chat(body, now_ms, &mut [], scratch)? {
+        // Every id of the prompt lands in the scratch (bounded by the encoder's limits).
+        if let Outcome::Refused(r) =
+            self.encoder
+                .encode_chat_capped(body, now_ms, usize::MAX, scratch)?
+        {
             return Ok(Outcome::Refused(r));
         }
         let full = scratch.ids();

@@ -165,8 +165,6 @@ fn caps_truncate_ids_but_hashes_cover_the_prompt() {
     let got = p
         .encode_and_hash_chat(&body, NOW, &mut ids, &mut hashes, &mut scratch)
         .unwrap();
-    let full = scratch.ids().len();
-    assert!(full > 64);
     assert_eq!(
         got,
         Outcome::Done(Counts {
@@ -175,7 +173,23 @@ fn caps_truncate_ids_but_hashes_cover_the_prompt() {
             hashes: 2
         })
     );
-    assert_eq!(&ids[..], &scratch.ids()[..10]);
+    // Tokenization stopped once both buffers could be filled: the scratch holds exactly the
+    // first two blocks' ids of the full prompt, and the hashes are theirs.
+    let full = match p
+        .encoder()
+        .encode_chat_to_vec(&body, NOW, usize::MAX)
+        .unwrap()
+    {
+        Outcome::Done(r) => r.ids,
+        other => panic!("{other:?}"),
+    };
+    let bs = p.hasher().block_size();
+    assert!(full.len() > 4 * bs);
+    assert_eq!(scratch.ids(), &full[..2 * bs]);
+    assert_eq!(&ids[..], &full[..10]);
+    let mut want = [0u64; 2];
+    p.hasher().block_hashes_u64(&full, &mut want).unwrap();
+    assert_eq!(hashes, want);
 }
 
 #[test]

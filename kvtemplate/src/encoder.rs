@@ -6,10 +6,11 @@ use crate::engine::{self, ChatRequest, Engine, EngineChat};
 use crate::env::{ChatTemplate, ClockPolicy, RenderFailure, DEFAULT_FUEL};
 use crate::error::Error;
 use crate::json::{map_value, Json};
+use crate::limits::{InputLimits, LimitHit};
 use crate::pystr;
 use crate::refusal::RefusalSet;
 use crate::template_facts::{ContentFormat, TemplateFacts};
-use crate::tokenize::PinnedTokenizer;
+use crate::tokenize::{Bounded, PinnedTokenizer};
 use minijinja::value::{Value, ValueKind};
 
 /// A special-token value handed to the template (`special_tokens_map` entry).
@@ -64,6 +65,8 @@ pub struct EncoderSpec {
     /// Must be a subset of [`RefusalSet::LIFTABLE`]; which codes an engine release may lift is
     /// its contract's (`kvprobe::bridge::encoder_with_lifts` checks it).
     pub lifted: RefusalSet,
+    /// Bounds on each request's work ([`InputLimits::default`]: the documented defaults).
+    pub limits: InputLimits,
 }
 
 impl EncoderSpec {
@@ -84,7 +87,15 @@ impl EncoderSpec {
             fuel: Some(DEFAULT_FUEL),
             chat_rules: ChatRules::reference(engine),
             lifted: RefusalSet::EMPTY,
+            limits: InputLimits::default(),
         }
+    }
+
+    /// This spec with the work bounds `limits` ([`EncoderSpec::limits`]).
+    #[must_use]
+    pub fn with_limits(mut self, limits: InputLimits) -> EncoderSpec {
+        self.limits = limits;
+        self
     }
 
     /// This spec lifting `lifted` ([`EncoderSpec::lifted`]).
@@ -118,6 +129,7 @@ pub struct Rendered {
 pub struct ScratchBuf {
     pub(crate) rendered: String,
     pub(crate) ids: Vec<u32>,
+    pub(crate) limit: Option<LimitHit>,
 }
 
 impl ScratchBuf {
@@ -131,9 +143,17 @@ impl ScratchBuf {
         &self.rendered
     }
 
-    /// The full (uncapped) ids of the last successful encode.
+    /// The ids of the last successful encode: the first ones of the full encoding, as many
+    /// as the call's cap (the ids written to the caller's buffer; the hashing calls of
+    /// `kvprobe::pipeline` cap at what their hash buffer covers).
     pub fn ids(&self) -> &[u32] {
         &self.ids
+    }
+
+    /// The bound the last call crossed, when it was refused
+    /// [`crate::Refusal::InputTooLarge`] (`None` after any other outcome).
+    pub fn limit_hit(&self) -> Option<LimitHit> {
+        self.limit
     }
 }
 
@@ -143,6 +163,7 @@ pub struct Encoder {
     pub(crate) engine: Engine,
     pub(crate) chat_rules: ChatRules,
     pub(crate) lifted: RefusalSet,
+    pub(crate) limits: InputLimits,
     pub(crate) template: Option<ChatTemplate>,
     pub(crate) facts: Option<TemplateFacts>,
     pub(crate) content_format: ContentFormat,
@@ -206,7 +227,8 @@ impl Encoder {
                     }));
                 }
                 let t = ChatTemplate::compile(src, spec.clock_policy, spec.fuel)
-                    .map_err(Error::TemplateCompile)?;
+                    .map_err(Error::TemplateCompile)?
+                    .with_max_output(spec.limits.max_rendered_bytes);
                 (Some(t), Some(facts))
             }
             None if spec.clock_policy == ClockPolicy::UtcDate => {
@@ -253,6 +275,7 @@ impl Encoder {
             engine: spec.engine,
             chat_rules: spec.chat_rules,
             lifted: spec.lifted,
+            limits: spec.limits,
             template,
             facts,
             content_format: spec.content_format,
@@ -278,12 +301,26 @@ impl Encoder {
         self.lifted
     }
 
+    /// The bounds on each request's work ([`EncoderSpec::limits`]).
+    pub fn limits(&self) -> InputLimits {
+        self.limits
+    }
+
     /// Enables a cross-request [`kvtoken::SegmentCache`] of about `capacity_bytes` for this
     /// encoder's tokenizer (call before sharing the encoder). Ids are identical with or
     /// without it; `0` disables it.
     pub fn enable_segment_cache(&mut self, capacity_bytes: usize) {
         if let Some(t) = &mut self.tokenizer {
             t.set_segment_cache(capacity_bytes);
+        }
+    }
+
+    /// Replaces this encoder's bounds on each request's work (what
+    /// [`EncoderSpec::with_limits`] sets at construction), the render bound included.
+    pub fn set_limits(&mut self, limits: InputLimits) {
+        self.limits = limits;
+        if let Some(t) = self.template.take() {
+            self.template = Some(t.with_max_output(limits.max_rendered_bytes));
         }
     }
 
@@ -374,6 +411,11 @@ impl Encoder {
         let render = |ctx: &Value| {
             template.render(ctx, now_unix_ms).map_err(|f| match f {
                 RenderFailure::Budget => Error::RenderBudget,
+                RenderFailure::TooLarge { max, at_least } => Error::InputTooLarge(LimitHit {
+                    limit: crate::limits::Limit::RenderedBytes,
+                    max,
+                    actual: at_least,
+                }),
                 RenderFailure::Raised(m) => Error::TemplateRender(raised.format(&m)),
                 other => Error::TemplateRender(other.message()),
             })
@@ -523,6 +565,37 @@ impl Encoder {
             out.extend(extra);
         }
         Ok(())
+    }
+
+    /// [`engine_tokens`](Self::engine_tokens) bounded as
+    /// [`PinnedTokenizer::encode_bounded`]: the first `cap` ids, exactly.
+    pub(crate) fn engine_tokens_bounded(
+        &self,
+        rendered: &str,
+        add_special: bool,
+        prefix: Option<&str>,
+        cap: usize,
+        out: &mut Vec<u32>,
+    ) -> Result<Bounded, Error> {
+        let t = self.tokenizer()?;
+        let head = t.chat_bounded(self.engine, rendered, add_special, cap, &self.limits, out)?;
+        let (Some(p), Bounded::Ids { more: false }) = (prefix, head) else {
+            return Ok(head);
+        };
+        // The prefix's ids minus a leading BOS: ask for one more in case it starts with one.
+        let room = cap.saturating_sub(out.len());
+        let mut extra = Vec::new();
+        let tail = t.sglang_special_bounded(p, room.saturating_add(1), &self.limits, &mut extra)?;
+        let Bounded::Ids { more } = tail else {
+            return Ok(tail);
+        };
+        if t.bos_id().is_some() && extra.first() == t.bos_id().as_ref() {
+            extra.remove(0);
+        }
+        let more = more || extra.len() > room;
+        extra.truncate(room);
+        out.extend(extra);
+        Ok(Bounded::Ids { more })
     }
 
     /// What the engine caches for a text `/v1/completions` prompt (full engine behaviour:

@@ -34,6 +34,14 @@ pub enum RenderFailure {
     Failed(String),
     /// The execution budget ran out.
     Budget,
+    /// The output went over the template's byte bound
+    /// ([`ChatTemplate::with_max_output`]); the render stopped there.
+    TooLarge {
+        /// The bound.
+        max: usize,
+        /// Bytes the render had produced when it stopped (over `max`).
+        at_least: usize,
+    },
 }
 
 impl RenderFailure {
@@ -43,6 +51,9 @@ impl RenderFailure {
             RenderFailure::Raised(m) => format!("TemplateError: {m}"),
             RenderFailure::Failed(m) => m.clone(),
             RenderFailure::Budget => "template exceeded its execution budget".to_string(),
+            RenderFailure::TooLarge { max, at_least } => {
+                format!("rendered prompt of at least {at_least} bytes exceeds the {max}-byte bound")
+            }
         }
     }
 }
@@ -68,6 +79,31 @@ thread_local! {
 pub struct ChatTemplate {
     env: Environment<'static>,
     source: String,
+    max_output: usize,
+}
+
+/// The render's output, refusing to grow past `max` bytes (the render then stops with a
+/// write error, which [`ChatTemplate::render_into`] reports as [`RenderFailure::TooLarge`]).
+struct BoundedOutput {
+    buf: Vec<u8>,
+    max: usize,
+    over: Option<usize>,
+}
+
+impl std::io::Write for BoundedOutput {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        let total = self.buf.len().saturating_add(b.len());
+        if total > self.max {
+            self.over = Some(total);
+            return Err(std::io::Error::other("rendered prompt over its bound"));
+        }
+        self.buf.extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl ChatTemplate {
@@ -96,7 +132,22 @@ impl ChatTemplate {
         Ok(ChatTemplate {
             env,
             source: source.to_string(),
+            max_output: usize::MAX,
         })
+    }
+
+    /// This template with renders bounded to `max` bytes of output: a render that would
+    /// produce more stops as soon as it goes over and fails with [`RenderFailure::TooLarge`]
+    /// (so a request can never make one render hold more than `max` bytes). Default: no bound.
+    #[must_use]
+    pub fn with_max_output(mut self, max: usize) -> Self {
+        self.max_output = max;
+        self
+    }
+
+    /// The output bound ([`ChatTemplate::with_max_output`]).
+    pub fn max_output(&self) -> usize {
+        self.max_output
     }
 
     /// The template source.
@@ -117,15 +168,35 @@ impl ChatTemplate {
             .get_template(TEMPLATE_NAME)
             .map_err(|e| RenderFailure::Failed(e.to_string()))?;
         NOW_MS.with(|c| c.set(now_unix_ms));
-        let res = tmpl.render(ctx.clone());
-        NOW_MS.with(|c| c.set(None));
-        match res {
-            Ok(s) => {
-                *out = s;
-                Ok(())
+        let res = if self.max_output == usize::MAX {
+            tmpl.render(ctx.clone()).map(|s| *out = s)
+        } else {
+            // Reuse `out`'s allocation as the bounded sink.
+            let mut sink = BoundedOutput {
+                buf: std::mem::take(out).into_bytes(),
+                max: self.max_output,
+                over: None,
+            };
+            let r = tmpl.render_captured_to(ctx.clone(), &mut sink).map(drop);
+            if let Some(at_least) = sink.over {
+                NOW_MS.with(|c| c.set(None));
+                return Err(RenderFailure::TooLarge {
+                    max: self.max_output,
+                    at_least,
+                });
             }
-            Err(e) => Err(classify(&e)),
-        }
+            match String::from_utf8(sink.buf) {
+                Ok(s) => *out = s,
+                // minijinja writes `str` pieces only: not reachable, but never a panic.
+                Err(e) => {
+                    NOW_MS.with(|c| c.set(None));
+                    return Err(RenderFailure::Failed(format!("render output: {e}")));
+                }
+            }
+            r
+        };
+        NOW_MS.with(|c| c.set(None));
+        res.map_err(|e| classify(&e))
     }
 
     /// Renders `ctx` to a new string.

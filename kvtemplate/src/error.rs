@@ -37,6 +37,12 @@ pub enum Error {
     /// The request body could not be parsed.
     #[error("request: {0}")]
     Request(String),
+    /// The input is over one of the encoder's work bounds. The encode and render calls
+    /// report this as [`crate::Refusal::InputTooLarge`] (the hit in
+    /// [`crate::ScratchBuf::limit_hit`]); only the emulation calls
+    /// ([`crate::Encoder::engine_chat`]) return it as an error.
+    #[error("{0}")]
+    InputTooLarge(crate::limits::LimitHit),
     /// The caller's "now" is outside the representable date range.
     #[error("clock value out of range: {0} ms")]
     Clock(i64),
@@ -50,7 +56,9 @@ impl Error {
             Error::TokenizerLoad(_) | Error::Tokenize(_) => ResultClass::Tokenizer,
             Error::ModelDir { .. } | Error::Spec(_) => ResultClass::Profile,
             Error::EngineRequest(_) | Error::Request(_) | Error::Clock(_) => ResultClass::Request,
-            Error::TemplateRender(_) | Error::RenderBudget => ResultClass::Unsupported,
+            Error::TemplateRender(_) | Error::RenderBudget | Error::InputTooLarge(_) => {
+                ResultClass::Unsupported
+            }
         }
     }
 }

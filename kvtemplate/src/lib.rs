@@ -11,6 +11,8 @@
 //! * [`env`]: chat templates compiled into a minijinja environment that behaves like
 //!   transformers' Jinja environment (spec/templates.md §2, §5).
 //! * [`Encoder`]: one per (profile, engine contract); `Send + Sync`, share it with `Arc`.
+//! * [`limits`]: the bounds on one request's work ([`InputLimits`], documented defaults);
+//!   over one, a request is refused `input_too_large` before the work is done.
 //! * [`chat_rules`]: what differs between releases of one engine's chat path
 //!   ([`ChatRules`], carried by [`EncoderSpec::chat_rules`]).
 //! * [`loader`]: which added tokens the engine release's tokenizer loader keeps
@@ -24,6 +26,7 @@ pub mod engine;
 pub mod env;
 pub mod error;
 pub mod json;
+pub mod limits;
 pub mod loader;
 pub mod model_dir;
 pub mod profile;
@@ -41,6 +44,7 @@ pub use encoder::{Encoder, EncoderSpec, Rendered, ScratchBuf, SpecialTokenValue}
 pub use engine::{ChatRequest, Engine, EngineChat};
 pub use env::{ChatTemplate, ClockPolicy, RenderFailure};
 pub use error::Error;
+pub use limits::{InputLimits, Limit, LimitHit};
 pub use loader::AddedTokensRule;
 pub use model_dir::{spec_from_model_dir, spec_from_model_dir_for, validate_artifacts};
 pub use profile::{

@@ -53,11 +53,14 @@ pub enum Refusal {
     ContentShape = 22,
     /// A NUL byte in the text to tokenize (rendered prompt or completions text).
     NulByte = 23,
+    /// The request is over one of the encoder's work bounds ([`crate::InputLimits`]; the
+    /// bound crossed is in [`crate::ScratchBuf::limit_hit`]).
+    InputTooLarge = 24,
 }
 
 impl Refusal {
     /// Every refusal, in scan order.
-    pub const ALL: [Refusal; 23] = [
+    pub const ALL: [Refusal; 24] = [
         Refusal::Unparseable,
         Refusal::Tools,
         Refusal::CacheSalt,
@@ -81,6 +84,7 @@ impl Refusal {
         Refusal::TemplateRaised,
         Refusal::ContentShape,
         Refusal::NulByte,
+        Refusal::InputTooLarge,
     ];
 
     /// The stable feature code (spec/registry.md §9.2; `kvexact_refusal_name`).
@@ -109,6 +113,7 @@ impl Refusal {
             Refusal::TemplateRaised => "template_raised",
             Refusal::ContentShape => "content_shape",
             Refusal::NulByte => "nul_byte",
+            Refusal::InputTooLarge => "input_too_large",
         }
     }
 
@@ -140,7 +145,7 @@ impl Refusal {
     /// `multimodal`), features no vector exercises or the emulation does not bind
     /// (`documents`, `reasoning_effort`, `chat_template`, `developer_role`, `message_tools`),
     /// and results rather than features (`unparseable`, `template_raised`, `content_shape`,
-    /// `nul_byte`).
+    /// `nul_byte`, `input_too_large`).
     pub fn can_lift(self) -> bool {
         RefusalSet::LIFTABLE.contains(self)
     }
@@ -435,7 +440,7 @@ mod tests {
 
     #[test]
     fn sets() {
-        assert_eq!(RefusalSet::ALL.len(), 23);
+        assert_eq!(RefusalSet::ALL.len(), 24);
         assert_eq!(RefusalSet::ALL.iter().collect::<Vec<_>>(), Refusal::ALL);
         assert_eq!(RefusalSet::parse(""), Ok(RefusalSet::EMPTY));
         assert_eq!(RefusalSet::parse(" , "), Ok(RefusalSet::EMPTY));
@@ -444,7 +449,7 @@ mod tests {
         assert_eq!(s.first(), Some(Refusal::Tools));
         assert_eq!(s.bits(), (1 << 2) | (1 << 20));
         assert_eq!(RefusalSet::from_bits(1), None);
-        assert_eq!(RefusalSet::from_bits(1 << 24), None);
+        assert_eq!(RefusalSet::from_bits(1 << 25), None);
         assert_eq!(
             RefusalSet::from_codes(&[0]),
             Err(UnknownRefusal("0".into()))

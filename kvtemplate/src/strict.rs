@@ -8,8 +8,10 @@ use crate::encoder::{Encoder, EnginePrompt, Rendered, ScratchBuf};
 use crate::env::RenderFailure;
 use crate::error::Error;
 use crate::json::{map_value, Json, JsonObject, RawObject};
+use crate::limits::{Limit, LimitHit};
 use crate::refusal::{Outcome, Refusal, RefusalSet};
 use crate::template_facts::{mentions_whole_word, ContentFormat};
+use crate::tokenize::Bounded;
 use minijinja::Value;
 use std::borrow::Cow;
 
@@ -291,6 +293,10 @@ impl Encoder {
     /// hits [`Refusal::Unparseable`] alone. Independent of the codes this encoder lifts.
     pub fn refusals_hit(&self, body: &[u8]) -> Result<RefusalSet, Error> {
         let template = self.template()?;
+        let too_large = RefusalSet::EMPTY.with(Refusal::InputTooLarge);
+        if LimitHit::check(Limit::BodyBytes, &self.limits, body.len()).is_some() {
+            return Ok(too_large);
+        }
         let unparseable = RefusalSet::EMPTY.with(Refusal::Unparseable);
         let Ok(Some(top)) = RawObject::parse(body) else {
             return Ok(unparseable);
@@ -304,6 +310,9 @@ impl Encoder {
         let Some(messages) = parse_messages(&msgs_json) else {
             return Ok(unparseable);
         };
+        if LimitHit::check(Limit::Messages, &self.limits, messages.len()).is_some() {
+            return Ok(too_large);
+        }
         let mut scan = Scan::new(RefusalSet::EMPTY);
         scan.collect = Some(RefusalSet::EMPTY);
         self.scan_top_level(&top, &messages, &mut scan);
@@ -317,8 +326,12 @@ impl Encoder {
         now_unix_ms: i64,
         scratch: &mut ScratchBuf,
     ) -> Result<Outcome<Plan>, Error> {
+        scratch.limit = None;
         let template = self.template()?;
         let facts = self.facts.as_ref();
+        if let Some(hit) = LimitHit::check(Limit::BodyBytes, &self.limits, body.len()) {
+            return Ok(too_large(scratch, hit));
+        }
         let Ok(Some(top)) = RawObject::parse(body) else {
             return Ok(Outcome::Refused(Refusal::Unparseable));
         };
@@ -331,6 +344,9 @@ impl Encoder {
         let Some(messages) = parse_messages(&msgs_json) else {
             return Ok(Outcome::Refused(Refusal::Unparseable));
         };
+        if let Some(hit) = LimitHit::check(Limit::Messages, &self.limits, messages.len()) {
+            return Ok(too_large(scratch, hit));
+        }
         let mut scan = Scan::new(self.lifted);
         if let Some(r) = self.scan_top_level(&top, &messages, &mut scan) {
             return Ok(Outcome::Refused(r));
@@ -352,6 +368,9 @@ impl Encoder {
         ) {
             Ok(()) => {}
             Err(RenderFailure::Budget) => return Err(Error::RenderBudget),
+            Err(RenderFailure::TooLarge { max, at_least }) => {
+                return Ok(too_large(scratch, rendered_hit(max, at_least)))
+            }
             Err(_) => return Ok(Outcome::Refused(Refusal::TemplateRaised)),
         }
         if scratch.rendered.is_empty() {
@@ -391,6 +410,9 @@ impl Encoder {
                 match template.render(&self.strict_context(variant), Some(now_unix_ms)) {
                     Ok(s) if s == scratch.rendered => {}
                     Err(RenderFailure::Budget) => return Err(Error::RenderBudget),
+                    Err(RenderFailure::TooLarge { max, at_least }) => {
+                        return Ok(too_large(scratch, rendered_hit(max, at_least)))
+                    }
                     _ => return Ok(Outcome::Refused(Refusal::ContentShape)),
                 }
             }
@@ -433,6 +455,7 @@ impl Encoder {
             Err(Error::TemplateRender(_) | Error::EngineRequest(_) | Error::Request(_)) => {
                 return Ok(Outcome::Refused(Refusal::TemplateRaised))
             }
+            Err(Error::InputTooLarge(hit)) => return Ok(too_large(scratch, hit)),
             Err(e) => return Err(e),
         };
         let EnginePrompt {
@@ -490,23 +513,52 @@ impl Encoder {
         out: &mut [u32],
         scratch: &mut ScratchBuf,
     ) -> Result<Outcome<Encoded>, Error> {
+        let done = self.encode_chat_capped(body, now_unix_ms, out.len(), scratch)?;
+        if let Outcome::Done(e) = done {
+            copy_ids(&scratch.ids, out);
+            return Ok(Outcome::Done(e));
+        }
+        Ok(done)
+    }
+
+    /// [`Encoder::encode_chat`] leaving the ids in `scratch` ([`ScratchBuf::ids`]): the first
+    /// `cap` ids of the prompt, tokenization stopping once they are known (exactly the first
+    /// ids of the full encoding; `truncated` says whether the prompt has more). Over one of
+    /// the encoder's bounds ([`crate::InputLimits`]) the answer is
+    /// [`Refusal::InputTooLarge`], the bound named in [`ScratchBuf::limit_hit`].
+    pub fn encode_chat_capped(
+        &self,
+        body: &[u8],
+        now_unix_ms: i64,
+        cap: usize,
+        scratch: &mut ScratchBuf,
+    ) -> Result<Outcome<Encoded>, Error> {
         let tok = self.tokenizer()?;
         let plan = match self.prepare_chat(body, now_unix_ms, scratch)? {
             Outcome::Done(p) => p,
             Outcome::Refused(r) => return Ok(Outcome::Refused(r)),
         };
-        let ScratchBuf { rendered, ids } = scratch;
-        match plan {
-            Plan::Strict => tok.chat_into(self.engine, rendered, false, ids)?,
+        let ScratchBuf {
+            rendered,
+            ids,
+            limit,
+        } = scratch;
+        let bounded = match plan {
+            Plan::Strict => {
+                tok.chat_bounded(self.engine, rendered, false, cap, &self.limits, ids)?
+            }
             Plan::Engine {
                 add_special,
                 sglang_prefix,
-            } => self.engine_tokens(rendered, add_special, sglang_prefix.as_deref(), ids)?,
-        }
-        if ids.is_empty() {
-            return Err(Error::Tokenize("the tokenizer produced no ids".to_string()));
-        }
-        Ok(Outcome::Done(copy_capped(ids, out)))
+            } => self.engine_tokens_bounded(
+                rendered,
+                add_special,
+                sglang_prefix.as_deref(),
+                cap,
+                ids,
+            )?,
+        };
+        finish_ids(bounded, ids, limit)
     }
 
     /// Convenience form of [`Encoder::encode_chat`] returning the text and ids (at most
@@ -517,38 +569,14 @@ impl Encoder {
         now_unix_ms: i64,
         max_ids: usize,
     ) -> Result<Outcome<Rendered>, Error> {
-        let tok = self.tokenizer()?;
         let mut scratch = ScratchBuf::new();
-        let plan = match self.prepare_chat(body, now_unix_ms, &mut scratch)? {
-            Outcome::Done(p) => p,
-            Outcome::Refused(r) => return Ok(Outcome::Refused(r)),
-        };
-        let mut ids = match plan {
-            Plan::Strict => tok.chat(self.engine, &scratch.rendered, false)?,
-            Plan::Engine {
-                add_special,
-                sglang_prefix,
-            } => {
-                let mut ids = Vec::new();
-                self.engine_tokens(
-                    &scratch.rendered,
-                    add_special,
-                    sglang_prefix.as_deref(),
-                    &mut ids,
-                )?;
-                ids
-            }
-        };
-        if ids.is_empty() {
-            return Err(Error::Tokenize("the tokenizer produced no ids".to_string()));
-        }
-        let truncated = ids.len() > max_ids;
-        ids.truncate(max_ids);
-        Ok(Outcome::Done(Rendered {
-            text: std::mem::take(&mut scratch.rendered),
-            ids,
-            truncated,
-        }))
+        Ok(self
+            .encode_chat_capped(body, now_unix_ms, max_ids, &mut scratch)?
+            .map(|e| Rendered {
+                text: std::mem::take(&mut scratch.rendered),
+                ids: std::mem::take(&mut scratch.ids),
+                truncated: e.truncated,
+            }))
     }
 
     /// The gateway's completions call for the extracted prompt text: empty → request error
@@ -568,26 +596,47 @@ impl Encoder {
         })
     }
 
-    /// [`Encoder::encode_completions`] with a caller-held scratch (the full ids are left in
-    /// [`ScratchBuf::ids`]).
+    /// [`Encoder::encode_completions`] with a caller-held scratch (the ids written are left
+    /// in [`ScratchBuf::ids`]).
     pub fn encode_completions_with(
         &self,
         text: &str,
         out: &mut [u32],
         scratch: &mut ScratchBuf,
     ) -> Result<Outcome<Encoded>, Error> {
+        let done = self.encode_completions_capped(text, out.len(), scratch)?;
+        if let Outcome::Done(e) = done {
+            copy_ids(&scratch.ids, out);
+            return Ok(Outcome::Done(e));
+        }
+        Ok(done)
+    }
+
+    /// [`Encoder::encode_completions`] leaving the first `cap` ids in `scratch` (bounded as
+    /// [`Encoder::encode_chat_capped`]; the prompt text counts against
+    /// [`crate::InputLimits::max_rendered_bytes`]).
+    pub fn encode_completions_capped(
+        &self,
+        text: &str,
+        cap: usize,
+        scratch: &mut ScratchBuf,
+    ) -> Result<Outcome<Encoded>, Error> {
+        scratch.limit = None;
         let tok = self.tokenizer()?;
         if text.is_empty() {
             return Err(Error::Request("empty prompt".to_string()));
         }
+        if let Some(hit) = LimitHit::check(Limit::RenderedBytes, &self.limits, text.len()) {
+            scratch.ids.clear();
+            scratch.limit = Some(hit);
+            return Ok(Outcome::Refused(Refusal::InputTooLarge));
+        }
         if text.contains('\0') {
             return Ok(Outcome::Refused(Refusal::NulByte));
         }
-        tok.completions_into(self.engine, text, &mut scratch.ids)?;
-        if scratch.ids.is_empty() {
-            return Err(Error::Tokenize("the tokenizer produced no ids".to_string()));
-        }
-        Ok(Outcome::Done(copy_capped(&scratch.ids, out)))
+        let ScratchBuf { ids, limit, .. } = scratch;
+        let bounded = tok.completions_bounded(self.engine, text, cap, &self.limits, ids)?;
+        finish_ids(bounded, ids, limit)
     }
 
     fn strict_context(&self, messages: Vec<Value>) -> Value {
@@ -717,13 +766,49 @@ fn message_value(role: &str, content: Value) -> Value {
     map_value([("role", Value::from(role)), ("content", content)])
 }
 
-fn copy_capped(ids: &[u32], out: &mut [u32]) -> Encoded {
+/// Copies the capped ids into the caller's buffer (`ids` holds at most `out.len()`).
+fn copy_ids(ids: &[u32], out: &mut [u32]) {
     let n = ids.len().min(out.len());
     if let (Some(dst), Some(src)) = (out.get_mut(..n), ids.get(..n)) {
         dst.copy_from_slice(src);
     }
-    Encoded {
-        written: n,
-        truncated: ids.len() > n,
+}
+
+/// A bounded encode's result as the call's outcome: the ids kept, or the bound crossed.
+fn finish_ids(
+    bounded: Bounded,
+    ids: &mut Vec<u32>,
+    limit: &mut Option<LimitHit>,
+) -> Result<Outcome<Encoded>, Error> {
+    match bounded {
+        Bounded::Over(hit) => {
+            ids.clear();
+            *limit = Some(hit);
+            Ok(Outcome::Refused(Refusal::InputTooLarge))
+        }
+        Bounded::Ids { more } => {
+            if ids.is_empty() && !more {
+                return Err(Error::Tokenize("the tokenizer produced no ids".to_string()));
+            }
+            Ok(Outcome::Done(Encoded {
+                written: ids.len(),
+                truncated: more,
+            }))
+        }
+    }
+}
+
+/// Records `hit` in `scratch` and refuses [`Refusal::InputTooLarge`].
+fn too_large<T>(scratch: &mut ScratchBuf, hit: LimitHit) -> Outcome<T> {
+    scratch.ids.clear();
+    scratch.limit = Some(hit);
+    Outcome::Refused(Refusal::InputTooLarge)
+}
+
+fn rendered_hit(max: usize, at_least: usize) -> LimitHit {
+    LimitHit {
+        limit: Limit::RenderedBytes,
+        max,
+        actual: at_least,
     }
 }

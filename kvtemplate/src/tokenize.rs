@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use crate::engine::Engine;
 use crate::error::Error;
-use kvtoken::{FastEncoder, SegmentCache};
+use crate::limits::{InputLimits, Limit, LimitHit};
+use kvtoken::{EncodeLimits, FastEncoder, KvTokenError, SegmentCache};
 use tokenizers::Tokenizer;
 
 /// A loaded tokenizer plus the BOS facts the engines' loaders derive.
@@ -234,4 +235,120 @@ impl PinnedTokenizer {
             Engine::Sglang => self.sglang_special_into(rendered, out),
         }
     }
+
+    /// [`encode_into`](Self::encode_into) doing only the work the first `cap` ids need:
+    /// `out` gets the first `min(cap, full)` ids of the full encoding exactly, and the answer
+    /// says whether the full encoding has more ([`Bounded::Ids`]), or which bound of
+    /// `limits` the text crossed ([`Bounded::Over`]: a pre-token over `max_word_bytes`, or a
+    /// fallback text over `max_fallback_bytes`; `out` is then unspecified).
+    pub fn encode_bounded(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+        cap: usize,
+        limits: &InputLimits,
+        out: &mut Vec<u32>,
+    ) -> Result<Bounded, Error> {
+        let kl = EncodeLimits {
+            max_ids: cap,
+            max_word_bytes: limits.max_word_bytes,
+            max_fallback_bytes: limits.max_fallback_bytes,
+        };
+        let r = self.tok.encode_limited_cached(
+            text,
+            add_special_tokens,
+            &kl,
+            self.segments.as_ref(),
+            out,
+        );
+        match r {
+            Ok(more) => Ok(Bounded::Ids { more }),
+            Err(KvTokenError::WordTooLong { bytes, max }) => Ok(Bounded::Over(LimitHit {
+                limit: Limit::WordBytes,
+                max,
+                actual: bytes,
+            })),
+            Err(KvTokenError::FallbackTooLong { bytes, max }) => Ok(Bounded::Over(LimitHit {
+                limit: Limit::FallbackBytes,
+                max,
+                actual: bytes,
+            })),
+            Err(e) => Err(Error::Tokenize(e.to_string())),
+        }
+    }
+
+    /// [`sglang_special_into`](Self::sglang_special_into), bounded as
+    /// [`encode_bounded`](Self::encode_bounded) (a prepended BOS counts against `cap`).
+    pub fn sglang_special_bounded(
+        &self,
+        text: &str,
+        cap: usize,
+        limits: &InputLimits,
+        out: &mut Vec<u32>,
+    ) -> Result<Bounded, Error> {
+        match (self.sglang_bos, self.bos_id) {
+            (true, Some(bos)) => {
+                let r = self.encode_bounded(text, false, cap.saturating_sub(1), limits, out)?;
+                out.insert(0, bos);
+                Ok(match r {
+                    Bounded::Ids { more } => {
+                        let more = more || out.len() > cap;
+                        out.truncate(cap);
+                        Bounded::Ids { more }
+                    }
+                    over => over,
+                })
+            }
+            _ => self.encode_bounded(text, true, cap, limits, out),
+        }
+    }
+
+    /// [`completions_into`](Self::completions_into), bounded as
+    /// [`encode_bounded`](Self::encode_bounded).
+    pub fn completions_bounded(
+        &self,
+        engine: Engine,
+        text: &str,
+        cap: usize,
+        limits: &InputLimits,
+        out: &mut Vec<u32>,
+    ) -> Result<Bounded, Error> {
+        match engine {
+            Engine::Vllm | Engine::Trtllm => self.encode_bounded(text, true, cap, limits, out),
+            Engine::Sglang => self.sglang_special_bounded(text, cap, limits, out),
+        }
+    }
+
+    /// [`chat_into`](Self::chat_into), bounded as [`encode_bounded`](Self::encode_bounded).
+    pub fn chat_bounded(
+        &self,
+        engine: Engine,
+        rendered: &str,
+        add_special_tokens: bool,
+        cap: usize,
+        limits: &InputLimits,
+        out: &mut Vec<u32>,
+    ) -> Result<Bounded, Error> {
+        match engine {
+            Engine::Vllm | Engine::Trtllm => {
+                self.encode_bounded(rendered, add_special_tokens, cap, limits, out)
+            }
+            Engine::Sglang if self.sglang_chat_plain => {
+                self.encode_bounded(rendered, false, cap, limits, out)
+            }
+            Engine::Sglang => self.sglang_special_bounded(rendered, cap, limits, out),
+        }
+    }
+}
+
+/// What a bounded encode ([`PinnedTokenizer::encode_bounded`]) came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bounded {
+    /// The ids asked for are in the output; `more`: the full encoding goes on past them.
+    Ids {
+        /// Whether the full encoding has more ids than the cap.
+        more: bool,
+    },
+    /// The text crossed a bound; nothing was encoded past it.
+    Over(LimitHit),
 }

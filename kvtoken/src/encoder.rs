@@ -300,6 +300,74 @@ impl FastEncoder {
         }
     }
 
+    /// Encodes the first `limits.max_ids` ids of `text` into `out` (cleared first), doing no
+    /// more work than needed for them on the fast path, and returns whether the full
+    /// encoding has more: `out` is then exactly the first `max_ids` ids of
+    /// [`encode_into`](Self::encode_into)'s result (a prefix: each pre-token encodes on its
+    /// own). A pre-token longer than `limits.max_word_bytes` is refused
+    /// ([`KvTokenError::WordTooLong`]) before it is encoded. The fallback path cannot see its
+    /// pre-tokens nor stop early: it encodes everything and cuts, and refuses a text longer
+    /// than `limits.max_fallback_bytes` ([`KvTokenError::FallbackTooLong`]) before encoding.
+    pub fn encode_limited(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+        limits: &EncodeLimits,
+        out: &mut Vec<u32>,
+    ) -> Result<bool, KvTokenError> {
+        self.encode_limited_cached(text, add_special_tokens, limits, None, out)
+    }
+
+    /// [`encode_limited`](Self::encode_limited) through a [`SegmentCache`] when given (the
+    /// same ids; only pieces encoded whole are inserted).
+    pub fn encode_limited_cached(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+        limits: &EncodeLimits,
+        cache: Option<&SegmentCache>,
+        out: &mut Vec<u32>,
+    ) -> Result<bool, KvTokenError> {
+        out.clear();
+        // One id more than asked shows whether the encoding goes on.
+        let probe = EncodeLimits {
+            max_ids: limits.max_ids.saturating_add(1),
+            ..*limits
+        };
+        match &self.fast {
+            Some(fast) if u32::try_from(text.len()).is_ok() => {
+                SCRATCH.with(|cell| match cell.try_borrow_mut() {
+                    Ok(mut scratch) => fast.encode_limited(
+                        &mut scratch,
+                        text,
+                        add_special_tokens,
+                        &probe,
+                        cache,
+                        out,
+                    ),
+                    Err(_) => fast.encode_limited(
+                        &mut Scratch::default(),
+                        text,
+                        add_special_tokens,
+                        &probe,
+                        cache,
+                        out,
+                    ),
+                })?;
+            }
+            _ if text.len() > limits.max_fallback_bytes => {
+                return Err(KvTokenError::FallbackTooLong {
+                    bytes: text.len(),
+                    max: limits.max_fallback_bytes,
+                })
+            }
+            _ => self.encode_stock_into(text, add_special_tokens, out)?,
+        }
+        let more = out.len() > limits.max_ids;
+        out.truncate(limits.max_ids);
+        Ok(more)
+    }
+
     /// Encodes `text` and returns the ids.
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, KvTokenError> {
         let mut out = Vec::new();
@@ -341,10 +409,34 @@ impl FastEncoder {
         pretok::scan(text, &mut chars);
         let mut spans = Vec::new();
         pretok::split(text.len(), &chars, fast.cfg.flavor.max_digits(), |a, b| {
-            spans.push((a, b))
+            spans.push((a, b));
+            true
         });
         Some(spans)
     }
+}
+
+/// Bounds on one encode call ([`FastEncoder::encode_limited`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodeLimits {
+    /// Ids wanted (the caller's cap); work stops once they are known.
+    pub max_ids: usize,
+    /// Longest pre-token (byte run the pre-tokenizer does not split) encoded; longer is
+    /// refused ([`KvTokenError::WordTooLong`]).
+    pub max_word_bytes: usize,
+    /// Longest text handed whole to the stock tokenizer on the fallback path (where
+    /// pre-tokens are invisible and work cannot stop at `max_ids`); longer is refused
+    /// ([`KvTokenError::FallbackTooLong`]).
+    pub max_fallback_bytes: usize,
+}
+
+impl EncodeLimits {
+    /// No bounds.
+    pub const NONE: EncodeLimits = EncodeLimits {
+        max_ids: usize::MAX,
+        max_word_bytes: usize::MAX,
+        max_fallback_bytes: usize::MAX,
+    };
 }
 
 impl FastPath {
@@ -464,6 +556,49 @@ impl FastPath {
         }
     }
 
+    /// [`encode`](Self::encode) under `limits`: stops once `out` holds `limits.max_ids` ids
+    /// (pre-token by pre-token, so the ids are a prefix of the full encoding; the last
+    /// pre-token may overshoot) and refuses a pre-token longer than `limits.max_word_bytes`.
+    fn encode_limited(
+        &self,
+        s: &mut Scratch,
+        text: &str,
+        add_special_tokens: bool,
+        limits: &EncodeLimits,
+        cache: Option<&SegmentCache>,
+        out: &mut Vec<u32>,
+    ) -> Result<(), KvTokenError> {
+        if add_special_tokens {
+            out.extend_from_slice(&self.cfg.prefix);
+        }
+        let mut last = 0;
+        if let Some(added) = &self.added {
+            for m in added.leftmost_find_iter(text) {
+                if out.len() >= limits.max_ids {
+                    return Ok(());
+                }
+                if let Some(piece) = text.get(last..m.start()) {
+                    self.encode_piece_limited_cached(s, piece, limits, cache, out)?;
+                }
+                if out.len() >= limits.max_ids {
+                    return Ok(());
+                }
+                out.push(m.value());
+                last = m.end();
+            }
+        }
+        if out.len() >= limits.max_ids {
+            return Ok(());
+        }
+        if let Some(piece) = text.get(last..) {
+            self.encode_piece_limited_cached(s, piece, limits, cache, out)?;
+        }
+        if add_special_tokens && out.len() < limits.max_ids {
+            out.extend_from_slice(&self.cfg.suffix);
+        }
+        Ok(())
+    }
+
     /// [`encode`](Self::encode) with each long piece between added tokens looked up in (or
     /// inserted into) `cache`.
     fn encode_cached(
@@ -495,6 +630,35 @@ impl FastPath {
         }
     }
 
+    /// [`encode_piece_limited`](Self::encode_piece_limited) through `cache` when given: a
+    /// cached piece is copied whole (the caller cuts); only a completely encoded piece is
+    /// inserted.
+    fn encode_piece_limited_cached(
+        &self,
+        s: &mut Scratch,
+        piece: &str,
+        limits: &EncodeLimits,
+        cache: Option<&SegmentCache>,
+        out: &mut Vec<u32>,
+    ) -> Result<bool, KvTokenError> {
+        let Some(cache) = cache.filter(|_| piece.len() >= MIN_SEGMENT) else {
+            return self.encode_piece_limited(s, piece, limits, out);
+        };
+        if cache.get_into(self.uid, piece.as_bytes(), out) {
+            return Ok(true);
+        }
+        let first = out.len();
+        let done = self.encode_piece_limited(s, piece, limits, out)?;
+        if done {
+            cache.insert(
+                self.uid,
+                piece.as_bytes(),
+                out.get(first..).unwrap_or_default(),
+            );
+        }
+        Ok(done)
+    }
+
     fn encode_piece_cached(
         &self,
         s: &mut Scratch,
@@ -519,8 +683,22 @@ impl FastPath {
 
     /// Normalizes, pre-tokenizes and BPE-encodes a piece of text without added tokens.
     fn encode_piece(&self, s: &mut Scratch, piece: &str, out: &mut Vec<u32>) {
+        // Unlimited: never fails, always completes.
+        let _ = self.encode_piece_limited(s, piece, &EncodeLimits::NONE, out);
+    }
+
+    /// [`encode_piece`](Self::encode_piece), stopping after the pre-token that brings `out`
+    /// to `limits.max_ids` ids, and refusing a pre-token over `limits.max_word_bytes`.
+    /// Returns whether the whole piece was encoded.
+    fn encode_piece_limited(
+        &self,
+        s: &mut Scratch,
+        piece: &str,
+        limits: &EncodeLimits,
+        out: &mut Vec<u32>,
+    ) -> Result<bool, KvTokenError> {
         if piece.is_empty() {
-            return;
+            return Ok(true);
         }
         let Scratch {
             nfc,
@@ -556,11 +734,27 @@ impl FastPath {
         };
         pretok::scan(text, chars);
         let bytes = text.as_bytes();
+        let mut failed = None;
+        let mut end = 0;
         pretok::split(text.len(), chars, self.cfg.flavor.max_digits(), |a, b| {
-            if let Some(word) = bytes.get(a..b) {
-                self.encode_word(word, bpe, cache, out);
+            end = b;
+            let Some(word) = bytes.get(a..b) else {
+                return true;
+            };
+            if word.len() > limits.max_word_bytes {
+                failed = Some(word.len());
+                return false;
             }
+            self.encode_word(word, bpe, cache, out);
+            out.len() < limits.max_ids
         });
+        match failed {
+            Some(bytes) => Err(KvTokenError::WordTooLong {
+                bytes,
+                max: limits.max_word_bytes,
+            }),
+            None => Ok(end == text.len()),
+        }
     }
 
     #[inline]

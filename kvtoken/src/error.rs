@@ -6,6 +6,23 @@ pub enum KvTokenError {
     /// `tokenizer.json` could not be read or parsed by HF `tokenizers` (or as JSON).
     #[error("cannot load tokenizer: {0}")]
     Load(String),
+    /// A pre-token is longer than the caller's bound ([`crate::EncodeLimits::max_word_bytes`]).
+    #[error("a pre-token of {bytes} bytes exceeds the {max}-byte bound")]
+    WordTooLong {
+        /// Its length.
+        bytes: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// A text for the fallback path (a tokenizer without a fast path, whose pre-tokens
+    /// kvtoken cannot see) is longer than [`crate::EncodeLimits::max_fallback_bytes`].
+    #[error("a text of {bytes} bytes for the stock tokenizer exceeds the {max}-byte bound")]
+    FallbackTooLong {
+        /// Its length.
+        bytes: usize,
+        /// The bound.
+        max: usize,
+    },
     /// The stock `tokenizers` encode failed.
     #[error("tokenizers encode failed: {0}")]
     Encode(String),

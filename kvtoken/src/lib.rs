@@ -23,6 +23,6 @@ pub mod segment_cache;
 mod tables;
 
 pub use config::Flavor;
-pub use encoder::{EncoderPath, FastEncoder, Scratch};
+pub use encoder::{EncodeLimits, EncoderPath, FastEncoder, Scratch};
 pub use error::KvTokenError;
 pub use segment_cache::{SegmentCache, SegmentStats};

@@ -58,13 +58,14 @@ pub(crate) fn scan(text: &str, chars: &mut Vec<CharInfo>) {
     }
 }
 
-/// Calls `emit(start, end)` with the byte span of every split of `text`, in order.
-/// `chars` must come from [`scan`] of the same `text`; `max_digits` is K of the pattern.
+/// Calls `emit(start, end)` with the byte span of every split of `text`, in order, until it
+/// returns `false`. `chars` must come from [`scan`] of the same `text`; `max_digits` is K of
+/// the pattern.
 pub(crate) fn split(
     text_len: usize,
     chars: &[CharInfo],
     max_digits: usize,
-    mut emit: impl FnMut(usize, usize),
+    mut emit: impl FnMut(usize, usize) -> bool,
 ) {
     let n = chars.len();
     let start_of = |i: usize| chars.get(i).map_or(text_len, |c| c.start as usize);
@@ -73,7 +74,9 @@ pub(crate) fn split(
     let mut i = 0;
     while i < n {
         let j = match_at(chars, i, max_digits, &class_at, &key_at);
-        emit(start_of(i), start_of(j));
+        if !emit(start_of(i), start_of(j)) {
+            return;
+        }
         i = j;
     }
 }
@@ -162,7 +165,10 @@ mod tests {
         let mut chars = Vec::new();
         scan(text, &mut chars);
         let mut out = Vec::new();
-        split(text.len(), &chars, k, |a, b| out.push(&text[a..b]));
+        split(text.len(), &chars, k, |a, b| {
+            out.push(&text[a..b]);
+            true
+        });
         out
     }
 

@@ -14,9 +14,9 @@
 //! fast path does not handle (added tokens with lstrip/rstrip/single_word/normalized,
 //! gemma-2's SentencePiece BPE, …) go through `tokenizers` unchanged and bypass the cache.
 //!
-//! Memory is bounded: about `capacity_bytes` of piece text (plus 4 bytes per id), spread
-//! over [`SHARDS`] shards, each behind its own `Mutex`; a full shard is emptied before
-//! the next insertion.
+//! Memory is bounded: about `capacity_bytes` in all — piece text, 4 bytes per id and
+//! [`ENTRY_OVERHEAD`] bytes of bookkeeping per piece — spread over [`SHARDS`] shards, each
+//! behind its own `Mutex`; a full shard is emptied before the next insertion.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -31,6 +31,10 @@ pub const SHARDS: usize = 16;
 /// Pieces shorter than this (bytes) are encoded directly (the word cache already makes
 /// them cheap; a lock would cost more).
 pub const MIN_SEGMENT: usize = 64;
+
+/// Bytes of bookkeeping counted per cached piece besides its text and ids: the entry, its
+/// place in the shard's table and bucket, and the two heap allocations' headers.
+pub const ENTRY_OVERHEAD: usize = 128;
 
 struct Entry {
     encoder: u64,
@@ -60,6 +64,7 @@ impl Hasher for KeyHasher {
 struct Shard {
     map: HashMap<u64, Vec<Entry>, BuildHasherDefault<KeyHasher>>,
     bytes: usize,
+    entries: usize,
 }
 
 /// Counters of a [`SegmentCache`].
@@ -71,6 +76,8 @@ pub struct SegmentStats {
     pub misses: u64,
     /// Shards emptied because they were full.
     pub clears: u64,
+    /// Pieces dropped when their shard was emptied because it was full.
+    pub evicted: u64,
 }
 
 /// A bounded, sharded cache of segment ids keyed by exact segment bytes and encoder (see the
@@ -81,6 +88,7 @@ pub struct SegmentCache {
     hits: AtomicU64,
     misses: AtomicU64,
     clears: AtomicU64,
+    evicted: AtomicU64,
 }
 
 impl std::fmt::Debug for SegmentCache {
@@ -93,7 +101,8 @@ impl std::fmt::Debug for SegmentCache {
 }
 
 impl SegmentCache {
-    /// A cache holding about `capacity_bytes` of segments (text bytes + 4 per id).
+    /// A cache holding about `capacity_bytes` of segments (text bytes + 4 per id +
+    /// [`ENTRY_OVERHEAD`] per piece).
     pub fn new(capacity_bytes: usize) -> Self {
         SegmentCache {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
@@ -101,6 +110,7 @@ impl SegmentCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             clears: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
         }
     }
 
@@ -115,15 +125,37 @@ impl SegmentCache {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             clears: self.clears.load(Ordering::Relaxed),
+            evicted: self.evicted.load(Ordering::Relaxed),
         }
     }
 
-    /// Empties the cache (counters are kept).
+    /// Bytes held now, counted as the capacity counts them (text, ids, [`ENTRY_OVERHEAD`]
+    /// per piece); locks each shard in turn, so meant for metrics, not the hot path.
+    pub fn bytes_held(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().map_or(0, |s| s.bytes))
+            .sum()
+    }
+
+    /// Pieces held now (locks each shard in turn).
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().map_or(0, |s| s.entries))
+            .sum()
+    }
+
+    /// Whether no piece is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Empties the cache (counters are kept; dropped pieces are not counted as evicted).
     pub fn clear(&self) {
         for s in &self.shards {
             if let Ok(mut s) = s.lock() {
-                s.map.clear();
-                s.bytes = 0;
+                *s = Shard::default();
             }
         }
     }
@@ -169,7 +201,7 @@ impl SegmentCache {
     /// Records the ids of `text` for `encoder`.
     pub(crate) fn insert(&self, encoder: u64, text: &[u8], ids: &[u32]) {
         self.misses.fetch_add(1, Ordering::Relaxed);
-        let cost = text.len() + 4 * ids.len();
+        let cost = text.len() + 4 * ids.len() + ENTRY_OVERHEAD;
         if cost > self.per_shard {
             return;
         }
@@ -181,9 +213,12 @@ impl SegmentCache {
             return;
         };
         if shard.bytes + cost > self.per_shard {
+            let dropped = shard.entries as u64;
             shard.map.clear();
             shard.bytes = 0;
+            shard.entries = 0;
             self.clears.fetch_add(1, Ordering::Relaxed);
+            self.evicted.fetch_add(dropped, Ordering::Relaxed);
         }
         let bucket = shard.map.entry(key).or_default();
         if bucket
@@ -198,5 +233,6 @@ impl SegmentCache {
             ids: ids.into(),
         });
         shard.bytes += cost;
+        shard.entries += 1;
     }
 }

@@ -148,7 +148,8 @@ fn the_cache_is_hit_and_matches_stock() {
 
 #[test]
 fn a_tiny_cache_stays_exact_while_evicting() {
-    let cache = SegmentCache::new(64 * 16);
+    // About one piece per shard (text, ids and ENTRY_OVERHEAD): shards empty constantly.
+    let cache = SegmentCache::new(512 * 16);
     let enc = encoder(3);
     let mut got = Vec::new();
     for n in 0..50 {
@@ -159,7 +160,35 @@ fn a_tiny_cache_stays_exact_while_evicting() {
         enc.encode_into_cached(&text, true, &cache, &mut got)
             .unwrap();
         assert_eq!(got, enc.encode(&text, true).unwrap());
+        assert!(cache.bytes_held() <= cache.capacity_bytes());
     }
+    let st = cache.stats();
+    assert!(st.clears > 0 && st.evicted >= st.clears, "{st:?}");
+    assert!(!cache.is_empty());
+    cache.clear();
+    assert_eq!((cache.len(), cache.bytes_held()), (0, 0));
+    assert_eq!(cache.stats(), st, "clear keeps the counters");
+}
+
+#[test]
+fn bytes_held_counts_text_ids_and_overhead() {
+    let cache = SegmentCache::new(1 << 20);
+    let enc = encoder(0);
+    let body = "a message long enough to be cached as one segment of its own. ".repeat(3);
+    let text = format!("<|im_start|>user\n{body}<|im_end|>\n");
+    let mut ids = Vec::new();
+    enc.encode_into_cached(&text, false, &cache, &mut ids)
+        .unwrap();
+    let piece = enc.encode(&body, false).unwrap();
+    // One piece cached: `user\n` + body (the text between the two added tokens).
+    assert_eq!(cache.len(), 1);
+    let piece_text = format!("user\n{body}");
+    let piece_ids = enc.encode(&piece_text, false).unwrap();
+    assert!(piece_ids.len() >= piece.len());
+    assert_eq!(
+        cache.bytes_held(),
+        piece_text.len() + 4 * piece_ids.len() + kvtoken::segment_cache::ENTRY_OVERHEAD
+    );
 }
 
 #[test]

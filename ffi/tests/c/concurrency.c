@@ -1,8 +1,13 @@
-/* Concurrency: 8 worker threads share the current handles — one encoder (Qwen2.5 profile,
- * vLLM contract) and the hashers of the three engines — for many encode+hash calls while a
- * publisher thread keeps loading new registry generations, building a fresh encoder and
- * hashers from them, swapping them in and dropping the old ones, as the gateway does on a
- * registry publish. Every result is compared with answers computed up front by one thread.
+/* Concurrency: 8 worker threads share the current handles — the encoders of two profiles
+ * (Qwen2.5 and Qwen3, vLLM contract) and the hashers of the three engines — for many
+ * encode+hash calls (chat and completions) while a publisher thread keeps loading new registry
+ * generations, building fresh encoders and hashers from them, swapping them in and dropping
+ * the old ones, as the gateway does on a registry publish. Consecutive generations DIFFER:
+ * they alternate between testdata/registry and a copy in which the Qwen2.5 profile pins
+ * another chat template (Qwen3's), so the same request has other ids in each; a worker takes
+ * a generation's encoder together with that generation's kind, and an answer from the wrong
+ * or a mixed generation is a mismatch. Every result is compared with answers computed up
+ * front by one thread.
  *
  * Iterations (total calls over all workers): env KVEXACT_TEST_ITERATIONS, default 100000;
  * workers keep going until at least KVEXACT_TEST_GENERATIONS (default 2) registry generations
@@ -11,6 +16,7 @@
  * current handle (a pointer copy and an atomic increment), then works without any lock and
  * releases its reference; the publisher swaps under the lock and releases the old reference
  * outside it — the handle stays alive until the last worker lets it go. */
+#define _DEFAULT_SOURCE /* mkdtemp */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
@@ -42,13 +48,25 @@ static const char *BODIES[N_BODIES] = {
     "why each is prime, briefly.\"}]}",
     "{\"messages\":[{\"role\":\"user\",\"content\":\"\u4f60\u597d, caf\u00e9 \u2014 ok?\"}]}",
 };
-static uint32_t body_ids[N_BODIES][512];
-static int32_t body_n[N_BODIES];
-static uint64_t body_hashes[N_BODIES][32];
-static int32_t body_hn[N_BODIES];
-static char registry_root[4096];
-static const kvexact_encoder *current_encoder;
-static kvexact_registry *current_registry;
+static const char *COMPLETION = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n";
+#define N_KINDS 2    /* generation kinds: 0 = testdata/registry, 1 = the altered copy */
+#define N_PROFILES 2 /* 0 = Qwen2.5, 1 = Qwen3 */
+static const char *MODELS[N_PROFILES] = {"qwen2.5-7b-instruct", "Qwen/Qwen3-0.6B"};
+static uint32_t body_ids[N_KINDS][N_PROFILES][N_BODIES][512];
+static int32_t body_n[N_KINDS][N_PROFILES][N_BODIES];
+static uint64_t body_hashes[N_KINDS][N_PROFILES][N_BODIES][32];
+static int32_t body_hn[N_KINDS][N_PROFILES][N_BODIES];
+static uint32_t comp_ids[N_PROFILES][64];
+static int32_t comp_n[N_PROFILES];
+static char registry_roots[N_KINDS][4096];
+
+/* One published generation: its registry, an encoder per profile, and which kind it is. */
+typedef struct {
+  kvexact_registry *registry;
+  kvexact_encoder *enc[N_PROFILES];
+  int kind;
+} generation;
+static generation current_gen;
 static uint64_t next_generation = 1;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -59,7 +77,6 @@ static atomic_long generations = 0;
 static long min_generations = 2;
 static int with_registry = 1; /* env KVEXACT_TEST_REGISTRY=0: hashers only (for valgrind) */
 static atomic_long calls = 0;
-
 static kvexact_hasher *make_hasher(int a) {
   kvexact_hasher *h = NULL;
   const uint8_t seed[] = {'0'};
@@ -77,38 +94,100 @@ static uint64_t rng(void) { /* xorshift64, deterministic */
   return rng_state;
 }
 
-/* Loads a new generation and builds its encoder (the caller owns both). */
-static void publish_generation(kvexact_registry **reg_out, kvexact_encoder **enc_out) {
+/* Loads generation number `next_generation` from the root of `kind` and builds its encoders
+ * (the caller owns them). */
+static generation publish_generation(int kind) {
+  generation g;
   kvexact_registry_opts opts = {(uint32_t)geteuid(), 0, 0};
-  kvexact_registry *reg = NULL;
   kvexact_error *err = NULL;
-  CHECK_STATUS(kvexact_registry_load((const uint8_t *)registry_root, strlen(registry_root), &opts,
-                                     next_generation++, &reg, &err),
+  const char *root = registry_roots[kind];
+  CHECK_STATUS(kvexact_registry_load((const uint8_t *)root, strlen(root), &opts, next_generation++,
+                                     &g.registry, &err),
                KVEXACT_OK, err);
-  const kvexact_profile *p = NULL;
-  const char *model = "qwen2.5-7b-instruct";
-  CHECK_STATUS(kvexact_profile_by_model(reg, (const uint8_t *)model, strlen(model), &p), KVEXACT_OK,
-               NULL);
-  CHECK_STATUS(kvexact_encoder_new(p, "vllm-kv-map-v2", enc_out, &err), KVEXACT_OK, err);
-  kvexact_profile_free(p);
-  *reg_out = reg;
+  for (int pr = 0; pr < N_PROFILES; pr++) {
+    const kvexact_profile *p = NULL;
+    CHECK_STATUS(kvexact_profile_by_model(g.registry, (const uint8_t *)MODELS[pr],
+                                          strlen(MODELS[pr]), &p),
+                 KVEXACT_OK, NULL);
+    CHECK_STATUS(kvexact_encoder_new(p, "vllm-kv-map-v2", &g.enc[pr], &err), KVEXACT_OK, err);
+    kvexact_profile_free(p);
+  }
+  g.kind = kind;
+  return g;
+}
+
+static void drop_generation(generation g) {
+  for (int pr = 0; pr < N_PROFILES; pr++) kvexact_encoder_free(g.enc[pr]);
+  kvexact_registry_free(g.registry); /* in-flight calls hold their own encoder references */
+}
+
+/* The altered copy of testdata/registry: the Qwen2.5 profile pins Qwen3's chat template
+ * (same tokenizer), so its prompts render differently (no default system prompt). */
+static void make_altered_registry(const char *root, char *out, size_t cap) {
+  char tmpl[] = "/tmp/kvexact-conc-XXXXXX";
+  CHECK(mkdtemp(tmpl) != NULL);
+  snprintf(out, cap, "%s", tmpl);
+  static char cmd[16384];
+  CHECK(snprintf(cmd, sizeof cmd, "cp -R '%s/.' '%s/'", root, out) < (int)sizeof cmd);
+  CHECK(system(cmd) == 0);
+  static char path[8192];
+  CHECK(snprintf(path, sizeof path, "%s/qwen25-7b-instruct-v1.yaml", out) < (int)sizeof path);
+  FILE *f = fopen(path, "rb");
+  CHECK(f != NULL);
+  static char text[65536];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  const char *from = "cd8e9439f0570856fd70470bf8889ebd8b5d1107207f67a5efb46e342330527f";
+  const char *to = "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5";
+  int replaced = 0;
+  for (char *at = strstr(text, from); at != NULL; at = strstr(at, from)) {
+    memcpy(at, to, strlen(to));
+    replaced++;
+  }
+  CHECK_INT(replaced, 2); /* templateArtifact and templateSha256 */
+  f = fopen(path, "wb");
+  CHECK(f != NULL);
+  CHECK(fwrite(text, 1, n, f) == n);
+  CHECK(fclose(f) == 0);
+}
+
+/* Takes the current generation's encoder of profile `pr` and its kind, under the lock. */
+static const kvexact_encoder *take_encoder(int pr, int *kind) {
+  pthread_mutex_lock(&lock);
+  const kvexact_encoder *enc = kvexact_encoder_retain(current_gen.enc[pr]);
+  *kind = current_gen.kind;
+  pthread_mutex_unlock(&lock);
+  return enc;
 }
 
 static void encode_and_hash(long id, long i, const kvexact_hasher *vllm) {
-  int b = (int)((i + id) % N_BODIES);
-  pthread_mutex_lock(&lock);
-  const kvexact_encoder *enc = kvexact_encoder_retain(current_encoder);
-  pthread_mutex_unlock(&lock);
+  int b = (int)((i + id) % N_BODIES), pr = (int)((i / 4 + id) % N_PROFILES), kind = -1;
+  const kvexact_encoder *enc = take_encoder(pr, &kind);
   uint32_t ids[512];
   uint64_t hashes[32];
   kvexact_refusal r = 999;
+  if ((i / 4) % 5 == 0) { /* one encode in five is a completions prompt */
+    int32_t n = kvexact_encode_completions(enc, (const uint8_t *)COMPLETION, strlen(COMPLETION),
+                                           ids, 64);
+    kvexact_encoder_free((kvexact_encoder *)enc);
+    if (n != comp_n[pr] || memcmp(ids, comp_ids[pr], (size_t)(n > 0 ? n : 0) * 4) != 0) {
+      fprintf(stderr, "worker %ld: completions mismatch profile %d (n=%d want %d)\n", id, pr,
+              (int)n, (int)comp_n[pr]);
+      exit(1);
+    }
+    return;
+  }
   int32_t n = kvexact_encode_chat(enc, (const uint8_t *)BODIES[b], strlen(BODIES[b]), 0, ids, 512, &r);
   kvexact_encoder_free((kvexact_encoder *)enc);
   int32_t hn = n >= 0 ? kvexact_block_hashes_u64(vllm, ids, (size_t)n, 1, hashes, 32) : -1;
-  if (n != body_n[b] || memcmp(ids, body_ids[b], (size_t)(n > 0 ? n : 0) * 4) != 0 ||
-      hn != body_hn[b] || memcmp(hashes, body_hashes[b], (size_t)(hn > 0 ? hn : 0) * 8) != 0) {
-    fprintf(stderr, "worker %ld: encode mismatch body %d (n=%d want %d, refusal %s)\n", id, b,
-            (int)n, (int)body_n[b], kvexact_refusal_name(r));
+  if (n != body_n[kind][pr][b] || memcmp(ids, body_ids[kind][pr][b], (size_t)(n > 0 ? n : 0) * 4) != 0 ||
+      hn != body_hn[kind][pr][b] ||
+      memcmp(hashes, body_hashes[kind][pr][b], (size_t)(hn > 0 ? hn : 0) * 8) != 0) {
+    fprintf(stderr,
+            "worker %ld: encode mismatch generation kind %d profile %d body %d (n=%d want %d, "
+            "refusal %s)\n",
+            id, kind, pr, b, (int)n, (int)body_n[kind][pr][b], kvexact_refusal_name(r));
     exit(1);
   }
 }
@@ -148,17 +227,15 @@ static void *publisher(void *arg) {
   long *published = arg;
   while (!stop) {
     if (with_registry) {
-      kvexact_registry *reg = NULL;
-      kvexact_encoder *enc = NULL;
-      publish_generation(&reg, &enc);
       pthread_mutex_lock(&lock);
-      kvexact_registry *old_reg = current_registry;
-      const kvexact_encoder *old_enc = current_encoder;
-      current_registry = reg;
-      current_encoder = enc;
+      int next_kind = 1 - current_gen.kind; /* consecutive generations differ */
       pthread_mutex_unlock(&lock);
-      kvexact_encoder_free((kvexact_encoder *)old_enc); /* in-flight calls hold their own refs */
-      kvexact_registry_free(old_reg);
+      generation fresh = publish_generation(next_kind);
+      pthread_mutex_lock(&lock);
+      generation old = current_gen;
+      current_gen = fresh;
+      pthread_mutex_unlock(&lock);
+      drop_generation(old); /* in-flight calls hold their own encoder references */
       atomic_fetch_add(&generations, 1);
     }
     for (int a = 0; a < N_ALGOS; a++) {
@@ -176,7 +253,6 @@ static void *publisher(void *arg) {
 
 int main(int argc, char **argv) {
   CHECK(argc >= 2);
-  snprintf(registry_root, sizeof registry_root, "%s/testdata/registry", argv[1]);
   const char *env = getenv("KVEXACT_TEST_ITERATIONS");
   long total = env ? atol(env) : 100000;
   if (total < N_WORKERS) total = N_WORKERS;
@@ -204,18 +280,40 @@ int main(int argc, char **argv) {
   }
 
   if (with_registry) {
-    kvexact_encoder *enc = NULL;
-    publish_generation(&current_registry, &enc);
-    current_encoder = enc;
-    for (int b = 0; b < N_BODIES; b++) {
-      kvexact_refusal r = 999;
-      body_n[b] = kvexact_encode_chat(current_encoder, (const uint8_t *)BODIES[b], strlen(BODIES[b]),
-                                      0, body_ids[b], 512, &r);
-      CHECK(body_n[b] > 0);
-      body_hn[b] = kvexact_block_hashes_u64(current[0], body_ids[b], (size_t)body_n[b], 1,
-                                            body_hashes[b], 32);
-      CHECK(body_hn[b] >= 0);
+    snprintf(registry_roots[0], sizeof registry_roots[0], "%s/testdata/registry", argv[1]);
+    make_altered_registry(registry_roots[0], registry_roots[1], sizeof registry_roots[1]);
+    for (int kind = N_KINDS - 1; kind >= 0; kind--) { /* ends with kind 0 current */
+      generation g = publish_generation(kind);
+      for (int pr = 0; pr < N_PROFILES; pr++) {
+        for (int b = 0; b < N_BODIES; b++) {
+          kvexact_refusal r = 999;
+          body_n[kind][pr][b] = kvexact_encode_chat(g.enc[pr], (const uint8_t *)BODIES[b],
+                                                    strlen(BODIES[b]), 0, body_ids[kind][pr][b],
+                                                    512, &r);
+          CHECK(body_n[kind][pr][b] > 0);
+          body_hn[kind][pr][b] = kvexact_block_hashes_u64(
+              current[0], body_ids[kind][pr][b], (size_t)body_n[kind][pr][b], 1,
+              body_hashes[kind][pr][b], 32);
+          CHECK(body_hn[kind][pr][b] >= 0);
+        }
+        int32_t n = kvexact_encode_completions(g.enc[pr], (const uint8_t *)COMPLETION,
+                                               strlen(COMPLETION), comp_ids[pr], 64);
+        CHECK(n > 0);
+        if (kind == N_KINDS - 1) comp_n[pr] = n;
+        CHECK_INT(n, comp_n[pr]);
+      }
+      if (kind == 0) {
+        current_gen = g;
+      } else {
+        drop_generation(g);
+      }
     }
+    /* The kinds answer the same request differently (else a mix-up would go unseen), and the
+     * two profiles do too. */
+    CHECK(body_n[0][0][0] != body_n[1][0][0] ||
+          memcmp(body_ids[0][0][0], body_ids[1][0][0], (size_t)body_n[0][0][0] * 4) != 0);
+    CHECK(body_n[0][0][0] != body_n[0][1][0] ||
+          memcmp(body_ids[0][0][0], body_ids[0][1][0], (size_t)body_n[0][0][0] * 4) != 0);
   }
 
   pthread_t workers[N_WORKERS], pub;
@@ -227,10 +325,16 @@ int main(int argc, char **argv) {
   stop = 1;
   CHECK(pthread_join(pub, NULL) == 0);
   for (int a = 0; a < N_ALGOS; a++) kvexact_hasher_free(current[a]);
-  kvexact_encoder_free((kvexact_encoder *)current_encoder);
-  kvexact_registry_free(current_registry);
+  if (with_registry) {
+    drop_generation(current_gen);
+    static char cmd[8192];
+    CHECK(snprintf(cmd, sizeof cmd, "rm -rf '%s'", registry_roots[1]) < (int)sizeof cmd);
+    CHECK(system(cmd) == 0);
+  }
   printf("concurrency: %ld calls (%s) on %d threads exact; %ld registry "
-         "generations and %ld hashers published and dropped\n",
-         (long)atomic_load(&calls), with_registry ? "1 in 4 encode+hash" : "hash only", N_WORKERS, (long)atomic_load(&generations), published);
+         "generations (alternating, differing) and %ld hashers published and dropped\n",
+         (long)atomic_load(&calls),
+         with_registry ? "1 in 4 encode (chat+hash or completions, 2 profiles)" : "hash only",
+         N_WORKERS, (long)atomic_load(&generations), published);
   return 0;
 }

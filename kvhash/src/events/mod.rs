@@ -80,10 +80,16 @@ pub struct Limits {
     pub max_string_bytes: usize,
     /// Most events in one batch.
     pub max_events: usize,
+    /// Most memory the decoded batch of one msgpack payload may take (the event model's
+    /// vectors: events, block hashes, extra keys), in bytes. Each vector is charged before it
+    /// is allocated, so a payload whose decoding would need more is refused having allocated
+    /// at most this much (plus the payload itself, which the caller holds). Ids and strings
+    /// are borrowed from the payload and cost nothing.
+    pub max_decoded_bytes: usize,
 }
 
 impl Default for Limits {
-    /// 64 MiB input, depth 16, 16 Mi elements, 1 MiB strings, 1 Mi events.
+    /// 64 MiB input, depth 16, 16 Mi elements, 1 MiB strings, 1 Mi events, 64 MiB decoded.
     fn default() -> Self {
         Limits {
             max_input_bytes: 64 << 20,
@@ -91,6 +97,7 @@ impl Default for Limits {
             max_elements: 16 << 20,
             max_string_bytes: 1 << 20,
             max_events: 1 << 20,
+            max_decoded_bytes: 64 << 20,
         }
     }
 }
@@ -195,7 +202,11 @@ pub fn decode_json(format: EventFormat, body: &[u8]) -> Result<EventBatch<'stati
 /// The checked twin of [`decode_json`]: every value read through a `serde_json::Value` tree.
 /// [`decode_json`] takes a typed fast path when the body allows it and gives exactly this
 /// function's result (differential tests and the `events_trtllm` fuzz target compare them);
-/// use this one only to compare.
+/// use this one only to compare. Before building its tree it charges an upper bound of the
+/// tree's size (about 64 bytes per JSON value) against [`Limits::max_decoded_bytes`], so a body
+/// of very many short values is refused here ([`Error::EventLimitExceeded`]) — at about a
+/// million values with the default limits — where the fast path, whose memory is its typed
+/// output, may decode it.
 pub fn decode_json_checked(format: EventFormat, body: &[u8]) -> Result<EventBatch<'static>, Error> {
     if format.transport() != Transport::HttpJson {
         return Err(Error::EventWrongInputKind {
@@ -347,7 +358,7 @@ fn decode_batch<'a>(
             max: limits.max_events as u64,
         });
     }
-    let mut events = Vec::with_capacity(count);
+    let mut events = r.vec(count)?;
     for i in 0..count {
         let kind = match format {
             EventFormat::VllmKvArrayV1 => vllm::decode_array_event(r, schema),

@@ -52,6 +52,8 @@ pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
     limits: Limits,
+    /// What is left of [`Limits::max_decoded_bytes`].
+    budget: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -61,6 +63,25 @@ impl<'a> Reader<'a> {
             buf,
             pos: 0,
             limits: limits.clone(),
+            budget: limits.max_decoded_bytes,
+        }
+    }
+
+    /// An empty vector with room for `n` values, charged against the payload's decoded-bytes
+    /// budget first ([`Limits::max_decoded_bytes`]): over budget, nothing is allocated and
+    /// the answer is [`Error::EventLimitExceeded`] at the current offset.
+    pub(crate) fn vec<T>(&mut self, n: usize) -> Result<Vec<T>, Error> {
+        let bytes = n.saturating_mul(std::mem::size_of::<T>());
+        match self.budget.checked_sub(bytes) {
+            Some(left) => {
+                self.budget = left;
+                Ok(Vec::with_capacity(n))
+            }
+            None => Err(Error::EventLimitExceeded {
+                at: self.at(self.pos),
+                limit: "decoded bytes per payload",
+                max: self.limits.max_decoded_bytes as u64,
+            }),
         }
     }
 

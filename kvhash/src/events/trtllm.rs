@@ -143,6 +143,34 @@ pub(crate) fn decode_body(
 }
 
 /// The checked decoder: every value read from a `serde_json::Value` tree, every error located.
+/// Bytes charged per JSON value (and object key) the checked decoder's `serde_json::Value`
+/// tree may hold: a `Value` plus a map entry's key and node share.
+const VALUE_COST: usize = 2 * std::mem::size_of::<Value>();
+
+/// An upper bound of the values and object keys in a JSON text: one, plus one per `,`, `:`
+/// and `[` outside strings (every value but the first follows one of them). A linear scan,
+/// allocation-free; malformed text gives some bound, and the parser reports the error.
+pub(crate) fn value_bound(body: &[u8]) -> usize {
+    let (mut n, mut in_str, mut esc) = (1usize, false, false);
+    for &b in body {
+        if in_str {
+            match (esc, b) {
+                (true, _) => esc = false,
+                (false, b'\\') => esc = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_str = true,
+                b',' | b':' | b'[' => n += 1,
+                _ => {}
+            }
+        }
+    }
+    n
+}
+
 pub(crate) fn decode_body_checked(
     format: EventFormat,
     body: &[u8],
@@ -153,6 +181,16 @@ pub(crate) fn decode_body_checked(
             at: Location::offset(0),
             limit: "body size",
             max: limits.max_input_bytes as u64,
+        });
+    }
+    // The `Value` tree takes tens of bytes per value, however short its text: charge an upper
+    // bound of its size against the payload's decoded-bytes budget before building it.
+    let items = value_bound(body);
+    if items.saturating_mul(VALUE_COST) > limits.max_decoded_bytes {
+        return Err(Error::EventLimitExceeded {
+            at: Location::offset(0),
+            limit: "decoded bytes per payload",
+            max: limits.max_decoded_bytes as u64,
         });
     }
     let doc: Value = serde_json::from_slice(body).map_err(|e| Error::EventJsonSyntax {

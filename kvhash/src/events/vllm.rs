@@ -44,7 +44,7 @@ pub(crate) fn read_hashes<'a>(
     engine: Engine,
 ) -> Result<Vec<BlockHash<'a>>, Error> {
     let n = r.array("an array of block hashes")?;
-    let mut out = Vec::with_capacity(n);
+    let mut out = r.vec(n)?;
     for i in 0..n {
         out.push(read_hash(r, engine).map_err(|e| e.in_field(&format!("[{i}]")))?);
     }
@@ -103,7 +103,7 @@ pub(crate) fn read_extra_keys<'a>(
         return Ok(None);
     }
     let n = r.array("an array of per-block extra keys")?;
-    let mut blocks = Vec::with_capacity(n);
+    let mut blocks = r.vec(n)?;
     for i in 0..n {
         let block = read_block_keys(r).map_err(|e| e.in_field(&format!("[{i}]")))?;
         blocks.push(block);
@@ -116,7 +116,7 @@ fn read_block_keys<'a>(r: &mut Reader<'a>) -> Result<Option<Vec<ExtraKey<'a>>>, 
         return Ok(None);
     }
     let n = r.array("nil or an array of extra keys")?;
-    let mut keys = Vec::with_capacity(n);
+    let mut keys = r.vec(n)?;
     for i in 0..n {
         let key = read_key(r).map_err(|e| e.in_field(&format!("[{i}]")))?;
         keys.push(key);
@@ -157,7 +157,7 @@ fn read_lookahead<'a>(r: &mut Reader<'a>) -> Result<Option<Vec<TokenIds<'a>>>, E
         return Ok(None);
     }
     let n = r.array("an array of per-block look-ahead id lists")?;
-    let mut out = Vec::with_capacity(n);
+    let mut out = r.vec(n)?;
     for i in 0..n {
         let at = r.pos();
         let ids = read_token_ids(r).map_err(|e| e.in_field(&format!("[{i}]")))?;
