@@ -88,21 +88,21 @@ fn a_body_over_the_bound_is_refused_before_it_is_parsed() {
     let _g = SERIAL.lock();
     let enc = encoder(QWEN25, Engine::Vllm);
     let mut scratch = ScratchBuf::new();
-    // 64 MiB of a valid-looking body: the bytes are never read.
-    let body = user(&"a ".repeat(32 << 20));
+    // 16 MiB of a valid-looking body: the bytes are never read.
+    let body = user(&"a ".repeat(8 << 20));
     let ((refusal, hit), peak) = peak_of(|| chat(&enc, body.as_bytes(), &mut scratch));
     assert_eq!(refusal, Some(Refusal::InputTooLarge));
     let hit = hit.expect("the bound is named");
     assert_eq!(hit.limit, Limit::BodyBytes);
     assert_eq!((hit.max, hit.actual), (8 << 20, body.len()));
-    assert!(peak < 64 << 10, "a refused 64 MiB body held {peak} bytes");
+    assert!(peak < 64 << 10, "a refused 16 MiB body held {peak} bytes");
     // The refusal scan alone says the same.
     let hits = enc.refusals_hit(body.as_bytes()).unwrap();
     assert_eq!(hits, RefusalSet::EMPTY.with(Refusal::InputTooLarge));
     // The bound is the encoder's: raised, the same body is encoded (only 4096 ids of it).
     let big = InputLimits {
-        max_body_bytes: 128 << 20,
-        max_rendered_bytes: 128 << 20,
+        max_body_bytes: 32 << 20,
+        max_rendered_bytes: 32 << 20,
         ..InputLimits::default()
     };
     let enc = with_limits(QWEN25, Engine::Vllm, big);
