@@ -1,5 +1,5 @@
-//! `kvexact demo`: the embedded default. Loads the sample registry shipped in the repository
-//! (`testdata/registry`, Qwen3-0.6B) exactly as the gateway would, takes a built-in chat
+//! `kvexact demo`: the embedded default. Loads the sample registry compiled into the binary
+//! (`testdata/registry`, Qwen3-0.6B; see [`crate::sample_registry`]) exactly as the gateway would, takes a built-in chat
 //! request (or one given as a file), and prints the rendered prompt, the token ids and the
 //! block hashes for vLLM, SGLang and TensorRT-LLM with their settings, plus how long each
 //! stage took. Each engine is a named release (default: the reference releases vLLM 0.31.0,
@@ -17,9 +17,6 @@ use kvprofile_core::{AttestationCheck, Generation, LoadOptions, TrustPolicy};
 use kvtemplate::{Outcome, ScratchBuf};
 use serde_json::json;
 
-/// The sample registry compiled in as the default.
-const SAMPLE_REGISTRY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/registry");
-
 /// The profile used when none is named.
 const DEFAULT_PROFILE: &str = "qwen3-06b-default-v1";
 
@@ -36,7 +33,7 @@ const BUILTIN_REQUEST: &str = r#"{
 /// Arguments of `kvexact demo`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Registry root (default: the sample registry shipped in the repository).
+    /// Registry root (default: the sample registry compiled into the binary).
     #[arg(long)]
     pub registry: Option<PathBuf>,
     /// Profile id (default: qwen3-06b-default-v1).
@@ -131,10 +128,27 @@ fn micros(d: Duration) -> f64 {
 
 /// Runs the demo.
 pub fn run(args: &Args) -> ExitCode {
-    let root = args
-        .registry
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(SAMPLE_REGISTRY));
+    // Without --registry: the embedded sample, written to a private directory for the load.
+    let sample = match &args.registry {
+        Some(_) => None,
+        None => match crate::sample_registry::SampleRoot::materialize() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                return fail(format!(
+                    "cannot write out the embedded sample registry: {e}"
+                ))
+            }
+        },
+    };
+    let root = match (&args.registry, &sample) {
+        (Some(r), _) => r.clone(),
+        (None, Some(s)) => s.path().to_path_buf(),
+        (None, None) => return fail("no registry"),
+    };
+    let shown = match &args.registry {
+        Some(r) => r.display().to_string(),
+        None => "(embedded sample registry)".to_owned(),
+    };
     let body = match &args.request {
         Some(p) => match std::fs::read(p) {
             Ok(b) => b,
@@ -167,11 +181,7 @@ pub fn run(args: &Args) -> ExitCode {
     };
     let load_time = t.elapsed();
     let Some(profile) = generation.profile(&args.profile) else {
-        return fail(format!(
-            "no profile {:?} in {}",
-            args.profile,
-            root.display()
-        ));
+        return fail(format!("no profile {:?} in {}", args.profile, shown));
     };
     let setups = match engines(args) {
         Ok(s) => s,
@@ -256,7 +266,7 @@ pub fn run(args: &Args) -> ExitCode {
             })
             .collect();
         let doc = json!({
-            "registry": root.display().to_string(),
+            "registry": shown,
             "set_digest": generation.set_digest(),
             "profile": args.profile,
             "registry_load_us": micros(load_time),
@@ -271,7 +281,7 @@ pub fn run(args: &Args) -> ExitCode {
         };
     }
 
-    println!("registry   {}", root.display());
+    println!("registry   {shown}");
     println!("setDigest  {}", generation.set_digest());
     println!(
         "profile    {}  (loaded and verified in {:.1} ms)",

@@ -9,6 +9,7 @@ mod events_cmd;
 mod models_cmd;
 mod parity;
 mod registry_cmd;
+mod sample_registry;
 mod watch_cmd;
 
 use clap::{Parser, Subcommand};

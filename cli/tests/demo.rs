@@ -147,3 +147,56 @@ fn demo_text_output_names_every_engine() {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
 }
+
+/// The default registry is compiled in: `kvexact demo` works from a directory that has no
+/// source tree nearby (as after `cargo install --path cli`), gives the same ids and hashes as
+/// the checked-in registry named explicitly, and leaves no directory behind.
+#[test]
+fn demo_runs_from_any_directory_on_the_embedded_registry() {
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let tmp = tempfile::tempdir().expect("tempdir for TMPDIR");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kvexact"))
+            .args(args)
+            .current_dir(elsewhere.path())
+            .env("TMPDIR", tmp.path())
+            .output()
+            .expect("run kvexact");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("json")
+    };
+    let embedded = run(&["demo", "--json", "--now-ms", "0"]);
+    assert_eq!(embedded["registry"], "(embedded sample registry)");
+    let checked_in = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/registry");
+    let explicit = run(&[
+        "demo",
+        "--json",
+        "--now-ms",
+        "0",
+        "--registry",
+        checked_in.to_str().expect("utf-8 path"),
+    ]);
+    let engines = embedded["engines"].as_array().expect("engines");
+    assert_eq!(engines.len(), 3, "{embedded}");
+    assert_eq!(embedded["set_digest"], explicit["set_digest"]);
+    for (i, engine) in ["vllm", "sglang", "trtllm"].into_iter().enumerate() {
+        assert_eq!(engines[i]["engine"], engine);
+        for field in ["token_ids", "block_hashes_u64"] {
+            let a = &engines[i][field];
+            assert!(
+                a.as_array().is_some_and(|v| !v.is_empty()),
+                "{engine} {field}: {embedded}"
+            );
+            assert_eq!(a, &explicit["engines"][i][field], "{engine} {field}");
+        }
+    }
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).expect("read TMPDIR").count(),
+        0,
+        "the private copy is removed"
+    );
+}

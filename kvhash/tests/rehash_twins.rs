@@ -132,8 +132,10 @@ fn check(ids: &[(u64, u8)], n: usize, algo: HashAlgo) -> Result<(), TestCaseErro
         );
         let mut parent = none;
         let mut block = vec![0u64; n];
+        let mut per_block = Vec::new();
         for _ in 0..ids.len() / n {
             let a = fast_r.digest_wire(&parent, &mut wire, n).unwrap();
+            per_block.push(a);
             prop_assert_eq!(slow.read_into(&mut block), n);
             let b = slow_r.digest(&parent, &block, &[], &[]).unwrap();
             prop_assert_eq!(a, b);
@@ -144,6 +146,24 @@ fn check(ids: &[(u64, u8)], n: usize, algo: HashAlgo) -> Result<(), TestCaseErro
         if !ids.len().is_multiple_of(n) {
             prop_assert!(fast_r.digest_wire(&parent, &mut wire, n).is_err());
         }
+        // The pipelined run: a prefix of the same digests (all of them for shortest forms
+        // under sha256_cbor), the cursor past exactly those blocks, the rest per block.
+        let mut run_ids = s.token_ids.values();
+        let mut run = vec![none; per_block.len()];
+        let mut chain_r = BlockRehasher::new(VllmRules::REFERENCE, algo);
+        let k = chain_r.digest_wire_chain(&none, &mut run_ids, n, &mut run);
+        prop_assert_eq!(&run[..k], &per_block[..k]);
+        let shortest = ids.iter().all(|(_, f)| *f == 0);
+        if algo == HashAlgo::Sha256Cbor && shortest && n <= 64 {
+            prop_assert_eq!(k, per_block.len());
+        }
+        let mut p = if k == 0 { none } else { run[k - 1] };
+        for want in &per_block[k..] {
+            p = chain_r.digest_wire(&p, &mut run_ids, n).unwrap();
+            prop_assert_eq!(p, *want);
+        }
+        let rest: Vec<u64> = s.token_ids.values().skip(per_block.len() * n).collect();
+        prop_assert_eq!(run_ids.collect::<Vec<_>>(), rest);
         // And the chain of the decoded values agrees with the plain chain.
         let values: Vec<u64> = s.token_ids.values().collect();
         let h = VllmHasher::new(algo, n, Some("0")).unwrap();

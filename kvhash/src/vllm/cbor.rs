@@ -142,6 +142,149 @@ pub(crate) const FAST_MAX_BLOCK: usize = 64;
 /// up to whole 64-byte compression blocks.
 const FAST_BUF: usize = 640;
 
+/// What [`PlainSha256Cbor::transcode`] does with one msgpack head byte.
+#[derive(Clone, Copy)]
+struct Wire {
+    /// The CBOR head byte written.
+    head: u8,
+    /// Bytes it takes in CBOR.
+    out_len: u8,
+    /// Offset in the msgpack id of the bytes copied after the CBOR head (0: a fixint's own
+    /// byte, 1: the value bytes after `0xcc`–`0xcf`).
+    from: u8,
+    /// Not an unsigned integer: 1.
+    refused: u8,
+    /// The id is in shortest form (its CBOR form is what vLLM's canonical CBOR writes) when
+    /// the 8 bytes after the head, read big-endian, are at least `min` (the smallest value
+    /// of its width, shifted to the top: `0xcc` 24, `0xcd` 2^8, `0xce` 2^16, `0xcf` 2^32).
+    min: u64,
+}
+
+/// The first half of [`PlainSha256Cbor::hash_msgpack`]: the ids into the buffer. Returns
+/// where they end in the buffer and how many input bytes they took; [`PlainSha256Cbor::finish`]
+/// hashes them with their parent.
+///
+/// Per id: one look-up of its msgpack head byte in [`WIRE`] gives the CBOR head, its CBOR
+/// width, where its value bytes start and the shortest-form test; the value bytes are moved
+/// as one 8-byte word whatever the width (the bytes past the id are overwritten by the next
+/// id or lie past the message). `raw` must hold 9 bytes from every id's start (at least
+/// `len * 9` bytes); `None` otherwise, and for an id that is not transcodable.
+#[inline]
+fn transcode_ids(
+    m: &mut [u8; FAST_BUF],
+    ids_at: usize,
+    len: usize,
+    raw: &[u8],
+) -> Option<(usize, usize)> {
+    let mut pos = ids_at;
+    let mut ip = 0usize;
+    let mut bad = 0u8;
+    for _ in 0..len {
+        let id = <&[u8; 9]>::try_from(raw.get(ip..ip + 9)?).ok()?;
+        pos = put_id(m, pos, id, &mut bad)?;
+        // The input width from the head byte itself rather than the table: this add is
+        // the loop-carried chain.
+        ip += msgpack_uint_width(id[0]);
+    }
+    if bad != 0 || ip > raw.len() {
+        return None;
+    }
+    Some((pos, ip))
+}
+
+/// Writes the CBOR form of the msgpack id at the start of `id` at `m[pos..]`,
+/// returning the position after it; sets `bad` for a head that is not an unsigned integer
+/// or not in shortest form. Writes 9 bytes whatever the width (the bytes past the id are
+/// overwritten by the next one, or lie past the message).
+#[inline(always)]
+fn put_id(m: &mut [u8], pos: usize, id: &[u8; 9], bad: &mut u8) -> Option<usize> {
+    let w = <&mut [u8; 9]>::try_from(m.get_mut(pos..pos + 9)?).ok()?;
+    let e = WIRE[usize::from(id[0])];
+    let mut after = [0u8; 8];
+    after.copy_from_slice(&id[1..9]);
+    // Shortest form: the 8 bytes after the head, big-endian, reach `min`.
+    *bad |= u8::from(u64::from_be_bytes(after) < e.min) | e.refused;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(id.get(usize::from(e.from)..usize::from(e.from) + 8)?);
+    w[0] = e.head;
+    w[1..9].copy_from_slice(&word);
+    Some(pos + usize::from(e.out_len))
+}
+
+/// Bytes a msgpack unsigned integer with head byte `b` takes: 1 for a positive fixint,
+/// 1 + 1/2/4/8 for `0xcc`–`0xcf`. Any other head reads as some width and is refused by the
+/// caller through [`WIRE`].
+#[inline(always)]
+const fn msgpack_uint_width(b: u8) -> usize {
+    let b = b as usize;
+    1 + ((b >> 7) << (b & 3))
+}
+
+/// [`Wire`] for every head byte: positive fixints and `0xcc`–`0xcf` transcode; any other
+/// byte (not an unsigned integer) is refused.
+static WIRE: [Wire; 256] = {
+    let mut t = [Wire {
+        head: 0,
+        out_len: 1,
+        from: 0,
+        refused: 1,
+        min: 0,
+    }; 256];
+    let mut b = 0usize;
+    while b < 0x80 {
+        // 0..=23 is its own CBOR head; 24..=127 is `0x18 b`.
+        t[b] = if b < 24 {
+            Wire {
+                head: b as u8,
+                out_len: 1,
+                from: 0,
+                refused: 0,
+                min: 0,
+            }
+        } else {
+            Wire {
+                head: 0x18,
+                out_len: 2,
+                from: 0,
+                refused: 0,
+                min: 0,
+            }
+        };
+        b += 1;
+    }
+    // uint8 (shortest from 24: below, CBOR writes the value in its head), uint16 (high byte
+    // non-zero), uint32 (high 16 bits non-zero), uint64 (high 32 bits non-zero).
+    t[0xcc] = Wire {
+        head: 0x18,
+        out_len: 2,
+        from: 1,
+        refused: 0,
+        min: 24 << 56,
+    };
+    t[0xcd] = Wire {
+        head: 0x19,
+        out_len: 3,
+        from: 1,
+        refused: 0,
+        min: 1 << 56,
+    };
+    t[0xce] = Wire {
+        head: 0x1a,
+        out_len: 5,
+        from: 1,
+        refused: 0,
+        min: 1 << 48,
+    };
+    t[0xcf] = Wire {
+        head: 0x1b,
+        out_len: 9,
+        from: 1,
+        refused: 0,
+        min: 1 << 32,
+    };
+    t
+};
+
 /// SHA-256 of `[parent, [t0..tB-1], null]` (a block without extra keys, B ≤ 64), built and
 /// padded in one stack buffer reused for every block of a chain: the contract's hot path.
 ///
@@ -155,6 +298,8 @@ pub(crate) struct PlainSha256Cbor {
     ids_at: usize,
     /// Ids per block.
     len: usize,
+    /// The zero-padded copy of a block at the end of its bytes ([`Self::transcode`]).
+    pad: [u8; FAST_MAX_BLOCK * 9],
 }
 
 impl PlainSha256Cbor {
@@ -181,6 +326,7 @@ impl PlainSha256Cbor {
             m,
             ids_at,
             len: block_size,
+            pad: [0; FAST_MAX_BLOCK * 9],
         })
     }
 
@@ -217,8 +363,8 @@ impl PlainSha256Cbor {
     /// two encodings are both big-endian with the same width thresholds above 23 — and the
     /// number of bytes they took. `None` (nothing consumed; decode and use
     /// [`PlainSha256Cbor::hash`], the slow twin) when an id is not in msgpack's shortest form
-    /// (whose CBOR form would differ), is not an unsigned integer, or when fewer than 9 bytes
-    /// follow an id (the last ids of a payload: the window reads 9 bytes).
+    /// (whose CBOR form would differ), is not an unsigned integer, or when `raw` ends before
+    /// the block's ids do.
     #[inline]
     pub(crate) fn hash_msgpack(
         &mut self,
@@ -229,56 +375,71 @@ impl PlainSha256Cbor {
         Some((self.finish(parent, pos)?, used))
     }
 
-    /// The first half of [`PlainSha256Cbor::hash_msgpack`]: the ids into the buffer. Returns
-    /// where they end in the buffer and how many input bytes they took; [`Self::finish`]
-    /// hashes them with their parent.
+    /// [`PlainSha256Cbor::hash_msgpack`] of consecutive blocks chained on each other: block
+    /// `k`'s digest is block `k + 1`'s parent, written to `out[k]`. Returns how many blocks
+    /// were digested (fewer than `out.len()` where one is not transcodable: the caller hashes
+    /// it and the rest the slow way) and the input bytes they took.
+    ///
+    /// Software-pipelined over `self` and `other` (built for the same block size): block
+    /// `k + 1` is transcoded into one buffer before block `k`'s SHA-256 runs on the other, so
+    /// the two serial chains (reading variable-width ids; the compression of the previous
+    /// digest) overlap.
+    pub(crate) fn hash_msgpack_chain(
+        &mut self,
+        other: &mut PlainSha256Cbor,
+        parent: &[u8; 32],
+        raw: &[u8],
+        out: &mut [crate::Digest],
+    ) -> (usize, usize) {
+        if other.len != self.len || out.is_empty() {
+            return (0, 0);
+        }
+        let (mut a, mut b) = (self, other);
+        let Some((mut pos, first)) = a.transcode(raw) else {
+            return (0, 0);
+        };
+        let mut parent = *parent;
+        // Input bytes of the blocks digested, and of those plus the one transcoded next.
+        let (mut used, mut next) = (0usize, first);
+        let blocks = out.len();
+        for (k, slot) in out.iter_mut().enumerate() {
+            let ahead = match raw.get(next..) {
+                Some(rest) if k + 1 < blocks => b.transcode(rest),
+                _ => None,
+            };
+            let Some(d) = a.finish(&parent, pos) else {
+                return (k, used);
+            };
+            *slot = crate::Digest::sha256(d);
+            parent = d;
+            used = next;
+            match ahead {
+                Some((p, n)) => {
+                    std::mem::swap(&mut a, &mut b);
+                    pos = p;
+                    next += n;
+                }
+                None => return (k + 1, used),
+            }
+        }
+        (blocks, used)
+    }
+
+    /// [`Self::transcode_ids`] of the block at the start of `raw`, which may end right after
+    /// the block's ids (an event's last block): each id's window reads 9 bytes, so a block
+    /// that could read past the end is transcoded from a copy padded with zeros (a zero is
+    /// a valid fixint: what it read past the end must not count).
     #[inline]
     fn transcode(&mut self, raw: &[u8]) -> Option<(usize, usize)> {
-        let m = &mut self.m;
-        let mut pos = self.ids_at;
-        let mut ip = 0usize;
-        let mut bad = false;
-        for _ in 0..self.len {
-            let src = <&[u8; 9]>::try_from(raw.get(ip..ip + 9)?).ok()?;
-            let w = <&mut [u8; 9]>::try_from(m.get_mut(pos..pos + 9)?).ok()?;
-            let b = src[0];
-            let fix = b < 0x80;
-            let k = u32::from(b & 3);
-            // Payload bytes on the msgpack side (0 for a positive fixint).
-            let nb = if fix { 0 } else { 1usize << k };
-            let mut tail = [0u8; 8];
-            tail.copy_from_slice(&src[1..9]);
-            let word = if fix {
-                u64::from(b)
-            } else {
-                u64::from_le_bytes(tail)
-            };
-            w[0] = if fix {
-                if b < 24 {
-                    b
-                } else {
-                    24
-                }
-            } else {
-                24 + (b & 3)
-            };
-            w[1..9].copy_from_slice(&word.to_le_bytes());
-            // Only 0xcc–0xcf, and only where CBOR's shortest form has the same width: a 1-byte
-            // value of at least 24, a 2/4/8-byte one that does not fit in half as many.
-            let v = u64::from_be_bytes(tail) >> ((64 - 8 * nb as u32) & 63);
-            let shortest = if nb == 1 {
-                v >= 24
-            } else {
-                (v >> ((4 * nb as u32) & 63)) != 0
-            };
-            bad |= !fix && ((b & 0xfc) != 0xcc || !shortest);
-            pos += 1 + if fix { usize::from(b >= 24) } else { nb };
-            ip += 1 + nb;
+        let need = self.len * 9;
+        if raw.len() >= need {
+            return transcode_ids(&mut self.m, self.ids_at, self.len, raw);
         }
-        if bad {
-            return None;
-        }
-        Some((pos, ip))
+        let pad = &mut self.pad;
+        pad.get_mut(..raw.len())?.copy_from_slice(raw);
+        pad.get_mut(raw.len()..need)?.fill(0);
+        let (pos, used) = transcode_ids(&mut self.m, self.ids_at, self.len, pad.get(..need)?)?;
+        (used <= raw.len()).then_some((pos, used))
     }
 
     /// The parent, the null, the SHA-256 padding after the ids (which end at `pos`), and the
@@ -416,6 +577,92 @@ mod tests {
             let na = uint32_into(&mut a, v);
             let nb = uint_into(&mut b, u64::from(v));
             assert_eq!(a[..na], b[..nb], "{v}");
+        }
+    }
+
+    /// msgpack's shortest unsigned form (what msgspec writes).
+    fn msgpack_uint(out: &mut Vec<u8>, v: u64) {
+        match v {
+            0..=0x7f => out.push(v as u8),
+            0x80..=0xff => out.extend([0xcc, v as u8]),
+            0x100..=0xffff => {
+                out.push(0xcd);
+                out.extend((v as u16).to_be_bytes());
+            }
+            0x1_0000..=0xffff_ffff => {
+                out.push(0xce);
+                out.extend((v as u32).to_be_bytes());
+            }
+            _ => {
+                out.push(0xcf);
+                out.extend(v.to_be_bytes());
+            }
+        }
+    }
+
+    /// A block whose ids end exactly where the bytes do (an event's last block) transcodes
+    /// too, equal to the encoding from decoded ids; a block cut short does not.
+    #[test]
+    fn transcoding_reaches_the_end_of_the_bytes() {
+        let widths = [
+            0u64,
+            23,
+            24,
+            127,
+            128,
+            255,
+            256,
+            65_535,
+            65_536,
+            151_999,
+            u32::MAX.into(),
+        ];
+        for n in [1usize, 2, 7, 16, 63, 64] {
+            let ids: Vec<u64> = (0..n).map(|i| widths[(i * 7 + n) % widths.len()]).collect();
+            let mut raw = Vec::new();
+            ids.iter().for_each(|v| msgpack_uint(&mut raw, *v));
+            let parent = [0x5a; 32];
+            let mut fast = PlainSha256Cbor::new(n).expect("fits");
+            let want = fast.hash(&parent, &ids).expect("slow twin");
+            let (got, used) = fast.hash_msgpack(&parent, &raw).expect("transcodes");
+            assert_eq!((got, used), (want, raw.len()), "{n} ids");
+            let mut longer = raw.clone();
+            longer.extend([0xcd, 0x12, 0x34]);
+            assert_eq!(fast.hash_msgpack(&parent, &longer), Some((want, raw.len())));
+            assert_eq!(
+                fast.hash_msgpack(&parent, &raw[..raw.len() - 1]),
+                None,
+                "{n} cut"
+            );
+        }
+    }
+
+    /// The width the transcoder steps by is msgpack's for every unsigned-integer head.
+    #[test]
+    fn input_width_of_every_unsigned_head() {
+        for b in 0u8..0x80 {
+            assert_eq!(msgpack_uint_width(b), 1);
+        }
+        for (b, w) in [(0xcc, 2), (0xcd, 3), (0xce, 5), (0xcf, 9)] {
+            assert_eq!(msgpack_uint_width(b), w);
+        }
+    }
+
+    /// Non-shortest and non-integer heads are never transcoded (their CBOR would differ).
+    #[test]
+    fn non_shortest_forms_are_refused() {
+        let parent = [7u8; 32];
+        for raw in [
+            &[0xcc, 23][..],
+            &[0xcd, 0x00, 0xff],
+            &[0xce, 0x00, 0x00, 0xff, 0xff],
+            &[0xcf, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff],
+            &[0xc0],
+            &[0xd0, 0x01],
+            &[0xff],
+        ] {
+            let mut fast = PlainSha256Cbor::new(1).expect("fits");
+            assert_eq!(fast.hash_msgpack(&parent, raw), None, "{raw:02x?}");
         }
     }
 }

@@ -29,6 +29,8 @@ pub struct BlockRehasher {
     rules: VllmRules,
     algo: HashAlgo,
     fast: Option<PlainSha256Cbor>,
+    /// The second buffer of [`BlockRehasher::digest_wire_chain`]'s pipeline.
+    fast2: Option<PlainSha256Cbor>,
     buf: Vec<u8>,
     scratch: Vec<u64>,
 }
@@ -49,6 +51,7 @@ impl BlockRehasher {
             rules,
             algo,
             fast: None,
+            fast2: None,
             buf: Vec::new(),
             scratch: Vec::new(),
         }
@@ -153,6 +156,46 @@ impl BlockRehasher {
         };
         self.scratch = scratch;
         r
+    }
+}
+
+impl BlockRehasher {
+    /// [`BlockRehasher::digest_wire`] of up to `out.len()` consecutive plain blocks of `n` ids
+    /// chained on each other (block `k`'s digest is block `k + 1`'s parent; `parent` is the
+    /// first block's), as a vLLM `BlockStored` event without extra keys holds them. Writes
+    /// `out[..k]` and advances `ids` past those `k` blocks, returning `k`; `k` is less than
+    /// `out.len()` where a block cannot take the `sha256_cbor` transcoding path (another
+    /// algorithm, ids not in msgpack's shortest form, fewer ids left, blocks over 64 ids,
+    /// a parent of another length): those blocks are for [`BlockRehasher::digest_wire`].
+    ///
+    /// The blocks are pipelined (the next block's ids are transcoded while the previous
+    /// digest is computed); the digests equal `digest_wire`'s block by block (proptest
+    /// `rehash_twins`). Does not allocate.
+    pub fn digest_wire_chain(
+        &mut self,
+        parent: &Digest,
+        ids: &mut TokenIter<'_>,
+        n: usize,
+        out: &mut [Digest],
+    ) -> usize {
+        if self.algo != HashAlgo::Sha256Cbor || out.is_empty() {
+            return 0;
+        }
+        let Ok(p) = <&[u8; 32]>::try_from(parent.as_bytes()) else {
+            return 0;
+        };
+        if self.fast.as_ref().map(PlainSha256Cbor::block_size) != Some(n) {
+            self.fast = PlainSha256Cbor::new(n);
+        }
+        if self.fast2.as_ref().map(PlainSha256Cbor::block_size) != Some(n) {
+            self.fast2 = PlainSha256Cbor::new(n);
+        }
+        let (Some(a), Some(b)) = (&mut self.fast, &mut self.fast2) else {
+            return 0;
+        };
+        let (k, used) = a.hash_msgpack_chain(b, p, ids.rest(), out);
+        ids.advance(used);
+        k
     }
 }
 

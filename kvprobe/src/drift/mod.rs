@@ -572,6 +572,20 @@ impl Book {
         }
     }
 
+    /// [`Book::record`] of `Outcome::Matched(Value::Derived(digest))`: a block re-derived to
+    /// its published hash, whose digest its children chain on.
+    #[inline]
+    pub(crate) fn record_matched(&mut self, published: u64, digest: Digest) {
+        let c = &mut self.counters;
+        c.blocks_seen += 1;
+        c.rederived += 1;
+        c.matched += 1;
+        self.map.insert(published, Value::Derived(digest));
+        if let (Some(p), Some(now)) = (&mut self.predictions, self.now) {
+            p.stored(published, now);
+        }
+    }
+
     /// Records one stored block's outcome; `at` (where the block sits, for evidence) is
     /// built only for a mismatch.
     #[inline]

@@ -23,6 +23,9 @@ pub(crate) struct VllmDeriver {
     /// sub-hashes; from 0.24 its last sub-hash.
     concat_group_keys: bool,
     lora_paths: BTreeMap<String, String>,
+    /// Digests of an event's run of plain blocks, re-hashed pipelined before the blocks are
+    /// judged one by one (grows to the longest event seen, then reused).
+    run: Vec<Digest>,
 }
 
 /// A block's keys in hashed order, inline up to [`INLINE_KEYS`].
@@ -83,6 +86,7 @@ impl VllmDeriver {
             block_size: cfg.block_size,
             concat_group_keys: format == Some(EventFormat::VllmKvArrayV1),
             lora_paths: cfg.lora_paths.clone(),
+            run: Vec::new(),
         })
     }
 
@@ -130,36 +134,74 @@ impl VllmDeriver {
         let parent_u64 = s.parent_block_hash.as_ref().map(BlockHash::to_u64);
         // Never more than the event holds (its block_size is the engine's word).
         let per_block = ebs.min(s.token_ids.len());
+        // Where every block is plain (no keys, no look-ahead, one rule block: the common
+        // event), the blocks are re-hashed up front as one pipelined chain from the event's
+        // parent; each block's digest is then judged in the loop exactly as if it had been
+        // hashed there (a block after a mismatch is still unverifiable: its parent did not
+        // match, whatever its digest).
+        let run_done = match (whole, self.parent_digest(parent)) {
+            (None, Ok(pd)) if ebs == bs && all_plain(s) => {
+                if self.run.len() < n {
+                    self.run.resize(n, pd);
+                }
+                self.rehasher
+                    .digest_wire_chain(&pd, &mut ids, ebs, &mut self.run[..n])
+            }
+            _ => 0,
+        };
         for (i, published) in s.block_hashes.iter().enumerate() {
-            let start = ids.clone();
-            let keys = s
-                .extra_keys
-                .as_ref()
-                .and_then(|k| k.get(i))
-                .and_then(|k| k.as_deref())
-                .unwrap_or(&[]);
-            ahead.clear();
-            let ahead_ok = match s.lookahead_token_ids.as_ref().and_then(|l| l.get(i)) {
-                Some(l) => l.extend_into(ahead),
-                None => true,
-            };
-            let outcome = match whole {
-                Some(o) => {
-                    skip(&mut ids, per_block);
-                    o
+            // The steady path: a run block whose parent is known and whose digest matches
+            // (what `record` of `Outcome::Matched` does, without building the outcome).
+            if i < run_done && !matches!(parent, Parent::Unavailable(_)) {
+                let d = self.run[i];
+                let equal = match published {
+                    BlockHash::U64(v) => Some(*v == d.last8_be()),
+                    BlockHash::Bytes(b) => Some(*b == d.as_bytes()),
+                    BlockHash::I64(_) => None,
+                };
+                if equal == Some(true) {
+                    book.record_matched(published.to_u64(), d);
+                    parent = Parent::Digest(d);
+                    continue;
                 }
-                None if !ahead_ok => {
-                    skip(&mut ids, per_block);
-                    Outcome::Unverifiable(Unverifiable::Malformed)
+            }
+            // The block's ids (for evidence only): a run block's are found again on demand.
+            let start = (i >= run_done).then(|| ids.clone());
+            let outcome = if i < run_done {
+                match self.parent_digest(parent) {
+                    Ok(_) => judge(published, self.run[i], matches!(parent, Parent::Root)),
+                    Err(o) => o,
                 }
-                None if keys.is_empty() && ahead.is_empty() && ebs == bs => {
-                    self.derive_plain(parent, &mut ids, ebs, published)
-                }
-                None => {
-                    tokens.resize(per_block, 0);
-                    let got = ids.read_into(tokens);
-                    tokens.truncate(got);
-                    self.derive(parent, tokens, ebs / bs, keys, ahead, s, published)
+            } else {
+                let keys = s
+                    .extra_keys
+                    .as_ref()
+                    .and_then(|k| k.get(i))
+                    .and_then(|k| k.as_deref())
+                    .unwrap_or(&[]);
+                ahead.clear();
+                let ahead_ok = match s.lookahead_token_ids.as_ref().and_then(|l| l.get(i)) {
+                    Some(l) => l.extend_into(ahead),
+                    None => true,
+                };
+                match whole {
+                    Some(o) => {
+                        skip(&mut ids, per_block);
+                        o
+                    }
+                    None if !ahead_ok => {
+                        skip(&mut ids, per_block);
+                        Outcome::Unverifiable(Unverifiable::Malformed)
+                    }
+                    None if keys.is_empty() && ahead.is_empty() && ebs == bs => {
+                        self.derive_plain(parent, &mut ids, ebs, published)
+                    }
+                    None => {
+                        tokens.resize(per_block, 0);
+                        let got = ids.read_into(tokens);
+                        tokens.truncate(got);
+                        self.derive(parent, tokens, ebs / bs, keys, ahead, s, published)
+                    }
                 }
             };
             let published_u64 = published.to_u64();
@@ -168,7 +210,14 @@ impl VllmDeriver {
                 block_index: i,
                 event_id: None,
                 token_ids_offset,
-                tokens: Tokens::Wire(start, per_block),
+                tokens: Tokens::Wire(
+                    start.clone().unwrap_or_else(|| {
+                        let mut it = s.token_ids.values();
+                        skip(&mut it, i * per_block);
+                        it
+                    }),
+                    per_block,
+                ),
                 event_block_size: ebs as u64,
                 parent: if i == 0 {
                     parent_u64
@@ -213,16 +262,10 @@ impl VllmDeriver {
                 return o;
             }
         };
-        let d = match self.rehasher.digest_wire(&pd, ids, n) {
-            Ok(d) => d,
-            Err(_) => return Outcome::Unverifiable(Unverifiable::HashError),
-        };
-        let ok = match published {
-            BlockHash::U64(v) => *v == d.last8_be(),
-            BlockHash::Bytes(b) => *b == d.as_bytes(),
-            BlockHash::I64(_) => return Outcome::Unverifiable(Unverifiable::HashForm),
-        };
-        compare(ok, root, d)
+        match self.rehasher.digest_wire(&pd, ids, n) {
+            Ok(d) => judge(published, d, root),
+            Err(_) => Outcome::Unverifiable(Unverifiable::HashError),
+        }
     }
 
     /// A parent given as digest bytes (bytes mode): the digest itself, or up to 0.23 for a
@@ -311,6 +354,28 @@ impl VllmDeriver {
     }
 }
 
+/// Every block of the event is plain: no extra keys, no look-ahead tokens.
+fn all_plain(s: &BlockStored<'_>) -> bool {
+    s.extra_keys
+        .as_ref()
+        .is_some_and(|k| k.iter().all(|b| b.as_deref().is_none_or(<[_]>::is_empty)))
+        && s.lookahead_token_ids.as_ref().is_none_or(|l| {
+            l.iter()
+                .all(|a| a.is_empty() && a.shape() == TokenShape::Flat)
+        })
+}
+
+/// A plain block's re-derived digest against the published hash.
+#[inline]
+fn judge(published: &BlockHash<'_>, d: Digest, root: bool) -> Outcome {
+    let ok = match published {
+        BlockHash::U64(v) => *v == d.last8_be(),
+        BlockHash::Bytes(b) => *b == d.as_bytes(),
+        BlockHash::I64(_) => return Outcome::Unverifiable(Unverifiable::HashForm),
+    };
+    compare(ok, root, d)
+}
+
 /// Moves `ids` past one block.
 fn skip(ids: &mut kvhash::events::TokenIter<'_>, n: usize) {
     if let Some(last) = n.checked_sub(1) {
@@ -318,6 +383,7 @@ fn skip(ids: &mut kvhash::events::TokenIter<'_>, n: usize) {
     }
 }
 
+#[inline]
 fn compare(ok: bool, root: bool, d: Digest) -> Outcome {
     if ok {
         Outcome::Matched(super::map::Value::Derived(d))
