@@ -40,6 +40,13 @@ const (
 	ErrBufferSmall   Status = C.KVEXACT_ERR_BUFFER_TOO_SMALL
 	ErrHashUndefined Status = C.KVEXACT_ERR_HASH_UNDEFINED
 	ErrOverflow      Status = C.KVEXACT_ERR_OVERFLOW
+	// ErrNoneHashUnreproducible: vLLM draws a random NONE_HASH for this configuration
+	// (PYTHONHASHSEED unset with xxhash, or under NONE_HASH rule A); set the seed.
+	ErrNoneHashUnreproducible Status = C.KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE
+	// ErrPickleTooLarge: a pickle-serialised block does not fit one pickle frame.
+	ErrPickleTooLarge Status = C.KVEXACT_ERR_PICKLE_TOO_LARGE
+	// ErrHashRuleUnsupported: a hashing option the engine release's rules do not have.
+	ErrHashRuleUnsupported Status = C.KVEXACT_ERR_HASH_RULE_UNSUPPORTED
 	ErrRegistry      Status = C.KVEXACT_ERR_REGISTRY
 	ErrNotFound      Status = C.KVEXACT_ERR_NOT_FOUND
 	ErrEventSchema   Status = C.KVEXACT_ERR_EVENT_SCHEMA
@@ -61,7 +68,7 @@ func (s Status) Error() string { return fmt.Sprintf("kvexact: %s (%d)", s.Name()
 // Error is a failure reported through a kvexact_error object.
 type Error struct {
 	Status  Status
-	Code    string // machine code, e.g. "insecure_file"
+	Code    string // machine code: the status name ("null_argument") or a finer one ("INSECURE_MODE")
 	Message string
 	Path    string // registry-relative file, "" when none
 }
@@ -132,8 +139,9 @@ func NewHasher(algo HashAlgo, blockSize uint32, seed *string) (*Hasher, error) {
 		sp, sl = (*C.uint8_t)(unsafe.Pointer(cs)), C.size_t(len(*seed))
 	}
 	var h *C.kvexact_hasher
-	if st := C.kvexact_hasher_new(C.kvexact_hash_algo(algo), C.uint32_t(blockSize), sp, sl, &h); st != C.KVEXACT_OK {
-		return nil, Status(st)
+	var cerr *C.kvexact_error
+	if st := C.kvexact_hasher_new(C.kvexact_hash_algo(algo), C.uint32_t(blockSize), sp, sl, &h, &cerr); st != C.KVEXACT_OK {
+		return nil, takeError(st, cerr)
 	}
 	out := &Hasher{p: h}
 	runtime.SetFinalizer(out, (*Hasher).Close)
