@@ -1,15 +1,7 @@
-// Package kvexact is a cgo binding of libkvexact (include/kvexact.h), written the way the
-// gateway links it: handles are owned by Go values with an explicit Close (and a finalizer as
-// a safety net), errors come back as *Error values built from the per-call kvexact_error
-// object (never a thread-local "last error": a goroutine may change OS thread between calls),
-// and Go memory is passed to C only for the duration of one call.
-//
-// Build: CGO_CFLAGS=-I<repo>/include CGO_LDFLAGS=-L<dir with libkvexact.a or .so>
-// (scripts/ffi-go-test.sh does this), or install with scripts/ffi-install.sh.
 package kvexact
 
 /*
-#cgo LDFLAGS: -lkvexact -lpthread -ldl -lm
+#cgo pkg-config: kvexact
 #include <stdlib.h>
 #include "kvexact.h"
 */
@@ -47,10 +39,10 @@ const (
 	ErrPickleTooLarge Status = C.KVEXACT_ERR_PICKLE_TOO_LARGE
 	// ErrHashRuleUnsupported: a hashing option the engine release's rules do not have.
 	ErrHashRuleUnsupported Status = C.KVEXACT_ERR_HASH_RULE_UNSUPPORTED
-	ErrRegistry      Status = C.KVEXACT_ERR_REGISTRY
-	ErrNotFound      Status = C.KVEXACT_ERR_NOT_FOUND
-	ErrEventSchema   Status = C.KVEXACT_ERR_EVENT_SCHEMA
-	ErrEventDecode   Status = C.KVEXACT_ERR_EVENT_DECODE
+	ErrRegistry            Status = C.KVEXACT_ERR_REGISTRY
+	ErrNotFound            Status = C.KVEXACT_ERR_NOT_FOUND
+	ErrEventSchema         Status = C.KVEXACT_ERR_EVENT_SCHEMA
+	ErrEventDecode         Status = C.KVEXACT_ERR_EVENT_DECODE
 	// ErrUnknownEngineVersion: no release of the contract catalog covers the engine version
 	// (error code "UNKNOWN_ENGINE_VERSION").
 	ErrUnknownEngineVersion Status = C.KVEXACT_ERR_UNKNOWN_ENGINE_VERSION

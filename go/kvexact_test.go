@@ -11,12 +11,12 @@ import (
 	"testing"
 )
 
-// root is the repository root (KVEXACT_ROOT, else two levels up from examples/go).
+// root is the repository root (KVEXACT_ROOT, else the parent of go/).
 func root() string {
 	if r := os.Getenv("KVEXACT_ROOT"); r != "" {
 		return r
 	}
-	return filepath.Join("..", "..")
+	return ".."
 }
 
 func loadCases(t *testing.T, rel string) []map[string]json.RawMessage {
