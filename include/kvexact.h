@@ -11,13 +11,31 @@
  *    that length (and nothing else) when the buffer is too small.
  *  - Byte strings are (const uint8_t *ptr, size_t len); ptr may be NULL when len is 0; no NUL
  *    terminator is needed. Strings returned by libkvexact are NUL-terminated UTF-8.
- *  - Errors: functions with a `kvexact_error **err` parameter store, on failure and when err is
- *    not NULL, a new error object the caller frees with kvexact_error_free. There is no
- *    thread-local "last error" (a goroutine may change OS thread between two calls).
- *  - Handles are opaque and safe to share between threads; each has a NULL-safe *_free.
- *    Registry, profile, encoder and hasher handles are reference-counted and immutable.
- *  - Enumerations are integer typedefs with #define'd values, not C enums: their size is
- *    fixed and an out-of-range value is reported as KVEXACT_ERR_INVALID_ARGUMENT.
+ *  - Errors: every constructor (kvexact_*_new*, kvexact_*_load) and every call whose failure
+ *    needs more than its status (registry checks and admission, contract resolution, event
+ *    decoding, drift feeding and its Prometheus text, route keys, the readiness ladder,
+ *    refusal-name parsing) takes a last `kvexact_error **err` parameter: on failure, when err is not NULL,
+ *    it receives a new error object the caller frees with kvexact_error_free (on success it is
+ *    left untouched). The other calls (per-request encode/render/hash calls, lookups,
+ *    accessors, size queries, judges, whose verdict is the kvexact_finding) report through
+ *    their status alone. There is no thread-local "last error" (a goroutine may change OS
+ *    thread between two calls).
+ *  - Error codes (kvexact_error_code) are stable identifiers: the status's lower-case name
+ *    (kvexact_status_name: "null_argument", "none_hash_unreproducible", "schema_mismatch" ...)
+ *    unless a finer code exists, which keeps the spelling of its vocabulary: the registry's
+ *    upper-case REFUSED codes ("INSECURE_MODE", "TOKENIZER_SHA_MISMATCH", "MANIFEST_MISSING"),
+ *    the contract catalog's ("UNKNOWN_ENGINE_VERSION", "CONTRACT_MISMATCH", "UNKNOWN_NAME",
+ *    "CONFIG", "LIFT_NOT_ALLOWED"), and the lower-case refusal feature codes ("tools"),
+ *    admission rules ("model_not_served") and readiness reasons ("challenge_failed").
+ *  - Handles are opaque; each has a NULL-safe *_free. Registry, profile, encoder, hasher,
+ *    manifest and fixture-set handles are reference-counted, immutable and safe to share
+ *    between threads. Event decoders, challenges and rank-coverage trackers have one owner
+ *    at a time (move them between threads, never use one from two at once); a drift verifier
+ *    serialises concurrent calls itself. Error objects belong to the caller.
+ *  - Enumerations (kvexact_engine, kvexact_api_mode, kvexact_hash_algo, kvexact_refusal,
+ *    kvexact_event_kind) are integer typedefs with #define'd values, not C enums: their size
+ *    is fixed and an out-of-range argument is KVEXACT_ERR_INVALID_ARGUMENT (the functions
+ *    that return a static name or route return their documented fallback or NULL instead).
  */
 
 #ifndef KVEXACT_H
@@ -49,12 +67,6 @@
 #define KVEXACT_DRIFT_MAX_CAPACITY (1 << 24)
 
 /**
- * `kvexact_encoder_options.flags` / `kvexact_hasher_options.flags`: no cache for this
- * handle (every call computes everything; results are the same).
- */
-#define KVEXACT_OPTION_NO_CACHE 1
-
-/**
  * Default segment-cache capacity of an encoder: 8 MiB.
  */
 #define KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES 8388608
@@ -65,34 +77,10 @@
 #define KVEXACT_SEGMENT_CACHE_MAX_BYTES 4294967296
 
 /**
- * `kvexact_event.kind` of a stored-blocks event: vLLM/SGLang `BlockStored` (one event for the
- * whole chain) or one block of a TensorRT-LLM `stored` event (one event per block).
+ * `kvexact_encoder_options.flags` / `kvexact_hasher_options.flags`: no cache for this
+ * handle (every call computes everything; results are the same).
  */
-#define KVEXACT_EVENT_STORED 0
-
-/**
- * `kvexact_event.kind` of a `BlockRemoved` event (TensorRT-LLM `removed`).
- */
-#define KVEXACT_EVENT_REMOVED 1
-
-/**
- * `kvexact_event.kind` of an `AllBlocksCleared` event (vLLM, SGLang).
- */
-#define KVEXACT_EVENT_ALL_CLEARED 2
-
-/**
- * `kvexact_event.kind` of a TensorRT-LLM `created` event (an addition to §6.6): a fresh cache
- * pool for one attention window, at the head of a new stream. No hashes. A caller that keeps
- * per-endpoint state may treat it as "forget every block of this endpoint"; others skip it.
- */
-#define KVEXACT_EVENT_CREATED 3
-
-/**
- * `kvexact_event.kind` of a TensorRT-LLM `updated` event (an addition to §6.6): the block in
- * `hashes[0]` moved between cache levels (GPU ↔ host) or was reprioritised; it is still
- * cached and reusable, so a prefix index may skip it.
- */
-#define KVEXACT_EVENT_UPDATED 4
+#define KVEXACT_OPTION_NO_CACHE 1
 
 /**
  * Most bytes of C-visible storage (hashes, token ids, `kvexact_event`s) one decoded batch may
@@ -116,21 +104,6 @@
  * Largest prefix-chain cache capacity a hasher accepts: 4,194,304 blocks.
  */
 #define KVEXACT_PREFIX_CACHE_MAX_ENTRIES 4194304
-
-/**
- * `api_mode` value: the rule serves chat and completions (the data-plane word's 0).
- */
-#define KVEXACT_API_BOTH 0
-
-/**
- * `api_mode` value: completions only (1).
- */
-#define KVEXACT_API_COMPLETIONS 1
-
-/**
- * `api_mode` value: chat only (2).
- */
-#define KVEXACT_API_CHAT 2
 
 /**
  * The lift bit of `KVEXACT_REFUSAL_TOOLS` (`1 << code`), for `kvexact_encoder_options.lifted`.
@@ -269,12 +242,9 @@ typedef int32_t kvexact_status;
 typedef uint32_t kvexact_engine;
 
 /**
- * Which engine hash chain a hasher computes (`KVEXACT_SHA256_CBOR` …).
- *
- * An integer typedef rather than a C enum, so that an out-of-range value from C is
- * `KVEXACT_ERR_INVALID_ARGUMENT` instead of undefined behaviour. Values 0–3 are §6.4's; 4 and 5
- * add vLLM's pickle-serialised variants; `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT` (only for
- * `kvexact_hasher_new_for_contract`) asks for the contract's default.
+ * Which engine hash chain a hasher computes (`KVEXACT_SHA256_CBOR` …). Values 0–3 are
+ * §6.4's; 4 and 5 add vLLM's pickle-serialised variants; `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT`
+ * (only for `kvexact_hasher_new_for_contract`) asks for the contract's default.
  */
 typedef uint32_t kvexact_hash_algo;
 
@@ -720,6 +690,13 @@ typedef struct {
 typedef uint32_t kvexact_refusal;
 
 /**
+ * What a decoded event reports (`kvexact_event.kind`): `KVEXACT_EVENT_STORED`,
+ * `KVEXACT_EVENT_REMOVED`, `KVEXACT_EVENT_ALL_CLEARED`, `KVEXACT_EVENT_CREATED`,
+ * `KVEXACT_EVENT_UPDATED`. One byte, so that `kvexact_event` keeps its layout.
+ */
+typedef uint8_t kvexact_event_kind;
+
+/**
  * One decoded event. Every pointer points into the decoder and stays valid until the next
  * `kvexact_event_decode` on it or `kvexact_event_decoder_free`.
  *
@@ -730,7 +707,7 @@ typedef struct {
    * `KVEXACT_EVENT_STORED`, `KVEXACT_EVENT_REMOVED`, `KVEXACT_EVENT_ALL_CLEARED`, or
    * (TensorRT-LLM schemas only) `KVEXACT_EVENT_CREATED` / `KVEXACT_EVENT_UPDATED`.
    */
-  uint8_t kind;
+  kvexact_event_kind kind;
   /**
    * The block hashes in the u64 form the gateway indexes (vLLM ints as sent; vLLM digest
    * bytes → last 8 bytes big-endian; SGLang int64 → its two's-complement bits;
@@ -805,25 +782,6 @@ typedef struct {
 } kvexact_event;
 
 /**
- * What `kvexact_fixture_describe` tells about one fixture. Pointers stay valid while the fixture
- * set lives.
- */
-typedef struct {
-  /**
-   * The fixture's name (its file stem), NUL-terminated.
-   */
-  const char *name;
-  /**
-   * The surface it probes: `KVEXACT_API_COMPLETIONS` (1) or `KVEXACT_API_CHAT` (2).
-   */
-  uint32_t api;
-  /**
-   * 1 for a clock fixture (`oracleNow`): its ids are re-derived at the answer's time.
-   */
-  uint8_t clock;
-} kvexact_fixture_info;
-
-/**
  * What a challenge needs from the rule besides the encoder and hasher.
  */
 typedef struct {
@@ -841,6 +799,33 @@ typedef struct {
    */
   uint32_t dp_ranks;
 } kvexact_challenge_opts;
+
+/**
+ * The surfaces a rule serves (`kvexact_profile_admit`, `kvexact_fixtures_check`,
+ * `kvexact_judge_oracle`), or the surface one fixture probes (`kvexact_fixture_info.api`):
+ * `KVEXACT_API_BOTH`, `KVEXACT_API_COMPLETIONS`, `KVEXACT_API_CHAT` (the data-plane word's
+ * values).
+ */
+typedef uint32_t kvexact_api_mode;
+
+/**
+ * What `kvexact_fixture_describe` tells about one fixture. Pointers stay valid while the fixture
+ * set lives.
+ */
+typedef struct {
+  /**
+   * The fixture's name (its file stem), NUL-terminated.
+   */
+  const char *name;
+  /**
+   * The surface it probes: `KVEXACT_API_COMPLETIONS` (1) or `KVEXACT_API_CHAT` (2).
+   */
+  kvexact_api_mode api;
+  /**
+   * 1 for a clock fixture (`oracleNow`): its ids are re-derived at the answer's time.
+   */
+  uint8_t clock;
+} kvexact_fixture_info;
 
 /**
  * Options of `kvexact_registry_load`. Pass NULL for the defaults.
@@ -949,6 +934,36 @@ typedef struct {
 } kvexact_route_result;
 
 /**
+ * vLLM.
+ */
+#define KVEXACT_VLLM 0
+
+/**
+ * SGLang.
+ */
+#define KVEXACT_SGLANG 1
+
+/**
+ * TensorRT-LLM.
+ */
+#define KVEXACT_TRTLLM 2
+
+/**
+ * The rule serves chat and completions (0).
+ */
+#define KVEXACT_API_BOTH 0
+
+/**
+ * Completions only (1).
+ */
+#define KVEXACT_API_COMPLETIONS 1
+
+/**
+ * Chat only (2).
+ */
+#define KVEXACT_API_CHAT 2
+
+/**
  * vLLM `sha256_cbor` (the contract's default): SHA-256 over canonical CBOR
  * `[parent, [ids], extra]`; u64 form = last 8 digest bytes, big-endian.
  */
@@ -988,19 +1003,34 @@ typedef struct {
 #define KVEXACT_HASH_ALGO_CONTRACT_DEFAULT 4294967295
 
 /**
- * vLLM.
+ * `kvexact_event.kind` of a stored-blocks event: vLLM/SGLang `BlockStored` (one event for the
+ * whole chain) or one block of a TensorRT-LLM `stored` event (one event per block).
  */
-#define KVEXACT_VLLM 0
+#define KVEXACT_EVENT_STORED 0
 
 /**
- * SGLang.
+ * `kvexact_event.kind` of a `BlockRemoved` event (TensorRT-LLM `removed`).
  */
-#define KVEXACT_SGLANG 1
+#define KVEXACT_EVENT_REMOVED 1
 
 /**
- * TensorRT-LLM.
+ * `kvexact_event.kind` of an `AllBlocksCleared` event (vLLM, SGLang).
  */
-#define KVEXACT_TRTLLM 2
+#define KVEXACT_EVENT_ALL_CLEARED 2
+
+/**
+ * `kvexact_event.kind` of a TensorRT-LLM `created` event (an addition to §6.6): a fresh cache
+ * pool for one attention window, at the head of a new stream. No hashes. A caller that keeps
+ * per-endpoint state may treat it as "forget every block of this endpoint"; others skip it.
+ */
+#define KVEXACT_EVENT_CREATED 3
+
+/**
+ * `kvexact_event.kind` of a TensorRT-LLM `updated` event (an addition to §6.6): the block in
+ * `hashes[0]` moved between cache levels (GPU ↔ host) or was reprioritised; it is still
+ * cached and reusable, so a prefix index may skip it.
+ */
+#define KVEXACT_EVENT_UPDATED 4
 
 /**
  * No refusal (the call succeeded, or failed for another reason). Name: `"none"`.
@@ -1207,6 +1237,28 @@ typedef struct {
 #define KVEXACT_ERR_OVERFLOW (-105)
 
 /**
+ * vLLM's NONE_HASH (the root of every block-hash chain) is random in the engine for this
+ * configuration, so no hash kvexact computes could match: `PYTHONHASHSEED` unset with an
+ * xxhash algorithm, or with any algorithm under a release of NONE_HASH rule A (vLLM
+ * 0.17–0.28). Set `PYTHONHASHSEED` on the engine and pass it as the hasher's seed. Returned
+ * by the hasher constructors (`kvexact_hasher_new*`), error code `"none_hash_unreproducible"`.
+ */
+#define KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE (-106)
+
+/**
+ * A vLLM pickle-serialised block (`KVEXACT_SHA256_PICKLE`, `KVEXACT_XXHASH_PICKLE`) does not
+ * fit one CPython pickle frame (65,535 bytes: a very large block size), whose splitting rules
+ * kvexact does not reproduce. Returned by the hashing calls, which then write nothing.
+ */
+#define KVEXACT_ERR_PICKLE_TOO_LARGE (-107)
+
+/**
+ * A hashing option the engine release's rules do not have (e.g. look-ahead hashing before
+ * vLLM 0.33); error code `"hash_rule_unsupported"`.
+ */
+#define KVEXACT_ERR_HASH_RULE_UNSUPPORTED (-108)
+
+/**
  * Loading or checking the registry failed; the error object names the code and the file.
  */
 #define KVEXACT_ERR_REGISTRY (-110)
@@ -1337,10 +1389,12 @@ kvexact_status kvexact_contracts_json(uint8_t *buf,
  * error object (code in parentheses): `KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`
  * (`"UNKNOWN_ENGINE_VERSION"`), `KVEXACT_ERR_CONTRACT_MISMATCH` (`"CONTRACT_MISMATCH"`),
  * `KVEXACT_ERR_NOT_FOUND` (`"UNKNOWN_NAME"`: no such contract or release id),
- * `KVEXACT_ERR_INVALID_ARGUMENT` (`"HASHER"`: unreproducible NONE_HASH or another refusal
- * of the release's hashing rules; `"CONFIG"`: algorithm of another engine, ambiguous
- * contract id, a release without KV plane; `"invalid_argument"`: unknown `algo` value, seed
- * not UTF-8 or given to a non-vLLM release, block size 0), `KVEXACT_ERR_NULL_ARGUMENT`.
+ * `KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE` (`"none_hash_unreproducible"`: the unset seed above),
+ * `KVEXACT_ERR_HASH_RULE_UNSUPPORTED` (`"hash_rule_unsupported"`: another refusal of the
+ * release's hashing rules), `KVEXACT_ERR_INVALID_ARGUMENT` (`"CONFIG"`: algorithm of another
+ * engine, ambiguous contract id, a release without KV plane; `"invalid_argument"`: unknown
+ * `algo` value, seed not UTF-8 or given to a non-vLLM release, block size 0),
+ * `KVEXACT_ERR_NULL_ARGUMENT`.
  * `*out` is not written on failure.
  *
  * The hasher is used exactly like one from `kvexact_hasher_new` (which keeps the reference
@@ -1813,9 +1867,14 @@ kvexact_status kvexact_render_chat(const kvexact_encoder *encoder,
 kvexact_status kvexact_error_status(const kvexact_error *err);
 
 /**
- * The machine code of the error: a stable lower-case identifier such as `"null_argument"`,
- * `"insecure_file"` or `"schema_mismatch"` (for errors without a finer code, the status
- * name). Returns `""` when `err` is NULL.
+ * The machine code of the error, a stable identifier: the status's lower-case name
+ * (`kvexact_status_name`: `"null_argument"`, `"schema_mismatch"` …) unless a finer code
+ * exists, which keeps its vocabulary's spelling: the registry's upper-case codes
+ * (`"INSECURE_MODE"`, `"TOKENIZER_SHA_MISMATCH"`, `"MANIFEST_MISSING"`), the contract
+ * catalog's (`"UNKNOWN_ENGINE_VERSION"`, `"CONTRACT_MISMATCH"`, `"UNKNOWN_NAME"`, `"CONFIG"`,
+ * `"LIFT_NOT_ALLOWED"`), lower-case refusal feature codes (`"tools"`), admission rules
+ * (`"model_not_served"`) and readiness reasons (`"challenge_failed"`). Returns `""` when
+ * `err` is NULL.
  *
  * Ownership: the string belongs to `err` and lives until `kvexact_error_free(err)`.
  *
@@ -1876,19 +1935,21 @@ void kvexact_error_free(kvexact_error *err);
  *
  * Returns `KVEXACT_OK` and the decoder in `*out`, or `KVEXACT_ERR_NULL_ARGUMENT` /
  * `KVEXACT_ERR_INVALID_ARGUMENT` (unknown schema id; `rehash` not NULL for a ZMQ schema;
- * `rehash` not a TensorRT-LLM hasher); `*out` is not written on failure.
+ * `rehash` not a TensorRT-LLM hasher) with an error object in `*err` when `err` is not NULL;
+ * `*out` is not written on failure.
  *
- * Ownership: the caller owns `*out` and frees it with `kvexact_event_decoder_free`. The
- * decoder keeps its own copy of `rehash`'s configuration: the caller still owns `rehash` and
- * may free it right after this call.
+ * Ownership: the caller owns `*out` (free with `kvexact_event_decoder_free`) and `*err` (free
+ * with `kvexact_error_free`). The decoder keeps its own copy of `rehash`'s configuration:
+ * the caller still owns `rehash` and may free it right after this call.
  *
  * # Safety
- * `wire_schema_id` is NULL or NUL-terminated; `rehash` is NULL or a live hasher; `out` is NULL
- * or valid for one write.
+ * `wire_schema_id` is NULL or NUL-terminated; `rehash` is NULL or a live hasher; `out` and
+ * `err` are NULL or valid for one write.
  */
 kvexact_status kvexact_event_decoder_new(const char *wire_schema_id,
                                          const kvexact_hasher *rehash,
-                                         kvexact_event_decoder **out);
+                                         kvexact_event_decoder **out,
+                                         kvexact_error **err);
 
 /**
  * Decodes one payload: for a ZMQ schema the msgpack frame 2 of a ZMQ message, for a
@@ -1944,25 +2005,29 @@ void kvexact_event_decoder_free(kvexact_event_decoder *decoder);
  * gateway's `LLB_KV_NONE_HASH_SEED=0` is `seed = "0", seed_len = 1`. SGLang and TensorRT-LLM
  * take no seed: pass `(NULL, 0)`.
  *
- * Returns `KVEXACT_OK` and stores a new reference in `*out`, or `KVEXACT_ERR_NULL_ARGUMENT`
- * (`out` NULL, or `seed` NULL with `seed_len > 0`) / `KVEXACT_ERR_INVALID_ARGUMENT` (unknown
- * algorithm, block size 0, seed not UTF-8, seed given to a non-vLLM algorithm, unset seed with
- * an xxhash algorithm); `*out` is not written on failure.
+ * Returns `KVEXACT_OK` and stores a new reference in `*out`; or `KVEXACT_ERR_NULL_ARGUMENT`
+ * (`out` NULL, or `seed` NULL with `seed_len > 0`), `KVEXACT_ERR_INVALID_ARGUMENT` (unknown
+ * algorithm or `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT`, block size 0, seed not UTF-8, seed
+ * given to a non-vLLM algorithm), `KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE` (unset seed with an
+ * xxhash algorithm), with an error object in `*err` when `err` is not NULL. `*out` is not
+ * written on failure.
  *
  * The hasher has a prefix-chain cache of `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES` blocks (the
  * defaults of `kvexact_hasher_new_with_options`; same hashes as without it).
  *
- * Ownership: the caller owns `*out` and frees it with `kvexact_hasher_free`; `seed` is only
- * read during the call.
+ * Ownership: the caller owns `*out` (free with `kvexact_hasher_free`) and `*err` (free with
+ * `kvexact_error_free`); `seed` is only read during the call.
  *
  * # Safety
- * `seed` is NULL or valid for `seed_len` bytes; `out` is NULL or valid for one write.
+ * `seed` is NULL or valid for `seed_len` bytes; `out` and `err` are NULL or valid for one
+ * write.
  */
 kvexact_status kvexact_hasher_new(kvexact_hash_algo algo,
                                   uint32_t block_size,
                                   const uint8_t *seed,
                                   size_t seed_len,
-                                  kvexact_hasher **out);
+                                  kvexact_hasher **out,
+                                  kvexact_error **err);
 
 /**
  * `kvexact_hasher_new` with options (`options` NULL: the defaults `kvexact_hasher_new`
@@ -1972,7 +2037,7 @@ kvexact_status kvexact_hasher_new(kvexact_hash_algo algo,
  * `kvexact_block_hashes_strided` and `kvexact_route_keys` go through it.
  *
  * Returns `KVEXACT_OK` and a new reference in `*out`, or the statuses of
- * `kvexact_hasher_new` (and `KVEXACT_ERR_INVALID_ARGUMENT` for bad options) with an error
+ * `kvexact_hasher_new` (and `KVEXACT_ERR_INVALID_ARGUMENT` for bad options), with an error
  * object in `*err` when `err` is not NULL. Nothing is written to `*out` on failure.
  *
  * Ownership: the caller owns `*out` (free with `kvexact_hasher_free`) and `*err`; `seed`
@@ -2037,7 +2102,7 @@ int32_t kvexact_hasher_block_count(const kvexact_hasher *hasher, size_t n, int f
  * 256 blocks). Returns the number written, `min(total, max_blocks)` where the total is
  * `kvexact_hasher_block_count`, or a negative status: `KVEXACT_ERR_NULL_ARGUMENT`
  * (`hasher` NULL, `ids` NULL with `n > 0`, `out` NULL with `max_blocks > 0`),
- * `KVEXACT_ERR_HASH_UNDEFINED`, `KVEXACT_ERR_INVALID_ARGUMENT` (pickle variants: a block
+ * `KVEXACT_ERR_HASH_UNDEFINED`, `KVEXACT_ERR_PICKLE_TOO_LARGE` (pickle variants: a block
  * larger than one pickle frame). `out` is written only on success.
  *
  * Full blocks go through the hasher's prefix-chain cache when it has one (vLLM: only the
@@ -2083,271 +2148,6 @@ int32_t kvexact_block_hashes_strided(const kvexact_hasher *hasher,
                                      uint8_t *out,
                                      size_t stride,
                                      size_t max_blocks);
-
-/**
- * The identity route of an engine: `"/version"` (vLLM), `"/get_server_info"` (SGLang),
- * `"/server_info"` (TensorRT-LLM); NULL for an unknown engine. Static; never free it.
- */
-const char *kvexact_identity_path(kvexact_engine engine);
-
-/**
- * The tokenize route fixtures are POSTed to: `"/tokenize"` (vLLM), `"/v1/tokenize"` (SGLang);
- * NULL for TensorRT-LLM, which has none (use `kvexact_judge_oracle`) and for an unknown
- * engine. Static; never free it.
- */
-const char *kvexact_tokenize_path(kvexact_engine engine);
-
-/**
- * The served-model route: `"/get_model_info"` (SGLang), else `"/v1/models"`; NULL for an
- * unknown engine. Static; never free it.
- */
-const char *kvexact_served_model_path(kvexact_engine engine);
-
-/**
- * Reads the manifest of `profile_id` beneath the root `registry` was loaded from, under the
- * same trust policy (a fresh read: manifests are read on demand, not at publish).
- *
- * Returns `KVEXACT_OK` and a new reference in `*out`; `KVEXACT_ERR_NOT_FOUND` (code
- * `"MANIFEST_MISSING"`, path `manifests/<id>.yaml`) when the profile has no manifest;
- * `KVEXACT_ERR_REGISTRY` with the registry's code and path when it is untrusted, unparseable,
- * names another profile, or the profile is unknown; `KVEXACT_ERR_NULL_ARGUMENT` /
- * `KVEXACT_ERR_INVALID_ARGUMENT`.
- *
- * Ownership: the caller owns `*out` (free with `kvexact_manifest_free`) and `*err`.
- *
- * # Safety
- * `registry` is NULL or live; `profile_id` is valid for `n` bytes; `out` and `err` are NULL or
- * valid for one write.
- */
-kvexact_status kvexact_manifest_load(const kvexact_registry *registry,
-                                     const uint8_t *profile_id,
-                                     size_t n,
-                                     kvexact_manifest **out,
-                                     kvexact_error **err);
-
-/**
- * The manifest file's sha256 (64 lowercase hex digits, NUL-terminated), for receipts; NULL
- * when `manifest` is NULL. Valid while the manifest lives; never free it.
- *
- * # Safety
- * `manifest` is NULL or live.
- */
-const char *kvexact_manifest_digest(const kvexact_manifest *manifest);
-
-/**
- * The engine version the manifest pins (NUL-terminated); NULL when `manifest` is NULL. Valid
- * while the manifest lives; never free it.
- *
- * # Safety
- * `manifest` is NULL or live.
- */
-const char *kvexact_manifest_engine_version(const kvexact_manifest *manifest);
-
-/**
- * Releases a manifest reference. NULL is accepted and ignored.
- *
- * # Safety
- * `manifest` is NULL or a live reference not released before.
- */
-void kvexact_manifest_free(kvexact_manifest *manifest);
-
-/**
- * Reads `engine`'s fixture set for `profile_id` beneath the root `registry` was loaded from,
- * under the same trust policy, and checks it against the profile (model names, clock
- * pairing).
- *
- * Returns `KVEXACT_OK` and a new reference in `*out`, or `KVEXACT_ERR_REGISTRY` with the
- * registry's code and the offending file (the readiness reason is then
- * `probe_fixtures_missing`), `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_INVALID_ARGUMENT`.
- *
- * Ownership: the caller owns `*out` (free with `kvexact_fixtures_free`) and `*err`.
- *
- * # Safety
- * `registry` is NULL or live; `profile_id` is valid for `n` bytes; `out` and `err` are NULL or
- * valid for one write.
- */
-kvexact_status kvexact_fixtures_load(const kvexact_registry *registry,
-                                     const uint8_t *profile_id,
-                                     size_t n,
-                                     kvexact_engine engine,
-                                     kvexact_fixtures **out,
-                                     kvexact_error **err);
-
-/**
- * Set-level checks before any probe (spec/registry.md §5.2): a fixture for every surface the
- * rule serves (`api_mode` 0 both, 1 completions, 2 chat) and clock pairing against the profile.
- * Writes the finding (`probe_fixtures_missing` on failure) to `*out`.
- *
- * Returns `KVEXACT_OK`, or `KVEXACT_ERR_NULL_ARGUMENT` / `KVEXACT_ERR_INVALID_ARGUMENT`
- * (nothing written).
- *
- * # Safety
- * `fixtures` and `profile` are NULL or live; `out` is NULL or valid for one write.
- */
-kvexact_status kvexact_fixtures_check(const kvexact_fixtures *fixtures,
-                                      const kvexact_profile *profile,
-                                      uint32_t api_mode,
-                                      kvexact_finding *out);
-
-/**
- * Number of fixtures in the set (0 when `fixtures` is NULL).
- *
- * # Safety
- * `fixtures` is NULL or live.
- */
-size_t kvexact_fixtures_count(const kvexact_fixtures *fixtures);
-
-/**
- * The request body of fixture `i`, to POST verbatim to the engine's tokenize route
- * (`kvexact_tokenize_path`). `*bytes` points into the set (valid while it lives; not
- * NUL-terminated); `*len` is its length.
- *
- * Returns `KVEXACT_OK`, or `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range) /
- * `KVEXACT_ERR_NULL_ARGUMENT`.
- *
- * # Safety
- * `fixtures` is NULL or live; `bytes` and `len` are NULL or valid for one write.
- */
-kvexact_status kvexact_fixture_request(const kvexact_fixtures *fixtures,
-                                       size_t i,
-                                       const uint8_t **bytes,
-                                       size_t *len);
-
-/**
- * Name, surface and clock flag of fixture `i` (addition to §6.5: the gateway probes only the
- * fixtures of the surfaces a rule serves, §5.2.4, and needs the surface to filter).
- *
- * Returns `KVEXACT_OK`, or `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range) /
- * `KVEXACT_ERR_NULL_ARGUMENT`.
- *
- * # Safety
- * `fixtures` is NULL or live; `out` is NULL or valid for one write.
- */
-kvexact_status kvexact_fixture_describe(const kvexact_fixtures *fixtures,
-                                        size_t i,
-                                        kvexact_fixture_info *out);
-
-/**
- * Releases a fixture-set reference. NULL is accepted and ignored.
- *
- * # Safety
- * `fixtures` is NULL or a live reference not released before.
- */
-void kvexact_fixtures_free(kvexact_fixtures *fixtures);
-
-/**
- * Judges an engine's tokenize response to fixture `i` (spec/registry.md §5.3): a 200 JSON body
- * with integer `count`, integer-array `tokens`, integer `max_model_len` and `count ==
- * len(tokens)` (else `probe_schema_mismatch`), whose tokens equal the expected ids exactly
- * (else `token_mismatch` naming the first differing index). A clock fixture's ids are
- * re-derived by `encoder` at `now_unix_ms` (the answer's time, Unix ms UTC), once more a minute
- * earlier when the UTC date rolled over in between.
- *
- * Writes the finding to `*out` and returns `KVEXACT_OK`; `KVEXACT_ERR_NULL_ARGUMENT` /
- * `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range, status outside 0..=65535) write nothing.
- *
- * # Safety
- * `encoder` and `fixtures` are NULL or live; `body` is valid for `len` bytes; `out` is NULL or
- * valid for one write.
- */
-kvexact_status kvexact_judge_tokenize(const kvexact_encoder *encoder,
-                                      const kvexact_fixtures *fixtures,
-                                      size_t i,
-                                      int32_t http_status,
-                                      const uint8_t *body,
-                                      size_t len,
-                                      int64_t now_unix_ms,
-                                      kvexact_finding *out);
-
-/**
- * TensorRT-LLM's approved oracle (no tokenize route): re-derives every fixture of the surfaces
- * `api_mode` serves through `encoder` and compares with the banked ids; a fixture naming
- * another model than `model` or lacking prompt/messages is `probe_schema_mismatch`. A pass has
- * `oracle` = 1. `now_unix_ms` is used for clock fixtures without `oracleNow`.
- *
- * Improvement on §6.5: the rule's `model` and `api_mode` are parameters, since the oracle
- * checks the fixtures against the rule and probes only the surfaces it serves.
- *
- * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT` /
- * `KVEXACT_ERR_INVALID_ARGUMENT`.
- *
- * # Safety
- * `encoder` and `fixtures` are NULL or live; `model` is valid for `model_len` bytes; `out` is
- * NULL or valid for one write.
- */
-kvexact_status kvexact_judge_oracle(const kvexact_encoder *encoder,
-                                    const kvexact_fixtures *fixtures,
-                                    const uint8_t *model,
-                                    size_t model_len,
-                                    uint32_t api_mode,
-                                    int64_t now_unix_ms,
-                                    kvexact_finding *out);
-
-/**
- * Judges an identity response (the body of `kvexact_identity_path(engine)`) against the
- * manifest: vLLM/SGLang `version` must equal the pinned engine version (SGLang: and
- * `revision` the pinned model revision); TensorRT-LLM must describe its KV contract
- * (`kv_cache_hash_algo` `"v1_block_key"`, integer `tokens_per_block`). Failures are
- * `identity_mismatch`, or `probe_schema_mismatch` for a non-200 / non-JSON / oversized body.
- *
- * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT` /
- * `KVEXACT_ERR_INVALID_ARGUMENT`.
- *
- * # Safety
- * `manifest` is NULL or live; `body` is valid for `len` bytes; `out` is NULL or valid for one
- * write.
- */
-kvexact_status kvexact_judge_identity(kvexact_engine engine,
-                                      const kvexact_manifest *manifest,
-                                      int32_t http_status,
-                                      const uint8_t *body,
-                                      size_t len,
-                                      kvexact_finding *out);
-
-/**
- * Challenge preflight: the rule's KV geometry against the engine's server info — SGLang
- * `/get_server_info` (`page_size`, `kv_events.endpoint_port_base`, `kv_events.dp_size`),
- * TensorRT-LLM `/server_info` (`tokens_per_block`, hash mode); vLLM publishes none and always
- * passes. Failures are `engine_geometry_mismatch`.
- *
- * Improvement on §6.5: `http_status` is passed too (a non-200 answer is
- * `probe_schema_mismatch`, not a geometry verdict).
- *
- * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT` /
- * `KVEXACT_ERR_INVALID_ARGUMENT`.
- *
- * # Safety
- * `server_info` is valid for `len` bytes; `out` is NULL or valid for one write.
- */
-kvexact_status kvexact_judge_geometry(kvexact_engine engine,
-                                      int32_t http_status,
-                                      const uint8_t *server_info,
-                                      size_t len,
-                                      uint32_t block_size,
-                                      uint16_t zmq_port,
-                                      uint16_t dp_ranks,
-                                      kvexact_finding *out);
-
-/**
- * Served-model preflight (addition to §6.5): the body of `kvexact_served_model_path(engine)`
- * must list `model` (SGLang `/get_model_info` `served_model_name` or `model_path`, else
- * `/v1/models` `data[].id`); else `identity_mismatch` (`probe_schema_mismatch` for a body
- * that is not the route's JSON).
- *
- * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT` /
- * `KVEXACT_ERR_INVALID_ARGUMENT`.
- *
- * # Safety
- * `body` is valid for `len` bytes; `model` for `model_len` bytes; `out` is NULL or valid for
- * one write.
- */
-kvexact_status kvexact_judge_served_model(kvexact_engine engine,
-                                          int32_t http_status,
-                                          const uint8_t *body,
-                                          size_t len,
-                                          const uint8_t *model,
-                                          size_t model_len,
-                                          kvexact_finding *out);
 
 /**
  * Arms a challenge: grows the nonce prompt through `encoder`'s completions encoding (the
@@ -2456,13 +2256,283 @@ kvexact_status kvexact_challenge_result(const kvexact_challenge *challenge,
 void kvexact_challenge_free(kvexact_challenge *challenge);
 
 /**
- * Starts rank coverage for `declared` DP ranks (0 counts as 1). Returns `KVEXACT_OK` and the
- * tracker in `*out` (free with `kvexact_rank_coverage_free`), or `KVEXACT_ERR_NULL_ARGUMENT`.
+ * Reads `engine`'s fixture set for `profile_id` beneath the root `registry` was loaded from,
+ * under the same trust policy, and checks it against the profile (model names, clock
+ * pairing).
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`, or `KVEXACT_ERR_REGISTRY` with the
+ * registry's code and the offending file (the readiness reason is then
+ * `probe_fixtures_missing`), `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_fixtures_free`) and `*err`.
  *
  * # Safety
- * `out` is NULL or valid for one write.
+ * `registry` is NULL or live; `profile_id` is valid for `n` bytes; `out` and `err` are NULL or
+ * valid for one write.
  */
-kvexact_status kvexact_rank_coverage_new(uint32_t declared, kvexact_rank_coverage **out);
+kvexact_status kvexact_fixtures_load(const kvexact_registry *registry,
+                                     const uint8_t *profile_id,
+                                     size_t n,
+                                     kvexact_engine engine,
+                                     kvexact_fixtures **out,
+                                     kvexact_error **err);
+
+/**
+ * Set-level checks before any probe (spec/registry.md §5.2): a fixture for every surface the
+ * rule serves (`api_mode` 0 both, 1 completions, 2 chat) and clock pairing against the profile.
+ * Writes the finding (`probe_fixtures_missing` on failure) to `*out`.
+ *
+ * Returns `KVEXACT_OK`, or `KVEXACT_ERR_NULL_ARGUMENT` / `KVEXACT_ERR_INVALID_ARGUMENT`
+ * (nothing written).
+ *
+ * # Safety
+ * `fixtures` and `profile` are NULL or live; `out` is NULL or valid for one write.
+ */
+kvexact_status kvexact_fixtures_check(const kvexact_fixtures *fixtures,
+                                      const kvexact_profile *profile,
+                                      kvexact_api_mode api_mode,
+                                      kvexact_finding *out);
+
+/**
+ * Number of fixtures in the set (0 when `fixtures` is NULL).
+ *
+ * # Safety
+ * `fixtures` is NULL or live.
+ */
+size_t kvexact_fixtures_count(const kvexact_fixtures *fixtures);
+
+/**
+ * The request body of fixture `i`, to POST verbatim to the engine's tokenize route
+ * (`kvexact_tokenize_path`). `*bytes` points into the set (valid while it lives; not
+ * NUL-terminated); `*len` is its length.
+ *
+ * Returns `KVEXACT_OK`, or `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range) /
+ * `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `fixtures` is NULL or live; `bytes` and `len` are NULL or valid for one write.
+ */
+kvexact_status kvexact_fixture_request(const kvexact_fixtures *fixtures,
+                                       size_t i,
+                                       const uint8_t **bytes,
+                                       size_t *len);
+
+/**
+ * Name, surface and clock flag of fixture `i` (addition to §6.5: the gateway probes only the
+ * fixtures of the surfaces a rule serves, §5.2.4, and needs the surface to filter).
+ *
+ * Returns `KVEXACT_OK`, or `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range) /
+ * `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `fixtures` is NULL or live; `out` is NULL or valid for one write.
+ */
+kvexact_status kvexact_fixture_describe(const kvexact_fixtures *fixtures,
+                                        size_t i,
+                                        kvexact_fixture_info *out);
+
+/**
+ * Releases a fixture-set reference. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `fixtures` is NULL or a live reference not released before.
+ */
+void kvexact_fixtures_free(kvexact_fixtures *fixtures);
+
+/**
+ * The identity route of an engine: `"/version"` (vLLM), `"/get_server_info"` (SGLang),
+ * `"/server_info"` (TensorRT-LLM); NULL for an unknown engine. Static; never free it.
+ */
+const char *kvexact_identity_path(kvexact_engine engine);
+
+/**
+ * The tokenize route fixtures are POSTed to: `"/tokenize"` (vLLM), `"/v1/tokenize"` (SGLang);
+ * NULL for TensorRT-LLM, which has none (use `kvexact_judge_oracle`) and for an unknown
+ * engine. Static; never free it.
+ */
+const char *kvexact_tokenize_path(kvexact_engine engine);
+
+/**
+ * The served-model route: `"/get_model_info"` (SGLang), else `"/v1/models"`; NULL for an
+ * unknown engine. Static; never free it.
+ */
+const char *kvexact_served_model_path(kvexact_engine engine);
+
+/**
+ * Judges an engine's tokenize response to fixture `i` (spec/registry.md §5.3): a 200 JSON body
+ * with integer `count`, integer-array `tokens`, integer `max_model_len` and `count ==
+ * len(tokens)` (else `probe_schema_mismatch`), whose tokens equal the expected ids exactly
+ * (else `token_mismatch` naming the first differing index). A clock fixture's ids are
+ * re-derived by `encoder` at `now_unix_ms` (the answer's time, Unix ms UTC), once more a minute
+ * earlier when the UTC date rolled over in between.
+ *
+ * Writes the finding to `*out` and returns `KVEXACT_OK`; `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range, status outside 0..=65535) write nothing.
+ *
+ * # Safety
+ * `encoder` and `fixtures` are NULL or live; `body` is valid for `len` bytes; `out` is NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_judge_tokenize(const kvexact_encoder *encoder,
+                                      const kvexact_fixtures *fixtures,
+                                      size_t i,
+                                      int32_t http_status,
+                                      const uint8_t *body,
+                                      size_t len,
+                                      int64_t now_unix_ms,
+                                      kvexact_finding *out);
+
+/**
+ * TensorRT-LLM's approved oracle (no tokenize route): re-derives every fixture of the surfaces
+ * `api_mode` serves through `encoder` and compares with the banked ids; a fixture naming
+ * another model than `model` or lacking prompt/messages is `probe_schema_mismatch`. A pass has
+ * `oracle` = 1. `now_unix_ms` is used for clock fixtures without `oracleNow`.
+ *
+ * Improvement on §6.5: the rule's `model` and `api_mode` are parameters, since the oracle
+ * checks the fixtures against the rule and probes only the surfaces it serves.
+ *
+ * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `encoder` and `fixtures` are NULL or live; `model` is valid for `model_len` bytes; `out` is
+ * NULL or valid for one write.
+ */
+kvexact_status kvexact_judge_oracle(const kvexact_encoder *encoder,
+                                    const kvexact_fixtures *fixtures,
+                                    const uint8_t *model,
+                                    size_t model_len,
+                                    kvexact_api_mode api_mode,
+                                    int64_t now_unix_ms,
+                                    kvexact_finding *out);
+
+/**
+ * Judges an identity response (the body of `kvexact_identity_path(engine)`) against the
+ * manifest: vLLM/SGLang `version` must equal the pinned engine version (SGLang: and
+ * `revision` the pinned model revision); TensorRT-LLM must describe its KV contract
+ * (`kv_cache_hash_algo` `"v1_block_key"`, integer `tokens_per_block`). Failures are
+ * `identity_mismatch`, or `probe_schema_mismatch` for a non-200 / non-JSON / oversized body.
+ *
+ * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `manifest` is NULL or live; `body` is valid for `len` bytes; `out` is NULL or valid for one
+ * write.
+ */
+kvexact_status kvexact_judge_identity(kvexact_engine engine,
+                                      const kvexact_manifest *manifest,
+                                      int32_t http_status,
+                                      const uint8_t *body,
+                                      size_t len,
+                                      kvexact_finding *out);
+
+/**
+ * Challenge preflight: the rule's KV geometry against the engine's server info — SGLang
+ * `/get_server_info` (`page_size`, `kv_events.endpoint_port_base`, `kv_events.dp_size`),
+ * TensorRT-LLM `/server_info` (`tokens_per_block`, hash mode); vLLM publishes none and always
+ * passes. Failures are `engine_geometry_mismatch`.
+ *
+ * Improvement on §6.5: `http_status` is passed too (a non-200 answer is
+ * `probe_schema_mismatch`, not a geometry verdict).
+ *
+ * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `server_info` is valid for `len` bytes; `out` is NULL or valid for one write.
+ */
+kvexact_status kvexact_judge_geometry(kvexact_engine engine,
+                                      int32_t http_status,
+                                      const uint8_t *server_info,
+                                      size_t len,
+                                      uint32_t block_size,
+                                      uint16_t zmq_port,
+                                      uint16_t dp_ranks,
+                                      kvexact_finding *out);
+
+/**
+ * Served-model preflight (addition to §6.5): the body of `kvexact_served_model_path(engine)`
+ * must list `model` (SGLang `/get_model_info` `served_model_name` or `model_path`, else
+ * `/v1/models` `data[].id`); else `identity_mismatch` (`probe_schema_mismatch` for a body
+ * that is not the route's JSON).
+ *
+ * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `body` is valid for `len` bytes; `model` for `model_len` bytes; `out` is NULL or valid for
+ * one write.
+ */
+kvexact_status kvexact_judge_served_model(kvexact_engine engine,
+                                          int32_t http_status,
+                                          const uint8_t *body,
+                                          size_t len,
+                                          const uint8_t *model,
+                                          size_t model_len,
+                                          kvexact_finding *out);
+
+/**
+ * Reads the manifest of `profile_id` beneath the root `registry` was loaded from, under the
+ * same trust policy (a fresh read: manifests are read on demand, not at publish).
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`; `KVEXACT_ERR_NOT_FOUND` (code
+ * `"MANIFEST_MISSING"`, path `manifests/<id>.yaml`) when the profile has no manifest;
+ * `KVEXACT_ERR_REGISTRY` with the registry's code and path when it is untrusted, unparseable,
+ * names another profile, or the profile is unknown; `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_manifest_free`) and `*err`.
+ *
+ * # Safety
+ * `registry` is NULL or live; `profile_id` is valid for `n` bytes; `out` and `err` are NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_manifest_load(const kvexact_registry *registry,
+                                     const uint8_t *profile_id,
+                                     size_t n,
+                                     kvexact_manifest **out,
+                                     kvexact_error **err);
+
+/**
+ * The manifest file's sha256 (64 lowercase hex digits, NUL-terminated), for receipts; NULL
+ * when `manifest` is NULL. Valid while the manifest lives; never free it.
+ *
+ * # Safety
+ * `manifest` is NULL or live.
+ */
+const char *kvexact_manifest_digest(const kvexact_manifest *manifest);
+
+/**
+ * The engine version the manifest pins (NUL-terminated); NULL when `manifest` is NULL. Valid
+ * while the manifest lives; never free it.
+ *
+ * # Safety
+ * `manifest` is NULL or live.
+ */
+const char *kvexact_manifest_engine_version(const kvexact_manifest *manifest);
+
+/**
+ * Releases a manifest reference. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `manifest` is NULL or a live reference not released before.
+ */
+void kvexact_manifest_free(kvexact_manifest *manifest);
+
+/**
+ * Starts rank coverage for `declared` DP ranks (0 counts as 1). Returns `KVEXACT_OK` and the
+ * tracker in `*out` (free with `kvexact_rank_coverage_free`), or `KVEXACT_ERR_NULL_ARGUMENT`
+ * (`out` NULL) with an error object in `*err` when `err` is not NULL.
+ *
+ * Ownership: the caller owns `*out` and `*err` (free with `kvexact_error_free`).
+ *
+ * # Safety
+ * `out` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_rank_coverage_new(uint32_t declared,
+                                         kvexact_rank_coverage **out,
+                                         kvexact_error **err);
 
 /**
  * Records a challenge that passed (`kvexact_challenge_result` ok) by the ranks that echoed it
@@ -2802,7 +2872,7 @@ kvexact_status kvexact_profile_admit(const kvexact_profile *profile,
                                      const uint8_t *model,
                                      size_t model_len,
                                      const char *contract_id,
-                                     uint32_t api_mode,
+                                     kvexact_api_mode api_mode,
                                      kvexact_error **err);
 
 /**

@@ -50,7 +50,11 @@ int main(int argc, char **argv) {
     goto out;
   }
   const uint8_t seed[] = {'0'};
-  if (kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, seed, 1, &hasher) != KVEXACT_OK) goto out;
+  if (kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, seed, 1, &hasher, &err) != KVEXACT_OK) {
+    fprintf(stderr, "hasher: %s: %s\n", kvexact_error_code(err), kvexact_error_message(err));
+    kvexact_error_free(err);
+    goto out;
+  }
   uint64_t hashes[256];
   int32_t nb = kvexact_block_hashes_u64(hasher, ids, (size_t)n, 1, hashes, 256);
   printf("%d ids, %d full blocks\n", (int)n, (int)nb);

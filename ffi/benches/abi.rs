@@ -38,11 +38,12 @@ use std::sync::{Arc, Barrier};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use kvexact::encoder::{
     kvexact_encode_chat, kvexact_encoder, kvexact_encoder_free, kvexact_encoder_new_with_options,
-    kvexact_encoder_options, kvexact_render_chat, KVEXACT_OPTION_NO_CACHE,
+    kvexact_encoder_options, kvexact_render_chat,
 };
+use kvexact::enums::{KVEXACT_OPTION_NO_CACHE, KVEXACT_SHA256_CBOR};
 use kvexact::hasher::{
     kvexact_block_hashes_u64, kvexact_hasher, kvexact_hasher_free, kvexact_hasher_new_with_options,
-    kvexact_hasher_options, KVEXACT_SHA256_CBOR,
+    kvexact_hasher_options,
 };
 use kvexact::registry::{
     kvexact_profile, kvexact_profile_by_id, kvexact_profile_free, kvexact_registry,

@@ -9,9 +9,9 @@
 //! Run: `cargo bench -p kvexact-ffi --bench overhead`
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use kvexact::enums::KVEXACT_SHA256_CBOR;
 use kvexact::hasher::{
     kvexact_block_hashes_u64, kvexact_hasher, kvexact_hasher_free, kvexact_hasher_new,
-    KVEXACT_SHA256_CBOR,
 };
 use kvhash::vllm::{HashAlgo, VllmHasher};
 use kvhash::BlockHasher;
@@ -34,7 +34,16 @@ fn overhead(c: &mut Criterion) {
         .into();
     let mut ffi: *mut kvexact_hasher = std::ptr::null_mut();
     // SAFETY: valid seed bytes and out pointer.
-    let st = unsafe { kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, b"0".as_ptr(), 1, &mut ffi) };
+    let st = unsafe {
+        kvexact_hasher_new(
+            KVEXACT_SHA256_CBOR,
+            16,
+            b"0".as_ptr(),
+            1,
+            &mut ffi,
+            std::ptr::null_mut(),
+        )
+    };
     assert_eq!(st, 0);
 
     for n in [4096usize, 16] {

@@ -9,18 +9,16 @@ use std::ffi::{c_char, CString};
 use std::sync::{Arc, OnceLock};
 
 use kvprobe::contract::{self, Contract, HashContract};
-use kvprofile_core::{HashAlgorithm, RegistryError};
+use kvprofile_core::RegistryError;
 
+use crate::enums::{algorithm_of, engine_of, kvexact_engine, kvexact_hash_algo};
 use crate::error::{c_string_lossless, kvexact_error, Failure};
 use crate::events::{kvexact_event_decoder, rehash_arg, EventDecoder};
 use crate::handle::{arc_into_raw, box_into_raw, copy_out, in_c_str, out_param, out_slice};
 use crate::hasher::{
-    hasher_options, kvexact_hash_algo, kvexact_hasher, kvexact_hasher_options, seed_arg, Hasher,
-    KVEXACT_BLOCKHASH_TRTLLM, KVEXACT_HASH_ALGO_CONTRACT_DEFAULT, KVEXACT_SHA256_CBOR,
-    KVEXACT_SHA256_PICKLE, KVEXACT_SHA256_SGLANG, KVEXACT_XXHASH_CBOR, KVEXACT_XXHASH_PICKLE,
+    hash_failure, hasher_options, kvexact_hasher, kvexact_hasher_options, seed_arg, Hasher,
 };
 use crate::panic::{boundary, boundary_err};
-use crate::probe::{engine_of, kvexact_engine};
 use crate::status::{
     kvexact_status, KVEXACT_ERR_CONTRACT_MISMATCH, KVEXACT_ERR_INVALID_ARGUMENT,
     KVEXACT_ERR_LIFT_NOT_ALLOWED, KVEXACT_ERR_NOT_FOUND, KVEXACT_ERR_REGISTRY, KVEXACT_ERR_UNKNOWN,
@@ -28,8 +26,9 @@ use crate::status::{
 };
 
 /// A kvprobe contract error as a failure. The code is kvprobe's (`UNKNOWN_ENGINE_VERSION`,
-/// `UNKNOWN_NAME`, `CONFIG`, `HASHER`, `LIFT_NOT_ALLOWED`, …); the status follows it. An
-/// encoder error keeps kvtemplate's class (`KVEXACT_ERR_RENDERER`, …) and class code.
+/// `UNKNOWN_NAME`, `CONFIG`, `LIFT_NOT_ALLOWED`, …); the status follows it. An encoder error
+/// keeps kvtemplate's class (`KVEXACT_ERR_RENDERER`, …) and class code; a hasher error is
+/// mapped as `kvexact_hasher_new`'s are (`KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE`, …).
 pub(crate) fn contract_failure(e: &kvprobe::Error) -> Failure {
     use kvprobe::Error as E;
     let status = match e {
@@ -40,7 +39,8 @@ pub(crate) fn contract_failure(e: &kvprobe::Error) -> Failure {
         E::LiftNotAllowed { .. } => KVEXACT_ERR_LIFT_NOT_ALLOWED,
         E::Encoder(t) => return Failure::new(t.class().code(), t.to_string()),
         E::UnknownName { .. } => KVEXACT_ERR_NOT_FOUND,
-        E::Config(_) | E::Hasher(_) => KVEXACT_ERR_INVALID_ARGUMENT,
+        E::Hasher(h) => return hash_failure(h.clone()),
+        E::Config(_) => KVEXACT_ERR_INVALID_ARGUMENT,
         E::Registry(_) | E::Contract(_) => KVEXACT_ERR_REGISTRY,
         _ => KVEXACT_ERR_UNKNOWN,
     };
@@ -88,29 +88,6 @@ pub(crate) unsafe fn contract_arg(
         Some(unsafe { in_c_str(version, "engine_version") }?)
     };
     contract_for(id, version)
-}
-
-/// The catalog algorithm of a C `algo` (`None`: the contract's default); `name` is the
-/// argument's name in the error.
-pub(crate) fn algorithm_of(
-    algo: kvexact_hash_algo,
-    name: &str,
-) -> Result<Option<HashAlgorithm>, Failure> {
-    Ok(Some(match algo {
-        KVEXACT_HASH_ALGO_CONTRACT_DEFAULT => return Ok(None),
-        KVEXACT_SHA256_CBOR => HashAlgorithm::Sha256Cbor,
-        KVEXACT_XXHASH_CBOR => HashAlgorithm::XxhashCbor,
-        KVEXACT_SHA256_PICKLE => HashAlgorithm::Sha256,
-        KVEXACT_XXHASH_PICKLE => HashAlgorithm::Xxhash,
-        KVEXACT_SHA256_SGLANG => HashAlgorithm::Sha256Sglang,
-        KVEXACT_BLOCKHASH_TRTLLM => HashAlgorithm::BlockhashTrtllm,
-        other => {
-            return Err(Failure::invalid(
-                name,
-                format_args!("unknown hash algorithm {other}"),
-            ))
-        }
-    }))
 }
 
 /// Resolves the version an engine reports (`version`, NUL-terminated, e.g. vLLM's
@@ -209,10 +186,12 @@ pub unsafe extern "C" fn kvexact_contracts_json(
 /// error object (code in parentheses): `KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`
 /// (`"UNKNOWN_ENGINE_VERSION"`), `KVEXACT_ERR_CONTRACT_MISMATCH` (`"CONTRACT_MISMATCH"`),
 /// `KVEXACT_ERR_NOT_FOUND` (`"UNKNOWN_NAME"`: no such contract or release id),
-/// `KVEXACT_ERR_INVALID_ARGUMENT` (`"HASHER"`: unreproducible NONE_HASH or another refusal
-/// of the release's hashing rules; `"CONFIG"`: algorithm of another engine, ambiguous
-/// contract id, a release without KV plane; `"invalid_argument"`: unknown `algo` value, seed
-/// not UTF-8 or given to a non-vLLM release, block size 0), `KVEXACT_ERR_NULL_ARGUMENT`.
+/// `KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE` (`"none_hash_unreproducible"`: the unset seed above),
+/// `KVEXACT_ERR_HASH_RULE_UNSUPPORTED` (`"hash_rule_unsupported"`: another refusal of the
+/// release's hashing rules), `KVEXACT_ERR_INVALID_ARGUMENT` (`"CONFIG"`: algorithm of another
+/// engine, ambiguous contract id, a release without KV plane; `"invalid_argument"`: unknown
+/// `algo` value, seed not UTF-8 or given to a non-vLLM release, block size 0),
+/// `KVEXACT_ERR_NULL_ARGUMENT`.
 /// `*out` is not written on failure.
 ///
 /// The hasher is used exactly like one from `kvexact_hasher_new` (which keeps the reference

@@ -27,12 +27,13 @@ use kvprobe::drift::{
     map_bytes, DriftConfig, DriftPolicy, MismatchKind, PredictionConfig, Unverifiable, Verifier,
 };
 
+use crate::enums::kvexact_hash_algo;
 use crate::error::{kvexact_error, Failure};
 use crate::handle::{
     box_free, box_into_raw, box_ref, copy_out, in_c_str, in_slice, in_str, out_param, out_slice,
     BoxHandle,
 };
-use crate::hasher::{kvexact_hash_algo, seed_arg};
+use crate::hasher::seed_arg;
 use crate::panic::{boundary, boundary_err};
 use crate::probe::{finding_to_c, kvexact_finding};
 use crate::status::{kvexact_status, KVEXACT_ERR_PANIC, KVEXACT_ERR_UNKNOWN, KVEXACT_OK};
@@ -435,7 +436,7 @@ unsafe fn drift_config(c: &Contract, o: &kvexact_drift_options) -> Result<DriftC
     let block_size = usize::try_from(o.block_size)
         .map_err(|_| Failure::invalid("opts.block_size", "too large"))?;
     let mut cfg = DriftConfig::new(block_size);
-    cfg.algo = crate::contract::algorithm_of(o.algo, "opts.algo")?;
+    cfg.algo = crate::enums::algorithm_of(o.algo, "opts.algo")?;
     let seed = unsafe { seed_arg(o.seed, o.seed_len) }?
         .map(std::str::from_utf8)
         .transpose()

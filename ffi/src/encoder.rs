@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use kvtemplate::{Encoder, Outcome, Refusal, RefusalSet, ScratchBuf};
 
+use crate::enums::KVEXACT_OPTION_NO_CACHE;
 use crate::error::{kvexact_error, Failure};
 use crate::handle::{
     arc_clone, arc_free, arc_into_raw, arc_ref, in_c_str, in_slice, out_param, out_slice,
@@ -42,10 +43,6 @@ pub struct EncoderInner {
 impl ArcHandle for kvexact_encoder {
     type Inner = EncoderInner;
 }
-
-/// `kvexact_encoder_options.flags` / `kvexact_hasher_options.flags`: no cache for this
-/// handle (every call computes everything; results are the same).
-pub const KVEXACT_OPTION_NO_CACHE: u32 = 1;
 
 /// Default segment-cache capacity of an encoder: 8 MiB.
 pub const KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES: u64 = 8_388_608;

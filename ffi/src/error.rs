@@ -2,7 +2,7 @@
 //!
 //! A failing call returns a negative status; when the caller passed a non-NULL `err`, it also
 //! receives a new error object holding the status, a machine code (`"null_argument"`,
-//! `"insecure_file"` …), a human message and, for registry errors, the offending path relative
+//! `"INSECURE_MODE"` …), a human message and, for registry errors, the offending path relative
 //! to the registry root. The caller owns the object and frees it with `kvexact_error_free`.
 //! There is no thread-local "last error": a goroutine may change OS thread between two calls.
 
@@ -27,7 +27,7 @@ pub struct kvexact_error {
 pub struct Failure {
     /// The negative status the entry point returns.
     pub status: kvexact_status,
-    /// The machine code, stable across releases (`"null_argument"`, `"insecure_file"` …).
+    /// The machine code, stable across releases (`"null_argument"`, `"INSECURE_MODE"` …).
     pub code: Cow<'static, str>,
     /// A message for operators.
     pub message: String,
@@ -153,9 +153,14 @@ pub unsafe extern "C" fn kvexact_error_status(err: *const kvexact_error) -> kvex
     boundary(|| Ok(unsafe { box_ref(err, "err") }?.status))
 }
 
-/// The machine code of the error: a stable lower-case identifier such as `"null_argument"`,
-/// `"insecure_file"` or `"schema_mismatch"` (for errors without a finer code, the status
-/// name). Returns `""` when `err` is NULL.
+/// The machine code of the error, a stable identifier: the status's lower-case name
+/// (`kvexact_status_name`: `"null_argument"`, `"schema_mismatch"` …) unless a finer code
+/// exists, which keeps its vocabulary's spelling: the registry's upper-case codes
+/// (`"INSECURE_MODE"`, `"TOKENIZER_SHA_MISMATCH"`, `"MANIFEST_MISSING"`), the contract
+/// catalog's (`"UNKNOWN_ENGINE_VERSION"`, `"CONTRACT_MISMATCH"`, `"UNKNOWN_NAME"`, `"CONFIG"`,
+/// `"LIFT_NOT_ALLOWED"`), lower-case refusal feature codes (`"tools"`), admission rules
+/// (`"model_not_served"`) and readiness reasons (`"challenge_failed"`). Returns `""` when
+/// `err` is NULL.
 ///
 /// Ownership: the string belongs to `err` and lives until `kvexact_error_free(err)`.
 ///
@@ -231,14 +236,14 @@ mod tests {
 
     #[test]
     fn error_object_round_trip() {
-        let f = Failure::with_code(status::KVEXACT_ERR_REGISTRY, "insecure_file", "a\0b")
+        let f = Failure::with_code(status::KVEXACT_ERR_REGISTRY, "INSECURE_MODE", "a\0b")
             .at_path("profiles/x.yaml");
         let mut err: *mut kvexact_error = std::ptr::null_mut();
         unsafe { write_error(&mut err, &f) };
         assert!(!err.is_null());
         unsafe {
             assert_eq!(kvexact_error_status(err), status::KVEXACT_ERR_REGISTRY);
-            assert_eq!(CStr::from_ptr(kvexact_error_code(err)), c"insecure_file");
+            assert_eq!(CStr::from_ptr(kvexact_error_code(err)), c"INSECURE_MODE");
             assert_eq!(CStr::from_ptr(kvexact_error_message(err)), c"a\\0b");
             assert_eq!(CStr::from_ptr(kvexact_error_path(err)), c"profiles/x.yaml");
             kvexact_error_free(err);

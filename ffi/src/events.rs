@@ -25,21 +25,26 @@ use crate::status::{
     kvexact_status, KVEXACT_ERR_EVENT_DECODE, KVEXACT_ERR_EVENT_SCHEMA, KVEXACT_OK,
 };
 
+/// What a decoded event reports (`kvexact_event.kind`): `KVEXACT_EVENT_STORED`,
+/// `KVEXACT_EVENT_REMOVED`, `KVEXACT_EVENT_ALL_CLEARED`, `KVEXACT_EVENT_CREATED`,
+/// `KVEXACT_EVENT_UPDATED`. One byte, so that `kvexact_event` keeps its layout.
+pub type kvexact_event_kind = u8;
+
 /// `kvexact_event.kind` of a stored-blocks event: vLLM/SGLang `BlockStored` (one event for the
 /// whole chain) or one block of a TensorRT-LLM `stored` event (one event per block).
-pub const KVEXACT_EVENT_STORED: u8 = 0;
+pub const KVEXACT_EVENT_STORED: kvexact_event_kind = 0;
 /// `kvexact_event.kind` of a `BlockRemoved` event (TensorRT-LLM `removed`).
-pub const KVEXACT_EVENT_REMOVED: u8 = 1;
+pub const KVEXACT_EVENT_REMOVED: kvexact_event_kind = 1;
 /// `kvexact_event.kind` of an `AllBlocksCleared` event (vLLM, SGLang).
-pub const KVEXACT_EVENT_ALL_CLEARED: u8 = 2;
+pub const KVEXACT_EVENT_ALL_CLEARED: kvexact_event_kind = 2;
 /// `kvexact_event.kind` of a TensorRT-LLM `created` event (an addition to §6.6): a fresh cache
 /// pool for one attention window, at the head of a new stream. No hashes. A caller that keeps
 /// per-endpoint state may treat it as "forget every block of this endpoint"; others skip it.
-pub const KVEXACT_EVENT_CREATED: u8 = 3;
+pub const KVEXACT_EVENT_CREATED: kvexact_event_kind = 3;
 /// `kvexact_event.kind` of a TensorRT-LLM `updated` event (an addition to §6.6): the block in
 /// `hashes[0]` moved between cache levels (GPU ↔ host) or was reprioritised; it is still
 /// cached and reusable, so a prefix index may skip it.
-pub const KVEXACT_EVENT_UPDATED: u8 = 4;
+pub const KVEXACT_EVENT_UPDATED: kvexact_event_kind = 4;
 
 /// One decoded event. Every pointer points into the decoder and stays valid until the next
 /// `kvexact_event_decode` on it or `kvexact_event_decoder_free`.
@@ -50,7 +55,7 @@ pub const KVEXACT_EVENT_UPDATED: u8 = 4;
 pub struct kvexact_event {
     /// `KVEXACT_EVENT_STORED`, `KVEXACT_EVENT_REMOVED`, `KVEXACT_EVENT_ALL_CLEARED`, or
     /// (TensorRT-LLM schemas only) `KVEXACT_EVENT_CREATED` / `KVEXACT_EVENT_UPDATED`.
-    pub kind: u8,
+    pub kind: kvexact_event_kind,
     /// The block hashes in the u64 form the gateway indexes (vLLM ints as sent; vLLM digest
     /// bytes → last 8 bytes big-endian; SGLang int64 → its two's-complement bits;
     /// TensorRT-LLM u64 as sent). TensorRT-LLM stored: exactly one hash, the block's — the
@@ -165,7 +170,7 @@ fn token_too_large() -> Failure {
 type Span = (usize, usize, usize, usize);
 
 /// An event with no hashes, tokens or flags.
-fn blank(kind: u8) -> kvexact_event {
+fn blank(kind: kvexact_event_kind) -> kvexact_event {
     kvexact_event {
         kind,
         hashes: std::ptr::null(),
@@ -432,34 +437,38 @@ pub(crate) unsafe fn rehash_arg(
 ///
 /// Returns `KVEXACT_OK` and the decoder in `*out`, or `KVEXACT_ERR_NULL_ARGUMENT` /
 /// `KVEXACT_ERR_INVALID_ARGUMENT` (unknown schema id; `rehash` not NULL for a ZMQ schema;
-/// `rehash` not a TensorRT-LLM hasher); `*out` is not written on failure.
+/// `rehash` not a TensorRT-LLM hasher) with an error object in `*err` when `err` is not NULL;
+/// `*out` is not written on failure.
 ///
-/// Ownership: the caller owns `*out` and frees it with `kvexact_event_decoder_free`. The
-/// decoder keeps its own copy of `rehash`'s configuration: the caller still owns `rehash` and
-/// may free it right after this call.
+/// Ownership: the caller owns `*out` (free with `kvexact_event_decoder_free`) and `*err` (free
+/// with `kvexact_error_free`). The decoder keeps its own copy of `rehash`'s configuration:
+/// the caller still owns `rehash` and may free it right after this call.
 ///
 /// # Safety
-/// `wire_schema_id` is NULL or NUL-terminated; `rehash` is NULL or a live hasher; `out` is NULL
-/// or valid for one write.
+/// `wire_schema_id` is NULL or NUL-terminated; `rehash` is NULL or a live hasher; `out` and
+/// `err` are NULL or valid for one write.
 #[no_mangle]
 pub unsafe extern "C" fn kvexact_event_decoder_new(
     wire_schema_id: *const c_char,
     rehash: *const crate::hasher::kvexact_hasher,
     out: *mut *mut kvexact_event_decoder,
+    err: *mut *mut kvexact_error,
 ) -> kvexact_status {
-    boundary(|| {
-        let id = unsafe { in_c_str(wire_schema_id, "wire_schema_id") }?;
-        let out = unsafe { out_param(out, "out") }?;
-        let format: EventFormat = id
-            .parse()
-            .map_err(|e: kvhash::Error| Failure::invalid("wire_schema_id", e))?;
-        let rehash = unsafe { rehash_arg(rehash, format) }?;
-        out.write(box_into_raw::<kvexact_event_decoder>(EventDecoder::new(
-            EventSchema::family(format).clone(),
-            rehash,
-        )));
-        Ok(KVEXACT_OK)
-    })
+    unsafe {
+        boundary_err(err, || {
+            let id = in_c_str(wire_schema_id, "wire_schema_id")?;
+            let out = out_param(out, "out")?;
+            let format: EventFormat = id
+                .parse()
+                .map_err(|e: kvhash::Error| Failure::invalid("wire_schema_id", e))?;
+            let rehash = rehash_arg(rehash, format)?;
+            out.write(box_into_raw::<kvexact_event_decoder>(EventDecoder::new(
+                EventSchema::family(format).clone(),
+                rehash,
+            )));
+            Ok(KVEXACT_OK)
+        })
+    }
 }
 
 /// Decodes one payload: for a ZMQ schema the msgpack frame 2 of a ZMQ message, for a

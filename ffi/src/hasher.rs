@@ -1,33 +1,6 @@
 //! Block hashing (spec/gateway-integration.md §6.4): `kvexact_hasher_new`,
 //! `kvexact_block_hashes_u64`.
 
-/// Which engine hash chain a hasher computes (`KVEXACT_SHA256_CBOR` …).
-///
-/// An integer typedef rather than a C enum, so that an out-of-range value from C is
-/// `KVEXACT_ERR_INVALID_ARGUMENT` instead of undefined behaviour. Values 0–3 are §6.4's; 4 and 5
-/// add vLLM's pickle-serialised variants; `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT` (only for
-/// `kvexact_hasher_new_for_contract`) asks for the contract's default.
-pub type kvexact_hash_algo = u32;
-
-/// vLLM `sha256_cbor` (the contract's default): SHA-256 over canonical CBOR
-/// `[parent, [ids], extra]`; u64 form = last 8 digest bytes, big-endian.
-pub const KVEXACT_SHA256_CBOR: kvexact_hash_algo = 0;
-/// vLLM `xxhash_cbor`: XXH3-128 over the same CBOR; u64 form = last 8 digest bytes, big-endian.
-pub const KVEXACT_XXHASH_CBOR: kvexact_hash_algo = 1;
-/// SGLang page hash: SHA-256(parent32 ‖ ids as u32 LE); u64 form = first 8 bytes, big-endian.
-pub const KVEXACT_SHA256_SGLANG: kvexact_hash_algo = 2;
-/// TensorRT-LLM V1 block key hash (64-bit, parent-chained; partial tail blocks defined).
-pub const KVEXACT_BLOCKHASH_TRTLLM: kvexact_hash_algo = 3;
-/// vLLM `sha256` (pickle serialisation); u64 form = last 8 digest bytes, big-endian.
-pub const KVEXACT_SHA256_PICKLE: kvexact_hash_algo = 4;
-/// vLLM `xxhash` (pickle serialisation); u64 form = last 8 digest bytes, big-endian.
-pub const KVEXACT_XXHASH_PICKLE: kvexact_hash_algo = 5;
-/// Only for `kvexact_hasher_new_for_contract`: the contract's default algorithm (the first of
-/// its gateway `hashAlgorithms`: `sha256_cbor` for vLLM; SGLang's and TensorRT-LLM's only
-/// one). Not the engine's own default (vLLM's is `sha256`, the release's `default_algorithm`
-/// in `kvexact_contracts_json`). `kvexact_hasher_new` refuses it.
-pub const KVEXACT_HASH_ALGO_CONTRACT_DEFAULT: kvexact_hash_algo = 0xFFFF_FFFF;
-
 use std::sync::Arc;
 
 use kvhash::prefix_cache::PrefixCache;
@@ -35,8 +8,9 @@ use kvhash::sglang::SglangHasher;
 use kvhash::trtllm::TrtllmHasher;
 use kvhash::vllm::{HashAlgo, VllmHasher};
 use kvhash::BlockHasher;
+use kvprofile_core::HashAlgorithm;
 
-use crate::encoder::KVEXACT_OPTION_NO_CACHE;
+use crate::enums::{algorithm_of, kvexact_hash_algo, KVEXACT_OPTION_NO_CACHE};
 use crate::error::{kvexact_error, Failure};
 use crate::handle::{
     arc_clone, arc_free, arc_into_raw, arc_ref, in_slice, out_param, out_slice, versioned_in,
@@ -44,8 +18,9 @@ use crate::handle::{
 };
 use crate::panic::{boundary, boundary_err};
 use crate::status::{
-    kvexact_status, KVEXACT_ERR_HASH_UNDEFINED, KVEXACT_ERR_INVALID_ARGUMENT, KVEXACT_ERR_OVERFLOW,
-    KVEXACT_OK,
+    kvexact_status, KVEXACT_ERR_HASH_RULE_UNSUPPORTED, KVEXACT_ERR_HASH_UNDEFINED,
+    KVEXACT_ERR_INVALID_ARGUMENT, KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE, KVEXACT_ERR_OVERFLOW,
+    KVEXACT_ERR_PICKLE_TOO_LARGE, KVEXACT_OK,
 };
 
 /// A configured block hasher: algorithm, block size and (vLLM) NONE_HASH seed. Opaque,
@@ -190,24 +165,18 @@ impl Hasher {
         if block_size == 0 {
             return Err(Failure::invalid("block_size", "must be at least 1"));
         }
-        let vllm_algo = match algo {
-            KVEXACT_SHA256_CBOR => Some(HashAlgo::Sha256Cbor),
-            KVEXACT_XXHASH_CBOR => Some(HashAlgo::XxhashCbor),
-            KVEXACT_SHA256_PICKLE => Some(HashAlgo::Sha256),
-            KVEXACT_XXHASH_PICKLE => Some(HashAlgo::Xxhash),
-            KVEXACT_SHA256_SGLANG | KVEXACT_BLOCKHASH_TRTLLM => None,
-            KVEXACT_HASH_ALGO_CONTRACT_DEFAULT => {
-                return Err(Failure::invalid(
-                    "algo",
-                    "KVEXACT_HASH_ALGO_CONTRACT_DEFAULT needs a contract: use kvexact_hasher_new_for_contract",
-                ))
-            }
-            other => {
-                return Err(Failure::invalid(
-                    "algo",
-                    format_args!("unknown hash algorithm {other}"),
-                ))
-            }
+        let Some(algorithm) = algorithm_of(algo, "algo")? else {
+            return Err(Failure::invalid(
+                "algo",
+                "KVEXACT_HASH_ALGO_CONTRACT_DEFAULT needs a contract: use kvexact_hasher_new_for_contract",
+            ));
+        };
+        let vllm_algo = match algorithm {
+            HashAlgorithm::Sha256Cbor => Some(HashAlgo::Sha256Cbor),
+            HashAlgorithm::XxhashCbor => Some(HashAlgo::XxhashCbor),
+            HashAlgorithm::Sha256 => Some(HashAlgo::Sha256),
+            HashAlgorithm::Xxhash => Some(HashAlgo::Xxhash),
+            HashAlgorithm::Sha256Sglang | HashAlgorithm::BlockhashTrtllm => None,
         };
         let inner: BlockHasher = match vllm_algo {
             Some(a) => {
@@ -225,7 +194,7 @@ impl Hasher {
                     "only vLLM algorithms take a NONE_HASH seed; pass NULL",
                 ))
             }
-            None if algo == KVEXACT_SHA256_SGLANG => {
+            None if algorithm == HashAlgorithm::Sha256Sglang => {
                 SglangHasher::new(block_size).map_err(hash_failure)?.into()
             }
             None => TrtllmHasher::new(block_size).map_err(hash_failure)?.into(),
@@ -369,9 +338,26 @@ pub(crate) unsafe fn seed_arg<'a>(
     })
 }
 
-/// Maps a kvhash error to a failure (every hashing error is an argument problem).
-fn hash_failure(e: kvhash::Error) -> Failure {
-    Failure::new(KVEXACT_ERR_INVALID_ARGUMENT, e.to_string())
+/// Maps a kvhash hashing error to a failure, keeping kvhash's message. Each error a caller
+/// acts on differently has its own status (the error code is the status name):
+///
+/// | kvhash error | status |
+/// |---|---|
+/// | `UnreproducibleNoneHash` | `KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE` |
+/// | `PickleTooLarge` | `KVEXACT_ERR_PICKLE_TOO_LARGE` |
+/// | `RuleNotSupported` | `KVEXACT_ERR_HASH_RULE_UNSUPPORTED` |
+/// | `PositionOverflow` | `KVEXACT_ERR_OVERFLOW` |
+/// | any other (block size 0, token id out of range, bad extra keys, …) | `KVEXACT_ERR_INVALID_ARGUMENT` |
+pub(crate) fn hash_failure(e: kvhash::Error) -> Failure {
+    use kvhash::Error as E;
+    let status = match &e {
+        E::UnreproducibleNoneHash { .. } => KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE,
+        E::PickleTooLarge { .. } => KVEXACT_ERR_PICKLE_TOO_LARGE,
+        E::RuleNotSupported { .. } => KVEXACT_ERR_HASH_RULE_UNSUPPORTED,
+        E::PositionOverflow => KVEXACT_ERR_OVERFLOW,
+        _ => KVEXACT_ERR_INVALID_ARGUMENT,
+    };
+    Failure::new(status, e.to_string())
 }
 
 /// A count as the `int32_t` the ABI returns.
@@ -392,19 +378,22 @@ fn count_i32(n: usize) -> Result<i32, Failure> {
 /// gateway's `LLB_KV_NONE_HASH_SEED=0` is `seed = "0", seed_len = 1`. SGLang and TensorRT-LLM
 /// take no seed: pass `(NULL, 0)`.
 ///
-/// Returns `KVEXACT_OK` and stores a new reference in `*out`, or `KVEXACT_ERR_NULL_ARGUMENT`
-/// (`out` NULL, or `seed` NULL with `seed_len > 0`) / `KVEXACT_ERR_INVALID_ARGUMENT` (unknown
-/// algorithm, block size 0, seed not UTF-8, seed given to a non-vLLM algorithm, unset seed with
-/// an xxhash algorithm); `*out` is not written on failure.
+/// Returns `KVEXACT_OK` and stores a new reference in `*out`; or `KVEXACT_ERR_NULL_ARGUMENT`
+/// (`out` NULL, or `seed` NULL with `seed_len > 0`), `KVEXACT_ERR_INVALID_ARGUMENT` (unknown
+/// algorithm or `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT`, block size 0, seed not UTF-8, seed
+/// given to a non-vLLM algorithm), `KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE` (unset seed with an
+/// xxhash algorithm), with an error object in `*err` when `err` is not NULL. `*out` is not
+/// written on failure.
 ///
 /// The hasher has a prefix-chain cache of `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES` blocks (the
 /// defaults of `kvexact_hasher_new_with_options`; same hashes as without it).
 ///
-/// Ownership: the caller owns `*out` and frees it with `kvexact_hasher_free`; `seed` is only
-/// read during the call.
+/// Ownership: the caller owns `*out` (free with `kvexact_hasher_free`) and `*err` (free with
+/// `kvexact_error_free`); `seed` is only read during the call.
 ///
 /// # Safety
-/// `seed` is NULL or valid for `seed_len` bytes; `out` is NULL or valid for one write.
+/// `seed` is NULL or valid for `seed_len` bytes; `out` and `err` are NULL or valid for one
+/// write.
 #[no_mangle]
 pub unsafe extern "C" fn kvexact_hasher_new(
     algo: kvexact_hash_algo,
@@ -412,6 +401,7 @@ pub unsafe extern "C" fn kvexact_hasher_new(
     seed: *const u8,
     seed_len: usize,
     out: *mut *mut kvexact_hasher,
+    err: *mut *mut kvexact_error,
 ) -> kvexact_status {
     unsafe {
         kvexact_hasher_new_with_options(
@@ -421,7 +411,7 @@ pub unsafe extern "C" fn kvexact_hasher_new(
             seed_len,
             std::ptr::null(),
             out,
-            std::ptr::null_mut(),
+            err,
         )
     }
 }
@@ -433,7 +423,7 @@ pub unsafe extern "C" fn kvexact_hasher_new(
 /// `kvexact_block_hashes_strided` and `kvexact_route_keys` go through it.
 ///
 /// Returns `KVEXACT_OK` and a new reference in `*out`, or the statuses of
-/// `kvexact_hasher_new` (and `KVEXACT_ERR_INVALID_ARGUMENT` for bad options) with an error
+/// `kvexact_hasher_new` (and `KVEXACT_ERR_INVALID_ARGUMENT` for bad options), with an error
 /// object in `*err` when `err` is not NULL. Nothing is written to `*out` on failure.
 ///
 /// Ownership: the caller owns `*out` (free with `kvexact_hasher_free`) and `*err`; `seed`
@@ -527,7 +517,7 @@ pub unsafe extern "C" fn kvexact_hasher_block_count(
 /// 256 blocks). Returns the number written, `min(total, max_blocks)` where the total is
 /// `kvexact_hasher_block_count`, or a negative status: `KVEXACT_ERR_NULL_ARGUMENT`
 /// (`hasher` NULL, `ids` NULL with `n > 0`, `out` NULL with `max_blocks > 0`),
-/// `KVEXACT_ERR_HASH_UNDEFINED`, `KVEXACT_ERR_INVALID_ARGUMENT` (pickle variants: a block
+/// `KVEXACT_ERR_HASH_UNDEFINED`, `KVEXACT_ERR_PICKLE_TOO_LARGE` (pickle variants: a block
 /// larger than one pickle frame). `out` is written only on success.
 ///
 /// Full blocks go through the hasher's prefix-chain cache when it has one (vLLM: only the
@@ -611,4 +601,52 @@ pub unsafe extern "C" fn kvexact_block_hashes_strided(
         }
         count_i32(got)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::enums::KVEXACT_SHA256_PICKLE;
+    use crate::status;
+
+    #[test]
+    fn each_kvhash_error_keeps_its_message_under_its_status() {
+        let cases = [
+            (
+                kvhash::Error::UnreproducibleNoneHash {
+                    algo: "xxhash_cbor",
+                    why: "rule B",
+                },
+                KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE,
+            ),
+            (
+                kvhash::Error::PickleTooLarge { len: 70_000 },
+                KVEXACT_ERR_PICKLE_TOO_LARGE,
+            ),
+            (
+                kvhash::Error::RuleNotSupported { what: "look-ahead" },
+                KVEXACT_ERR_HASH_RULE_UNSUPPORTED,
+            ),
+            (kvhash::Error::PositionOverflow, KVEXACT_ERR_OVERFLOW),
+            (kvhash::Error::ZeroBlockSize, KVEXACT_ERR_INVALID_ARGUMENT),
+        ];
+        for (e, want) in cases {
+            let f = hash_failure(e.clone());
+            assert_eq!(f.status, want, "{e}");
+            assert_eq!(f.code, status::name(want));
+            assert_eq!(f.message, e.to_string());
+        }
+    }
+
+    #[test]
+    fn a_pickle_block_over_one_frame_is_refused_with_out_untouched() {
+        let h = Hasher::new(KVEXACT_SHA256_PICKLE, 20_000, Some(b"0")).expect("builds");
+        let ids = vec![1_000_000u32; 20_000];
+        let mut out = [42u64; 1];
+        let f = h
+            .hash_u64(&ids, true, &mut out)
+            .expect_err("over one frame");
+        assert_eq!(f.status, KVEXACT_ERR_PICKLE_TOO_LARGE);
+        assert_eq!(out, [42]);
+    }
 }

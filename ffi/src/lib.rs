@@ -23,6 +23,7 @@
 pub mod contract;
 pub mod drift;
 pub mod encoder;
+pub mod enums;
 pub mod error;
 pub mod events;
 pub mod handle;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use kvprofile_core::{Generation, LoadOptions, LoadedProfile, RegistryError, TrustPolicy};
 use kvtemplate::KvtemplateValidator;
 
+use crate::enums::{api_mode_of, kvexact_api_mode};
 use crate::error::{kvexact_error, Failure};
 use crate::handle::{
     arc_clone, arc_free, arc_into_raw, arc_ref, copy_out, in_c_str, in_slice, in_str, out_param,
@@ -472,7 +473,7 @@ pub unsafe extern "C" fn kvexact_profile_admit(
     model: *const u8,
     model_len: usize,
     contract_id: *const c_char,
-    api_mode: u32,
+    api_mode: kvexact_api_mode,
     err: *mut *mut kvexact_error,
 ) -> kvexact_status {
     unsafe {
@@ -480,7 +481,7 @@ pub unsafe extern "C" fn kvexact_profile_admit(
             let view = arc_ref(profile, "profile")?;
             let model = in_str(model, model_len, "model")?;
             let contract = in_c_str(contract_id, "contract_id")?;
-            let mode = crate::probe::api_mode_of(api_mode)?;
+            let mode = api_mode_of(api_mode)?;
             kvprobe::admission::admit(&view.profile, model, contract, mode).map_err(|r| {
                 Failure::with_code(KVEXACT_ERR_PROFILE, r.rule.as_str(), r.to_string())
             })?;

@@ -42,6 +42,19 @@ pub const KVEXACT_ERR_BUFFER_TOO_SMALL: kvexact_status = -103;
 pub const KVEXACT_ERR_HASH_UNDEFINED: kvexact_status = -104;
 /// A result does not fit the return type (e.g. more than `INT32_MAX` blocks).
 pub const KVEXACT_ERR_OVERFLOW: kvexact_status = -105;
+/// vLLM's NONE_HASH (the root of every block-hash chain) is random in the engine for this
+/// configuration, so no hash kvexact computes could match: `PYTHONHASHSEED` unset with an
+/// xxhash algorithm, or with any algorithm under a release of NONE_HASH rule A (vLLM
+/// 0.17–0.28). Set `PYTHONHASHSEED` on the engine and pass it as the hasher's seed. Returned
+/// by the hasher constructors (`kvexact_hasher_new*`), error code `"none_hash_unreproducible"`.
+pub const KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE: kvexact_status = -106;
+/// A vLLM pickle-serialised block (`KVEXACT_SHA256_PICKLE`, `KVEXACT_XXHASH_PICKLE`) does not
+/// fit one CPython pickle frame (65,535 bytes: a very large block size), whose splitting rules
+/// kvexact does not reproduce. Returned by the hashing calls, which then write nothing.
+pub const KVEXACT_ERR_PICKLE_TOO_LARGE: kvexact_status = -107;
+/// A hashing option the engine release's rules do not have (e.g. look-ahead hashing before
+/// vLLM 0.33); error code `"hash_rule_unsupported"`.
+pub const KVEXACT_ERR_HASH_RULE_UNSUPPORTED: kvexact_status = -108;
 /// Loading or checking the registry failed; the error object names the code and the file.
 pub const KVEXACT_ERR_REGISTRY: kvexact_status = -110;
 /// No profile matches the model name or id; also an engine contract or release id that the
@@ -84,6 +97,12 @@ const NAMES: &[(kvexact_status, &str)] = &[
     (KVEXACT_ERR_BUFFER_TOO_SMALL, "buffer_too_small\0"),
     (KVEXACT_ERR_HASH_UNDEFINED, "hash_undefined\0"),
     (KVEXACT_ERR_OVERFLOW, "overflow\0"),
+    (
+        KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE,
+        "none_hash_unreproducible\0",
+    ),
+    (KVEXACT_ERR_PICKLE_TOO_LARGE, "pickle_too_large\0"),
+    (KVEXACT_ERR_HASH_RULE_UNSUPPORTED, "hash_rule_unsupported\0"),
     (KVEXACT_ERR_REGISTRY, "registry\0"),
     (KVEXACT_ERR_NOT_FOUND, "not_found\0"),
     (KVEXACT_ERR_EVENT_SCHEMA, "schema_mismatch\0"),

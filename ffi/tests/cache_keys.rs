@@ -26,6 +26,7 @@ mod route_common;
 use std::ptr::null;
 
 use kvexact::encoder::*;
+use kvexact::enums::*;
 use kvexact::hasher::*;
 use kvexact::refusal::*;
 use kvhash::prefix_cache::PrefixCache;
@@ -348,7 +349,7 @@ fn releases_agree_where_the_abi_can_hash(
     };
     // Rule A, seed unset: refused (random per engine process), with nothing written.
     let (st, h, err) = old(None, off);
-    assert_eq!(st, kvexact::status::KVEXACT_ERR_INVALID_ARGUMENT);
+    assert_eq!(st, kvexact::status::KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE);
     assert!(h.is_null());
     let (_, _, msg) = take_err(err);
     assert!(msg.contains("random"), "{msg}");

@@ -24,10 +24,10 @@ use std::ffi::{c_char, CStr};
 use std::ptr::{null, null_mut};
 
 use kvexact::contract::*;
+use kvexact::enums::*;
 use kvexact::error::*;
 use kvexact::events::*;
 use kvexact::hasher::*;
-use kvexact::probe::{KVEXACT_SGLANG, KVEXACT_TRTLLM, KVEXACT_VLLM};
 use kvexact::status::*;
 use kvprobe::{contract, Engine};
 use serde_json::Value;
@@ -460,7 +460,10 @@ fn hasher_by_contract_refusals() {
         let (st, code, msg) = hasher_for(id, ver, KVEXACT_SHA256_CBOR, 16, None).unwrap_err();
         assert_eq!(
             (st, code.as_str()),
-            (KVEXACT_ERR_INVALID_ARGUMENT, "HASHER"),
+            (
+                KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE,
+                "none_hash_unreproducible"
+            ),
             "{msg}"
         );
         assert!(msg.contains("PYTHONHASHSEED"), "{msg}");
@@ -477,18 +480,57 @@ fn hasher_by_contract_refusals() {
     .unwrap();
     let mut r: *mut kvexact_hasher = null_mut();
     assert_eq!(
-        unsafe { kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, null(), 0, &mut r) },
+        unsafe {
+            kvexact_hasher_new(
+                KVEXACT_SHA256_CBOR,
+                16,
+                null(),
+                0,
+                &mut r,
+                std::ptr::null_mut(),
+            )
+        },
         KVEXACT_OK
     );
     assert_eq!(hashes(h, &ids), hashes(r, &ids));
     free(h);
     free(r);
     // ... but xxhash with an unset seed stays random under rule B.
-    let (st, code, _) =
+    let (st, code, msg) =
         hasher_for(c"vllm-kv-map-v3-r0.31", None, KVEXACT_XXHASH_CBOR, 16, None).unwrap_err();
     assert_eq!(
         (st, code.as_str()),
-        (KVEXACT_ERR_INVALID_ARGUMENT, "HASHER")
+        (
+            KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE,
+            "none_hash_unreproducible"
+        ),
+        "{msg}"
+    );
+    // The reference-rules constructor reports the same status, code and kvhash message.
+    let mut e: *mut kvexact_error = null_mut();
+    let mut r: *mut kvexact_hasher = null_mut();
+    assert_eq!(
+        unsafe { kvexact_hasher_new(KVEXACT_XXHASH_CBOR, 16, null(), 0, &mut r, &mut e) },
+        KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE
+    );
+    assert!(r.is_null() && !e.is_null());
+    let (code2, msg2) = unsafe {
+        (
+            CStr::from_ptr(kvexact_error_code(e))
+                .to_str()
+                .unwrap()
+                .to_string(),
+            CStr::from_ptr(kvexact_error_message(e))
+                .to_str()
+                .unwrap()
+                .to_string(),
+        )
+    };
+    unsafe { kvexact_error_free(e) };
+    assert_eq!(code2, "none_hash_unreproducible");
+    assert!(
+        msg2.contains("PYTHONHASHSEED") && msg2.contains("xxhash"),
+        "{msg2}"
     );
     // An empty seed is a set seed.
     let h = hasher_for(
@@ -665,7 +707,14 @@ fn hasher_by_contract_refusals() {
         );
         // The sentinel is only for the contract functions.
         assert_eq!(
-            kvexact_hasher_new(KVEXACT_HASH_ALGO_CONTRACT_DEFAULT, 16, null(), 0, &mut h),
+            kvexact_hasher_new(
+                KVEXACT_HASH_ALGO_CONTRACT_DEFAULT,
+                16,
+                null(),
+                0,
+                &mut h,
+                std::ptr::null_mut()
+            ),
             KVEXACT_ERR_INVALID_ARGUMENT
         );
     }
@@ -770,7 +819,14 @@ fn decoder_by_contract_holds_the_release_schema() {
     let family = {
         let mut d: *mut kvexact_event_decoder = null_mut();
         assert_eq!(
-            unsafe { kvexact_event_decoder_new(c"vllm-kv-array-v1".as_ptr(), null(), &mut d) },
+            unsafe {
+                kvexact_event_decoder_new(
+                    c"vllm-kv-array-v1".as_ptr(),
+                    null(),
+                    &mut d,
+                    std::ptr::null_mut(),
+                )
+            },
             KVEXACT_OK
         );
         d
@@ -829,7 +885,16 @@ fn decoder_by_contract_refusals_and_rehash() {
     // TensorRT-LLM: re-hash allowed; vLLM: not.
     let mut trt: *mut kvexact_hasher = null_mut();
     assert_eq!(
-        unsafe { kvexact_hasher_new(KVEXACT_BLOCKHASH_TRTLLM, 32, null(), 0, &mut trt) },
+        unsafe {
+            kvexact_hasher_new(
+                KVEXACT_BLOCKHASH_TRTLLM,
+                32,
+                null(),
+                0,
+                &mut trt,
+                std::ptr::null_mut(),
+            )
+        },
         KVEXACT_OK
     );
     let d = decoder_for(c"trtllm-kv-http-v2", Some(c"1.3.0rc29"), trt).unwrap();
@@ -840,7 +905,16 @@ fn decoder_by_contract_refusals_and_rehash() {
     assert_eq!(st, KVEXACT_ERR_INVALID_ARGUMENT);
     let mut sg: *mut kvexact_hasher = null_mut();
     assert_eq!(
-        unsafe { kvexact_hasher_new(KVEXACT_SHA256_SGLANG, 16, null(), 0, &mut sg) },
+        unsafe {
+            kvexact_hasher_new(
+                KVEXACT_SHA256_SGLANG,
+                16,
+                null(),
+                0,
+                &mut sg,
+                std::ptr::null_mut(),
+            )
+        },
         KVEXACT_OK
     );
     let (st, _, _) = decoder_for(c"trtllm-kv-http-v2-r1.3.0rc29", None, sg).unwrap_err();

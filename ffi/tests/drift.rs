@@ -22,8 +22,8 @@ use std::ffi::{c_char, CStr, CString};
 use std::ptr::{null, null_mut};
 
 use kvexact::drift::*;
+use kvexact::enums::*;
 use kvexact::error::*;
-use kvexact::hasher::*;
 use kvexact::probe::kvexact_finding;
 use kvexact::status::*;
 use kvhash::events::{self, Limits};

@@ -37,7 +37,12 @@ fn vllm_event_vectors() {
         serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("json");
     let mut dec: *mut kvexact_event_decoder = std::ptr::null_mut();
     let st = unsafe {
-        kvexact_event_decoder_new(c"vllm-kv-map-v3".as_ptr(), std::ptr::null(), &mut dec)
+        kvexact_event_decoder_new(
+            c"vllm-kv-map-v3".as_ptr(),
+            std::ptr::null(),
+            &mut dec,
+            std::ptr::null_mut(),
+        )
     };
     assert_eq!(st, KVEXACT_OK);
     let mut checked = 0;
@@ -144,7 +149,9 @@ fn vllm_event_vectors() {
     // Unknown schemas are refused at creation; nothing is written.
     let mut d2: *mut kvexact_event_decoder = std::ptr::null_mut();
     for id in [c"nope-v1", c"vllm-kv-tagged-map-v2"] {
-        let st = unsafe { kvexact_event_decoder_new(id.as_ptr(), std::ptr::null(), &mut d2) };
+        let st = unsafe {
+            kvexact_event_decoder_new(id.as_ptr(), std::ptr::null(), &mut d2, std::ptr::null_mut())
+        };
         assert_eq!(st, KVEXACT_ERR_INVALID_ARGUMENT);
     }
     assert!(d2.is_null());
@@ -153,11 +160,9 @@ fn vllm_event_vectors() {
 // ---------------------------------------------------------------------------------------------
 // Shared helpers for the SGLang and TensorRT-LLM tests.
 
+use kvexact::enums::{KVEXACT_BLOCKHASH_TRTLLM, KVEXACT_SHA256_SGLANG};
 use kvexact::error::{kvexact_error, kvexact_error_code, kvexact_error_free, kvexact_error_status};
-use kvexact::hasher::{
-    kvexact_hasher, kvexact_hasher_free, kvexact_hasher_new, KVEXACT_BLOCKHASH_TRTLLM,
-    KVEXACT_SHA256_SGLANG,
-};
+use kvexact::hasher::{kvexact_hasher, kvexact_hasher_free, kvexact_hasher_new};
 use std::ffi::CStr;
 
 /// An owned copy of one decoded C event.
@@ -193,7 +198,9 @@ fn vector(rel: &str) -> Value {
 
 fn new_decoder(schema: &CStr, rehash: *const kvexact_hasher) -> *mut kvexact_event_decoder {
     let mut dec: *mut kvexact_event_decoder = std::ptr::null_mut();
-    let st = unsafe { kvexact_event_decoder_new(schema.as_ptr(), rehash, &mut dec) };
+    let st = unsafe {
+        kvexact_event_decoder_new(schema.as_ptr(), rehash, &mut dec, std::ptr::null_mut())
+    };
     assert_eq!(st, KVEXACT_OK, "{schema:?}");
     assert!(!dec.is_null());
     dec
@@ -201,8 +208,16 @@ fn new_decoder(schema: &CStr, rehash: *const kvexact_hasher) -> *mut kvexact_eve
 
 fn trt_hasher() -> *mut kvexact_hasher {
     let mut h: *mut kvexact_hasher = std::ptr::null_mut();
-    let st =
-        unsafe { kvexact_hasher_new(KVEXACT_BLOCKHASH_TRTLLM, 32, std::ptr::null(), 0, &mut h) };
+    let st = unsafe {
+        kvexact_hasher_new(
+            KVEXACT_BLOCKHASH_TRTLLM,
+            32,
+            std::ptr::null(),
+            0,
+            &mut h,
+            std::ptr::null_mut(),
+        )
+    };
     assert_eq!(st, KVEXACT_OK);
     h
 }
@@ -701,11 +716,16 @@ fn decoder_arguments() {
     let null = std::ptr::null();
     unsafe {
         assert_eq!(
-            kvexact_event_decoder_new(std::ptr::null(), null, &mut dec),
+            kvexact_event_decoder_new(std::ptr::null(), null, &mut dec, std::ptr::null_mut()),
             KVEXACT_ERR_NULL_ARGUMENT
         );
         assert_eq!(
-            kvexact_event_decoder_new(TRT_SCHEMAS[0].as_ptr(), null, std::ptr::null_mut()),
+            kvexact_event_decoder_new(
+                TRT_SCHEMAS[0].as_ptr(),
+                null,
+                std::ptr::null_mut(),
+                std::ptr::null_mut()
+            ),
             KVEXACT_ERR_NULL_ARGUMENT
         );
     }
@@ -715,7 +735,16 @@ fn decoder_arguments() {
     let trt = trt_hasher();
     let mut sglang: *mut kvexact_hasher = std::ptr::null_mut();
     assert_eq!(
-        unsafe { kvexact_hasher_new(KVEXACT_SHA256_SGLANG, 16, std::ptr::null(), 0, &mut sglang) },
+        unsafe {
+            kvexact_hasher_new(
+                KVEXACT_SHA256_SGLANG,
+                16,
+                std::ptr::null(),
+                0,
+                &mut sglang,
+                std::ptr::null_mut(),
+            )
+        },
         KVEXACT_OK
     );
     for (schema, h) in [
@@ -725,7 +754,9 @@ fn decoder_arguments() {
         (c"sglang-kv-map-v2", trt),
         (c"sglang-kv-rank-v1", sglang),
     ] {
-        let st = unsafe { kvexact_event_decoder_new(schema.as_ptr(), h, &mut dec) };
+        let st = unsafe {
+            kvexact_event_decoder_new(schema.as_ptr(), h, &mut dec, std::ptr::null_mut())
+        };
         assert_eq!(st, KVEXACT_ERR_INVALID_ARGUMENT, "{schema:?}");
         assert!(dec.is_null());
     }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::ptr::{null, null_mut};
 
 use kvexact::encoder::*;
+use kvexact::enums::*;
 use kvexact::error::*;
 use kvexact::events::*;
 use kvexact::hasher::*;
@@ -505,7 +506,16 @@ fn check_challenge(reg: &Reg) {
     let mut h = null_mut();
     let seed = b"0";
     assert_eq!(
-        unsafe { kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, seed.as_ptr(), seed.len(), &mut h) },
+        unsafe {
+            kvexact_hasher_new(
+                KVEXACT_SHA256_CBOR,
+                16,
+                seed.as_ptr(),
+                seed.len(),
+                &mut h,
+                std::ptr::null_mut(),
+            )
+        },
         KVEXACT_OK
     );
     let nonce = [0x5a_u8; 16];
@@ -695,7 +705,7 @@ fn check_challenge(reg: &Reg) {
     // retry; an undecided challenge does not count; rank 1 echoes the next → covered.
     let mut cov = null_mut();
     assert_eq!(
-        unsafe { kvexact_rank_coverage_new(2, &mut cov) },
+        unsafe { kvexact_rank_coverage_new(2, &mut cov, std::ptr::null_mut()) },
         KVEXACT_OK
     );
     let c = challenge(enc, h, &nonce, 2);
@@ -746,7 +756,7 @@ fn check_challenge(reg: &Reg) {
     // One declared rank and a stream without ranks: the first passed challenge decides.
     let mut cov = null_mut();
     assert_eq!(
-        unsafe { kvexact_rank_coverage_new(0, &mut cov) },
+        unsafe { kvexact_rank_coverage_new(0, &mut cov, std::ptr::null_mut()) },
         KVEXACT_OK
     );
     let c = challenge(enc, h, &nonce, 1);
@@ -772,7 +782,16 @@ fn check_challenge(reg: &Reg) {
     // A hasher whose blocks the prompt cannot fill twice → KVEXACT_ERR_CHALLENGE / challenge_failed.
     let mut big = null_mut();
     assert_eq!(
-        unsafe { kvexact_hasher_new(KVEXACT_SHA256_CBOR, 4096, seed.as_ptr(), 1, &mut big) },
+        unsafe {
+            kvexact_hasher_new(
+                KVEXACT_SHA256_CBOR,
+                4096,
+                seed.as_ptr(),
+                1,
+                &mut big,
+                std::ptr::null_mut(),
+            )
+        },
         KVEXACT_OK
     );
     let mut c4 = null_mut();

@@ -25,8 +25,8 @@ use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
+use kvexact::enums::{KVEXACT_API_BOTH, KVEXACT_API_CHAT, KVEXACT_API_COMPLETIONS};
 use kvexact::error::*;
-use kvexact::probe::{KVEXACT_API_BOTH, KVEXACT_API_CHAT, KVEXACT_API_COMPLETIONS};
 use kvexact::registry::*;
 use kvexact::status::*;
 use kvprofile_core::{Generation, LoadOptions, TrustPolicy};

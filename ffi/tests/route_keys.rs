@@ -21,6 +21,7 @@ use std::ptr::{null, null_mut};
 use std::sync::OnceLock;
 
 use kvexact::encoder::*;
+use kvexact::enums::*;
 use kvexact::hasher::*;
 use kvexact::refusal::*;
 use kvexact::route::*;

@@ -14,6 +14,7 @@ use std::ptr::{null, null_mut};
 use std::sync::OnceLock;
 
 use kvexact::encoder::*;
+use kvexact::enums::*;
 use kvexact::hasher::*;
 use kvexact::registry::*;
 use kvexact::route::*;

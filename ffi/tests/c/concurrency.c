@@ -81,7 +81,7 @@ static kvexact_hasher *make_hasher(int a) {
   kvexact_hasher *h = NULL;
   const uint8_t seed[] = {'0'};
   int vllm = ALGOS[a] == KVEXACT_SHA256_CBOR;
-  CHECK_STATUS(kvexact_hasher_new(ALGOS[a], BLOCK_SIZES[a], vllm ? seed : NULL, vllm ? 1 : 0, &h),
+  CHECK_STATUS(kvexact_hasher_new(ALGOS[a], BLOCK_SIZES[a], vllm ? seed : NULL, vllm ? 1 : 0, &h, NULL),
                KVEXACT_OK, NULL);
   return h;
 }

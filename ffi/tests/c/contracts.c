@@ -144,13 +144,13 @@ static void hashers(void) {
   kvexact_status s = kvexact_hasher_new_for_contract("vllm-kv-array-v1", "0.17.0",
                                                      KVEXACT_SHA256_CBOR, 16, NULL, 0, &h, &err);
   CHECK(h == sentinel);
-  expect_error(s, err, KVEXACT_ERR_INVALID_ARGUMENT, "HASHER");
+  expect_error(s, err, KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE, "none_hash_unreproducible");
   /* Under rule B (0.31.0) an unset seed is vLLM's fixed one, as kvexact_hasher_new uses. */
   CHECK_STATUS(kvexact_hasher_new_for_contract("vllm-kv-map-v3", "0.31.0", KVEXACT_SHA256_CBOR,
                                                16, NULL, 0, &h, NULL),
                KVEXACT_OK, NULL);
   kvexact_hasher *ref = NULL;
-  CHECK_INT(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, NULL, 0, &ref), KVEXACT_OK);
+  CHECK_INT(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, NULL, 0, &ref, NULL), KVEXACT_OK);
   uint64_t a[3], b[3];
   CHECK_INT(kvexact_block_hashes_u64(h, IDS, 48, 1, a, 3), 3);
   CHECK_INT(kvexact_block_hashes_u64(ref, IDS, 48, 1, b, 3), 3);
@@ -173,7 +173,7 @@ static void hashers(void) {
                                             NULL),
             KVEXACT_ERR_NULL_ARGUMENT);
   CHECK(h == sentinel);
-  CHECK_INT(kvexact_hasher_new(KVEXACT_HASH_ALGO_CONTRACT_DEFAULT, 16, NULL, 0, &ref),
+  CHECK_INT(kvexact_hasher_new(KVEXACT_HASH_ALGO_CONTRACT_DEFAULT, 16, NULL, 0, &ref, NULL),
             KVEXACT_ERR_INVALID_ARGUMENT);
 }
 
@@ -188,7 +188,7 @@ static void decoders(void) {
   CHECK_STATUS(kvexact_event_decoder_new_for_contract("vllm-kv-array-v1-r0.17", NULL, NULL,
                                                       &r017, &err),
                KVEXACT_OK, err);
-  CHECK_INT(kvexact_event_decoder_new("vllm-kv-array-v1", NULL, &family), KVEXACT_OK);
+  CHECK_INT(kvexact_event_decoder_new("vllm-kv-array-v1", NULL, &family, NULL), KVEXACT_OK);
 
   kvexact_event_decoder *const decs[2] = {r020, family};
   for (int d = 0; d < 2; d++) {
@@ -219,7 +219,7 @@ static void decoders(void) {
 
   /* A vLLM release takes no re-hasher; an unknown version makes no decoder. */
   kvexact_hasher *trt = NULL;
-  CHECK_INT(kvexact_hasher_new(KVEXACT_BLOCKHASH_TRTLLM, 32, NULL, 0, &trt), KVEXACT_OK);
+  CHECK_INT(kvexact_hasher_new(KVEXACT_BLOCKHASH_TRTLLM, 32, NULL, 0, &trt, NULL), KVEXACT_OK);
   kvexact_event_decoder *none = NULL;
   s = kvexact_event_decoder_new_for_contract("vllm-kv-map-v3-r0.31", NULL, trt, &none, &err);
   expect_error(s, err, KVEXACT_ERR_INVALID_ARGUMENT, "invalid_argument");

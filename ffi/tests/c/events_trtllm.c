@@ -117,23 +117,32 @@ int main(int argc, char **argv) {
   const size_t len = sizeof BODY - 1;
 
   kvexact_hasher *h = NULL;
-  CHECK_STATUS(kvexact_hasher_new(KVEXACT_BLOCKHASH_TRTLLM, 32, NULL, 0, &h), KVEXACT_OK, NULL);
+  CHECK_STATUS(kvexact_hasher_new(KVEXACT_BLOCKHASH_TRTLLM, 32, NULL, 0, &h, NULL), KVEXACT_OK, NULL);
 
   /* A ZMQ schema takes no re-hasher; a TensorRT-LLM schema takes only a TensorRT-LLM one. */
   kvexact_event_decoder *dec = NULL;
-  CHECK_INT(kvexact_event_decoder_new("vllm-kv-map-v3", h, &dec), KVEXACT_ERR_INVALID_ARGUMENT);
+  kvexact_error *err = NULL;
+  CHECK_INT(kvexact_event_decoder_new("vllm-kv-map-v3", h, &dec, &err), KVEXACT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(kvexact_error_code(err), "invalid_argument");
+  CHECK(strstr(kvexact_error_message(err), "rehash") != NULL);
+  kvexact_error_free(err);
+  err = NULL;
+  CHECK_INT(kvexact_event_decoder_new("no-such-schema", NULL, &dec, &err),
+            KVEXACT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvexact_error_message(err), "wire_schema_id") != NULL);
+  kvexact_error_free(err);
   kvexact_hasher *sg = NULL;
-  CHECK_STATUS(kvexact_hasher_new(KVEXACT_SHA256_SGLANG, 16, NULL, 0, &sg), KVEXACT_OK, NULL);
-  CHECK_INT(kvexact_event_decoder_new("trtllm-kv-http-preview-v1", sg, &dec),
+  CHECK_STATUS(kvexact_hasher_new(KVEXACT_SHA256_SGLANG, 16, NULL, 0, &sg, NULL), KVEXACT_OK, NULL);
+  CHECK_INT(kvexact_event_decoder_new("trtllm-kv-http-preview-v1", sg, &dec, NULL),
             KVEXACT_ERR_INVALID_ARGUMENT);
   kvexact_hasher_free(sg);
-  CHECK_INT(kvexact_event_decoder_new("trtllm-kv-http-preview-v1", h, NULL),
+  CHECK_INT(kvexact_event_decoder_new("trtllm-kv-http-preview-v1", h, NULL, NULL),
             KVEXACT_ERR_NULL_ARGUMENT);
   CHECK(dec == NULL);
 
-  CHECK_STATUS(kvexact_event_decoder_new("trtllm-kv-http-preview-v1", h, &dec), KVEXACT_OK, NULL);
+  CHECK_STATUS(kvexact_event_decoder_new("trtllm-kv-http-preview-v1", h, &dec, NULL), KVEXACT_OK, NULL);
   kvexact_event_decoder *plain = NULL;
-  CHECK_STATUS(kvexact_event_decoder_new("trtllm-kv-http-v1", NULL, &plain), KVEXACT_OK, NULL);
+  CHECK_STATUS(kvexact_event_decoder_new("trtllm-kv-http-v1", NULL, &plain, NULL), KVEXACT_OK, NULL);
   /* The decoder keeps its own copy of the hasher's configuration. */
   kvexact_hasher_free(h);
 

@@ -73,11 +73,11 @@ static kvexact_hasher *hasher_for(const char *contract) {
   kvexact_hasher *h = NULL;
   const uint8_t seed[] = {'0'};
   if (strncmp(contract, "vllm", 4) == 0)
-    CHECK_STATUS(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, seed, 1, &h), KVEXACT_OK, NULL);
+    CHECK_STATUS(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, seed, 1, &h, NULL), KVEXACT_OK, NULL);
   else if (strncmp(contract, "sglang", 6) == 0)
-    CHECK_STATUS(kvexact_hasher_new(KVEXACT_SHA256_SGLANG, 16, NULL, 0, &h), KVEXACT_OK, NULL);
+    CHECK_STATUS(kvexact_hasher_new(KVEXACT_SHA256_SGLANG, 16, NULL, 0, &h, NULL), KVEXACT_OK, NULL);
   else
-    CHECK_STATUS(kvexact_hasher_new(KVEXACT_BLOCKHASH_TRTLLM, 32, NULL, 0, &h), KVEXACT_OK, NULL);
+    CHECK_STATUS(kvexact_hasher_new(KVEXACT_BLOCKHASH_TRTLLM, 32, NULL, 0, &h, NULL), KVEXACT_OK, NULL);
   return h;
 }
 

@@ -18,7 +18,7 @@ static void fill(uint64_t *out, size_t n) {
 static void check_case(const hash_case *c) {
   kvexact_hasher *h = NULL;
   const uint8_t *seed = (const uint8_t *)c->seed;
-  CHECK_STATUS(kvexact_hasher_new(c->algo, c->block_size, seed, seed ? strlen(c->seed) : 0, &h),
+  CHECK_STATUS(kvexact_hasher_new(c->algo, c->block_size, seed, seed ? strlen(c->seed) : 0, &h, NULL),
                KVEXACT_OK, NULL);
   CHECK(h != NULL);
   uint64_t out[512];
@@ -87,26 +87,61 @@ static void check_case(const hash_case *c) {
   kvexact_hasher_free(r);
 }
 
+/* A pickle-serialised block larger than one pickle frame: its own status, nothing written. */
+static void pickle_frame_limit(void) {
+  enum { BS = 20000 };
+  static uint32_t ids[BS];
+  for (size_t i = 0; i < BS; i++) ids[i] = 1000000u; /* 5 pickle bytes each: > 65,535 */
+  const uint8_t zero[] = {'0'};
+  kvexact_hasher *h = NULL;
+  CHECK_STATUS(kvexact_hasher_new(KVEXACT_SHA256_PICKLE, BS, zero, 1, &h, NULL), KVEXACT_OK, NULL);
+  uint64_t out[1] = {42};
+  CHECK_INT(kvexact_block_hashes_u64(h, ids, BS, 1, out, 1), KVEXACT_ERR_PICKLE_TOO_LARGE);
+  CHECK_U64(out[0], 42);
+  CHECK_STR(kvexact_status_name(KVEXACT_ERR_PICKLE_TOO_LARGE), "pickle_too_large");
+  /* The CBOR serialisation has no such limit. */
+  kvexact_hasher *cbor = NULL;
+  CHECK_STATUS(kvexact_hasher_new(KVEXACT_SHA256_CBOR, BS, zero, 1, &cbor, NULL), KVEXACT_OK, NULL);
+  CHECK_INT(kvexact_block_hashes_u64(cbor, ids, BS, 1, out, 1), 1);
+  kvexact_hasher_free(cbor);
+  kvexact_hasher_free(h);
+}
+
 static void argument_checks(void) {
   kvexact_hasher *h = (kvexact_hasher *)0x1; /* must stay untouched on failure */
   const uint8_t zero[] = {'0'};
-  CHECK_INT(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, zero, 1, NULL), KVEXACT_ERR_NULL_ARGUMENT);
-  CHECK_INT(kvexact_hasher_new(99, 16, zero, 1, &h), KVEXACT_ERR_INVALID_ARGUMENT);
-  CHECK_INT(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 0, zero, 1, &h), KVEXACT_ERR_INVALID_ARGUMENT);
-  CHECK_INT(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, NULL, 3, &h), KVEXACT_ERR_NULL_ARGUMENT);
+  CHECK_INT(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, zero, 1, NULL, NULL), KVEXACT_ERR_NULL_ARGUMENT);
+  CHECK_INT(kvexact_hasher_new(99, 16, zero, 1, &h, NULL), KVEXACT_ERR_INVALID_ARGUMENT);
+  CHECK_INT(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 0, zero, 1, &h, NULL), KVEXACT_ERR_INVALID_ARGUMENT);
+  CHECK_INT(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, NULL, 3, &h, NULL), KVEXACT_ERR_NULL_ARGUMENT);
   const uint8_t bad_utf8[] = {0xff, 0xfe};
-  CHECK_INT(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, bad_utf8, 2, &h),
+  CHECK_INT(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, bad_utf8, 2, &h, NULL),
             KVEXACT_ERR_INVALID_ARGUMENT);
-  /* vLLM xxhash with PYTHONHASHSEED unset: random per engine process, refused. */
-  CHECK_INT(kvexact_hasher_new(KVEXACT_XXHASH_CBOR, 16, NULL, 0, &h), KVEXACT_ERR_INVALID_ARGUMENT);
+  /* vLLM xxhash with PYTHONHASHSEED unset: random per engine process, refused with its own
+   * status and kvhash's explanation in the error object. */
+  kvexact_error *err = NULL;
+  CHECK_INT(kvexact_hasher_new(KVEXACT_XXHASH_CBOR, 16, NULL, 0, &h, &err),
+            KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE);
+  CHECK(err != NULL);
+  CHECK_INT(kvexact_error_status(err), KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE);
+  CHECK_STR(kvexact_error_code(err), "none_hash_unreproducible");
+  CHECK(strstr(kvexact_error_message(err), "PYTHONHASHSEED") != NULL);
+  CHECK(kvexact_error_path(err) == NULL);
+  kvexact_error_free(err);
+  err = NULL;
+  /* An unknown algorithm names the argument in the message. */
+  CHECK_INT(kvexact_hasher_new(99, 16, zero, 1, &h, &err), KVEXACT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(kvexact_error_code(err), "invalid_argument");
+  CHECK(strstr(kvexact_error_message(err), "algo") != NULL);
+  kvexact_error_free(err);
   /* SGLang and TensorRT-LLM take no seed. */
-  CHECK_INT(kvexact_hasher_new(KVEXACT_SHA256_SGLANG, 16, zero, 1, &h),
+  CHECK_INT(kvexact_hasher_new(KVEXACT_SHA256_SGLANG, 16, zero, 1, &h, NULL),
             KVEXACT_ERR_INVALID_ARGUMENT);
-  CHECK_INT(kvexact_hasher_new(KVEXACT_BLOCKHASH_TRTLLM, 32, zero, 1, &h),
+  CHECK_INT(kvexact_hasher_new(KVEXACT_BLOCKHASH_TRTLLM, 32, zero, 1, &h, NULL),
             KVEXACT_ERR_INVALID_ARGUMENT);
   CHECK(h == (kvexact_hasher *)0x1);
 
-  CHECK_STATUS(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, zero, 1, &h), KVEXACT_OK, NULL);
+  CHECK_STATUS(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, zero, 1, &h, NULL), KVEXACT_OK, NULL);
   uint32_t ids[16] = {0};
   uint64_t out[4];
   CHECK_INT(kvexact_block_hashes_u64(NULL, ids, 16, 1, out, 4), KVEXACT_ERR_NULL_ARGUMENT);
@@ -126,6 +161,7 @@ static void argument_checks(void) {
 int main(void) {
   for (size_t i = 0; i < N_HASH_CASES; i++) check_case(&HASH_CASES[i]);
   argument_checks();
+  pickle_frame_limit();
   printf("hash_vectors: %zu vector cases ok\n", (size_t)N_HASH_CASES);
   return 0;
 }

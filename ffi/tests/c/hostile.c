@@ -181,7 +181,7 @@ static uint8_t *removed_batch(uint32_t n, uint32_t hashes, size_t *len) {
 
 static void event_batch(uint32_t events) {
   kvexact_event_decoder *dec = NULL;
-  CHECK_INT(kvexact_event_decoder_new("vllm-kv-map-v3", NULL, &dec), KVEXACT_OK);
+  CHECK_INT(kvexact_event_decoder_new("vllm-kv-map-v3", NULL, &dec, NULL), KVEXACT_OK);
   size_t len = 0;
   uint8_t *p = removed_batch(events, 1u << 20, &len);
   const kvexact_event *ev = NULL;

@@ -133,7 +133,7 @@ static void probe_identity_and_oracle(kvexact_registry *reg) {
 
 static void probe_challenge(const kvexact_encoder *enc) {
   kvexact_hasher *h = NULL;
-  CHECK_STATUS(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, (const uint8_t *)"0", 1, &h), KVEXACT_OK, NULL);
+  CHECK_STATUS(kvexact_hasher_new(KVEXACT_SHA256_CBOR, 16, (const uint8_t *)"0", 1, &h, NULL), KVEXACT_OK, NULL);
   uint8_t nonce[16];
   for (int i = 0; i < 16; i++) nonce[i] = (uint8_t)(0xa0 + i);
   const char *model = "Qwen/Qwen3-0.6B";
@@ -177,7 +177,7 @@ static void probe_challenge(const kvexact_encoder *enc) {
     kvexact_finding f = probe_blank_finding();
     CHECK_STATUS(kvexact_challenge_result(c, timed_out, &f), KVEXACT_OK, NULL);
     kvexact_rank_coverage *cov = NULL;
-    CHECK_STATUS(kvexact_rank_coverage_new(1, &cov), KVEXACT_OK, NULL);
+    CHECK_STATUS(kvexact_rank_coverage_new(1, &cov, NULL), KVEXACT_OK, NULL);
     if (timed_out) {
       CHECK_INT(f.ok, 0);
       CHECK_STR(f.reason, "challenge_timeout");

@@ -9,6 +9,7 @@ use std::ptr::{null, null_mut};
 use std::sync::OnceLock;
 
 use kvexact::encoder::*;
+use kvexact::enums::*;
 use kvexact::error::*;
 use kvexact::hasher::*;
 use kvexact::refusal::*;

@@ -150,7 +150,7 @@ func (fx *Fixtures) Count() int {
 // Check runs the set-level checks for a rule serving mode.
 func (fx *Fixtures) Check(p *Profile, mode APIMode) (Finding, error) {
 	var f C.kvexact_finding
-	st := C.kvexact_fixtures_check(fx.p, p.p, C.uint32_t(mode), &f)
+	st := C.kvexact_fixtures_check(fx.p, p.p, C.kvexact_api_mode(mode), &f)
 	runtime.KeepAlive(fx)
 	runtime.KeepAlive(p)
 	if st != C.KVEXACT_OK {
@@ -201,7 +201,7 @@ func (e *Encoder) JudgeTokenize(fx *Fixtures, i int, httpStatus int, body []byte
 func (e *Encoder) JudgeOracle(fx *Fixtures, model string, mode APIMode, nowUnixMs int64) (Finding, error) {
 	b := []byte(model)
 	var f C.kvexact_finding
-	st := C.kvexact_judge_oracle(e.p, fx.p, bytesPtr(b), C.size_t(len(b)), C.uint32_t(mode), C.int64_t(nowUnixMs), &f)
+	st := C.kvexact_judge_oracle(e.p, fx.p, bytesPtr(b), C.size_t(len(b)), C.kvexact_api_mode(mode), C.int64_t(nowUnixMs), &f)
 	runtime.KeepAlive(e)
 	runtime.KeepAlive(fx)
 	if st != C.KVEXACT_OK {
@@ -341,8 +341,9 @@ type RankCoverage struct{ p *C.kvexact_rank_coverage }
 // NewRankCoverage starts coverage of declared DP ranks.
 func NewRankCoverage(declared uint32) (*RankCoverage, error) {
 	var p *C.kvexact_rank_coverage
-	if st := C.kvexact_rank_coverage_new(C.uint32_t(declared), &p); st != C.KVEXACT_OK {
-		return nil, Status(st)
+	var cerr *C.kvexact_error
+	if st := C.kvexact_rank_coverage_new(C.uint32_t(declared), &p, &cerr); st != C.KVEXACT_OK {
+		return nil, takeError(st, cerr)
 	}
 	out := &RankCoverage{p: p}
 	runtime.SetFinalizer(out, (*RankCoverage).Close)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -87,7 +88,8 @@ func TestDecodeTRTEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dec.Close()
-	if _, err := NewEventDecoder("vllm-kv-map-v3", h); !errors.Is(err, ErrInvalidArg) {
+	var e *Error
+	if _, err := NewEventDecoder("vllm-kv-map-v3", h); !errors.Is(err, ErrInvalidArg) || !errors.As(err, &e) || !strings.Contains(e.Message, "rehash") {
 		t.Fatalf("rehash on a ZMQ schema: %v", err)
 	}
 	stored, ranked := 0, 0

@@ -1,15 +1,7 @@
-// Package kvexact is a cgo binding of libkvexact (include/kvexact.h), written the way the
-// gateway links it: handles are owned by Go values with an explicit Close (and a finalizer as
-// a safety net), errors come back as *Error values built from the per-call kvexact_error
-// object (never a thread-local "last error": a goroutine may change OS thread between calls),
-// and Go memory is passed to C only for the duration of one call.
-//
-// Build: CGO_CFLAGS=-I<repo>/include CGO_LDFLAGS=-L<dir with libkvexact.a or .so>
-// (scripts/ffi-go-test.sh does this), or install with scripts/ffi-install.sh.
 package kvexact
 
 /*
-#cgo LDFLAGS: -lkvexact -lpthread -ldl -lm
+#cgo pkg-config: kvexact
 #include <stdlib.h>
 #include "kvexact.h"
 */
@@ -40,10 +32,17 @@ const (
 	ErrBufferSmall   Status = C.KVEXACT_ERR_BUFFER_TOO_SMALL
 	ErrHashUndefined Status = C.KVEXACT_ERR_HASH_UNDEFINED
 	ErrOverflow      Status = C.KVEXACT_ERR_OVERFLOW
-	ErrRegistry      Status = C.KVEXACT_ERR_REGISTRY
-	ErrNotFound      Status = C.KVEXACT_ERR_NOT_FOUND
-	ErrEventSchema   Status = C.KVEXACT_ERR_EVENT_SCHEMA
-	ErrEventDecode   Status = C.KVEXACT_ERR_EVENT_DECODE
+	// ErrNoneHashUnreproducible: vLLM draws a random NONE_HASH for this configuration
+	// (PYTHONHASHSEED unset with xxhash, or under NONE_HASH rule A); set the seed.
+	ErrNoneHashUnreproducible Status = C.KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE
+	// ErrPickleTooLarge: a pickle-serialised block does not fit one pickle frame.
+	ErrPickleTooLarge Status = C.KVEXACT_ERR_PICKLE_TOO_LARGE
+	// ErrHashRuleUnsupported: a hashing option the engine release's rules do not have.
+	ErrHashRuleUnsupported Status = C.KVEXACT_ERR_HASH_RULE_UNSUPPORTED
+	ErrRegistry            Status = C.KVEXACT_ERR_REGISTRY
+	ErrNotFound            Status = C.KVEXACT_ERR_NOT_FOUND
+	ErrEventSchema         Status = C.KVEXACT_ERR_EVENT_SCHEMA
+	ErrEventDecode         Status = C.KVEXACT_ERR_EVENT_DECODE
 	// ErrUnknownEngineVersion: no release of the contract catalog covers the engine version
 	// (error code "UNKNOWN_ENGINE_VERSION").
 	ErrUnknownEngineVersion Status = C.KVEXACT_ERR_UNKNOWN_ENGINE_VERSION
@@ -61,7 +60,7 @@ func (s Status) Error() string { return fmt.Sprintf("kvexact: %s (%d)", s.Name()
 // Error is a failure reported through a kvexact_error object.
 type Error struct {
 	Status  Status
-	Code    string // machine code, e.g. "insecure_file"
+	Code    string // machine code: the status name ("null_argument") or a finer one ("INSECURE_MODE")
 	Message string
 	Path    string // registry-relative file, "" when none
 }
@@ -132,8 +131,9 @@ func NewHasher(algo HashAlgo, blockSize uint32, seed *string) (*Hasher, error) {
 		sp, sl = (*C.uint8_t)(unsafe.Pointer(cs)), C.size_t(len(*seed))
 	}
 	var h *C.kvexact_hasher
-	if st := C.kvexact_hasher_new(C.kvexact_hash_algo(algo), C.uint32_t(blockSize), sp, sl, &h); st != C.KVEXACT_OK {
-		return nil, Status(st)
+	var cerr *C.kvexact_error
+	if st := C.kvexact_hasher_new(C.kvexact_hash_algo(algo), C.uint32_t(blockSize), sp, sl, &h, &cerr); st != C.KVEXACT_OK {
+		return nil, takeError(st, cerr)
 	}
 	out := &Hasher{p: h}
 	runtime.SetFinalizer(out, (*Hasher).Close)

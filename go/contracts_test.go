@@ -117,7 +117,7 @@ func TestHasherForContract(t *testing.T) {
 		}
 	}
 	var e *Error
-	if _, err := NewHasherForContract("vllm-kv-array-v1", "0.17.0", SHA256CBOR, 16, nil); !errors.As(err, &e) || e.Code != "HASHER" || !errors.Is(err, ErrInvalidArg) {
+	if _, err := NewHasherForContract("vllm-kv-array-v1", "0.17.0", SHA256CBOR, 16, nil); !errors.As(err, &e) || e.Code != "none_hash_unreproducible" || !errors.Is(err, ErrNoneHashUnreproducible) {
 		t.Fatalf("unset seed under rule A: %#v", err)
 	}
 	h, err := NewHasherForContract("vllm-kv-map-v3", "0.31.0", SHA256CBOR, 16, nil)

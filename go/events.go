@@ -48,10 +48,11 @@ func NewEventDecoder(schema string, rehash *Hasher) (*EventDecoder, error) {
 		hp = rehash.p
 	}
 	var d *C.kvexact_event_decoder
-	st := C.kvexact_event_decoder_new(cs, hp, &d)
+	var cerr *C.kvexact_error
+	st := C.kvexact_event_decoder_new(cs, hp, &d, &cerr)
 	runtime.KeepAlive(rehash)
 	if st != C.KVEXACT_OK {
-		return nil, Status(st)
+		return nil, takeError(st, cerr)
 	}
 	out := &EventDecoder{p: d}
 	runtime.SetFinalizer(out, (*EventDecoder).Close)

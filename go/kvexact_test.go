@@ -6,16 +6,17 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
 
-// root is the repository root (KVEXACT_ROOT, else two levels up from examples/go).
+// root is the repository root (KVEXACT_ROOT, else the parent of go/).
 func root() string {
 	if r := os.Getenv("KVEXACT_ROOT"); r != "" {
 		return r
 	}
-	return filepath.Join("..", "..")
+	return ".."
 }
 
 func loadCases(t *testing.T, rel string) []map[string]json.RawMessage {
@@ -242,8 +243,13 @@ func (h hWithPartial) BlockHashes(ids []uint32, _ bool, max int) ([]uint64, erro
 }
 
 func TestErrorsAreStatuses(t *testing.T) {
-	if _, err := NewHasher(HashAlgo(99), 16, nil); !errors.Is(err, ErrInvalidArg) {
+	var e *Error
+	if _, err := NewHasher(HashAlgo(99), 16, nil); !errors.Is(err, ErrInvalidArg) || !errors.As(err, &e) || !strings.Contains(e.Message, "algo") {
 		t.Fatalf("unknown algo: %v", err)
+	}
+	// vLLM xxhash with PYTHONHASHSEED unset: its own status, kvhash's message.
+	if _, err := NewHasher(XXHashCBOR, 16, nil); !errors.Is(err, ErrNoneHashUnreproducible) || !errors.As(err, &e) || e.Code != "none_hash_unreproducible" || !strings.Contains(e.Message, "PYTHONHASHSEED") {
+		t.Fatalf("unset xxhash seed: %v", err)
 	}
 	if _, err := NewHasher(SHA256CBOR, 0, nil); !errors.Is(err, ErrInvalidArg) {
 		t.Fatalf("block size 0: %v", err)

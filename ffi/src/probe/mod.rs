@@ -1,0 +1,29 @@
+//! Probes and readiness judgements (spec/gateway-integration.md §6.5), one module per handle
+//! family: engine manifests ([`manifest`]), probe fixtures ([`fixtures`]), the tokenize /
+//! oracle / identity / geometry / served-model judges and the engine routes they read
+//! ([`judge`]), the hash challenge ([`challenge`]), SGLang rank coverage ([`rank_coverage`])
+//! and the readiness ladder ([`readiness`]). The gateway keeps HTTP and scheduling; every
+//! judgement takes the status and body bytes it received and answers with a
+//! [`kvexact_finding`] ([`finding`]). The logic is kvprobe's.
+//!
+//! Improvement on §6.5 applied throughout: judges return a `kvexact_status` and write the
+//! finding to an out-parameter, instead of returning the finding by value. A NULL handle or an
+//! out-of-range index is the caller's bug and must not read as an engine disagreement (which
+//! would demote a healthy replica), so it is a status, and only a judged engine answer is a
+//! finding.
+
+pub mod challenge;
+pub mod finding;
+pub mod fixtures;
+pub mod judge;
+pub mod manifest;
+pub mod rank_coverage;
+pub mod readiness;
+
+pub use challenge::*;
+pub use finding::*;
+pub use fixtures::*;
+pub use judge::*;
+pub use manifest::*;
+pub use rank_coverage::*;
+pub use readiness::*;

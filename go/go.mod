@@ -1,0 +1,3 @@
+module github.com/kvexact/kvexact/go
+
+go 1.19
