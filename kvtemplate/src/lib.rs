@@ -17,7 +17,6 @@
 //!   ([`ChatRules`], carried by [`EncoderSpec::chat_rules`]).
 //! * [`loader`]: which added tokens the engine release's tokenizer loader keeps
 //!   (`tokenizer.json`'s or `tokenizer_config.json`'s, [`AddedTokensRule`]).
-//! * [`vectors`]: parity checks against the engines' own vectors, reference and per-release.
 #![warn(missing_docs)]
 
 pub mod chat_rules;
@@ -37,7 +36,6 @@ pub mod strftime;
 pub mod strict;
 pub mod template_facts;
 pub mod tokenize;
-pub mod vectors;
 
 pub use chat_rules::{ChatRules, TemplateErrorClass, ToolSerialization};
 pub use encoder::{Encoder, EncoderSpec, Rendered, ScratchBuf, SpecialTokenValue};

@@ -52,7 +52,6 @@ mod schema;
 mod sglang;
 mod trtllm;
 mod trtllm_fast;
-pub mod vectors;
 mod vllm;
 
 pub use format::{EventFormat, Transport};

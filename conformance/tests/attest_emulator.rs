@@ -2,7 +2,7 @@
 //! the emulator can stage.
 
 use kvprobe::attest::{attest, AttestConfig, AttestReport};
-use kvprobe::emulator::{Emulator, EmulatorConfig, TempRegistry};
+use kvexact_conformance::emulator::{Emulator, EmulatorConfig, TempRegistry};
 use kvprobe::{Engine, Reason, State};
 use std::collections::HashMap;
 use std::path::Path;

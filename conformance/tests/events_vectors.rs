@@ -2,9 +2,10 @@
 //! field; plus direct typed assertions that do not go through the comparator.
 
 use kvhash::events::{
-    decode_frames, decode_json, decode_payload, decode_replay_reply, vectors, BlockHash,
+    decode_frames, decode_json, decode_payload, decode_replay_reply, BlockHash,
     EventFormat, EventKind, ReplayReply, TokenShape,
 };
+use kvexact_conformance::events as vectors;
 use serde_json::Value;
 
 fn load(engine: &str) -> Value {

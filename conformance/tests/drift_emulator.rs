@@ -8,7 +8,7 @@
 use kvhash::events::{self, EventBatch, Limits};
 use kvprobe::contract::{self, Contract, HashContract};
 use kvprobe::drift::{DriftConfig, MismatchKind, Unverifiable, Verifier};
-use kvprobe::emulator::{DriftFault, EventWriter, Faults, Published, WriterConfig};
+use kvexact_conformance::emulator::{DriftFault, EventWriter, Faults, Published, WriterConfig};
 use kvprobe::Engine;
 
 /// A small deterministic generator (xorshift64*).

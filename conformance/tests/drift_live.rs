@@ -5,7 +5,7 @@
 
 use kvprobe::drift::watch::{self, EventSource, WatchConfig};
 use kvprobe::drift::{Counters, DriftConfig};
-use kvprobe::emulator::{DriftFault, Emulator, EmulatorConfig, TempRegistry};
+use kvexact_conformance::emulator::{DriftFault, Emulator, EmulatorConfig, TempRegistry};
 use kvprobe::transport::HttpClient;
 use kvprobe::Engine;
 use std::path::Path;

@@ -17,9 +17,9 @@
 //! blocks are stored, chained on the cached ones); `--drift FAULT --drift-after N` switches a
 //! fault of the hashes on after N completions, FAULT one of `seed=S`, `block-size=N`,
 //! `hidden-salt=S`, `unhashed-keys`, `hidden-lora`, `lora-path=P`
-//! (`kvprobe::emulator::DriftFault`).
+//! (`kvexact_conformance::emulator::DriftFault`).
 
-use kvprobe::emulator::{DriftFault, Emulator, EmulatorConfig};
+use kvexact_conformance::emulator::{DriftFault, Emulator, EmulatorConfig};
 use kvprobe::Engine;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -6,7 +6,7 @@
 use kvhash::events::{self, EventBatch, Limits};
 use kvprobe::contract::{self, Contract};
 use kvprobe::drift::{DriftConfig, PredictionConfig, Verifier};
-use kvprobe::emulator::{EventWriter, Faults, Published, WriterConfig};
+use kvexact_conformance::emulator::{EventWriter, Faults, Published, WriterConfig};
 use kvprobe::Engine;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
