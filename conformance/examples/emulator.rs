@@ -1,7 +1,7 @@
 //! A standalone loopback engine emulator for trying `kvexact attest` by hand.
 //!
 //! ```text
-//! cargo run -p kvprobe --features emulator --example emulator -- \
+//! cargo run -p kvexact-conformance --example emulator -- \
 //!     --registry testdata/registry --profile qwen3-06b-default-v1 --engine vllm --port 8000 --events-port 5557
 //! ```
 //!

@@ -113,7 +113,10 @@ fn decode_payload<'a>(schema: &EventSchema, p: &'a [u8]) -> Result<EventBatch<'a
     decode_payload_schema(schema, p, &Limits::default())
 }
 
-fn decode_frames<'a>(schema: &EventSchema, f: &[&'a [u8]]) -> Result<EventBatch<'a>, kvhash::Error> {
+fn decode_frames<'a>(
+    schema: &EventSchema,
+    f: &[&'a [u8]],
+) -> Result<EventBatch<'a>, kvhash::Error> {
     decode_frames_schema(schema, f, &Limits::default())
 }
 

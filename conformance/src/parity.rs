@@ -155,7 +155,10 @@ mod tests {
     #[test]
     fn unknown_formats_are_errors() {
         let o = Options::default();
-        assert_eq!(check_bytes(b"[", o).unwrap_err().split(':').next(), Some("not JSON"));
+        assert_eq!(
+            check_bytes(b"[", o).unwrap_err().split(':').next(),
+            Some("not JSON")
+        );
         let e = check_bytes(br#"{"engine":"vllm","cases":[]}"#, o).unwrap_err();
         assert_eq!(e, "not a vector file of a known format");
     }

@@ -1,6 +1,6 @@
 //! Parity checks for the template vector files (`testdata/vectors/templates/*.json`,
 //! spec/templates.md §9 and §11) and the gateway's own chat-template and special-token
-//! fixtures. Used by `cargo test -p kvtemplate` and by `kvexact parity`.
+//! fixtures. Used by this crate's parity tests and by `kvexact parity`.
 //!
 //! Per chat case: the transformers render of the template-level `messages` must equal
 //! `rendered` byte for byte (or raise the recorded `error`); the tokenizer must give
@@ -81,7 +81,7 @@ pub fn reference_rules(engine: Engine, version: &str) -> Result<ChatRules, Strin
     } else {
         Err(format!(
             "{} {version} is not the reference release ({} {reference}): its vectors need that \
-             release's chat rules (kvtemplate::vectors::check_file_with)",
+             release's chat rules (check_file_with)",
             engine.as_str(),
             engine.as_str()
         ))
@@ -386,7 +386,9 @@ fn check_chat_case(
                 want_err.unwrap_or("(no ids recorded)")
             )),
             // A template error (raised or failed): the engine's exact text (class and message).
-            (Err(kvtemplate::Error::TemplateRender(msg)), _) if want_err.is_some_and(|w| w != msg) => {
+            (Err(kvtemplate::Error::TemplateRender(msg)), _)
+                if want_err.is_some_and(|w| w != msg) =>
+            {
                 fails.push(format!(
                     "{name}: error differs: want {:?} got {msg:?}",
                     want_err.unwrap_or("")

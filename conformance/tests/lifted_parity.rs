@@ -8,8 +8,8 @@
 //! `kvexact_conformance::templates::check_file_lifted` does the checking; the releases are resolved
 //! through the catalog here, as `kvexact parity --lifted` does.
 
-use kvprobe::contract;
 use kvexact_conformance::templates::{check_file_lifted, LiftTally};
+use kvprobe::contract;
 use kvtemplate::{ChatRules, Engine, Refusal, RefusalSet};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -9,6 +9,8 @@
 //! * [`prefix_cache`]: block hashes of already-seen prefixes reused across turns.
 //! * [`events`]: decoding of each engine's KV-event wire format into one typed model.
 
+#![warn(missing_docs)]
+
 pub mod digest;
 pub mod error;
 pub mod events;

@@ -40,8 +40,10 @@ pub mod tokenize;
 pub use chat_rules::{ChatRules, TemplateErrorClass, ToolSerialization};
 pub use encoder::{Encoder, EncoderSpec, Rendered, ScratchBuf, SpecialTokenValue};
 pub use engine::{ChatRequest, Engine, EngineChat};
-pub use env::{ChatTemplate, ClockPolicy, RenderFailure};
+pub use env::{ChatTemplate, RenderFailure};
 pub use error::Error;
+/// How `strftime_now` renders (the profile's `renderPolicy.clockPolicy`; the registry's type).
+pub use kvprofile_core::ClockPolicy;
 pub use limits::{InputLimits, Limit, LimitHit};
 pub use loader::AddedTokensRule;
 pub use model_dir::{spec_from_model_dir, spec_from_model_dir_for, validate_artifacts};

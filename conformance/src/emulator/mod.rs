@@ -18,10 +18,10 @@ pub mod writer;
 pub use registry::TempRegistry;
 pub use writer::{EventWriter, Published, WriterConfig};
 
+use http::{Request, Response};
 use kvprobe::bridge;
 use kvprobe::contract::{self, Contract};
 use kvprobe::Engine;
-use http::{Request, Response};
 use kvprofile_core::{LoadOptions, Registry, StructuralValidator, TrustPolicy};
 use kvtemplate::Encoder;
 use serde_json::{json, Value};

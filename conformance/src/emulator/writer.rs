@@ -5,12 +5,12 @@
 //! that drive a verifier directly share it.
 
 use super::{DriftFault, Faults};
-use kvprobe::contract::{Contract, HashContract};
-use kvprobe::{Engine, Error};
 use kvhash::events::{EventFormat, Field};
 use kvhash::sglang::SglangHasher;
 use kvhash::trtllm::{SaltVariant, TrtllmHasher};
 use kvhash::vllm::{LoraKey, VllmExtras, VllmHasher};
+use kvprobe::contract::{Contract, HashContract};
+use kvprobe::{Engine, Error};
 use serde_json::{json, Value};
 use std::collections::{HashSet, VecDeque};
 use std::time::{SystemTime, UNIX_EPOCH};
