@@ -1,7 +1,7 @@
 //! `kvexact attest` against the loopback engine emulator: READY for each engine, and the exit
 //! codes and output of a failing ladder.
 
-use kvprobe::emulator::{Emulator, EmulatorConfig, TempRegistry};
+use kvexact_conformance::emulator::{Emulator, EmulatorConfig, TempRegistry};
 use kvprobe::Engine;
 use std::path::Path;
 use std::process::{Command, Output};

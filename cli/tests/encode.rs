@@ -127,7 +127,7 @@ fn registry_profile_lookup_by_model_name() {
     );
 }
 
-/// A vector case as the engines were sent it (`kvtemplate::vectors::request_body`) and the
+/// A vector case as the engines were sent it (`kvexact_conformance::templates::request_body`) and the
 /// ids `engine` produced for it.
 fn vector_case(file: &str, id: &str, engine: &str) -> (String, serde_json::Value) {
     let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/vectors")).join(file);
@@ -147,7 +147,7 @@ fn vector_case(file: &str, id: &str, engine: &str) -> (String, serde_json::Value
         })
         .and_then(|c| c.as_object())
         .unwrap_or_else(|| panic!("{file}#{id}"));
-    let body = kvtemplate::vectors::request_body(case, "Qwen/Qwen3-0.6B");
+    let body = kvexact_conformance::templates::request_body(case, "Qwen/Qwen3-0.6B");
     let want: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
     let want = want["cases"]
         .as_array()

@@ -1,7 +1,7 @@
 //! `kvexact watch` against the loopback engine emulator: the live status line on stderr, the
 //! final table or JSON, exit 1 on drift, 0 clean, 2 refused.
 
-use kvprobe::emulator::{DriftFault, Emulator, EmulatorConfig, TempRegistry};
+use kvexact_conformance::emulator::{DriftFault, Emulator, EmulatorConfig, TempRegistry};
 use kvprobe::transport::HttpClient;
 use kvprobe::Engine;
 use std::io::Read;

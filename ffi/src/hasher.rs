@@ -242,18 +242,14 @@ impl Hasher {
     /// Total hashes `ids_len` tokens give: full blocks, plus one for a trailing partial block
     /// when `full_blocks_only` is false and the engine defines its hash.
     pub fn block_count(&self, ids_len: usize, full_blocks_only: bool) -> Result<usize, Failure> {
-        let bs = self.inner.block_size();
-        let full = ids_len / bs;
-        if full_blocks_only || ids_len.is_multiple_of(bs) {
-            return Ok(full);
-        }
-        match self.inner {
-            BlockHasher::Vllm(_) => Err(Failure::new(
-                KVEXACT_ERR_HASH_UNDEFINED,
-                "vLLM never hashes a trailing partial block; pass full_blocks_only = 1",
-            )),
-            BlockHasher::Sglang(_) | BlockHasher::Trtllm(_) => Ok(full + 1),
-        }
+        self.inner
+            .hash_count(ids_len, !full_blocks_only)
+            .ok_or_else(|| {
+                Failure::new(
+                    KVEXACT_ERR_HASH_UNDEFINED,
+                    "vLLM never hashes a trailing partial block; pass full_blocks_only = 1",
+                )
+            })
     }
 
     /// Writes up to `out.len()` hashes (u64 form) of `ids`; returns how many were written.
@@ -287,36 +283,10 @@ impl Hasher {
             return self.inner.block_hashes_u64(ids, out).map_err(hash_failure);
         }
         // Full blocks and the partial tail, in one pass over a chain.
-        let mut n = 0usize;
-        let mut sink = |h: u64| {
-            if let Some(slot) = out.get_mut(n) {
-                *slot = h;
-                n += 1;
-            }
-        };
-        let tail = match &self.inner {
-            BlockHasher::Sglang(h) => {
-                let mut chain = h.chain();
-                chain.extend(ids, |d| sink(d.first8_be()));
-                chain.partial_digest().map(|d| d.first8_be())
-            }
-            BlockHasher::Trtllm(h) => {
-                let mut chain = h.chain();
-                chain.extend(ids, &mut sink).map_err(hash_failure)?;
-                chain.partial_hash()
-            }
-            BlockHasher::Vllm(_) => None, // excluded by block_count
-        };
-        match tail {
-            Some(t) => sink(t),
-            None => {
-                return Err(Failure::new(
-                    KVEXACT_ERR_HASH_UNDEFINED,
-                    "no partial-block hash",
-                ))
-            }
-        }
-        Ok(n)
+        self.inner
+            .block_hashes_u64_with_tail(ids, out)
+            .map_err(hash_failure)?
+            .ok_or_else(|| Failure::new(KVEXACT_ERR_HASH_UNDEFINED, "no partial-block hash"))
     }
 }
 

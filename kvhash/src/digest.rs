@@ -121,34 +121,47 @@ pub(crate) const SHA256_H0: [u32; 8] = [
 /// copied. Same result as `sha2::Sha256::digest`, without the streaming buffer.
 #[inline]
 pub(crate) fn sha256_oneshot(msg: &[u8]) -> [u8; 32] {
-    use sha2::digest::generic_array::GenericArray;
     let mut state = SHA256_H0;
-    let mut blocks = msg.chunks_exact(64);
-    for b in &mut blocks {
-        sha2::compress256(
-            &mut state,
-            std::slice::from_ref(GenericArray::from_slice(b)),
-        );
-    }
-    let rem = blocks.remainder();
+    let full = msg.len() / 64 * 64;
+    compress_blocks(&mut state, &msg[..full]);
+    let rem = &msg[full..];
     let mut tail = [0u8; 128];
-    let n = if rem.len() + 9 <= 64 { 64 } else { 128 };
-    if let Some(dst) = tail.get_mut(..rem.len()) {
-        dst.copy_from_slice(rem);
+    tail[..rem.len()].copy_from_slice(rem);
+    match pad_in_place(&mut tail, rem.len(), msg.len()) {
+        Some(n) => compress_blocks(&mut state, &tail[..n]),
+        // A remainder is under 64 bytes: its padding always fits the 128-byte tail.
+        None => unreachable!("SHA-256 tail padding fits 128 bytes"),
     }
-    if let Some(b) = tail.get_mut(rem.len()) {
-        *b = 0x80;
+    state_bytes(&state)
+}
+
+/// Writes the SHA-256 padding of a `msg_len`-byte message whose last block's bytes end at
+/// `at` in `buf`: `0x80`, zeros, the message length in bits (big-endian). Returns the padded
+/// length (a multiple of 64), or `None` when `buf` is too short for it. Bytes from `at` on
+/// are overwritten, whatever they held.
+#[inline]
+pub(crate) fn pad_in_place(buf: &mut [u8], at: usize, msg_len: usize) -> Option<usize> {
+    let total = (at + 9).div_ceil(64) * 64;
+    *buf.get_mut(at)? = 0x80;
+    buf.get_mut(at + 1..total - 8)?.fill(0);
+    buf.get_mut(total - 8..total)?
+        .copy_from_slice(&(msg_len as u64).wrapping_mul(8).to_be_bytes());
+    Some(total)
+}
+
+/// Compresses the whole 64-byte blocks of `blocks` into `state` (a trailing partial block,
+/// which callers never pass, would be ignored).
+#[inline]
+pub(crate) fn compress_blocks(state: &mut [u32; 8], blocks: &[u8]) {
+    use sha2::digest::generic_array::GenericArray;
+    for b in blocks.chunks_exact(64) {
+        sha2::compress256(state, std::slice::from_ref(GenericArray::from_slice(b)));
     }
-    let bits = (msg.len() as u64).wrapping_mul(8).to_be_bytes();
-    if let Some(dst) = tail.get_mut(n - 8..n) {
-        dst.copy_from_slice(&bits);
-    }
-    for b in tail[..n].chunks_exact(64) {
-        sha2::compress256(
-            &mut state,
-            std::slice::from_ref(GenericArray::from_slice(b)),
-        );
-    }
+}
+
+/// The digest bytes of a final SHA-256 state (big-endian words).
+#[inline]
+pub(crate) fn state_bytes(state: &[u32; 8]) -> [u8; 32] {
     let mut out = [0u8; 32];
     for (o, w) in out.chunks_exact_mut(4).zip(state) {
         o.copy_from_slice(&w.to_be_bytes());

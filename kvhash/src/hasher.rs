@@ -80,6 +80,74 @@ impl BlockHasher {
     }
 }
 
+impl BlockHasher {
+    /// Number of hashes `n_tokens` ids give with the trailing partial block included when
+    /// `with_partial_tail` is true: `n_tokens / block_size` full blocks, plus one for a
+    /// partial tail where the engine defines its hash (SGLang's digest of the partial page,
+    /// computed but never published; TensorRT-LLM's partial block key, published when a
+    /// request ends). `None` when a partial tail is asked for and the engine defines no hash
+    /// for it (vLLM never hashes a trailing partial block).
+    ///
+    /// ```
+    /// use kvhash::{BlockHasher, sglang::SglangHasher, vllm::{HashAlgo, VllmHasher}};
+    /// let sglang: BlockHasher = SglangHasher::new(16).unwrap().into();
+    /// assert_eq!(sglang.hash_count(40, false), Some(2));
+    /// assert_eq!(sglang.hash_count(40, true), Some(3));
+    /// let vllm: BlockHasher = VllmHasher::new(HashAlgo::Sha256Cbor, 16, Some("0")).unwrap().into();
+    /// assert_eq!(vllm.hash_count(40, true), None);
+    /// assert_eq!(vllm.hash_count(32, true), Some(2));
+    /// ```
+    pub fn hash_count(&self, n_tokens: usize, with_partial_tail: bool) -> Option<usize> {
+        let full = n_tokens / self.block_size();
+        if !with_partial_tail || n_tokens.is_multiple_of(self.block_size()) {
+            return Some(full);
+        }
+        match self {
+            BlockHasher::Vllm(_) => None,
+            BlockHasher::Sglang(_) | BlockHasher::Trtllm(_) => Some(full + 1),
+        }
+    }
+
+    /// [`BlockHasher::block_hashes_u64`] with the trailing partial block's hash after the
+    /// full blocks' (see [`BlockHasher::hash_count`]), in one pass over the chain; stops when
+    /// `out` is full and returns the number written. `Ok(None)` when `ids` end in a partial
+    /// block whose hash the engine does not define (vLLM); nothing is written then.
+    pub fn block_hashes_u64_with_tail(
+        &self,
+        ids: &[u32],
+        out: &mut [u64],
+    ) -> Result<Option<usize>, Error> {
+        if ids.len().is_multiple_of(self.block_size()) {
+            return self.block_hashes_u64(ids, out).map(Some);
+        }
+        let mut n = 0usize;
+        let mut sink = |h: u64| {
+            if let Some(slot) = out.get_mut(n) {
+                *slot = h;
+                n += 1;
+            }
+        };
+        let tail = match self {
+            BlockHasher::Sglang(h) => {
+                let mut chain = h.chain();
+                chain.extend(ids, |d| sink(d.first8_be()));
+                chain.partial_digest().map(|d| d.first8_be())
+            }
+            BlockHasher::Trtllm(h) => {
+                let mut chain = h.chain();
+                chain.extend(ids, &mut sink)?;
+                chain.partial_hash()
+            }
+            BlockHasher::Vllm(_) => None,
+        };
+        let Some(t) = tail else {
+            return Ok(None);
+        };
+        sink(t);
+        Ok(Some(n))
+    }
+}
+
 impl From<VllmHasher> for BlockHasher {
     fn from(h: VllmHasher) -> Self {
         BlockHasher::Vllm(h)
@@ -99,6 +167,95 @@ impl From<TrtllmHasher> for BlockHasher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hashers() -> [BlockHasher; 3] {
+        use crate::sglang::SglangHasher;
+        use crate::trtllm::TrtllmHasher;
+        use crate::vllm::{HashAlgo, VllmHasher};
+        [
+            VllmHasher::new(HashAlgo::Sha256Cbor, 4, Some("0"))
+                .unwrap()
+                .into(),
+            SglangHasher::new(4).unwrap().into(),
+            TrtllmHasher::new(4).unwrap().into(),
+        ]
+    }
+
+    /// The full blocks come first and equal `block_hashes_u64`; the tail hash depends on the
+    /// tail's tokens; vLLM writes nothing; whole blocks give no tail.
+    #[test]
+    fn partial_tail_follows_the_full_blocks() {
+        let ids: Vec<u32> = (1..=10).collect();
+        for h in hashers() {
+            let mut full = [0u64; 8];
+            let nf = h.block_hashes_u64(&ids, &mut full).unwrap();
+            assert_eq!(nf, 2);
+            let mut out = [0u64; 8];
+            let got = h.block_hashes_u64_with_tail(&ids, &mut out).unwrap();
+            match h {
+                BlockHasher::Vllm(_) => {
+                    assert_eq!(got, None);
+                    assert_eq!(h.hash_count(ids.len(), true), None);
+                    assert_eq!(out, [0; 8]);
+                }
+                _ => {
+                    assert_eq!(got, Some(3));
+                    assert_eq!(h.hash_count(ids.len(), true), Some(3));
+                    assert_eq!(out[..2], full[..2]);
+                    // The tail depends on its tokens and differs from every full block.
+                    let mut other = ids.clone();
+                    other[9] += 1;
+                    let mut out2 = [0u64; 8];
+                    h.block_hashes_u64_with_tail(&other, &mut out2).unwrap();
+                    assert_eq!(out2[..2], full[..2]);
+                    assert_ne!(out2[2], out[2]);
+                    assert!(!full[..2].contains(&out[2]));
+                    // Short buffers stop early.
+                    let mut one = [0u64; 1];
+                    assert_eq!(
+                        h.block_hashes_u64_with_tail(&ids, &mut one).unwrap(),
+                        Some(1)
+                    );
+                    assert_eq!(one[0], full[0]);
+                }
+            }
+            // Whole blocks: the same as the full-block hashes, for every engine.
+            let mut whole = [0u64; 8];
+            assert_eq!(
+                h.block_hashes_u64_with_tail(&ids[..8], &mut whole).unwrap(),
+                Some(2)
+            );
+            assert_eq!(whole[..2], full[..2]);
+            assert_eq!(h.hash_count(8, true), Some(2));
+            assert_eq!(h.hash_count(10, false), Some(2));
+        }
+    }
+
+    /// The tail hash equals what each engine's chain API gives for the partial block.
+    #[test]
+    fn partial_tail_matches_the_chain_apis() {
+        let ids: Vec<u32> = (100..111).collect();
+        let [_, sg, trt] = hashers();
+        let mut out = [0u64; 4];
+        assert_eq!(
+            sg.block_hashes_u64_with_tail(&ids, &mut out).unwrap(),
+            Some(3)
+        );
+        if let BlockHasher::Sglang(h) = &sg {
+            let mut c = h.chain();
+            c.extend(&ids, |_| {});
+            assert_eq!(c.partial_digest().unwrap().first8_be(), out[2]);
+        }
+        assert_eq!(
+            trt.block_hashes_u64_with_tail(&ids, &mut out).unwrap(),
+            Some(3)
+        );
+        if let BlockHasher::Trtllm(h) = &trt {
+            let mut c = h.chain();
+            c.extend(&ids, |_| {}).unwrap();
+            assert_eq!(c.partial_hash().unwrap(), out[2]);
+        }
+    }
 
     #[test]
     fn send_sync() {

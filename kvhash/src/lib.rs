@@ -6,14 +6,14 @@
 //! * [`sglang`]: SGLang's sha256 page chain.
 //! * [`trtllm`]: TensorRT-LLM's V1 block-key hash.
 //! * [`BlockHasher`]: any of the three, "ids in, u64 hashes out"; [`Digest`]: full digests.
-//! * [`hash_vectors`]: recomputing the block-hash vector files (parity tests, `kvexact parity`).
 //! * [`prefix_cache`]: block hashes of already-seen prefixes reused across turns.
 //! * [`events`]: decoding of each engine's KV-event wire format into one typed model.
+
+#![warn(missing_docs)]
 
 pub mod digest;
 pub mod error;
 pub mod events;
-pub mod hash_vectors;
 pub mod hasher;
 pub mod prefix_cache;
 pub mod sglang;

@@ -16,8 +16,6 @@
 //!   [`Reason`] vocabularies (§8.2, §8.4); [`cadence`]: kicks and the per-tick decision.
 //! * `attest` (feature `live`, on by default): the live driver behind `kvexact attest` — real
 //!   HTTP, a ZMQ SUB socket (vLLM, SGLang) or the `POST /kv_cache_events` drain (TRT-LLM).
-//! * `emulator` (feature `emulator`): a loopback engine emulator for tests and the
-//!   `emulator` example.
 //!
 //! Every judgement takes plain inputs (HTTP status and body bytes, decoded events) and returns
 //! a [`Finding`], so the C ABI can call them one at a time.
@@ -42,9 +40,6 @@ pub mod state;
 pub mod attest;
 #[cfg(feature = "live")]
 pub mod transport;
-
-#[cfg(feature = "emulator")]
-pub mod emulator;
 
 pub use error::Error;
 pub use finding::Finding;

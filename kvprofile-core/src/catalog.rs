@@ -18,11 +18,14 @@ pub const SUPPORT_SCHEMA_VERSION: &str = "engine-support.loxilb.io/v1alpha1";
 /// An evidence gate value (`not_run` is not a pass).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[allow(missing_docs)]
 pub enum Gate {
+    /// The gate passed.
     Pass,
+    /// The gate failed.
     Fail,
+    /// `not_run`: the gate has not been run (not a pass).
     NotRun,
+    /// The gate does not apply.
     NA,
 }
 
@@ -72,53 +75,75 @@ pub struct EngineRelease {
 /// `evidence` of a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[allow(missing_docs)]
 pub struct Evidence {
+    /// `renderDifferential`.
     pub render_differential: Gate,
+    /// `pdChat`.
     pub pd_chat: Gate,
+    /// `pdCompletions`.
     pub pd_completions: Gate,
+    /// `abPerf`.
     pub ab_perf: Gate,
 }
 
 /// One A/B performance point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[allow(missing_docs)]
 pub struct PerfPoint {
+    /// `topology`.
     pub topology: String,
+    /// `surface`.
     pub surface: String,
+    /// `corpus`.
     pub corpus: String,
+    /// `rateRps`.
     pub rate_rps: f64,
+    /// `requestsPerArm`.
     pub requests_per_arm: u64,
+    /// `exactTtftP95Ms`.
     pub exact_ttft_p95_ms: f64,
+    /// `baselineTtftP95Ms`.
     pub baseline_ttft_p95_ms: f64,
+    /// `exactTtftP50Ms`.
     pub exact_ttft_p50_ms: f64,
+    /// `baselineTtftP50Ms`.
     pub baseline_ttft_p50_ms: f64,
+    /// `date`.
     pub date: String,
 }
 
 /// One model × engine-version row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[allow(missing_docs)]
 pub struct Tuple {
+    /// `engine`.
     pub engine: Engine,
+    /// `engineVersion`.
     pub engine_version: String,
+    /// `state`.
     pub state: TupleState,
+    /// `reason`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// `detail`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// `modes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modes: Option<Vec<Mode>>,
+    /// `apis`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apis: Option<Vec<Api>>,
+    /// `evidence`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,
+    /// `lastValidated`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_validated: Option<String>,
+    /// `launch`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch: Option<Vec<String>>,
+    /// `perf`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub perf: Option<Vec<PerfPoint>>,
 }
@@ -126,29 +151,40 @@ pub struct Tuple {
 /// `models[]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[allow(missing_docs)]
 pub struct ModelEntry {
+    /// `profileId`.
     pub profile_id: String,
+    /// `repo`.
     pub repo: String,
+    /// `revision`.
     pub revision: String,
+    /// `gated`.
     pub gated: bool,
+    /// `tokenizerSha256`.
     pub tokenizer_sha256: String,
+    /// `templateSha256`.
     pub template_sha256: String,
+    /// `weightsIndexSha256`.
     pub weights_index_sha256: String,
+    /// `tuples`.
     pub tuples: Vec<Tuple>,
 }
 
 /// The whole `validated-models.yaml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[allow(missing_docs)]
 pub struct SupportedModels {
+    /// `schemaVersion`.
     pub schema_version: String,
+    /// `engines`.
     pub engines: Vec<EngineRelease>,
+    /// `launchAll`.
     #[serde(default)]
     pub launch_all: Vec<String>,
+    /// `excludedFeatures`.
     #[serde(default)]
     pub excluded_features: Vec<String>,
+    /// `models`.
     pub models: Vec<ModelEntry>,
 }
 
@@ -464,42 +500,52 @@ impl WeightsIndex {
 /// Support-catalog promotion state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[allow(missing_docs)]
 pub enum Promotion {
+    /// `observed`: seen running, no evidence yet.
     Observed,
+    /// `candidate`: evidence being gathered.
     Candidate,
+    /// `validated`: supported, with its evidence bundle.
     Validated,
+    /// `blocked`: known not to work.
     Blocked,
+    /// `deprecated`: no longer supported.
     Deprecated,
 }
 
 /// How a capability is implemented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[allow(missing_docs)]
 pub enum Implementation {
+    /// `native`: the engine implements it itself.
     Native,
+    /// `adapter`: implemented by a kvexact adapter.
     Adapter,
+    /// `none`: not implemented.
     None,
 }
 
 /// Evidence gates of one capability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[allow(missing_docs)]
 pub struct CapabilityGates {
+    /// `source`.
     pub source: Gate,
+    /// `fixture`.
     pub fixture: Gate,
+    /// `synthetic`.
     pub synthetic: Gate,
+    /// `realEngine`.
     pub real_engine: Gate,
 }
 
 /// One capability of a support entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
 pub struct CapabilityEvidence {
+    /// `implementation`.
     pub implementation: Implementation,
+    /// `evidence`.
     pub evidence: CapabilityGates,
 }
 
@@ -514,18 +560,26 @@ pub struct SupportImage {
 /// One exact identity tuple of the support catalog.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[allow(missing_docs)]
 pub struct SupportEntry {
+    /// `engine`.
     pub engine: Engine,
+    /// `version`.
     pub version: String,
+    /// `revision`.
     pub revision: String,
+    /// `image`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<SupportImage>,
+    /// `gatewayRelease`.
     pub gateway_release: String,
+    /// `profile`.
     pub profile: String,
+    /// `promotion`.
     pub promotion: Promotion,
+    /// `evidenceBundle`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence_bundle: Option<String>,
+    /// `capabilities`.
     #[serde(deserialize_with = "crate::ids::unique_map")]
     pub capabilities: BTreeMap<String, CapabilityEvidence>,
 }
@@ -533,9 +587,10 @@ pub struct SupportEntry {
 /// The whole `support-catalog.yaml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[allow(missing_docs)]
 pub struct SupportCatalog {
+    /// `schemaVersion`.
     pub schema_version: String,
+    /// `entries`.
     pub entries: Vec<SupportEntry>,
 }
 

@@ -109,23 +109,38 @@ impl LoadedProfile {
 /// A discovery entry (`GET /config/ai/model-profiles/{id}`): no locator, path or root.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-#[allow(missing_docs)]
 pub struct DiscoveryEntry {
+    /// `profileId`.
     pub profile_id: String,
+    /// `gen`.
     pub gen: u64,
+    /// `baseModel`.
     pub base_model: String,
+    /// `aliasPolicy`.
     pub alias_policy: AliasPolicy,
+    /// `allowedAliases`.
     pub allowed_aliases: Vec<String>,
+    /// `supportedApis`.
     pub supported_apis: Vec<Api>,
+    /// `supportedFeatures`.
     pub supported_features: Vec<Feature>,
+    /// `excludedFeatures`.
     pub excluded_features: Vec<Feature>,
+    /// `tokenizerRevision`.
     pub tokenizer_revision: String,
+    /// `tokenizerSha256`.
     pub tokenizer_sha256: String,
+    /// `templateSha256`.
     pub template_sha256: String,
+    /// `templateContentFormat`.
     pub template_content_format: String,
+    /// `rendererEngine`.
     pub renderer_engine: String,
+    /// `rendererVersion`.
     pub renderer_version: String,
+    /// `oracleEngine`.
     pub oracle_engine: String,
+    /// `oracleVersion`.
     pub oracle_version: String,
 }
 

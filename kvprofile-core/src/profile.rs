@@ -50,18 +50,28 @@ pub enum ClockPolicy {
 /// The closed request-feature vocabulary of `supportedFeatures` / `excludedFeatures`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[allow(missing_docs)]
 pub enum Feature {
+    /// `plain`.
     Plain,
+    /// `system`.
     System,
+    /// `multi_turn`.
     MultiTurn,
+    /// `tools`.
     Tools,
+    /// `tool_calls`.
     ToolCalls,
+    /// `multimodal`.
     Multimodal,
+    /// `cache_salt`.
     CacheSalt,
+    /// `lora_adapter`.
     LoraAdapter,
+    /// `prompt_embeds`.
     PromptEmbeds,
+    /// `thinking`.
     Thinking,
+    /// `template_kwargs`.
     TemplateKwargs,
 }
 

@@ -3,7 +3,7 @@
 
 use crate::chat_rules::{ChatRules, TemplateErrorClass};
 use crate::engine::{self, ChatRequest, Engine, EngineChat};
-use crate::env::{ChatTemplate, ClockPolicy, RenderFailure, DEFAULT_FUEL};
+use crate::env::{ChatTemplate, RenderFailure, DEFAULT_FUEL};
 use crate::error::Error;
 use crate::json::{map_value, Json};
 use crate::limits::{InputLimits, LimitHit};
@@ -11,6 +11,7 @@ use crate::pystr;
 use crate::refusal::RefusalSet;
 use crate::template_facts::{ContentFormat, TemplateFacts};
 use crate::tokenize::{Bounded, PinnedTokenizer};
+use kvprofile_core::ClockPolicy;
 use minijinja::value::{Value, ValueKind};
 
 /// A special-token value handed to the template (`special_tokens_map` entry).
@@ -44,8 +45,9 @@ pub struct EncoderSpec {
     pub extra_special_tokens: Vec<(String, SpecialTokenValue)>,
     /// `renderPolicy.addGenerationPrompt`.
     pub add_generation_prompt: bool,
-    /// `renderPolicy.clockPolicy`.
-    pub clock_policy: ClockPolicy,
+    /// `renderPolicy.clockPolicy` (`None`: no clock, `strftime_now` is not defined and
+    /// calling it fails the render).
+    pub clock_policy: Option<ClockPolicy>,
     /// `templateContentFormat`.
     pub content_format: ContentFormat,
     /// The engine family of the contract.
@@ -80,7 +82,7 @@ impl EncoderSpec {
             eos_token: None,
             extra_special_tokens: Vec::new(),
             add_generation_prompt: true,
-            clock_policy: ClockPolicy::None,
+            clock_policy: None,
             content_format: ContentFormat::String,
             engine,
             completions_bos: false,
@@ -155,6 +157,26 @@ impl ScratchBuf {
     pub fn limit_hit(&self) -> Option<LimitHit> {
         self.limit
     }
+
+    /// Runs `f` with this thread's scratch buffer, reused by every call made on the thread
+    /// (only a buffer: no state survives between calls); a fresh one when the thread's is
+    /// already in use (a re-entrant call).
+    ///
+    /// ```
+    /// use kvtemplate::ScratchBuf;
+    /// let n = ScratchBuf::with_thread_local(|s| s.ids().len());
+    /// assert_eq!(n, 0);
+    /// ```
+    pub fn with_thread_local<R>(f: impl FnOnce(&mut ScratchBuf) -> R) -> R {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<ScratchBuf> =
+                std::cell::RefCell::new(ScratchBuf::new());
+        }
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut s) => f(&mut s),
+            Err(_) => f(&mut ScratchBuf::new()),
+        })
+    }
 }
 
 /// An encoder for one (profile, engine contract). Build once, share via `Arc`.
@@ -217,7 +239,7 @@ impl Encoder {
         let (template, facts) = match &spec.template_source {
             Some(src) => {
                 let facts = TemplateFacts::scan(src);
-                let declared = spec.clock_policy == ClockPolicy::UtcDate;
+                let declared = spec.clock_policy == Some(ClockPolicy::UtcDate);
                 if facts.uses_strftime_now != declared {
                     return Err(Error::Spec(if declared {
                         "clockPolicy utc-date declared but the template never calls strftime_now"
@@ -231,7 +253,7 @@ impl Encoder {
                     .with_max_output(spec.limits.max_rendered_bytes);
                 (Some(t), Some(facts))
             }
-            None if spec.clock_policy == ClockPolicy::UtcDate => {
+            None if spec.clock_policy == Some(ClockPolicy::UtcDate) => {
                 return Err(Error::Spec("clockPolicy requires a template".to_string()))
             }
             None => (None, None),

@@ -4,6 +4,7 @@
 use crate::pyjson::{self, DumpOptions};
 use crate::pystr;
 use crate::strftime::{strftime, UtcTime};
+use kvprofile_core::ClockPolicy;
 use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Environment, ErrorKind, State};
 use std::borrow::Cow;
@@ -14,16 +15,6 @@ const TEMPLATE_NAME: &str = "chat_template";
 
 /// Default execution budget (minijinja fuel) for one render.
 pub const DEFAULT_FUEL: u64 = 50_000_000;
-
-/// How `strftime_now` behaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ClockPolicy {
-    /// No clock: `strftime_now` is not defined (calling it fails the render).
-    #[default]
-    None,
-    /// `utc-date`: `strftime_now(fmt)` formats the caller's "now" in UTC.
-    UtcDate,
-}
 
 /// Why a render failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,7 +101,11 @@ impl ChatTemplate {
     /// Compiles `source` with trim_blocks, lstrip_blocks, loop controls, Python string methods,
     /// a Python `tojson`/`trim`, `raise_exception`, `strftime_now` under `utc-date`, and
     /// transformers' `{% generation %}` block ([`rewrite_generation_tags`]).
-    pub fn compile(source: &str, clock: ClockPolicy, fuel: Option<u64>) -> Result<Self, String> {
+    pub fn compile(
+        source: &str,
+        clock: Option<ClockPolicy>,
+        fuel: Option<u64>,
+    ) -> Result<Self, String> {
         let mut env = Environment::new();
         let syntax = minijinja::syntax::SyntaxConfig::builder()
             .trim_blocks(true)
@@ -124,7 +119,7 @@ impl ChatTemplate {
         env.add_filter("tojson", tojson);
         env.add_filter("trim", trim);
         env.add_function("raise_exception", raise_exception);
-        if clock == ClockPolicy::UtcDate {
+        if clock == Some(ClockPolicy::UtcDate) {
             env.add_function("strftime_now", strftime_now);
         }
         env.add_template_owned(TEMPLATE_NAME, rewrite_generation_tags(source).into_owned())
@@ -463,7 +458,7 @@ mod tests {
     use super::*;
 
     fn render(src: &str, ctx: Value) -> Result<String, RenderFailure> {
-        let t = ChatTemplate::compile(src, ClockPolicy::UtcDate, Some(DEFAULT_FUEL))
+        let t = ChatTemplate::compile(src, Some(ClockPolicy::UtcDate), Some(DEFAULT_FUEL))
             .map_err(RenderFailure::Failed)?;
         t.render(&ctx, Some(1_721_997_296_000))
     }
@@ -515,7 +510,7 @@ mod tests {
                 .as_deref(),
             Some("26 Jul 2024")
         );
-        let t = ChatTemplate::compile("{{ strftime_now('%Y') }}", ClockPolicy::None, None);
+        let t = ChatTemplate::compile("{{ strftime_now('%Y') }}", None, None);
         let failed = t.map(|t| t.render(&Value::from(()), Some(0)));
         assert!(matches!(failed, Ok(Err(RenderFailure::Failed(_)))));
     }
@@ -524,7 +519,7 @@ mod tests {
     fn fuel_stops_runaway_templates() {
         let t = ChatTemplate::compile(
             "{% for i in range(10000) %}{% for j in range(10000) %}x{% endfor %}{% endfor %}",
-            ClockPolicy::None,
+            None,
             Some(10_000),
         );
         let got = t.map(|t| t.render(&Value::from(()), None));
@@ -623,7 +618,7 @@ mod tests {
             "{% raw %}{% generation %}{% endraw %}{% if true %}x{% endif %}"
         );
         // An unclosed generation block fails to compile, as in jinja2.
-        assert!(ChatTemplate::compile("{% generation %}x", ClockPolicy::None, None).is_err());
+        assert!(ChatTemplate::compile("{% generation %}x", None, None).is_err());
     }
 
     #[test]

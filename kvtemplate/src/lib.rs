@@ -17,7 +17,6 @@
 //!   ([`ChatRules`], carried by [`EncoderSpec::chat_rules`]).
 //! * [`loader`]: which added tokens the engine release's tokenizer loader keeps
 //!   (`tokenizer.json`'s or `tokenizer_config.json`'s, [`AddedTokensRule`]).
-//! * [`vectors`]: parity checks against the engines' own vectors, reference and per-release.
 #![warn(missing_docs)]
 
 pub mod chat_rules;
@@ -37,13 +36,14 @@ pub mod strftime;
 pub mod strict;
 pub mod template_facts;
 pub mod tokenize;
-pub mod vectors;
 
 pub use chat_rules::{ChatRules, TemplateErrorClass, ToolSerialization};
 pub use encoder::{Encoder, EncoderSpec, Rendered, ScratchBuf, SpecialTokenValue};
 pub use engine::{ChatRequest, Engine, EngineChat};
-pub use env::{ChatTemplate, ClockPolicy, RenderFailure};
+pub use env::{ChatTemplate, RenderFailure};
 pub use error::Error;
+/// How `strftime_now` renders (the profile's `renderPolicy.clockPolicy`; the registry's type).
+pub use kvprofile_core::ClockPolicy;
 pub use limits::{InputLimits, Limit, LimitHit};
 pub use loader::AddedTokensRule;
 pub use model_dir::{spec_from_model_dir, spec_from_model_dir_for, validate_artifacts};

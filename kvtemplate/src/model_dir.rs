@@ -4,10 +4,10 @@
 
 use crate::encoder::{Encoder, EncoderSpec, SpecialTokenValue};
 use crate::engine::Engine;
-use crate::env::ClockPolicy;
 use crate::error::Error;
 use crate::loader::AddedTokensRule;
 use crate::template_facts::TemplateFacts;
+use kvprofile_core::ClockPolicy;
 use std::path::Path;
 
 /// Tokenizer classes whose `add_bos_token` SGLang restores (spec/sglang.md §7).
@@ -160,7 +160,7 @@ pub fn spec_from_model_dir_for(
     if let Some(src) = &spec.template_source {
         let facts = TemplateFacts::scan(src);
         if facts.uses_strftime_now {
-            spec.clock_policy = ClockPolicy::UtcDate;
+            spec.clock_policy = Some(ClockPolicy::UtcDate);
         }
         spec.content_format = facts.detected_format();
     }
@@ -176,7 +176,7 @@ pub fn validate_artifacts(
     tokenizer_json: &[u8],
     bos_token: Option<&str>,
     completions_bos: bool,
-    clock_policy: ClockPolicy,
+    clock_policy: Option<ClockPolicy>,
 ) -> Result<(), Error> {
     let mut spec = EncoderSpec::new(if completions_bos {
         Engine::Sglang

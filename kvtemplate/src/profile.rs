@@ -4,7 +4,6 @@
 
 use crate::encoder::{Encoder, EncoderSpec};
 use crate::engine::Engine;
-use crate::env::ClockPolicy;
 use crate::error::Error;
 use crate::loader::AddedTokensRule;
 use crate::template_facts::ContentFormat;
@@ -82,10 +81,7 @@ fn spec_with(
         spec.bos_token = rp.bos_token.clone();
         spec.eos_token = rp.eos_token.clone();
         spec.add_generation_prompt = rp.add_generation_prompt.unwrap_or(true);
-        spec.clock_policy = match rp.clock_policy {
-            Some(kvprofile_core::ClockPolicy::UtcDate) => ClockPolicy::UtcDate,
-            None => ClockPolicy::None,
-        };
+        spec.clock_policy = rp.clock_policy;
     }
     spec.content_format = match profile.template_content_format {
         Some(TemplateContentFormat::Openai) => ContentFormat::OpenAi,

@@ -587,13 +587,7 @@ impl Encoder {
         text: &str,
         out: &mut [u32],
     ) -> Result<Outcome<Encoded>, Error> {
-        thread_local! {
-            static IDS: std::cell::RefCell<ScratchBuf> = std::cell::RefCell::new(ScratchBuf::new());
-        }
-        IDS.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut scratch) => self.encode_completions_with(text, out, &mut scratch),
-            Err(_) => self.encode_completions_with(text, out, &mut ScratchBuf::new()),
-        })
+        ScratchBuf::with_thread_local(|scratch| self.encode_completions_with(text, out, scratch))
     }
 
     /// [`Encoder::encode_completions`] with a caller-held scratch (the ids written are left

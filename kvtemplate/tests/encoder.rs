@@ -119,7 +119,7 @@ const CLOCK_TEMPLATE: &str = "{{ bos_token }}Today Date: {{ strftime_now('%d %b 
 fn clock_policy_renders_from_the_callers_now() {
     let mut s = spec(LLAMA31, Engine::Vllm);
     s.template_source = Some(CLOCK_TEMPLATE.to_string());
-    s.clock_policy = ClockPolicy::UtcDate;
+    s.clock_policy = Some(ClockPolicy::UtcDate);
     let enc = Encoder::new(s).unwrap_or_else(|e| panic!("{e}"));
     let body = br#"{"messages":[{"role":"user","content":"hi"}]}"#;
     let mut scratch = ScratchBuf::new();
@@ -143,7 +143,7 @@ fn clock_policy_must_agree_with_the_template() {
     s.template_source = Some(CLOCK_TEMPLATE.to_string());
     assert!(matches!(Encoder::new(s).err(), Some(Error::Spec(_))));
     let mut s = spec(LLAMA31, Engine::Vllm);
-    s.clock_policy = ClockPolicy::UtcDate;
+    s.clock_policy = Some(ClockPolicy::UtcDate);
     assert!(matches!(Encoder::new(s).err(), Some(Error::Spec(_))));
 }
 
@@ -151,19 +151,12 @@ fn clock_policy_must_agree_with_the_template() {
 fn validate_artifacts_checks_template_tokenizer_and_bos() {
     let tok = std::fs::read(model_dir(R1).join("tokenizer.json")).unwrap_or_default();
     let bos = "<｜begin▁of▁sentence｜>";
-    assert!(validate_artifacts(
-        Some("{{ messages }}"),
-        &tok,
-        Some(bos),
-        true,
-        ClockPolicy::None
-    )
-    .is_ok());
-    let bad = validate_artifacts(Some("{% if %}"), &tok, None, false, ClockPolicy::None).err();
+    assert!(validate_artifacts(Some("{{ messages }}"), &tok, Some(bos), true, None).is_ok());
+    let bad = validate_artifacts(Some("{% if %}"), &tok, None, false, None).err();
     assert_eq!(bad.map(|e| e.class()), Some(ResultClass::Renderer));
-    let bad = validate_artifacts(None, b"{not json", None, false, ClockPolicy::None).err();
+    let bad = validate_artifacts(None, b"{not json", None, false, None).err();
     assert_eq!(bad.map(|e| e.class()), Some(ResultClass::Tokenizer));
-    let bad = validate_artifacts(None, &tok, Some("<think>"), true, ClockPolicy::None).err();
+    let bad = validate_artifacts(None, &tok, Some("<think>"), true, None).err();
     assert!(
         matches!(bad, Some(Error::Spec(_))),
         "<think> is not special: {bad:?}"

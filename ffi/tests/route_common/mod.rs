@@ -386,7 +386,7 @@ pub fn chat_body(model: &str, messages: &[(&str, &str)], extra: &str) -> Vec<u8>
     .into_bytes()
 }
 
-/// A vector case as the engines were sent it (`kvtemplate::vectors::request_body`) and the
+/// A vector case as the engines were sent it (`kvexact_conformance::templates::request_body`) and the
 /// ids `engine` produced for it.
 pub fn vector_case(file: &str, id: &str, engine: &str) -> (Vec<u8>, Vec<u32>) {
     let path = repo().join("testdata/vectors").join(file);
@@ -406,7 +406,7 @@ pub fn vector_case(file: &str, id: &str, engine: &str) -> (Vec<u8>, Vec<u32>) {
         })
         .and_then(|c| c.as_object())
         .unwrap_or_else(|| panic!("{file}#{id}"));
-    let body = kvtemplate::vectors::request_body(case, "Qwen/Qwen3-0.6B");
+    let body = kvexact_conformance::templates::request_body(case, "Qwen/Qwen3-0.6B");
     let want: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     let ids = want["cases"]
         .as_array()

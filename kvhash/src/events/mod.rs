@@ -43,6 +43,7 @@
 //! * Token-id arrays are validated at decode time and kept as a borrowed lazy view
 //!   ([`TokenIds`]) over the payload bytes.
 
+mod fields;
 mod format;
 mod json;
 mod json_dups;
@@ -52,7 +53,6 @@ mod schema;
 mod sglang;
 mod trtllm;
 mod trtllm_fast;
-pub mod vectors;
 mod vllm;
 
 pub use format::{EventFormat, Transport};
@@ -363,10 +363,10 @@ fn decode_batch<'a>(
         let kind = match format {
             EventFormat::VllmKvArrayV1 => vllm::decode_array_event(r, schema),
             EventFormat::VllmKvMapV2 | EventFormat::VllmKvMapV3 => {
-                vllm::decode_map_event(r, vllm::Engine::Vllm, schema)
+                vllm::decode_map_event(r, fields::HashForm::U64OrBin, schema)
             }
             EventFormat::SglangKvRankV1 => sglang::decode_array_event(r, schema),
-            EventFormat::SglangKvMapV2 => vllm::decode_map_event(r, vllm::Engine::Sglang, schema),
+            EventFormat::SglangKvMapV2 => vllm::decode_map_event(r, fields::HashForm::I64, schema),
             EventFormat::TrtllmKvHttpV1 | EventFormat::TrtllmKvHttpPreviewV1 => {
                 unreachable_format(format)
             }

@@ -5,10 +5,10 @@
 //! medium]`; `["AllBlocksCleared"]`. Hashes are signed int64 in any msgpack integer width.
 //! The 0.5.20+ tagged maps are decoded by the shared map decoder (`vllm.rs`).
 
+use super::fields::{bad_len, opt_i64, opt_str, read_hashes, read_opt_hash, read_tag, HashForm};
 use super::model::{read_token_ids, BlockRemoved, BlockStored, EventKind};
 use super::msgpack::Reader;
 use super::schema::{EventSchema, Field};
-use super::vllm::{bad_len, opt_i64, opt_str, read_hashes, read_opt_hash, read_tag, Engine};
 use super::Location;
 use crate::Error;
 
@@ -30,9 +30,9 @@ pub(crate) fn decode_array_event<'a>(
                 ));
             }
             let block_hashes =
-                read_hashes(r, Engine::Sglang).map_err(|e| e.in_field("block_hashes"))?;
+                read_hashes(r, HashForm::I64).map_err(|e| e.in_field("block_hashes"))?;
             let parent_block_hash =
-                read_opt_hash(r, Engine::Sglang).map_err(|e| e.in_field("parent_block_hash"))?;
+                read_opt_hash(r, HashForm::I64).map_err(|e| e.in_field("parent_block_hash"))?;
             let token_ids = read_token_ids(r).map_err(|e| e.in_field("token_ids"))?;
             let block_size = r
                 .u32("an integer block size")
@@ -68,7 +68,7 @@ pub(crate) fn decode_array_event<'a>(
                 return Err(bad_len(at, "BlockRemoved array", "3", n));
             }
             let block_hashes =
-                read_hashes(r, Engine::Sglang).map_err(|e| e.in_field("block_hashes"))?;
+                read_hashes(r, HashForm::I64).map_err(|e| e.in_field("block_hashes"))?;
             let medium = opt_str(r).map_err(|e| e.in_field("medium"))?;
             Ok(EventKind::BlockRemoved(BlockRemoved {
                 block_hashes,

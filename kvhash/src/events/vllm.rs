@@ -7,6 +7,9 @@
 //! schema does not list is refused (a release schema) or skipped (a family schema); a
 //! repeated key is an error. Nil optional fields decode as `None`.
 
+use super::fields::{
+    bad_len, opt_i64, opt_str, opt_u32, opt_u64, read_hashes, read_opt_hash, read_tag, HashForm,
+};
 use super::model::{
     read_token_ids, BlockHash, BlockRemoved, BlockStored, EventKind, ExtraKey, TokenIds, TokenShape,
 };
@@ -14,86 +17,6 @@ use super::msgpack::Reader;
 use super::schema::{EventSchema, Field, FieldSpec, UnknownFields};
 use super::Location;
 use crate::Error;
-
-/// Whose map layout and hash form a map event follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Engine {
-    /// vLLM: hashes are uint64 (int mode) or bin (bytes mode).
-    Vllm,
-    /// SGLang: hashes are signed int64.
-    Sglang,
-}
-
-/// Reads one block hash in the engine's form.
-pub(crate) fn read_hash<'a>(r: &mut Reader<'a>, engine: Engine) -> Result<BlockHash<'a>, Error> {
-    match engine {
-        Engine::Vllm => {
-            if matches!(r.peek("a block hash")?, 0xc4..=0xc6) {
-                Ok(BlockHash::Bytes(r.bin("a block hash")?))
-            } else {
-                Ok(BlockHash::U64(r.u64("a block hash (uint64 or bin)")?))
-            }
-        }
-        Engine::Sglang => Ok(BlockHash::I64(r.i64("a block hash (int64)")?)),
-    }
-}
-
-/// Reads an array of block hashes.
-pub(crate) fn read_hashes<'a>(
-    r: &mut Reader<'a>,
-    engine: Engine,
-) -> Result<Vec<BlockHash<'a>>, Error> {
-    let n = r.array("an array of block hashes")?;
-    let mut out = r.vec(n)?;
-    for i in 0..n {
-        out.push(read_hash(r, engine).map_err(|e| e.in_field(&format!("[{i}]")))?);
-    }
-    Ok(out)
-}
-
-/// Reads nil or a hash.
-pub(crate) fn read_opt_hash<'a>(
-    r: &mut Reader<'a>,
-    engine: Engine,
-) -> Result<Option<BlockHash<'a>>, Error> {
-    if r.nil()? {
-        Ok(None)
-    } else {
-        read_hash(r, engine).map(Some)
-    }
-}
-
-pub(crate) fn opt_str<'a>(r: &mut Reader<'a>) -> Result<Option<&'a str>, Error> {
-    if r.nil()? {
-        Ok(None)
-    } else {
-        r.str("a string or nil").map(Some)
-    }
-}
-
-pub(crate) fn opt_i64(r: &mut Reader<'_>) -> Result<Option<i64>, Error> {
-    if r.nil()? {
-        Ok(None)
-    } else {
-        r.i64("an integer or nil").map(Some)
-    }
-}
-
-fn opt_u32(r: &mut Reader<'_>) -> Result<Option<u32>, Error> {
-    if r.nil()? {
-        Ok(None)
-    } else {
-        r.u32("an integer or nil").map(Some)
-    }
-}
-
-fn opt_u64(r: &mut Reader<'_>) -> Result<Option<u64>, Error> {
-    if r.nil()? {
-        Ok(None)
-    } else {
-        r.u64("an integer or nil").map(Some)
-    }
-}
 
 /// `extra_keys`: one entry per block, nil or an array of untagged keys.
 pub(crate) fn read_extra_keys<'a>(
@@ -210,17 +133,17 @@ impl<'a> Fields<'a> {
     fn read(
         &mut self,
         r: &mut Reader<'a>,
-        engine: Engine,
+        form: HashForm,
         field: Field,
         at: usize,
     ) -> Result<(), Error> {
         let k = field.name();
         match field {
             Field::BlockHashes => {
-                read_hashes(r, engine).and_then(|v| set(&mut self.block_hashes, v, k, at))
+                read_hashes(r, form).and_then(|v| set(&mut self.block_hashes, v, k, at))
             }
             Field::ParentBlockHash => {
-                read_opt_hash(r, engine).and_then(|v| set(&mut self.parent, v, k, at))
+                read_opt_hash(r, form).and_then(|v| set(&mut self.parent, v, k, at))
             }
             Field::TokenIds => read_token_ids(r).and_then(|v| set(&mut self.token_ids, v, k, at)),
             Field::BlockSize => r
@@ -330,7 +253,7 @@ impl<'a> Fields<'a> {
 /// skipped (a family schema).
 pub(crate) fn decode_map_event<'a>(
     r: &mut Reader<'a>,
-    engine: Engine,
+    form: HashForm,
     schema: &EventSchema,
 ) -> Result<EventKind<'a>, Error> {
     let map_at = r.pos();
@@ -355,7 +278,7 @@ pub(crate) fn decode_map_event<'a>(
         });
         match (allowed, schema.unknown_fields()) {
             (Some(field), _) => {
-                f.read(r, engine, field, at).map_err(|e| e.in_field(key))?;
+                f.read(r, form, field, at).map_err(|e| e.in_field(key))?;
                 if stored.is_none() {
                     deferred.push((field, at));
                 }
@@ -383,31 +306,6 @@ pub(crate) fn decode_map_event<'a>(
         }
     }
     f.finish(schema, map_at, ty)
-}
-
-/// Reads the tag of a tagged-array event and returns it with the array length.
-pub(crate) fn read_tag<'a>(r: &mut Reader<'a>) -> Result<(usize, usize, &'a str), Error> {
-    let at = r.pos();
-    let n = r.array("a tagged event array")?;
-    if n == 0 {
-        return Err(Error::EventBadLength {
-            at: Location::offset(at),
-            what: "event array",
-            expected: "at least 1 (the tag)",
-            found: 0,
-        });
-    }
-    let tag = r.str("the event tag").map_err(|e| e.in_field("[0]"))?;
-    Ok((at, n, tag))
-}
-
-pub(crate) fn bad_len(at: usize, what: &'static str, expected: &'static str, n: usize) -> Error {
-    Error::EventBadLength {
-        at: Location::offset(at),
-        what,
-        expected,
-        found: n as u64,
-    }
 }
 
 /// Decodes one vLLM 0.17–0.23 tagged-array event under `schema`: the tag, then the
@@ -452,7 +350,7 @@ pub(crate) fn decode_array_event<'a>(
     let mut f = Fields::default();
     for spec in list.iter().take(fields) {
         let fat = r.pos();
-        f.read(r, Engine::Vllm, spec.field, fat)
+        f.read(r, HashForm::U64OrBin, spec.field, fat)
             .map_err(|e| e.in_field(spec.field.name()))?;
     }
     f.finish(schema, at, tag)

@@ -446,30 +446,16 @@ impl PlainSha256Cbor {
     /// digest.
     #[inline]
     fn finish(&mut self, parent: &[u8; 32], pos: usize) -> Option<[u8; 32]> {
-        use sha2::digest::generic_array::GenericArray;
         let m = &mut self.m;
         m.get_mut(3..35)?.copy_from_slice(parent);
-        // Null, then zeros up to the length field (the 8-byte id windows and earlier,
-        // longer blocks leave bytes behind that must not be hashed as padding).
+        // Null, then the padding: zeros up to the length field (the 8-byte id windows and
+        // earlier, longer blocks leave bytes behind that must not be hashed as padding).
         let len = pos + 1;
-        let total = (len + 9).div_ceil(64) * 64;
         *m.get_mut(pos)? = NULL;
-        *m.get_mut(len)? = 0x80;
-        m.get_mut(len + 1..total - 8)?.fill(0);
-        m.get_mut(total - 8..total)?
-            .copy_from_slice(&(len as u64).wrapping_mul(8).to_be_bytes());
+        let total = crate::digest::pad_in_place(m, len, len)?;
         let mut state = crate::digest::SHA256_H0;
-        for b in m.get(..total)?.chunks_exact(64) {
-            sha2::compress256(
-                &mut state,
-                std::slice::from_ref(GenericArray::from_slice(b)),
-            );
-        }
-        let mut out = [0u8; 32];
-        for (o, w) in out.chunks_exact_mut(4).zip(state) {
-            o.copy_from_slice(&w.to_be_bytes());
-        }
-        Some(out)
+        crate::digest::compress_blocks(&mut state, m.get(..total)?);
+        Some(crate::digest::state_bytes(&state))
     }
 }
 

@@ -2,7 +2,7 @@
 //! (directories 0755, files 0644), editable (manifests for other engines, removed files), and
 //! deleted on drop.
 
-use crate::Engine;
+use kvprobe::Engine;
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;

@@ -3,8 +3,8 @@
 //! file names — resolved through the catalog, as `kvexact parity` does — and the rules are
 //! not decoration: the neighbouring release's rules fail the cases where the two differ.
 
-use kvhash::events::vectors as event_vectors;
-use kvhash::hash_vectors::{self, FileRules};
+use kvexact_conformance::events as event_vectors;
+use kvexact_conformance::hashes::{self as hashes, FileRules};
 use kvprobe::contract::{self, Contract};
 use kvprobe::Engine;
 use serde_json::Value;
@@ -70,8 +70,8 @@ fn rules(c: &Contract) -> FileRules {
 
 /// The failing case names of one file under contract `c`.
 fn failures(doc: &Value, c: &Contract) -> (usize, Vec<String>) {
-    if hash_vectors::detect(doc).is_some() {
-        let res = hash_vectors::check_document(doc, &rules(c)).unwrap();
+    if hashes::detect(doc).is_some() {
+        let res = hashes::check_document(doc, &rules(c)).unwrap();
         let bad = res
             .iter()
             .filter_map(|r| r.failure.as_ref().map(|f| format!("{}: {f}", r.name)))

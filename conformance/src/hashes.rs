@@ -12,7 +12,7 @@
 //!   `prompt_len`) prompt-then-one-token-at-a-time hashing must all agree.
 //! * SGLang: each page's digest, signed `block_hash` and parent, the partial-tail digest,
 //!   the salt seed, the hashes of the BlockStored events; `expected.error` cases must be
-//!   rejected with [`crate::Error::TokenIdOutOfRange`] and, where the case records the
+//!   rejected with [`kvhash::Error::TokenIdOutOfRange`] and, where the case records the
 //!   engine's message, [`SglangRules::refusal_message`] must equal it. `extra_key` does not
 //!   enter the published hash (spec sglang.md §1.1) and is read but not used.
 //! * vLLM look-ahead cases (`num_hash_lookahead_tokens`): the block's bytes include the
@@ -25,13 +25,14 @@
 //! A failure names the first differing item, expected vs got. A file that is not of these
 //! formats, or a case missing a field, is an error naming the field.
 
-use crate::sglang::{published_i64, KeyMode, SglangHasher, SglangRules};
-use crate::trtllm::{token_bits, MmItem, SaltVariant, TrtllmHasher};
-use crate::vllm::{
+use crate::CaseResult;
+use kvhash::sglang::{published_i64, KeyMode, SglangHasher, SglangRules};
+use kvhash::trtllm::{token_bits, MmItem, SaltVariant, TrtllmHasher};
+use kvhash::vllm::{
     none_hash, HashAlgo, LoraKey, MmFeature, PromptEmbeds, VllmChain, VllmExtras, VllmHasher,
     VllmRules,
 };
-use crate::{Digest, Error};
+use kvhash::{Digest, Error};
 use serde_json::Value;
 
 /// The block-hash vector formats.
@@ -45,15 +46,6 @@ pub enum VectorFormat {
     Trtllm,
     /// The gateway's `kv_hash_vectors.json`.
     Gateway,
-}
-
-/// The outcome of one case.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HashCaseResult {
-    /// The case name.
-    pub name: String,
-    /// `None` when it passed; otherwise the first difference.
-    pub failure: Option<String>,
 }
 
 /// Which block-hash format `doc` is, if any. KV-event files (cases with `payload_hex`,
@@ -104,7 +96,7 @@ pub fn engine_version(doc: &Value) -> Option<(&str, &str)> {
 }
 
 /// Recomputes every case of a block-hash vector document under `rules`.
-pub fn check_document(doc: &Value, rules: &FileRules) -> Result<Vec<HashCaseResult>, String> {
+pub fn check_document(doc: &Value, rules: &FileRules) -> Result<Vec<CaseResult>, String> {
     let format = detect(doc).ok_or("not a block-hash vector file")?;
     if format == VectorFormat::Gateway {
         return check_gateway(doc);
@@ -126,7 +118,7 @@ pub fn check_document(doc: &Value, rules: &FileRules) -> Result<Vec<HashCaseResu
             VectorFormat::Trtllm => check_trtllm(case),
             VectorFormat::Gateway => Err("unreachable".to_string()),
         };
-        out.push(HashCaseResult {
+        out.push(CaseResult {
             name,
             failure: r.err(),
         });
@@ -579,7 +571,7 @@ fn check_trtllm(case: &Value) -> Result<(), String> {
 
 // ---------------------------------------------------------------- gateway
 
-fn check_gateway(doc: &Value) -> Result<Vec<HashCaseResult>, String> {
+fn check_gateway(doc: &Value) -> Result<Vec<CaseResult>, String> {
     let mut out = Vec::new();
     let mut groups: Vec<(String, &Value)> = vec![(String::new(), doc)];
     if let Some(models) = doc.get("models").and_then(Value::as_object) {
@@ -597,7 +589,7 @@ fn check_gateway(doc: &Value) -> Result<Vec<HashCaseResult>, String> {
                     let r = none_hash(algo, Some(seed))
                         .map_err(err)
                         .and_then(|d| cmp("none_hash", want, &d.to_hex()));
-                    out.push(HashCaseResult {
+                    out.push(CaseResult {
                         name: format!("{prefix}{key}"),
                         failure: r.err(),
                     });
@@ -613,7 +605,7 @@ fn check_gateway(doc: &Value) -> Result<Vec<HashCaseResult>, String> {
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .unwrap_or_else(|| format!("fixture #{i}"));
-            out.push(HashCaseResult {
+            out.push(CaseResult {
                 name: format!("{prefix}{name}"),
                 failure: check_gateway_fixture(f).err(),
             });

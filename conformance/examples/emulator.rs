@@ -1,7 +1,7 @@
 //! A standalone loopback engine emulator for trying `kvexact attest` by hand.
 //!
 //! ```text
-//! cargo run -p kvprobe --features emulator --example emulator -- \
+//! cargo run -p kvexact-conformance --example emulator -- \
 //!     --registry testdata/registry --profile qwen3-06b-default-v1 --engine vllm --port 8000 --events-port 5557
 //! ```
 //!
@@ -17,9 +17,9 @@
 //! blocks are stored, chained on the cached ones); `--drift FAULT --drift-after N` switches a
 //! fault of the hashes on after N completions, FAULT one of `seed=S`, `block-size=N`,
 //! `hidden-salt=S`, `unhashed-keys`, `hidden-lora`, `lora-path=P`
-//! (`kvprobe::emulator::DriftFault`).
+//! (`kvexact_conformance::emulator::DriftFault`).
 
-use kvprobe::emulator::{DriftFault, Emulator, EmulatorConfig};
+use kvexact_conformance::emulator::{DriftFault, Emulator, EmulatorConfig};
 use kvprobe::Engine;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,6 +1,6 @@
 //! Shared by the block-hash parity tests: run every case of a vector file under testdata/.
 
-use kvhash::hash_vectors::{check_document, detect, FileRules, VectorFormat};
+use kvexact_conformance::hashes::{check_document, detect, FileRules, VectorFormat};
 
 /// Checks every case of `testdata/vectors/<rel>` (a reference set: vLLM 0.31, SGLang
 /// 0.5.19, TensorRT-LLM 1.3.0rc29) under the reference rules; panics listing every failure.

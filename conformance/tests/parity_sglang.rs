@@ -1,7 +1,7 @@
 //! Every case of the SGLang block-hash vectors recomputes exactly; error cases are rejected.
 
 mod common;
-use kvhash::hash_vectors::VectorFormat;
+use kvexact_conformance::hashes::VectorFormat;
 
 #[test]
 fn block_hashes() {

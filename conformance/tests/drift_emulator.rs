@@ -5,10 +5,10 @@
 //! naming the block. Batches go through the real decoders (msgpack frames, TensorRT-LLM JSON
 //! bodies) but not through sockets; `drift_live.rs` runs each engine over its real transport.
 
+use kvexact_conformance::emulator::{DriftFault, EventWriter, Faults, Published, WriterConfig};
 use kvhash::events::{self, EventBatch, Limits};
 use kvprobe::contract::{self, Contract, HashContract};
 use kvprobe::drift::{DriftConfig, MismatchKind, Unverifiable, Verifier};
-use kvprobe::emulator::{DriftFault, EventWriter, Faults, Published, WriterConfig};
 use kvprobe::Engine;
 
 /// A small deterministic generator (xorshift64*).

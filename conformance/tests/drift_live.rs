@@ -3,9 +3,9 @@
 //! the verifier by `kvprobe::drift::watch`. A correct phase first (0 mismatched), then a
 //! fault switched on mid-stream: `drift` within 3 affected events.
 
+use kvexact_conformance::emulator::{DriftFault, Emulator, EmulatorConfig, TempRegistry};
 use kvprobe::drift::watch::{self, EventSource, WatchConfig};
 use kvprobe::drift::{Counters, DriftConfig};
-use kvprobe::emulator::{DriftFault, Emulator, EmulatorConfig, TempRegistry};
 use kvprobe::transport::HttpClient;
 use kvprobe::Engine;
 use std::path::Path;

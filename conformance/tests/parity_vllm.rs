@@ -1,7 +1,7 @@
 //! Every case of the vLLM block-hash vectors (all four algorithms) recomputes exactly.
 
 mod common;
-use kvhash::hash_vectors::VectorFormat;
+use kvexact_conformance::hashes::VectorFormat;
 
 #[test]
 fn sha256_cbor() {

@@ -5,11 +5,11 @@
 //! it hits lifted (as far as that release's contract allows, `chat.liftable` in the catalog),
 //! yields exactly `engine_token_ids[engine]`, or a refusal where `engine_errors` names the
 //! engine; with nothing lifted, the same request is refused with the first code it hits.
-//! `kvtemplate::vectors::check_file_lifted` does the checking; the releases are resolved
+//! `kvexact_conformance::templates::check_file_lifted` does the checking; the releases are resolved
 //! through the catalog here, as `kvexact parity --lifted` does.
 
+use kvexact_conformance::templates::{check_file_lifted, LiftTally};
 use kvprobe::contract;
-use kvtemplate::vectors::{check_file_lifted, LiftTally};
 use kvtemplate::{ChatRules, Engine, Refusal, RefusalSet};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

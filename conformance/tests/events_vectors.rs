@@ -1,9 +1,10 @@
 //! Every case of the KV-event vector files decodes and matches its `decoded` form, field by
 //! field; plus direct typed assertions that do not go through the comparator.
 
+use kvexact_conformance::events as vectors;
 use kvhash::events::{
-    decode_frames, decode_json, decode_payload, decode_replay_reply, vectors, BlockHash,
-    EventFormat, EventKind, ReplayReply, TokenShape,
+    decode_frames, decode_json, decode_payload, decode_replay_reply, BlockHash, EventFormat,
+    EventKind, ReplayReply, TokenShape,
 };
 use serde_json::Value;
 

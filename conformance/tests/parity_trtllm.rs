@@ -1,7 +1,7 @@
 //! Every case of the TensorRT-LLM block-hash vectors recomputes exactly.
 
 mod common;
-use kvhash::hash_vectors::VectorFormat;
+use kvexact_conformance::hashes::VectorFormat;
 
 #[test]
 fn block_hashes() {

@@ -3,7 +3,8 @@
 //! reference rules fail on exactly the cases the file marks `differs_from_reference` — so the
 //! rules are what makes them pass.
 
-use kvtemplate::vectors::{check_file, check_file_with, engine_versions, FileReport};
+use kvexact_conformance::templates::{check_file, check_file_with, engine_versions};
+use kvexact_conformance::FileReport;
 use kvtemplate::{ChatRules, Engine, TemplateErrorClass, ToolSerialization};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -20,25 +20,17 @@
 //!   have `true`) are checked. Not on the wire, so not checked: `full`,
 //!   `block_index_in_sequence`, `lora_task_id` (V1 JSON omits the LoRA id) and
 //!   `cache_salt_mode`.
-//! * Replay cases: the request frames must equal [`super::replay_request`]; every reply must
+//! * Replay cases: the request frames must equal [`kvhash::events::replay_request`]; every reply must
 //!   decode, carry consecutive sequence numbers from `start_seq`, equal (payload and decoded
 //!   batch) the live message with the same sequence, and end with the end marker.
 
-use super::{
+use crate::CaseResult;
+use kvhash::events::{
     decode_frames_schema, decode_json, decode_payload_schema, decode_replay_reply_schema,
     decode_server_info, replay_request, EventBatch, EventFormat, EventKind, EventSchema, Limits,
     ReplayReply,
 };
 use serde_json::{json, Map, Value};
-
-/// The outcome of one case.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CaseResult {
-    /// The case name.
-    pub name: String,
-    /// `None` when it passed; otherwise the first difference.
-    pub failure: Option<String>,
-}
 
 /// Does this document look like a KV-event vector file? (A top-level `engine` and cases that
 /// carry wire bytes: `frames_hex`, `payload_hex`, `reply_frames_hex`, `response_body`, or
@@ -117,11 +109,14 @@ pub fn check_file(doc: &Value, schema: &EventSchema) -> Result<Vec<CaseResult>, 
         .collect())
 }
 
-fn decode_payload<'a>(schema: &EventSchema, p: &'a [u8]) -> Result<EventBatch<'a>, crate::Error> {
+fn decode_payload<'a>(schema: &EventSchema, p: &'a [u8]) -> Result<EventBatch<'a>, kvhash::Error> {
     decode_payload_schema(schema, p, &Limits::default())
 }
 
-fn decode_frames<'a>(schema: &EventSchema, f: &[&'a [u8]]) -> Result<EventBatch<'a>, crate::Error> {
+fn decode_frames<'a>(
+    schema: &EventSchema,
+    f: &[&'a [u8]],
+) -> Result<EventBatch<'a>, kvhash::Error> {
     decode_frames_schema(schema, f, &Limits::default())
 }
 

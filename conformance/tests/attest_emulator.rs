@@ -1,8 +1,8 @@
 //! The whole ladder against the loopback engine emulator, for each engine, and every failure
 //! the emulator can stage.
 
+use kvexact_conformance::emulator::{Emulator, EmulatorConfig, TempRegistry};
 use kvprobe::attest::{attest, AttestConfig, AttestReport};
-use kvprobe::emulator::{Emulator, EmulatorConfig, TempRegistry};
 use kvprobe::{Engine, Reason, State};
 use std::collections::HashMap;
 use std::path::Path;

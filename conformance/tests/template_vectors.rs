@@ -1,6 +1,6 @@
 //! Every case of the template vectors (testdata copies) and the gateway's parity fixtures.
 
-use kvtemplate::vectors::check_file;
+use kvexact_conformance::templates::check_file;
 use std::path::Path;
 
 fn testdata(rel: &str) -> std::path::PathBuf {

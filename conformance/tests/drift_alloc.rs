@@ -3,10 +3,10 @@
 //! plain and LoRA blocks under a tagged release, SGLang, TensorRT-LLM), after a warm-up that
 //! sizes the reused buffers.
 
+use kvexact_conformance::emulator::{EventWriter, Faults, Published, WriterConfig};
 use kvhash::events::{self, EventBatch, Limits};
 use kvprobe::contract::{self, Contract};
 use kvprobe::drift::{DriftConfig, PredictionConfig, Verifier};
-use kvprobe::emulator::{EventWriter, Faults, Published, WriterConfig};
 use kvprobe::Engine;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -5,12 +5,12 @@
 //! that drive a verifier directly share it.
 
 use super::{DriftFault, Faults};
-use crate::contract::{Contract, HashContract};
-use crate::{Engine, Error};
 use kvhash::events::{EventFormat, Field};
 use kvhash::sglang::SglangHasher;
 use kvhash::trtllm::{SaltVariant, TrtllmHasher};
 use kvhash::vllm::{LoraKey, VllmExtras, VllmHasher};
+use kvprobe::contract::{Contract, HashContract};
+use kvprobe::{Engine, Error};
 use serde_json::{json, Value};
 use std::collections::{HashSet, VecDeque};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -172,7 +172,7 @@ impl EventWriter {
         let mut out = vec![0u64; ids.len() / bs];
         match c.contract.hash() {
             Some(HashContract::Vllm(rules)) => {
-                let algo = crate::bridge::vllm_algo(c.contract.default_algorithm())?;
+                let algo = kvprobe::bridge::vllm_algo(c.contract.default_algorithm())?;
                 let mut h = VllmHasher::with_rules(rules, algo, bs, p.seed)?;
                 let extras = VllmExtras {
                     lora: p.hashed_lora.map(|(name, path)| LoraKey {

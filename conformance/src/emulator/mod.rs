@@ -18,10 +18,10 @@ pub mod writer;
 pub use registry::TempRegistry;
 pub use writer::{EventWriter, Published, WriterConfig};
 
-use crate::bridge;
-use crate::contract::{self, Contract};
-use crate::Engine;
 use http::{Request, Response};
+use kvprobe::bridge;
+use kvprobe::contract::{self, Contract};
+use kvprobe::Engine;
 use kvprofile_core::{LoadOptions, Registry, StructuralValidator, TrustPolicy};
 use kvtemplate::Encoder;
 use serde_json::{json, Value};
@@ -144,7 +144,7 @@ impl EmulatorConfig {
         root: &Path,
         profile_id: &str,
         engine: Engine,
-    ) -> Result<EmulatorConfig, crate::Error> {
+    ) -> Result<EmulatorConfig, kvprobe::Error> {
         Self::from_registry_at(root, profile_id, engine, None)
     }
 
@@ -156,7 +156,7 @@ impl EmulatorConfig {
         profile_id: &str,
         engine: Engine,
         version: Option<&str>,
-    ) -> Result<EmulatorConfig, crate::Error> {
+    ) -> Result<EmulatorConfig, kvprobe::Error> {
         let generation = Registry::new().publish(
             root,
             &LoadOptions {
@@ -167,7 +167,7 @@ impl EmulatorConfig {
         )?;
         let loaded = generation
             .profile(profile_id)
-            .ok_or_else(|| crate::Error::Config(format!("no profile {profile_id}")))?;
+            .ok_or_else(|| kvprobe::Error::Config(format!("no profile {profile_id}")))?;
         let manifest = generation.load_manifest(profile_id).ok().flatten();
         let version = match version {
             Some(v) => v.to_string(),
@@ -175,7 +175,7 @@ impl EmulatorConfig {
                 .as_ref()
                 .map(|m| m.manifest.engine_version.clone())
                 .or_else(|| bridge::reference_version(engine).map(str::to_string))
-                .ok_or_else(|| crate::Error::Config(format!("{engine} has no KV plane")))?,
+                .ok_or_else(|| kvprobe::Error::Config(format!("{engine} has no KV plane")))?,
         };
         let contract = contract::resolve(engine, &version)?;
         let encoder = bridge::encoder(loaded, &contract)?;
@@ -240,7 +240,7 @@ struct Shared {
 
 impl Emulator {
     /// Starts the HTTP server (and, for vLLM/SGLang, the ZMQ publisher) on 127.0.0.1.
-    pub fn start(cfg: EmulatorConfig) -> Result<Emulator, crate::Error> {
+    pub fn start(cfg: EmulatorConfig) -> Result<Emulator, kvprobe::Error> {
         let stop = Arc::new(AtomicBool::new(false));
         let deadline = Instant::now() + cfg.lifetime;
         let listener = TcpListener::bind(("127.0.0.1", cfg.http_port))?;
@@ -259,8 +259,8 @@ impl Emulator {
             }));
             let port = port_rx
                 .recv_timeout(Duration::from_secs(10))
-                .map_err(|e| crate::Error::Config(format!("ZMQ publisher did not start: {e}")))?
-                .map_err(crate::Error::Config)?;
+                .map_err(|e| kvprobe::Error::Config(format!("ZMQ publisher did not start: {e}")))?
+                .map_err(kvprobe::Error::Config)?;
             (Some(tx), port)
         };
         let zmq_addr = publish.as_ref().map(|_| format!("127.0.0.1:{zmq_port}"));

@@ -1,6 +1,6 @@
 //! Parity checks for the template vector files (`testdata/vectors/templates/*.json`,
 //! spec/templates.md §9 and §11) and the gateway's own chat-template and special-token
-//! fixtures. Used by `cargo test -p kvtemplate` and by `kvexact parity`.
+//! fixtures. Used by this crate's parity tests and by `kvexact parity`.
 //!
 //! Per chat case: the transformers render of the template-level `messages` must equal
 //! `rendered` byte for byte (or raise the recorded `error`); the tokenizer must give
@@ -23,33 +23,16 @@
 //! `engine_token_ids[engine]`, or a refusal where `engine_errors` names the engine; with
 //! nothing lifted it must refuse with the first code it hits.
 
-use crate::chat_rules::ChatRules;
-use crate::encoder::{Encoder, ScratchBuf};
-use crate::engine::Engine;
-use crate::json::{Json, JsonObject};
-use crate::model_dir::spec_from_model_dir;
-use crate::refusal::{Outcome, Refusal, RefusalSet};
+use crate::{CaseResult, FileReport};
+use kvtemplate::chat_rules::ChatRules;
+use kvtemplate::encoder::{Encoder, ScratchBuf};
+use kvtemplate::engine::Engine;
+use kvtemplate::json::{Json, JsonObject};
+use kvtemplate::model_dir::spec_from_model_dir;
+use kvtemplate::refusal::{Outcome, Refusal, RefusalSet};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// One checked case.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CaseResult {
-    /// `<profile>/<case id>`.
-    pub name: String,
-    /// `None` = passed; otherwise every difference found.
-    pub failure: Option<String>,
-}
-
-/// The result of one file.
-#[derive(Debug, Clone, Default)]
-pub struct FileReport {
-    /// One entry per case.
-    pub cases: Vec<CaseResult>,
-    /// Remarks for the operator (render-only profiles, …).
-    pub notes: Vec<String>,
-}
 
 /// Which kind of template vector document this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +81,7 @@ pub fn reference_rules(engine: Engine, version: &str) -> Result<ChatRules, Strin
     } else {
         Err(format!(
             "{} {version} is not the reference release ({} {reference}): its vectors need that \
-             release's chat rules (kvtemplate::vectors::check_file_with)",
+             release's chat rules (check_file_with)",
             engine.as_str(),
             engine.as_str()
         ))
@@ -117,7 +100,7 @@ pub fn check_file(bytes: &[u8], models: &Path) -> Result<FileReport, String> {
 /// [`check_file_with`]. Fails on a document that is not a template vector file, an unknown
 /// engine name or a missing version.
 pub fn engine_versions(bytes: &[u8]) -> Result<Vec<(Engine, String)>, String> {
-    let doc = crate::json::parse(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let doc = kvtemplate::json::parse(bytes).map_err(|e| format!("not JSON: {e}"))?;
     let top = doc.as_object().ok_or("not an object")?;
     engine_versions_of(top)
 }
@@ -208,7 +191,7 @@ fn check_templates(
     models: &Path,
     rules: RulesResolver<'_>,
 ) -> Result<FileReport, String> {
-    let doc = crate::json::parse(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let doc = kvtemplate::json::parse(bytes).map_err(|e| format!("not JSON: {e}"))?;
     let top = doc.as_object().ok_or("not an object")?;
     let profile = top.get("profile").and_then(Json::as_str).unwrap_or("?");
     let model = top
@@ -352,7 +335,7 @@ fn check_chat_case(
         (Ok(text), None, _) => fails.push(format!("rendered {text:?}, want an error")),
         (Err(e), _, Some(want)) => {
             let msg = match e {
-                crate::Error::TemplateRender(m) => m.clone(),
+                kvtemplate::Error::TemplateRender(m) => m.clone(),
                 other => other.to_string(),
             };
             if want.starts_with("TemplateError: ") && msg != want {
@@ -403,7 +386,9 @@ fn check_chat_case(
                 want_err.unwrap_or("(no ids recorded)")
             )),
             // A template error (raised or failed): the engine's exact text (class and message).
-            (Err(crate::Error::TemplateRender(msg)), _) if want_err.is_some_and(|w| w != msg) => {
+            (Err(kvtemplate::Error::TemplateRender(msg)), _)
+                if want_err.is_some_and(|w| w != msg) =>
+            {
                 fails.push(format!(
                     "{name}: error differs: want {:?} got {msg:?}",
                     want_err.unwrap_or("")
@@ -656,7 +641,7 @@ pub fn check_file_lifted(
     ) {
         return Err("not a template vector file (the lifted check takes templates/*.json and versions/*/templates/*.json)".to_string());
     }
-    let doc = crate::json::parse(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let doc = kvtemplate::json::parse(bytes).map_err(|e| format!("not JSON: {e}"))?;
     let top = doc.as_object().ok_or("not an object")?;
     let profile = top.get("profile").and_then(Json::as_str).unwrap_or("?");
     let model = top
@@ -682,7 +667,7 @@ pub fn check_file_lifted(
         let mut base = spec_from_model_dir(&dir, e).map_err(|e| e.to_string())?;
         base.chat_rules = chat_rules;
         if let (None, Some(bytes)) = (&shared, &base.tokenizer_json) {
-            shared = Some(crate::tokenize::parse(bytes).map_err(|e| e.to_string())?);
+            shared = Some(kvtemplate::tokenize::parse(bytes).map_err(|e| e.to_string())?);
         }
         if base.tokenizer_json.is_some() {
             base.parsed_tokenizer = shared.clone();
@@ -718,7 +703,7 @@ pub fn check_file_lifted(
 /// The encoder of `base` lifting `lifts`, built once per set.
 fn lifted_encoder<'m>(
     encoders: &'m mut BTreeMap<u32, Encoder>,
-    base: &crate::EncoderSpec,
+    base: &kvtemplate::EncoderSpec,
     lifts: RefusalSet,
 ) -> Result<&'m Encoder, String> {
     use std::collections::btree_map::Entry;
@@ -758,7 +743,7 @@ fn describe(got: &Got) -> String {
 fn check_lifted_case(
     c: &JsonObject<'_>,
     e: Engine,
-    base: &crate::EncoderSpec,
+    base: &kvtemplate::EncoderSpec,
     liftable: RefusalSet,
     encoders: &mut BTreeMap<u32, Encoder>,
     tally: &mut LiftTally,
