@@ -984,22 +984,6 @@ impl FastPath {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::pack_short;
-
-    #[test]
-    fn short_keys_are_distinct_and_bounded() {
-        assert_ne!(pack_short(b"a"), pack_short(b"a\0"));
-        assert_ne!(pack_short(b""), pack_short(b"\0"));
-        assert_eq!(
-            pack_short(b"0123456789abcde").map(|k| (k >> 120) as u8),
-            Some(15)
-        );
-        assert_eq!(pack_short(b"0123456789abcdef"), None);
-    }
-}
-
 impl SpmTables {
     /// The tables for `vocab` (the model's, without added tokens); `added` are the added
     /// tokens' contents. Refuses a vocabulary where the model could emit its unknown token
@@ -1045,5 +1029,21 @@ impl SpmTables {
             bytes,
             joins_space: HashSet::default(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pack_short;
+
+    #[test]
+    fn short_keys_are_distinct_and_bounded() {
+        assert_ne!(pack_short(b"a"), pack_short(b"a\0"));
+        assert_ne!(pack_short(b""), pack_short(b"\0"));
+        assert_eq!(
+            pack_short(b"0123456789abcde").map(|k| (k >> 120) as u8),
+            Some(15)
+        );
+        assert_eq!(pack_short(b"0123456789abcdef"), None);
     }
 }
