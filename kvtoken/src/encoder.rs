@@ -1034,7 +1034,36 @@ impl SpmTables {
 
 #[cfg(test)]
 mod tests {
-    use super::pack_short;
+    use super::{pack_short, SpmTables, SPM_SPACE};
+    use std::collections::HashMap;
+
+    #[test]
+    fn cuts_only_where_no_merge_joins_across() {
+        let vocab: HashMap<String, u32> = ["a", "b", ">", "\u{2581}"]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.to_string(), i as u32))
+            .chain((0..256).map(|b| (format!("<0x{b:02X}>"), 100 + b)))
+            .collect();
+        let mut t = match SpmTables::new(&vocab, &[]) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        };
+        assert!(t.cut_before_space('a') && t.cut_before_space('é'));
+        t.joins_space.insert('a');
+        t.joins_space.insert('>');
+        assert!(!t.cut_before_space('a') && t.cut_before_space('b'));
+        // 'é' is not a token: its byte-fallback symbols end in '>'.
+        assert!(!t.cut_before_space('é'));
+        let mut syms = Vec::new();
+        t.symbols("a\u{2581}é", &mut syms);
+        assert_eq!(syms, [0, 3, 100 + 0xC3, 100 + 0xA9]);
+        assert_eq!(t.char_id(SPM_SPACE), 3);
+        // A byte without <0xNN> that is not an ASCII token: refused.
+        let mut missing = vocab.clone();
+        missing.remove("<0x80>");
+        assert!(SpmTables::new(&missing, &[]).is_err());
+    }
 
     #[test]
     fn short_keys_are_distinct_and_bounded() {
