@@ -2,6 +2,11 @@
 //! workload's chat-4k and chat-32k requests, rendered with a minimal ChatML / Llama 3 format —
 //! the exact template rendering is kvtemplate's job; this is only input text). Throughput in
 //! bytes of prompt text; `add_special_tokens = false` (the engines' chat path).
+//!
+//! Besides chat text: gemma-2 on chat-4k (Gemma's turn format), and an adversarial mix
+//! generated here (long white-space runs, 64 KiB words, digit runs of every `Nd` digit kind,
+//! CJK without spaces, emoji ZWJ runs), whole (`*_adversarial_*`) and per class
+//! (`*_adv_<class>_*`).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use kvtoken::FastEncoder;
@@ -73,23 +78,183 @@ fn llama3(msgs: &[(String, String)]) -> String {
     s
 }
 
+fn gemma(msgs: &[(String, String)]) -> String {
+    // Gemma's template has no system role: the system text opens the first user turn.
+    let mut s = String::from("<bos>");
+    let mut pending = String::new();
+    for (role, content) in msgs {
+        if role == "system" {
+            pending = format!("{}\n\n", content.trim());
+            continue;
+        }
+        let role = if role == "assistant" {
+            "model"
+        } else {
+            role.as_str()
+        };
+        s.push_str(&format!(
+            "<start_of_turn>{role}\n{pending}{}<end_of_turn>\n",
+            content.trim()
+        ));
+        pending.clear();
+    }
+    s.push_str("<start_of_turn>model\n");
+    s
+}
+
+/// A small deterministic generator (xorshift64*), so every run sees the same text.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// The zero of every `Nd` (decimal digit) block, Unicode 14: each is followed by 1..9.
+const ND_ZEROS: &[u32] = &[
+    0x30, 0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66,
+    0xDE6, 0xE50, 0xED0, 0xF20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x1946, 0x19D0, 0x1A80, 0x1A90,
+    0x1B50, 0x1BB0, 0x1C40, 0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0, 0xFF10,
+    0x104A0, 0x10D30, 0x11066, 0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0, 0x11650,
+    0x116C0, 0x11730, 0x118E0, 0x11950, 0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16AC0, 0x16B50,
+    0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6, 0x1E140, 0x1E2F0, 0x1E950, 0x1FBF0,
+];
+
+/// Bytes of text per adversarial class.
+const ADV_BYTES: usize = 256 * 1024;
+
+/// The adversarial classes: (name, text of about [`ADV_BYTES`]).
+fn adversarial() -> Vec<(&'static str, String)> {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let fill = |rng: &mut Rng, f: &mut dyn FnMut(&mut Rng, &mut String)| {
+        let mut s = String::new();
+        while s.len() < ADV_BYTES {
+            f(rng, &mut s);
+        }
+        s
+    };
+    let word = |rng: &mut Rng, s: &mut String, len: usize| {
+        for _ in 0..len {
+            s.push(char::from(b'a' + rng.below(26) as u8));
+        }
+    };
+    // Runs of 1..8192 of one white-space char or a mix, between short words.
+    let spaces = fill(&mut rng, &mut |rng, s| {
+        let n = 1 << rng.below(14);
+        let n = n + rng.below(n);
+        match rng.below(5) {
+            0 => s.extend(std::iter::repeat_n(' ', n)),
+            1 => s.extend(std::iter::repeat_n('\t', n)),
+            2 => s.extend(std::iter::repeat_n('\n', n)),
+            3 => s.extend((0..n).map(|_| [' ', '\t', '\n', '\r'][rng.below(4)])),
+            _ => s.extend((0..n).map(|_| [' ', '\u{a0}', '\u{3000}', '\n'][rng.below(4)])),
+        }
+        let len = 1 + rng.below(8);
+        word(rng, s, len);
+    });
+    // 64 KiB words: random lower-case letters, and one letter repeated.
+    let long_words = fill(&mut rng, &mut |rng, s| {
+        if rng.below(2) == 0 {
+            word(rng, s, 64 * 1024);
+        } else {
+            s.extend(std::iter::repeat_n('a', 64 * 1024));
+        }
+        s.push(' ');
+    });
+    // Runs of 1..64 digits of one Nd kind, and of mixed kinds.
+    let digits = fill(&mut rng, &mut |rng, s| {
+        let n = 1 + rng.below(64);
+        let one = ND_ZEROS[rng.below(ND_ZEROS.len())];
+        let mixed = rng.below(2) == 0;
+        for _ in 0..n {
+            let zero = if mixed {
+                ND_ZEROS[rng.below(ND_ZEROS.len())]
+            } else {
+                one
+            };
+            s.extend(char::from_u32(zero + rng.below(10) as u32));
+        }
+        s.push([' ', ',', 'x'][rng.below(3)]);
+    });
+    // CJK ideographs without spaces, runs of up to 4096 chars between punctuation.
+    let cjk = fill(&mut rng, &mut |rng, s| {
+        for _ in 0..1 + rng.below(4096) {
+            s.extend(char::from_u32(0x4E00 + rng.below(0x5200) as u32));
+        }
+        s.push('。');
+    });
+    // Emoji ZWJ sequences (families, professions, skin tones) without spaces.
+    const EMOJI: &[&str] = &[
+        "👨\u{200d}👩\u{200d}👧\u{200d}👦",
+        "👩🏽\u{200d}💻",
+        "🏳\u{fe0f}\u{200d}🌈",
+        "🧑🏿\u{200d}🤝\u{200d}🧑🏻",
+        "❤\u{fe0f}\u{200d}🔥",
+        "🚀",
+        "🇯🇵",
+    ];
+    let emoji = fill(&mut rng, &mut |rng, s| {
+        for _ in 0..1 + rng.below(256) {
+            s.push_str(EMOJI[rng.below(EMOJI.len())]);
+        }
+        s.push(' ');
+    });
+    let classes = vec![
+        ("spaces", spaces),
+        ("longword", long_words),
+        ("digits", digits),
+        ("cjk", cjk),
+        ("emoji", emoji),
+    ];
+    let mut mix = String::new();
+    for (_, text) in &classes {
+        mix.push_str(text);
+    }
+    let mut all = vec![("adversarial", mix)];
+    all.extend(classes);
+    all
+}
+
 fn bench(c: &mut Criterion) {
     let load = |m: &str| {
         FastEncoder::from_file(format!("{MODELS}/{m}/tokenizer.json")).expect("tokenizer")
     };
     let qwen = load("Qwen__Qwen2.5-7B-Instruct");
     let llama = load("meta-llama__Llama-3.1-8B-Instruct");
+    let gemma2 = load("google__gemma-2-9b-it");
     assert!(qwen.is_fast() && llama.is_fast());
+    eprintln!("gemma-2 path: {:?}", gemma2.path());
     let chat4k = messages(&workload("chat-4k.json"));
     let chat32k = messages(&workload("chat-32k.json"));
 
     let mut group = c.benchmark_group("kvtoken");
-    let cases = [
-        ("qwen25_chat4k", &qwen, chatml(&chat4k)),
-        ("llama31_chat4k", &llama, llama3(&chat4k)),
-        ("qwen25_chat32k", &qwen, chatml(&chat32k)),
-        ("llama31_chat32k", &llama, llama3(&chat32k)),
+    let mut cases = vec![
+        ("qwen25_chat4k".to_owned(), &qwen, chatml(&chat4k)),
+        ("llama31_chat4k".to_owned(), &llama, llama3(&chat4k)),
+        ("qwen25_chat32k".to_owned(), &qwen, chatml(&chat32k)),
+        ("llama31_chat32k".to_owned(), &llama, llama3(&chat32k)),
+        ("gemma2_chat4k".to_owned(), &gemma2, gemma(&chat4k)),
     ];
+    for (class, text) in adversarial() {
+        for (model, enc) in [("qwen25", &qwen), ("llama31", &llama)] {
+            let name = if class == "adversarial" {
+                format!("{model}_adversarial")
+            } else {
+                format!("{model}_adv_{class}")
+            };
+            cases.push((name, enc, text.clone()));
+        }
+    }
+    if let Ok(only) = std::env::var("KVTOKEN_BENCH_ONLY") {
+        cases.retain(|(name, _, _)| name.contains(only.as_str()));
+    }
     for (name, enc, text) in &cases {
         let mut out = Vec::new();
         enc.encode_into(text, false, &mut out).expect("encode");
@@ -97,6 +262,8 @@ fn bench(c: &mut Criterion) {
         assert_eq!(out, stock.get_ids(), "{name}: fast != stock");
         eprintln!("{name}: {} bytes, {} tokens", text.len(), out.len());
         group.throughput(Throughput::Bytes(text.len() as u64));
+        // Stock `tokenizers` needs about a second per adversarial text.
+        group.sample_size(if name.contains("_adv") { 10 } else { 100 });
         group.bench_function(format!("{name}_fast"), |b| {
             b.iter(|| {
                 enc.encode_into(black_box(text), false, &mut out)
@@ -111,6 +278,28 @@ fn bench(c: &mut Criterion) {
                     .encode(black_box(text.as_str()), false)
                     .expect("encode");
                 black_box(e.get_ids().len())
+            })
+        });
+    }
+    // One 10 MB pre-token (lower-case letters, no spaces): the worst case of BPE on a word.
+    // Stock `tokenizers` takes seconds per call here, so only the fast path is timed.
+    let mut rng = Rng(7);
+    let word: String = (0..10_000_000)
+        .map(|_| char::from(b'a' + rng.below(26) as u8))
+        .collect();
+    group.sample_size(10);
+    group.throughput(Throughput::Bytes(word.len() as u64));
+    for (model, enc) in [("qwen25", &qwen), ("llama31", &llama)] {
+        let name = format!("{model}_word10mb_fast");
+        if std::env::var("KVTOKEN_BENCH_ONLY").is_ok_and(|only| !name.contains(only.as_str())) {
+            continue;
+        }
+        let mut out = Vec::new();
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                enc.encode_into(black_box(&word), false, &mut out)
+                    .expect("encode");
+                black_box(out.len())
             })
         });
     }

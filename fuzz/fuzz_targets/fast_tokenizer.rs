@@ -3,7 +3,8 @@
 //! input is exercised), is the text.
 //!
 //! `KVTOKEN_FUZZ_MODEL=<name or index>` pins every input to one tokenizer (the first byte then
-//! only picks `add_special_tokens`), so each tokenizer can get a run of its own:
+//! only picks `add_special_tokens`), so each tokenizer can get a run of its own (gemma-2
+//! takes the SentencePiece-style fast path, the others the byte-level one):
 //! `KVTOKEN_FUZZ_MODEL=meta-llama__Llama-3.1-8B-Instruct cargo fuzz run fast_tokenizer`.
 #![no_main]
 

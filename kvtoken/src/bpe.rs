@@ -121,6 +121,91 @@ pub(crate) struct BpeScratch {
     prev: Vec<usize>,
     next: Vec<usize>,
     heap: BinaryHeap<Reverse<(u32, usize, u32)>>,
+    prev32: Vec<u32>,
+    next32: Vec<u32>,
+    queue: MergeQueue,
+}
+
+/// A min-priority queue of `u64` keys that is fast when keys are mostly pushed in increasing
+/// order (BPE: a merge mostly creates pairs of higher rank): a radix heap for keys not below
+/// the last key popped from it, and a binary heap for the others (which are then below every
+/// key in the radix heap, so are popped first). Pops always return the minimum key present.
+pub(crate) struct MergeQueue {
+    /// Bucket `i > 0` holds keys whose highest bit differing from `last` is bit `i - 1`;
+    /// bucket 0 holds keys equal to `last`.
+    buckets: [Vec<u64>; 65],
+    /// Keys below `last`.
+    low: BinaryHeap<Reverse<u64>>,
+    last: u64,
+    /// Keys in `buckets`.
+    len: usize,
+    spare: Vec<u64>,
+}
+
+impl Default for MergeQueue {
+    fn default() -> Self {
+        Self {
+            buckets: std::array::from_fn(|_| Vec::new()),
+            low: BinaryHeap::new(),
+            last: 0,
+            len: 0,
+            spare: Vec::new(),
+        }
+    }
+}
+
+impl MergeQueue {
+    fn clear(&mut self) {
+        for b in &mut self.buckets {
+            b.clear();
+        }
+        self.low.clear();
+        self.last = 0;
+        self.len = 0;
+    }
+
+    #[inline]
+    fn bucket_of(&self, key: u64) -> usize {
+        64 - (key ^ self.last).leading_zeros() as usize
+    }
+
+    #[inline]
+    fn push(&mut self, key: u64) {
+        if key < self.last {
+            self.low.push(Reverse(key));
+            return;
+        }
+        let i = self.bucket_of(key);
+        if let Some(b) = self.buckets.get_mut(i) {
+            b.push(key);
+            self.len += 1;
+        }
+    }
+
+    fn pop(&mut self) -> Option<u64> {
+        if let Some(Reverse(key)) = self.low.pop() {
+            return Some(key);
+        }
+        if self.len == 0 {
+            return None;
+        }
+        if self.buckets[0].is_empty() {
+            let i = self.buckets.iter().position(|b| !b.is_empty())?;
+            let mut items =
+                std::mem::replace(&mut self.buckets[i], std::mem::take(&mut self.spare));
+            self.last = items.iter().copied().min()?;
+            for &key in &items {
+                let j = self.bucket_of(key);
+                if let Some(b) = self.buckets.get_mut(j) {
+                    b.push(key);
+                }
+            }
+            items.clear();
+            self.spare = items;
+        }
+        self.len -= 1;
+        self.buckets[0].pop()
+    }
 }
 
 /// Rank marking "no merge" for a pair.
@@ -137,9 +222,68 @@ pub(crate) fn merge(
     scratch.syms.extend(word);
     if scratch.syms.len() <= SMALL_WORD {
         merge_small(merges, scratch, out);
+    } else if scratch.syms.len() < u32::MAX as usize {
+        merge_queue(merges, scratch, out);
     } else {
         merge_heap(merges, scratch, out);
     }
+}
+
+/// [`merge_heap`] with `u32` links and `(rank << 32 | position)` keys in a [`MergeQueue`]:
+/// the same merges in the same order (lowest rank, then leftmost), less memory traffic.
+/// Needs fewer than `u32::MAX` symbols.
+fn merge_queue(merges: &MergeMap, s: &mut BpeScratch, out: &mut Vec<u32>) {
+    let n = s.syms.len();
+    let (syms, prev, next, q) = (&mut s.syms, &mut s.prev32, &mut s.next32, &mut s.queue);
+    prev.clear();
+    next.clear();
+    prev.extend((0..n as u32).map(|i| i.wrapping_sub(1)));
+    next.extend(1..=n as u32);
+    q.clear();
+    let key = |rank: u32, pos: u32| (u64::from(rank) << 32) | u64::from(pos);
+    for (i, w) in syms.windows(2).enumerate() {
+        if let Some((rank, _)) = merges.get(w[0], w[1]) {
+            q.push(key(rank, i as u32));
+        }
+    }
+    // A removed symbol is marked by NONE in syms.
+    while let Some(k) = q.pop() {
+        let (rank, pos) = ((k >> 32) as u32, k as u32 as usize);
+        let Some(&left) = syms.get(pos) else {
+            continue;
+        };
+        let Some(&right_pos) = next.get(pos) else {
+            continue;
+        };
+        let right_pos = right_pos as usize;
+        let (Some(&right), true) = (syms.get(right_pos), left != NONE) else {
+            continue;
+        };
+        // Stale entry: the pair at `pos` is no longer the one of this rank.
+        let new_id = match merges.get(left, right) {
+            Some((r, id)) if r == rank => id,
+            _ => continue,
+        };
+        syms[pos] = new_id;
+        syms[right_pos] = NONE;
+        let after = next.get(right_pos).copied().unwrap_or(n as u32);
+        next[pos] = after;
+        if let Some(p) = prev.get_mut(after as usize) {
+            *p = pos as u32;
+        }
+        let before = prev[pos];
+        if let Some(&b) = syms.get(before as usize) {
+            if let Some((r, _)) = merges.get(b, new_id) {
+                q.push(key(r, before));
+            }
+        }
+        if let Some(&a) = syms.get(after as usize) {
+            if let Some((r, _)) = merges.get(new_id, a) {
+                q.push(key(r, pos as u32));
+            }
+        }
+    }
+    out.extend(syms.iter().copied().filter(|&id| id != NONE));
 }
 
 /// Rescans the ranks of the adjacent pairs for the lowest (leftmost on ties) after each merge.
@@ -259,7 +403,57 @@ mod tests {
             s.syms.clear();
             s.syms.extend(word.iter().copied());
             merge_heap(&m, &mut s, &mut b);
+            prop_assert_eq!(&a, &b);
+            let mut c = Vec::new();
+            s.syms.clear();
+            s.syms.extend(word.iter().copied());
+            merge_queue(&m, &mut s, &mut c);
+            prop_assert_eq!(a, c);
+        }
+
+        /// Random merge tables (merged ids reused as inputs in any order, so pushes
+        /// below the last popped rank happen): the queue-based merge equals the heap one.
+        #[test]
+        fn queue_and_heap_agree_on_random_tables(
+            table in proptest::collection::vec(((0u32..12, 0u32..12), 0u32..12), 0..60),
+            word in proptest::collection::vec(0u32..12, 0..400),
+        ) {
+            // Ranks are list positions, as in `tokenizers`.
+            let merges: Vec<Merge> = table
+                .iter()
+                .enumerate()
+                .map(|(r, &(p, id))| (p, (r as u32, id)))
+                .collect();
+            let m = MergeMap::new(&merges);
+            let mut s = BpeScratch::default();
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            s.syms.clear();
+            s.syms.extend(word.iter().copied());
+            merge_heap(&m, &mut s, &mut a);
+            s.syms.clear();
+            s.syms.extend(word.iter().copied());
+            merge_queue(&m, &mut s, &mut b);
             prop_assert_eq!(a, b);
+        }
+
+        /// The queue pops keys in increasing order, whatever the order of pushes.
+        #[test]
+        fn queue_pops_in_order(ops in proptest::collection::vec(proptest::option::of(0u64..1 << 40), 0..300)) {
+            let mut q = MergeQueue::default();
+            let mut model = BinaryHeap::new();
+            for op in ops {
+                match op {
+                    Some(k) => {
+                        q.push(k);
+                        model.push(Reverse(k));
+                    }
+                    None => prop_assert_eq!(q.pop(), model.pop().map(|Reverse(k)| k)),
+                }
+            }
+            while let Some(Reverse(k)) = model.pop() {
+                prop_assert_eq!(q.pop(), Some(k));
+            }
+            prop_assert_eq!(q.pop(), None);
         }
     }
 

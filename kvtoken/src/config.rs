@@ -12,6 +12,10 @@ pub enum Flavor {
     Qwen2,
     /// Llama 3 / 3.1: `\p{N}{1,3}`.
     Llama3,
+    /// SentencePiece-style BPE (gemma-2): normalizer `Replace(" ", "▁")`, no pre-tokenizer
+    /// (or a `Split` on `" "`, which the normalizer leaves nothing to split), BPE over chars
+    /// with `byte_fallback`.
+    SentencePieceBpe,
 }
 
 impl Flavor {
@@ -19,7 +23,7 @@ impl Flavor {
     pub(crate) fn max_digits(self) -> usize {
         match self {
             Flavor::Qwen2 => 1,
-            Flavor::Llama3 => 3,
+            Flavor::Llama3 | Flavor::SentencePieceBpe => 3,
         }
     }
 }
@@ -49,8 +53,64 @@ fn empty_affix(v: &Value) -> bool {
     v.is_null() || v.as_str() == Some("")
 }
 
+/// The SentencePiece-style layout, if `json` has its normalizer: `Some` of the recognised
+/// configuration or of why it does not fit.
+fn recognise_sentencepiece(json: &Value) -> Option<Result<Recognised, String>> {
+    let norm = field(json, "normalizer");
+    let replaces_space = is_type(norm, "Replace")
+        && field(field(norm, "pattern"), "String").as_str() == Some(" ")
+        && field(norm, "content").as_str() == Some("\u{2581}");
+    if !replaces_space {
+        return None;
+    }
+    Some((|| {
+        // After the normalizer no U+0020 is left, so a Split on " " never splits.
+        let pre = field(json, "pre_tokenizer");
+        let no_op_split = is_type(pre, "Split")
+            && field(field(pre, "pattern"), "String").as_str() == Some(" ")
+            && field(pre, "invert").as_bool() == Some(false);
+        if !(pre.is_null() || no_op_split) {
+            return Err(format!("pre_tokenizer {pre} not supported after Replace"));
+        }
+        let model = field(json, "model");
+        if !is_type(model, "BPE") {
+            return Err("model is not BPE".into());
+        }
+        let dropout = field(model, "dropout");
+        if !(dropout.is_null() || dropout.as_f64() == Some(0.0)) {
+            return Err("BPE dropout".into());
+        }
+        if !empty_affix(field(model, "continuing_subword_prefix"))
+            || !empty_affix(field(model, "end_of_word_suffix"))
+        {
+            return Err("BPE subword prefix/suffix".into());
+        }
+        // The whole piece is one word: ignore_merges would look it up whole.
+        if field(model, "ignore_merges").as_bool() == Some(true) {
+            return Err("ignore_merges with one word per piece".into());
+        }
+        if field(model, "byte_fallback").as_bool() != Some(true) {
+            return Err("BPE without byte_fallback".into());
+        }
+        let (prefix, suffix) = post_processor(field(json, "post_processor"))?;
+        if !field(json, "truncation").is_null() || !field(json, "padding").is_null() {
+            return Err("truncation or padding configured".into());
+        }
+        Ok(Recognised {
+            flavor: Flavor::SentencePieceBpe,
+            nfc: false,
+            ignore_merges: false,
+            prefix,
+            suffix,
+        })
+    })())
+}
+
 /// Recognises the configuration, or says why not.
 pub(crate) fn recognise(json: &Value) -> Result<Recognised, String> {
+    if let Some(spm) = recognise_sentencepiece(json) {
+        return spm;
+    }
     // Normalizer: none or NFC (also as a one-element Sequence).
     let norm = field(json, "normalizer");
     let nfc_alone = |n: &Value| is_type(n, "NFC");

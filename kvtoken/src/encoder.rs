@@ -11,6 +11,8 @@ use serde_json::Value;
 use tokenizers::Tokenizer;
 use unicode_normalization_alignments::{is_nfc_quick, IsNormalized, UnicodeNormalization};
 
+use std::collections::HashSet;
+
 use crate::bpe::{self, BpeScratch, BytesMap, FxHasher, MergeMap};
 use crate::bytelevel::ByteLevel;
 use crate::config::{recognise, Flavor, Recognised};
@@ -36,6 +38,7 @@ pub struct Scratch {
     chars: Vec<CharInfo>,
     bpe: BpeScratch,
     caches: Vec<WordCache>,
+    syms: Vec<u32>,
 }
 
 /// Words longer than this (bytes) are not cached.
@@ -109,6 +112,72 @@ struct FastPath {
     vocab: BytesMap<u32>,
     /// Added tokens (all non-normalized, no strip/single-word flags), leftmost-longest.
     added: Option<DoubleArrayAhoCorasick<u32>>,
+    /// The tables of [`Flavor::SentencePieceBpe`].
+    spm: Option<SpmTables>,
+}
+
+/// No id (a char outside the vocabulary, a byte without a `<0xNN>` token).
+const NO_ID: u32 = u32::MAX;
+
+/// `▁`, what the SentencePiece-style normalizer puts for U+0020.
+const SPM_SPACE: char = '\u{2581}';
+
+/// What [`Flavor::SentencePieceBpe`] needs besides the merges: the symbols of a char, and
+/// where a normalized piece splits into words that BPE encodes independently.
+struct SpmTables {
+    /// Id of each ASCII char that is a vocabulary token, else [`NO_ID`].
+    ascii: [u32; 128],
+    /// Ids of the other one-char vocabulary tokens.
+    chars: HashMap<char, u32, BuildHasherDefault<FxHasher>>,
+    /// Id of `<0xNN>` for each byte (byte fallback), else [`NO_ID`].
+    bytes: [u32; 256],
+    /// Chars `x` such that some merge result contains `x▁`. Before a `▁` that follows any
+    /// other non-`▁` char, no merge can ever join the symbols on the two sides (the merged
+    /// token would contain `x▁`, or `>▁` for a byte-fallback symbol), so BPE of the piece is
+    /// the concatenation of BPE of its parts: the piece is cut there.
+    joins_space: HashSet<char, BuildHasherDefault<FxHasher>>,
+}
+
+impl SpmTables {
+    /// The id of `c` as one vocabulary token.
+    #[inline]
+    fn char_id(&self, c: char) -> u32 {
+        if c.is_ascii() {
+            self.ascii[c as usize]
+        } else {
+            self.chars.get(&c).copied().unwrap_or(NO_ID)
+        }
+    }
+
+    /// Appends the BPE input symbols of `word` (a char's token, or its bytes' `<0xNN>`).
+    #[inline]
+    fn symbols(&self, word: &str, out: &mut Vec<u32>) {
+        for c in word.chars() {
+            match self.char_id(c) {
+                NO_ID => {
+                    let mut buf = [0u8; 4];
+                    for &b in c.encode_utf8(&mut buf).as_bytes() {
+                        out.push(self.bytes[usize::from(b)]);
+                    }
+                }
+                id => out.push(id),
+            }
+        }
+    }
+
+    /// Whether a piece may be cut just before a `▁` that follows `prev` (not `▁`).
+    #[inline]
+    fn cut_before_space(&self, prev: char) -> bool {
+        if self.joins_space.is_empty() {
+            return true;
+        }
+        let key = if self.char_id(prev) == NO_ID {
+            '>'
+        } else {
+            prev
+        };
+        !self.joins_space.contains(&key)
+    }
 }
 
 /// A tokenizer that computes exactly the ids of HF `tokenizers` for the same `tokenizer.json`,
@@ -404,7 +473,7 @@ impl FastEncoder {
     /// The byte spans the fast pre-tokenizer splits `text` into (no normalization, no added
     /// tokens), for comparison with `tokenizers`' pre-tokenizer; `None` on the fallback path.
     pub fn pre_tokenize_spans(&self, text: &str) -> Option<Vec<(usize, usize)>> {
-        let fast = self.fast.as_ref()?;
+        let fast = self.fast.as_ref().filter(|f| f.spm.is_none())?;
         let mut chars = Vec::new();
         pretok::scan(text, &mut chars);
         let mut spans = Vec::new();
@@ -472,13 +541,24 @@ impl FastPath {
 
         let bl = ByteLevel::new();
         let vocab = stock.get_vocab(false);
+        let is_spm = cfg.flavor == Flavor::SentencePieceBpe;
         let mut byte_ids = [0u32; 256];
-        for (b, slot) in byte_ids.iter_mut().enumerate() {
+        for (b, slot) in byte_ids.iter_mut().enumerate().filter(|_| !is_spm) {
             let c = bl.char_of(b as u8).to_string();
             *slot = *vocab
                 .get(&c)
                 .ok_or_else(|| format!("byte-level char {c:?} missing from the vocabulary"))?;
         }
+        let mut spm = if is_spm {
+            let added: Vec<String> = stock
+                .get_added_tokens_decoder()
+                .values()
+                .map(|t| t.content.clone())
+                .collect();
+            Some(SpmTables::new(&vocab, &added)?)
+        } else {
+            None
+        };
 
         let model = json.get("model").unwrap_or(&Value::Null);
         let merges_json = model
@@ -511,7 +591,20 @@ impl FastPath {
                     .copied()
                     .ok_or_else(|| format!("merge token {s:?} not in vocab"))
             };
-            merges.push(((id(a)?, id(b)?), (rank, id(&format!("{a}{b}"))?)));
+            let joined = format!("{a}{b}");
+            if let Some(t) = spm.as_mut() {
+                let mut prev = None;
+                for c in joined.chars() {
+                    match prev {
+                        Some(p) if c == SPM_SPACE && p != SPM_SPACE => {
+                            t.joins_space.insert(p);
+                        }
+                        _ => {}
+                    }
+                    prev = Some(c);
+                }
+            }
+            merges.push(((id(a)?, id(b)?), (rank, id(&joined)?)));
             rank += 1;
         }
         let merges = MergeMap::new(&merges);
@@ -531,6 +624,7 @@ impl FastPath {
             merges,
             vocab: by_bytes,
             added,
+            spm,
         })
     }
 
@@ -705,6 +799,7 @@ impl FastPath {
             chars,
             bpe,
             caches,
+            syms,
         } = s;
         let cache = match caches.iter().position(|c| c.uid == self.uid) {
             Some(i) => &mut caches[i],
@@ -722,6 +817,9 @@ impl FastPath {
                 &mut caches[last]
             }
         };
+        if let Some(spm) = &self.spm {
+            return self.encode_piece_spm(spm, piece, limits, nfc, syms, bpe, cache, out);
+        }
         let text = if self.cfg.nfc
             && !piece.is_ascii()
             && is_nfc_quick(piece.chars()) != IsNormalized::Yes
@@ -754,6 +852,97 @@ impl FastPath {
                 max: limits.max_word_bytes,
             }),
             None => Ok(end == text.len()),
+        }
+    }
+
+    /// [`encode_piece_limited`](Self::encode_piece_limited) for
+    /// [`Flavor::SentencePieceBpe`]: `▁` for U+0020, then BPE over the chars of each part
+    /// of the piece between cuts (see [`SpmTables::joins_space`]); a part is the unit of
+    /// `limits` (the stock tokenizer's pre-token is the whole piece).
+    #[allow(clippy::too_many_arguments)]
+    fn encode_piece_spm(
+        &self,
+        spm: &SpmTables,
+        piece: &str,
+        limits: &EncodeLimits,
+        norm: &mut String,
+        syms: &mut Vec<u32>,
+        bpe: &mut BpeScratch,
+        cache: &mut WordCache,
+        out: &mut Vec<u32>,
+    ) -> Result<bool, KvTokenError> {
+        norm.clear();
+        let mut parts = piece.split(' ');
+        if let Some(first) = parts.next() {
+            norm.push_str(first);
+        }
+        for part in parts {
+            norm.push(SPM_SPACE);
+            norm.push_str(part);
+        }
+        let text = norm.as_str();
+        let mut start = 0;
+        let mut emit = |a: usize, b: usize, out: &mut Vec<u32>| -> Result<bool, KvTokenError> {
+            let Some(word) = text.get(a..b) else {
+                return Ok(true);
+            };
+            if word.len() > limits.max_word_bytes {
+                return Err(KvTokenError::WordTooLong {
+                    bytes: word.len(),
+                    max: limits.max_word_bytes,
+                });
+            }
+            self.encode_word_spm(spm, word, syms, bpe, cache, out);
+            Ok(out.len() < limits.max_ids)
+        };
+        for (i, _) in text.match_indices(SPM_SPACE) {
+            if i == start {
+                continue;
+            }
+            let Some(prev) = text.get(..i).and_then(|t| t.chars().next_back()) else {
+                continue;
+            };
+            if prev == SPM_SPACE || !spm.cut_before_space(prev) {
+                continue;
+            }
+            if !emit(start, i, out)? {
+                return Ok(false);
+            }
+            start = i;
+        }
+        if start < text.len() {
+            emit(start, text.len(), out)?;
+        }
+        Ok(true)
+    }
+
+    /// BPE of one part of a normalized SentencePiece-style piece, through `cache`.
+    fn encode_word_spm(
+        &self,
+        spm: &SpmTables,
+        word: &str,
+        syms: &mut Vec<u32>,
+        bpe: &mut BpeScratch,
+        cache: &mut WordCache,
+        out: &mut Vec<u32>,
+    ) {
+        let cacheable = word.len() <= CACHE_MAX_WORD;
+        if cacheable {
+            if let Some(ids) = cache.get(word.as_bytes()) {
+                out.extend_from_slice(ids);
+                return;
+            }
+        }
+        let first = out.len();
+        syms.clear();
+        spm.symbols(word, syms);
+        if let [id] = syms.as_slice() {
+            out.push(*id);
+        } else {
+            bpe::merge(&self.merges, syms.iter().copied(), bpe, out);
+        }
+        if cacheable {
+            cache.insert(word.as_bytes(), out.get(first..).unwrap_or_default());
         }
     }
 
@@ -795,9 +984,86 @@ impl FastPath {
     }
 }
 
+impl SpmTables {
+    /// The tables for `vocab` (the model's, without added tokens); `added` are the added
+    /// tokens' contents. Refuses a vocabulary where the model could emit its unknown token
+    /// (a char outside the vocabulary with a byte that has no `<0xNN>` token), or where `▁`
+    /// itself is not a token.
+    fn new(vocab: &HashMap<String, u32>, added: &[String]) -> Result<Self, String> {
+        let mut ascii = [NO_ID; 128];
+        let mut chars = HashMap::default();
+        for (tok, &id) in vocab {
+            let mut it = tok.chars();
+            if let (Some(c), None) = (it.next(), it.next()) {
+                if c.is_ascii() {
+                    ascii[c as usize] = id;
+                } else {
+                    chars.insert(c, id);
+                }
+            }
+        }
+        let mut bytes = [NO_ID; 256];
+        for (b, slot) in bytes.iter_mut().enumerate() {
+            if let Some(&id) = vocab.get(&format!("<0x{b:02X}>")) {
+                *slot = id;
+                continue;
+            }
+            // Without <0xNN>, the byte must never need a fallback: an ASCII char that is a
+            // token, or an added token by itself (split off before the model sees it).
+            let c = char::from(b as u8);
+            let covered = b < 0x80
+                && (ascii[b] != NO_ID
+                    || added
+                        .iter()
+                        .any(|a| a.as_str() == c.encode_utf8(&mut [0; 4])));
+            if !covered {
+                return Err(format!("no <0x{b:02X}> byte-fallback token"));
+            }
+        }
+        if !chars.contains_key(&SPM_SPACE) {
+            return Err("\u{2581} is not a token".into());
+        }
+        Ok(Self {
+            ascii,
+            chars,
+            bytes,
+            joins_space: HashSet::default(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::pack_short;
+    use super::{pack_short, SpmTables, SPM_SPACE};
+    use std::collections::HashMap;
+
+    #[test]
+    fn cuts_only_where_no_merge_joins_across() {
+        let vocab: HashMap<String, u32> = ["a", "b", ">", "\u{2581}"]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.to_string(), i as u32))
+            .chain((0..256).map(|b| (format!("<0x{b:02X}>"), 100 + b)))
+            .collect();
+        let mut t = match SpmTables::new(&vocab, &[]) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        };
+        assert!(t.cut_before_space('a') && t.cut_before_space('é'));
+        t.joins_space.insert('a');
+        t.joins_space.insert('>');
+        assert!(!t.cut_before_space('a') && t.cut_before_space('b'));
+        // 'é' is not a token: its byte-fallback symbols end in '>'.
+        assert!(!t.cut_before_space('é'));
+        let mut syms = Vec::new();
+        t.symbols("a\u{2581}é", &mut syms);
+        assert_eq!(syms, [0, 3, 100 + 0xC3, 100 + 0xA9]);
+        assert_eq!(t.char_id(SPM_SPACE), 3);
+        // A byte without <0xNN> that is not an ASCII token: refused.
+        let mut missing = vocab.clone();
+        missing.remove("<0x80>");
+        assert!(SpmTables::new(&missing, &[]).is_err());
+    }
 
     #[test]
     fn short_keys_are_distinct_and_bounded() {

@@ -6,7 +6,8 @@
 //! `Split` regex + ByteLevel pre-tokenizer, BPE, ByteLevel / TemplateProcessing
 //! post-processor, plain added tokens). The regex is replaced by a hand-written matcher over
 //! character-class tables generated from Oniguruma; BPE runs on ids with an open-addressing
-//! merge table. Any other configuration (e.g. gemma-2's SentencePiece-style BPE) goes through
+//! merge table. gemma-2's SentencePiece-style BPE (`Replace(" ", "▁")`, byte fallback) has
+//! a path of its own ([`Flavor::SentencePieceBpe`]). Any other configuration goes through
 //! `tokenizers` unchanged; [`FastEncoder::path`] says which path was taken. Each encoder also
 //! checks itself against `tokenizers` on a few probe texts when built and falls back on any
 //! difference.

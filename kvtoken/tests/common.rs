@@ -12,7 +12,7 @@ pub const MODELS: &[(&str, bool)] = &[
     ("Qwen__Qwen3-0.6B", true),
     ("deepseek-ai__DeepSeek-R1-Distill-Qwen-7B", true),
     ("meta-llama__Llama-3.1-8B-Instruct", true),
-    ("google__gemma-2-9b-it", false),
+    ("google__gemma-2-9b-it", true),
 ];
 
 pub fn models_dir() -> &'static str {
@@ -79,4 +79,26 @@ pub fn stock_spans(i: usize, text: &str) -> Result<Vec<(usize, usize)>, String> 
         .into_iter()
         .map(|(_, o, _)| o)
         .collect())
+}
+
+/// An encoder on the fallback path: gemma-2's tokenizer with a normalizer the fast path
+/// does not implement (a lowercasing step after the `▁` replacement).
+pub fn fallback_encoder() -> &'static FastEncoder {
+    static FALLBACK: OnceLock<FastEncoder> = OnceLock::new();
+    FALLBACK.get_or_init(|| {
+        let path = format!("{}/google__gemma-2-9b-it/tokenizer.json", models_dir());
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let replace = json["normalizer"].take();
+        json["normalizer"] = serde_json::json!({
+            "type": "Sequence",
+            "normalizers": [replace, {"type": "Lowercase"}],
+        });
+        let bytes = serde_json::to_vec(&json).unwrap_or_else(|e| panic!("{e}"));
+        match FastEncoder::from_bytes(&bytes) {
+            Ok(e) => e,
+            Err(e) => panic!("fallback encoder: {e}"),
+        }
+    })
 }

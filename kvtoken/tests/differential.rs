@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{assert_same, encoder, index_of, models_dir, stock_spans, MODELS};
+use common::{assert_same, encoder, fallback_encoder, index_of, models_dir, stock_spans, MODELS};
 use kvtoken::{EncoderPath, Flavor};
 use proptest::prelude::*;
 
@@ -190,7 +190,11 @@ fn shipped_tokenizers_take_the_expected_path() {
     }
     assert_eq!(encoder(0).path(), &EncoderPath::Fast(Flavor::Qwen2));
     assert_eq!(encoder(3).path(), &EncoderPath::Fast(Flavor::Llama3));
-    assert!(matches!(encoder(4).path(), EncoderPath::Fallback(r) if !r.is_empty()));
+    assert_eq!(
+        encoder(4).path(),
+        &EncoderPath::Fast(Flavor::SentencePieceBpe)
+    );
+    assert!(matches!(fallback_encoder().path(), EncoderPath::Fallback(r) if !r.is_empty()));
 }
 
 #[test]
@@ -223,7 +227,8 @@ proptest! {
     #[test]
     fn splits_match_stock_pre_tokenizer(t in text()) {
         for (i, (name, fast)) in MODELS.iter().enumerate() {
-            if !*fast {
+            // SentencePiece-style BPE has no pre-tokenizer to compare with.
+            if !*fast || encoder(i).path() == &EncoderPath::Fast(Flavor::SentencePieceBpe) {
                 continue;
             }
             let stock = stock_spans(i, &t).map_err(TestCaseError::fail)?;
@@ -406,4 +411,62 @@ fn bench_workload_corpus_matches_stock() {
         }
     }
     let _ = models_dir();
+}
+
+/// gemma-2 (SentencePiece-style BPE): the texts that take its special corners.
+#[test]
+fn sentencepiece_corners_match_stock() {
+    let gemma = index_of("google__gemma-2-9b-it");
+    let texts = [
+        // Byte fallback: chars outside the vocabulary, alone, in words and after spaces.
+        "\u{1}\u{2}\u{7f}",
+        "a\u{1}b \u{10FFFD} x\u{E000}y",
+        "𓀀𓀁 𐍈 \u{1F9FF}\u{1FAE8}",
+        "\u{0}",
+        // Literal ▁, and text that looks like byte tokens or added tokens.
+        "▁ ▁▁a ▁x▁y",
+        "<0x41><0x09> <unk> <pad>",
+        "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n",
+        "<start_of_turn <end_of_turn>> <<bos>>",
+        // White space: runs of spaces, tabs (added tokens), newlines (added tokens), others.
+        "a  b   c    d",
+        "\t\t x \t\t\t\ty",
+        "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n x",
+        " \u{a0}\u{3000} \r\n \u{2028}",
+        "    leading and trailing    ",
+        // Punctuation next to spaces, digits, CJK without spaces, emoji ZWJ.
+        "Hello, world! It's 2024-07-26 (really?) -- yes.",
+        "1234567890 ١٢٣ ௧௨௩",
+        "你好，世界。今天天气很好",
+        "👨\u{200d}👩\u{200d}👧\u{200d}👦 👩🏽\u{200d}💻",
+    ];
+    for t in texts {
+        assert_same(gemma, t).unwrap_or_else(|e| panic!("{e}"));
+        assert_same(gemma, &t.repeat(3)).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// A long pre-token (no split point) on every tokenizer: exactly stock's ids.
+#[test]
+fn long_words_match_stock() {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut letters = String::new();
+    for _ in 0..40_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        letters.push(char::from(b'a' + (x % 26) as u8));
+    }
+    let cjk: String = letters
+        .bytes()
+        .take(8000)
+        .map(|b| char::from_u32(0x4E00 + u32::from(b) * 97).unwrap_or('中'))
+        .collect();
+    for t in [letters, cjk, "\u{1}x".repeat(3000), "ab".repeat(10_000)] {
+        for i in 0..MODELS.len() {
+            if let Err(e) = assert_same(i, &t) {
+                panic!("{}", &e[..e.len().min(2000)]);
+            }
+        }
+    }
 }

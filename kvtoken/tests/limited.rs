@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{encoder, MODELS};
+use common::{encoder, fallback_encoder, MODELS};
 use kvtoken::{EncodeLimits, KvTokenError};
 use proptest::prelude::*;
 
@@ -82,8 +82,10 @@ fn every_cut_point_of_a_real_prompt() {
 fn a_long_pre_token_is_refused_before_it_is_encoded() {
     // 10 MB without a split point: refused at once on the fast path (no BPE over it).
     let word = "a".repeat(10 << 20);
-    for (i, (name, ..)) in MODELS.iter().enumerate() {
-        let enc = encoder(i);
+    let encoders = (0..MODELS.len())
+        .map(|i| (MODELS[i].0, encoder(i)))
+        .chain([("fallback", fallback_encoder())]);
+    for (name, enc) in encoders {
         let limits = EncodeLimits {
             max_ids: 4096,
             max_word_bytes: 1 << 20,
@@ -91,7 +93,7 @@ fn a_long_pre_token_is_refused_before_it_is_encoded() {
         };
         let started = std::time::Instant::now();
         let r = enc.encode_limited(&word, false, &limits, &mut Vec::new());
-        // The fast path names the pre-token; the fallback (gemma-2) the whole text.
+        // The fast path names the pre-token; the fallback the whole text.
         let expected = if enc.is_fast() {
             matches!(r, Err(KvTokenError::WordTooLong { bytes, max }) if bytes == word.len() && max == 1 << 20)
         } else {
