@@ -146,7 +146,7 @@
 #define KVEXACT_REFUSAL_BIT_NULL_CONTENT (1 << KVEXACT_REFUSAL_NULL_CONTENT)
 
 /**
- * One armed hash challenge (spec/registry.md §8.5): the nonce prompt, its expected tokens and
+ * One armed hash challenge (docs/contracts/registry.md §8.5): the nonce prompt, its expected tokens and
  * block hashes, and the judging of the KV events the engine publishes for it. Opaque; owned
  * by one caller at a time (not for concurrent use). Free with `kvexact_challenge_free`.
  */
@@ -186,7 +186,7 @@ typedef struct kvexact_event_decoder kvexact_event_decoder;
 
 /**
  * One engine's probe-fixture set for a profile (`probefixtures/<profile-id>/<engine>/`,
- * spec/registry.md §5). Opaque, immutable and reference-counted; release with
+ * docs/contracts/registry.md §5). Opaque, immutable and reference-counted; release with
  * `kvexact_fixtures_free`.
  */
 typedef struct kvexact_fixtures kvexact_fixtures;
@@ -200,7 +200,7 @@ typedef struct kvexact_fixtures kvexact_fixtures;
 typedef struct kvexact_hasher kvexact_hasher;
 
 /**
- * A profile's engine manifest (`manifests/<profile-id>.yaml`, spec/registry.md §4), the trust
+ * A profile's engine manifest (`manifests/<profile-id>.yaml`, docs/contracts/registry.md §4), the trust
  * root of identity probes. Opaque, immutable and reference-counted; release with
  * `kvexact_manifest_free`.
  */
@@ -214,7 +214,7 @@ typedef struct kvexact_manifest kvexact_manifest;
 typedef struct kvexact_profile kvexact_profile;
 
 /**
- * SGLang rank coverage (spec/registry.md §8.5.6): with several DP ranks declared, challenges
+ * SGLang rank coverage (docs/contracts/registry.md §8.5.6): with several DP ranks declared, challenges
  * are repeated with fresh nonces until every declared rank echoed one, within 4 attempts per
  * rank. Opaque; owned by one caller at a time. Free with `kvexact_rank_coverage_free`.
  */
@@ -1038,7 +1038,7 @@ typedef struct {
 #define KVEXACT_REFUSAL_NONE 0
 
 /**
- * The body, `messages` or a message is not the expected shape (registry.md §9.2 order 0). Name: `"unparseable"`.
+ * The body, `messages` or a message is not the expected shape (docs/contracts/registry.md §9.2 order 0). Name: `"unparseable"`.
  */
 #define KVEXACT_REFUSAL_UNPARSEABLE 1
 
@@ -2278,7 +2278,7 @@ kvexact_status kvexact_fixtures_load(const kvexact_registry *registry,
                                      kvexact_error **err);
 
 /**
- * Set-level checks before any probe (spec/registry.md §5.2): a fixture for every surface the
+ * Set-level checks before any probe (docs/contracts/registry.md §5.2): a fixture for every surface the
  * rule serves (`api_mode` 0 both, 1 completions, 2 chat) and clock pairing against the profile.
  * Writes the finding (`probe_fixtures_missing` on failure) to `*out`.
  *
@@ -2359,7 +2359,7 @@ const char *kvexact_tokenize_path(kvexact_engine engine);
 const char *kvexact_served_model_path(kvexact_engine engine);
 
 /**
- * Judges an engine's tokenize response to fixture `i` (spec/registry.md §5.3): a 200 JSON body
+ * Judges an engine's tokenize response to fixture `i` (docs/contracts/registry.md §5.3): a 200 JSON body
  * with integer `count`, integer-array `tokens`, integer `max_model_len` and `count ==
  * len(tokens)` (else `probe_schema_mismatch`), whose tokens equal the expected ids exactly
  * (else `token_mismatch` naming the first differing index). A clock fixture's ids are
@@ -2567,7 +2567,7 @@ kvexact_status kvexact_rank_coverage_result(const kvexact_rank_coverage *coverag
 void kvexact_rank_coverage_free(kvexact_rank_coverage *coverage);
 
 /**
- * One pass of the readiness ladder (spec/registry.md §8.3) over the evidence the gateway
+ * One pass of the readiness ladder (docs/contracts/registry.md §8.3) over the evidence the gateway
  * gathered, as JSON in and JSON out (addition to §6.5: the ladder's inputs are a tree of
  * optional findings per endpoint, which JSON carries to Go without a dozen C structs).
  *
@@ -2695,7 +2695,7 @@ void kvexact_registry_free(kvexact_registry *registry);
 uint64_t kvexact_registry_generation(const kvexact_registry *registry);
 
 /**
- * Writes the generation's `setDigest` (spec/registry.md §7) as 64 lowercase hex characters and
+ * Writes the generation's `setDigest` (docs/contracts/registry.md §7) as 64 lowercase hex characters and
  * a NUL into `out_hex`, which must hold 65 bytes. Returns `KVEXACT_OK` or
  * `KVEXACT_ERR_NULL_ARGUMENT`; `out_hex` is written only on success.
  *
@@ -2763,7 +2763,7 @@ uint64_t kvexact_profile_generation(const kvexact_profile *profile);
 void kvexact_profile_free(const kvexact_profile *profile);
 
 /**
- * Writes the generation's discovery document (spec/registry.md §7, what
+ * Writes the generation's discovery document (docs/contracts/registry.md §7, what
  * `GET /config/ai/model-profiles` serves) as compact UTF-8 JSON, no NUL:
  * `{"registryGeneration":…,"setDigest":"…","profiles":[{"profileId":…,"gen":…,"baseModel":…,
  * "aliasPolicy":…,"allowedAliases":[…],"supportedApis":[…],…}]}`, profiles sorted by id; no
@@ -2788,7 +2788,7 @@ kvexact_status kvexact_registry_discovery_json(const kvexact_registry *registry,
                                                size_t *len);
 
 /**
- * Drift check (spec/registry.md §7) of one profile: re-reads its document and every artifact
+ * Drift check (docs/contracts/registry.md §7) of one profile: re-reads its document and every artifact
  * it was published with beneath the generation's root, under the same trust policy, and
  * compares each sha256 with the load-time receipt.
  *
@@ -2817,7 +2817,7 @@ kvexact_status kvexact_registry_verify_disk(const kvexact_registry *registry,
 
 /**
  * Writes the profile document as compact UTF-8 JSON, no NUL: the parsed and validated
- * `<profile-id>.yaml` (spec/registry.md §2) serialized again, with the same camelCase keys
+ * `<profile-id>.yaml` (docs/contracts/registry.md §2) serialized again, with the same camelCase keys
  * (`profileId`, `baseModel`, `engineQuirks`, `renderPolicy` …) and optional keys the document
  * leaves out omitted. It is not the file's bytes (comments, key order and YAML formatting
  * are gone) and adds nothing resolved at load (no artifact bytes, paths or BOS id).
@@ -2835,7 +2835,7 @@ kvexact_status kvexact_profile_json(const kvexact_profile *profile,
                                     size_t *len);
 
 /**
- * Rule admission (spec/registry.md §9.4, §2 `modelType`): may a strict rule that serves
+ * Rule admission (docs/contracts/registry.md §9.4, §2 `modelType`): may a strict rule that serves
  * `model` (the rule's `model_name`, `model_len` bytes of UTF-8, no NUL needed) through
  * `api_mode` (`KVEXACT_API_BOTH` 0, `KVEXACT_API_COMPLETIONS` 1, `KVEXACT_API_CHAT` 2) on the
  * engine contract `contract_id` (NUL-terminated, e.g. `"vllm-kv-map-v2"`,

@@ -41,7 +41,7 @@ pub enum Command {
 }
 
 /// The validator the CLI publishes with: kvtemplate's, so every template is compiled with the
-/// very environment the encoder renders with and every tokenizer is built (spec §2, §7).
+/// very environment the encoder renders with and every tokenizer is built (docs/contracts/registry.md §2, §7).
 fn validator() -> (&'static dyn ArtifactValidator, &'static str) {
     static KVTEMPLATE: KvtemplateValidator = KvtemplateValidator;
     (

@@ -32,7 +32,7 @@ fn ids_of(v: &serde_json::Value) -> Vec<u32> {
         .collect()
 }
 
-/// vLLM sha256_cbor with PYTHONHASHSEED=0, written out byte by byte (spec vllm.md §1–4).
+/// vLLM sha256_cbor with PYTHONHASHSEED=0, written out byte by byte (spec docs/contracts/vllm.md §1–4).
 fn vllm_reference(ids: &[u32], bs: usize) -> Vec<u64> {
     fn uint(out: &mut Vec<u8>, major: u8, n: u64) {
         let m = major << 5;
@@ -64,7 +64,7 @@ fn vllm_reference(ids: &[u32], bs: usize) -> Vec<u64> {
     out
 }
 
-/// SGLang's page chain (spec sglang.md §1).
+/// SGLang's page chain (spec docs/contracts/sglang.md §1).
 fn sglang_reference(ids: &[u32], page: usize) -> Vec<u64> {
     let mut parent: Option<Vec<u8>> = None;
     let mut out = Vec::new();

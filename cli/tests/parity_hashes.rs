@@ -55,7 +55,7 @@ fn tampered(rel: &str, from: &str, to: &str, name: &str) -> (std::process::Outpu
 
 #[test]
 fn tampered_vllm_digest_fails() {
-    // Block 0 of plain_len16_bs16_seed0 (spec vllm.md §9), last hex digit changed.
+    // Block 0 of plain_len16_bs16_seed0 (spec docs/contracts/vllm.md §9), last hex digit changed.
     let (out, dir) = tampered(
         "vllm/block_hashes.json",
         "f9d53502c97d3d332a59b5140280a0524bcbbcb9c3fa4814c8276235dc1ec349",

@@ -14,7 +14,7 @@
 //!   the salt seed, the hashes of the BlockStored events; `expected.error` cases must be
 //!   rejected with [`kvhash::Error::TokenIdOutOfRange`] and, where the case records the
 //!   engine's message, [`SglangRules::refusal_message`] must equal it. `extra_key` does not
-//!   enter the published hash (spec sglang.md §1.1) and is read but not used.
+//!   enter the published hash (spec docs/contracts/sglang.md §1.1) and is read but not used.
 //! * vLLM look-ahead cases (`num_hash_lookahead_tokens`): the block's bytes include the
 //!   look-ahead tokens; the block is hashed only once they are fed.
 //! * TensorRT-LLM: every block's hash and parent including the partial tail, the salt

@@ -1,5 +1,5 @@
 //! Parity checks for the template vector files (`testdata/vectors/templates/*.json`,
-//! spec/templates.md §9 and §11) and the gateway's own chat-template and special-token
+//! docs/contracts/templates.md §9 and §11) and the gateway's own chat-template and special-token
 //! fixtures. Used by this crate's parity tests and by `kvexact parity`.
 //!
 //! Per chat case: the transformers render of the template-level `messages` must equal
@@ -256,7 +256,7 @@ fn flag(c: &JsonObject<'_>, key: &str) -> Option<bool> {
     }
 }
 
-/// The OpenAI body `engine_truth.py` sends for a chat case (spec/templates.md §11).
+/// The OpenAI body `engine_truth.py` sends for a chat case (docs/contracts/templates.md §11).
 pub fn request_body(c: &JsonObject<'_>, model: &str) -> String {
     let msgs = c.get("request_messages").or_else(|| c.get("messages"));
     let msgs = msgs.map(client_form).unwrap_or(Json::Array(Vec::new()));
@@ -412,7 +412,7 @@ fn check_completion_case(
     let Some((_, first)) = encoders.first() else {
         return;
     };
-    // Tokenizer level (the raw tokenizers library, spec/templates.md §7).
+    // Tokenizer level (the raw tokenizers library, docs/contracts/templates.md §7).
     if let Ok(t) = first.tokenizer() {
         let lib_true = ids_of(c.get("tokenizers_lib_add_special_true"))
             .or_else(|| ids_of(c.get("token_ids_add_special_true")));

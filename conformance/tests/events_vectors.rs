@@ -189,7 +189,7 @@ fn vllm_typed_decode_without_the_comparator() {
     assert_eq!(s.kv_cache_spec_kind, Some("full_attention"));
 
     // Bytes mode: the indexed u64 is the digest's last 8 bytes, big-endian, which is the
-    // int-mode value for the same tokens (vllm.md §5).
+    // int-mode value for the same tokens (docs/contracts/vllm.md §5).
     let c = case(&doc, "bytes_stored_prefill_no_parent");
     let p = hex::decode(c["payload_hex"].as_str().unwrap()).unwrap();
     let b = decode_payload(EventFormat::VllmKvMapV3, &p).unwrap();

@@ -1,4 +1,4 @@
-//! The hot-path encoder (spec/gateway-integration.md §6.3): one per profile × engine contract,
+//! The hot-path encoder (docs/contracts/gateway-integration.md §6.3): one per profile × engine contract,
 //! built once (template compiled, tokenizer loaded) and shared by every worker thread.
 
 use std::cell::RefCell;

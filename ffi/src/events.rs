@@ -1,4 +1,4 @@
-//! KV-event decoding (spec/gateway-integration.md §6.6): the ZMQ/msgpack wire formats of vLLM
+//! KV-event decoding (docs/contracts/gateway-integration.md §6.6): the ZMQ/msgpack wire formats of vLLM
 //! and SGLang and the HTTP/JSON format of TensorRT-LLM; the transports stay in the gateway.
 //!
 //! The mapping to `kvexact_event` is the challenge judge's: the same flag predicates

@@ -1,4 +1,4 @@
-//! Block hashing (spec/gateway-integration.md §6.4): `kvexact_hasher_new`,
+//! Block hashing (docs/contracts/gateway-integration.md §6.4): `kvexact_hasher_new`,
 //! `kvexact_block_hashes_u64`.
 
 use std::sync::Arc;

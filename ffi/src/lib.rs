@@ -1,11 +1,11 @@
 //! # libkvexact — the C ABI
 //!
-//! The C surface of spec/gateway-integration.md §6 as thin, checked translations to the library
+//! The C surface of docs/contracts/gateway-integration.md §6 as thin, checked translations to the library
 //! crates. No logic lives here: every entry point converts its arguments, calls one library
 //! function and converts the answer back. The header `include/kvexact.h` is generated from
 //! these sources by cbindgen (see `ffi/tests/header.rs`).
 //!
-//! Conventions, enforced by the helpers in [`handle`], [`panic`] and [`error`]:
+//! Conventions, enforced by the helpers in [`handle`], [`panic`](mod@panic) and [`error`]:
 //!
 //! * every entry point runs inside [`panic::boundary`]: a panic becomes
 //!   [`status::KVEXACT_ERR_PANIC`], never an unwind across `extern "C"`;

@@ -1,6 +1,6 @@
-//! Strict-rule refusal reasons (spec/registry.md §9.2), exposed as stable integers and names.
+//! Strict-rule refusal reasons (docs/contracts/registry.md §9.2), exposed as stable integers and names.
 //!
-//! The values are the §6.1 order of spec/gateway-integration.md and equal the discriminants of
+//! The values are the §6.1 order of docs/contracts/gateway-integration.md and equal the discriminants of
 //! kvtemplate's refusal enum (checked by a test once that enum exists).
 
 use std::ffi::c_char;
@@ -15,7 +15,7 @@ pub type kvexact_refusal = u32;
 
 /// No refusal (the call succeeded, or failed for another reason). Name: `"none"`.
 pub const KVEXACT_REFUSAL_NONE: kvexact_refusal = 0;
-/// The body, `messages` or a message is not the expected shape (registry.md §9.2 order 0). Name: `"unparseable"`.
+/// The body, `messages` or a message is not the expected shape (docs/contracts/registry.md §9.2 order 0). Name: `"unparseable"`.
 pub const KVEXACT_REFUSAL_UNPARSEABLE: kvexact_refusal = 1;
 /// `tools` or `tool_choice` present. Name: `"tools"`.
 pub const KVEXACT_REFUSAL_TOOLS: kvexact_refusal = 2;

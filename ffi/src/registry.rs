@@ -1,4 +1,4 @@
-//! The registry (spec/gateway-integration.md §6.2): immutable, reference-counted generations
+//! The registry (docs/contracts/gateway-integration.md §6.2): immutable, reference-counted generations
 //! loaded all-or-nothing from a registry root, profile lookups, the discovery and profile
 //! documents as JSON, the drift check and rule admission (kvprobe::admission).
 
@@ -185,7 +185,7 @@ pub unsafe extern "C" fn kvexact_registry_generation(registry: *const kvexact_re
     boundary(|| Ok(unsafe { arc_ref(registry, "registry") }?.number()))
 }
 
-/// Writes the generation's `setDigest` (spec/registry.md §7) as 64 lowercase hex characters and
+/// Writes the generation's `setDigest` (docs/contracts/registry.md §7) as 64 lowercase hex characters and
 /// a NUL into `out_hex`, which must hold 65 bytes. Returns `KVEXACT_OK` or
 /// `KVEXACT_ERR_NULL_ARGUMENT`; `out_hex` is written only on success.
 ///
@@ -327,7 +327,7 @@ pub unsafe extern "C" fn kvexact_profile_free(profile: *const kvexact_profile) {
     })
 }
 
-/// Writes the generation's discovery document (spec/registry.md §7, what
+/// Writes the generation's discovery document (docs/contracts/registry.md §7, what
 /// `GET /config/ai/model-profiles` serves) as compact UTF-8 JSON, no NUL:
 /// `{"registryGeneration":…,"setDigest":"…","profiles":[{"profileId":…,"gen":…,"baseModel":…,
 /// "aliasPolicy":…,"allowedAliases":[…],"supportedApis":[…],…}]}`, profiles sorted by id; no
@@ -362,7 +362,7 @@ pub unsafe extern "C" fn kvexact_registry_discovery_json(
     })
 }
 
-/// Drift check (spec/registry.md §7) of one profile: re-reads its document and every artifact
+/// Drift check (docs/contracts/registry.md §7) of one profile: re-reads its document and every artifact
 /// it was published with beneath the generation's root, under the same trust policy, and
 /// compares each sha256 with the load-time receipt.
 ///
@@ -407,7 +407,7 @@ pub unsafe extern "C" fn kvexact_registry_verify_disk(
 }
 
 /// Writes the profile document as compact UTF-8 JSON, no NUL: the parsed and validated
-/// `<profile-id>.yaml` (spec/registry.md §2) serialized again, with the same camelCase keys
+/// `<profile-id>.yaml` (docs/contracts/registry.md §2) serialized again, with the same camelCase keys
 /// (`profileId`, `baseModel`, `engineQuirks`, `renderPolicy` …) and optional keys the document
 /// leaves out omitted. It is not the file's bytes (comments, key order and YAML formatting
 /// are gone) and adds nothing resolved at load (no artifact bytes, paths or BOS id).
@@ -435,7 +435,7 @@ pub unsafe extern "C" fn kvexact_profile_json(
     })
 }
 
-/// Rule admission (spec/registry.md §9.4, §2 `modelType`): may a strict rule that serves
+/// Rule admission (docs/contracts/registry.md §9.4, §2 `modelType`): may a strict rule that serves
 /// `model` (the rule's `model_name`, `model_len` bytes of UTF-8, no NUL needed) through
 /// `api_mode` (`KVEXACT_API_BOTH` 0, `KVEXACT_API_COMPLETIONS` 1, `KVEXACT_API_CHAT` 2) on the
 /// engine contract `contract_id` (NUL-terminated, e.g. `"vllm-kv-map-v2"`,

@@ -427,7 +427,7 @@ fn trt_expected(name: &str, body: &str, decoded: &Value, rehash: bool) -> Vec<Ev
                     assert_eq!(raw_ids, tokens, "{name}: body and decoded tokens");
                     let published = u64_field(b, "block_hash").expect("hash");
                     let parent = u64_field(hi, "parent_hash_used").expect("parent used");
-                    // trtllm.md §3: extra ids, LoRA and multimodal keys enter every block
+                    // docs/contracts/trtllm.md §3: extra ids, LoRA and multimodal keys enter every block
                     // they touch, the salt only a root block (later ones inherit it through
                     // the published parent).
                     let plain = hi["uses_extra_ids"] == false

@@ -1,4 +1,4 @@
-//! SGLang's SHA-256 page chain (target SGLang 0.5.19; spec `sglang.md` §1–3).
+//! SGLang's SHA-256 page chain (target SGLang 0.5.19; `docs/contracts/sglang.md` §1–3).
 //!
 //! ```text
 //! digest_0 = SHA256(           u32le(t_0) || ... || u32le(t_P-1))

@@ -1,11 +1,11 @@
-//! TensorRT-LLM's V1 block-key hash (target 1.3.0rc29; spec `trtllm.md` §2–5).
+//! TensorRT-LLM's V1 block-key hash (target 1.3.0rc29; `docs/contracts/trtllm.md` §2–5).
 //!
 //! A 64-bit hash per block of `tokens_per_block` tokens, chained through the parent's hash
 //! (0 for the first block). Partial trailing blocks are hashed too (with their real length)
 //! but never match a later full block, so routing uses full blocks only
 //! ([`TrtllmHasher::block_hashes_u64`]); [`TrtllmChain::partial_hash`] gives the tail.
 //!
-//! The trap: `mix32` adds `0x9E3779B9` **in 32 bits** before widening (spec §3/§10).
+//! The trap: `mix32` adds `0x9E3779B9` **in 32 bits** before widening (docs/contracts/trtllm.md §3/§10).
 //!
 //! ```
 //! use kvhash::trtllm::TrtllmHasher;
@@ -54,7 +54,7 @@ fn mix64(seed: u64, x: u64) -> u64 {
     absorb(seed, fin64(x).wrapping_add(GOLDEN as u64))
 }
 
-/// How the cache salt string becomes the 64-bit value mixed into block 0 (spec §4).
+/// How the cache salt string becomes the 64-bit value mixed into block 0 (docs/contracts/trtllm.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SaltVariant {
     /// libstdc++ `std::hash<std::string>` of the UTF-8 bytes: 1.3.0rc (2026) builds,

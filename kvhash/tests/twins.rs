@@ -18,7 +18,7 @@ use proptest::prelude::*;
 // ------------------------------------------------------------------ the obvious key rule
 
 /// The extra keys of the hashed window `[s, e)` (the block, plus its look-ahead tokens) by
-/// the spec's plain rule (vllm.md §3): every item overlapping the window, for sorted,
+/// the spec's plain rule (docs/contracts/vllm.md §3): every item overlapping the window, for sorted,
 /// non-overlapping items of length ≥ 1.
 #[derive(Debug, Clone)]
 enum Key {

@@ -1,4 +1,4 @@
-//! Rule admission (spec/registry.md §9.4 and §2's `modelType` rule): may a strict rule serving
+//! Rule admission (docs/contracts/registry.md §9.4 and §2's `modelType` rule): may a strict rule serving
 //! `model` through `mode` on the engine contract `contract_id` bind this published profile?
 //!
 //! [`admit`] answers `Ok(())` or the first [`Refusal`] it finds, in this order:
@@ -146,7 +146,7 @@ pub fn serves_model(profile: &Profile, model: &str) -> bool {
 }
 
 /// The engine that renders `model_type`'s chat with its own renderer instead of the chat
-/// template (spec/registry.md §2 `modelType`), and that renderer's name.
+/// template (docs/contracts/registry.md §2 `modelType`), and that renderer's name.
 fn engine_renderer(model_type: &str, engine: Engine) -> Option<&'static str> {
     match (model_type, engine) {
         ("gpt_oss", Engine::Vllm | Engine::Trtllm) => Some("Harmony"),

@@ -1,4 +1,4 @@
-//! What happens between passes (spec/registry.md §8.3 "Cadence"): kicks that fence and
+//! What happens between passes (docs/contracts/registry.md §8.3 "Cadence"): kicks that fence and
 //! re-attest a rule, and the per-tick decision for a READY rule. Pure: the caller supplies the
 //! clock and the observations.
 

@@ -1,4 +1,4 @@
-//! The hash challenge (spec/registry.md §8.5): a nonce prompt grown through the engine's
+//! The hash challenge (docs/contracts/registry.md §8.5): a nonce prompt grown through the engine's
 //! completions encoding, the expected tokens and block hashes, and the judging of the KV
 //! events the engine publishes for it.
 
@@ -59,7 +59,7 @@ pub struct Observed {
 }
 
 /// Turns one decoded event into observations: vLLM/SGLang `BlockStored` → one; TensorRT-LLM
-/// `stored` → one per block, each re-hashed from its token list with `trt` (spec §8.5.7), the
+/// `stored` → one per block, each re-hashed from its token list with `trt` (docs/contracts/registry.md §8.5.7), the
 /// chain parent taken from the event. Other event kinds → none.
 pub fn observe_event(ev: &Event<'_>, trt: Option<&TrtllmHasher>) -> Vec<Observed> {
     match &ev.kind {
@@ -99,7 +99,7 @@ pub fn observe_event(ev: &Event<'_>, trt: Option<&TrtllmHasher>) -> Vec<Observed
     }
 }
 
-/// The hash the judge matches for one TensorRT-LLM stored block (spec §8.5.7) and whether it
+/// The hash the judge matches for one TensorRT-LLM stored block (docs/contracts/registry.md §8.5.7) and whether it
 /// differs from the published one: with `trt`, the hash re-derived from `ids` (the block's
 /// token ids as u32) under `parent` (the previous block's published hash, or the event's
 /// parent); without, the published hash. Used by [`observe_event`] and by the C ABI's event
@@ -117,7 +117,7 @@ pub fn rehash_trt_block(
 }
 
 /// SGLang prefill/decode bootstrap fields added to the challenge body of a P/D rule
-/// (spec/registry.md §8.5.5).
+/// (docs/contracts/registry.md §8.5.5).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bootstrap {
     /// The prefill endpoint's IP.
@@ -410,7 +410,7 @@ impl Challenge {
     }
 }
 
-/// SGLang rank coverage (spec §8.5.6): repeat challenges with fresh nonces until every
+/// SGLang rank coverage (docs/contracts/registry.md §8.5.6): repeat challenges with fresh nonces until every
 /// declared rank echoed one, within [`ATTEMPTS_PER_RANK`] attempts per rank.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankCoverage {

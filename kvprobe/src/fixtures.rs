@@ -1,4 +1,4 @@
-//! Probe fixtures (spec/registry.md §5): set-level checks, tokenize-response judging and
+//! Probe fixtures (docs/contracts/registry.md §5): set-level checks, tokenize-response judging and
 //! TensorRT-LLM's approved-oracle path.
 
 use crate::identity::json_object;
@@ -57,7 +57,7 @@ pub fn fixtures_load_failure(err: &RegistryError) -> Finding {
     Finding::fail(Reason::ProbeFixturesMissing, err.to_string())
 }
 
-/// Set-level checks before any probe (spec §5.2): surface coverage for the served surfaces and
+/// Set-level checks before any probe (docs/contracts/registry.md §5.2): surface coverage for the served surfaces and
 /// clock pairing against the profile.
 pub fn check_fixtures(set: &FixtureSet, profile: &Profile, mode: ApiMode) -> Finding {
     for api in [Api::Chat, Api::Completions] {
@@ -90,7 +90,7 @@ pub fn check_fixtures(set: &FixtureSet, profile: &Profile, mode: ApiMode) -> Fin
     Finding::pass(format!("{} fixture(s) in {}", set.fixtures.len(), set.dir))
 }
 
-/// The fixtures a rule probes: those of the surfaces it serves (spec §5.2.4).
+/// The fixtures a rule probes: those of the surfaces it serves (docs/contracts/registry.md §5.2.4).
 pub fn probed(set: &FixtureSet, mode: ApiMode) -> Vec<&Fixture> {
     set.fixtures
         .iter()
@@ -105,7 +105,7 @@ fn api_name(api: Api) -> &'static str {
     }
 }
 
-/// Judges a tokenize response against the full expected id sequence (spec §5.3): 200 JSON
+/// Judges a tokenize response against the full expected id sequence (docs/contracts/registry.md §5.3): 200 JSON
 /// with integer `count`, integer-array `tokens`, integer `max_model_len` and
 /// `count == len(tokens)` (else `probe_schema_mismatch`); then the whole array must equal the
 /// expectation, length first (else `token_mismatch` with the first differing index).
@@ -169,7 +169,7 @@ pub fn compare_ids(expected: &[u32], got: &[u32]) -> Finding {
 
 /// The ids a fixture expects at `now_unix_ms`: the banked ids, or for a clock fixture
 /// (`oracleNow`) the gateway's own render re-derived at `now_unix_ms` after checking that the
-/// render at `oracleNow` reproduces the banked ids (spec §5.3 "Clock fixtures").
+/// render at `oracleNow` reproduces the banked ids (docs/contracts/registry.md §5.3 "Clock fixtures").
 pub fn expected_ids(
     encoder: &Encoder,
     fixture: &Fixture,
@@ -285,7 +285,7 @@ fn named(fixture: &Fixture, mut f: Finding) -> Finding {
     f
 }
 
-/// TensorRT-LLM's approved oracle (spec §5.3): re-derive every probed fixture locally —
+/// TensorRT-LLM's approved oracle (docs/contracts/registry.md §5.3): re-derive every probed fixture locally —
 /// completions through the engine's completions encoding, chat through render + encode
 /// without specials — and compare with the banked ids. A fixture naming another model or
 /// lacking prompt/messages is `probe_schema_mismatch`. A pass is marked `oracle`.

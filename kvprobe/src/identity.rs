@@ -1,15 +1,15 @@
-//! Identity, geometry and served-model judging (spec/registry.md §4.1; vllm.md §8, sglang.md §6,
-//! trtllm.md §7–8). Each judge takes the HTTP status and body bytes the gateway received and
+//! Identity, geometry and served-model judging (docs/contracts/registry.md §4.1; docs/contracts/vllm.md §8, docs/contracts/sglang.md §6,
+//! docs/contracts/trtllm.md §7–8). Each judge takes the HTTP status and body bytes the gateway received and
 //! returns a [`Finding`].
 
 use crate::{Engine, Finding, Reason};
 use kvprofile_core::EngineManifest;
 use serde_json::{Map, Value};
 
-/// Largest probe response body accepted (spec §4.1: 256 KiB); larger → `probe_schema_mismatch`.
+/// Largest probe response body accepted (docs/contracts/registry.md §4.1: 256 KiB); larger → `probe_schema_mismatch`.
 pub const MAX_PROBE_BODY: usize = 256 * 1024;
 
-/// TensorRT-LLM's `kv_cache_hash_algo` for the V1 block-key contract (trtllm.md §7).
+/// TensorRT-LLM's `kv_cache_hash_algo` for the V1 block-key contract (docs/contracts/trtllm.md §7).
 pub const TRT_HASH_ALGO: &str = "v1_block_key";
 
 /// The identity endpoint of an engine: vLLM `GET /version`, SGLang `GET /get_server_info`,
@@ -57,7 +57,7 @@ fn string_field<'a>(o: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     o.get(key).and_then(Value::as_str)
 }
 
-/// Judges an identity response against the manifest (spec §4.1).
+/// Judges an identity response against the manifest (docs/contracts/registry.md §4.1).
 ///
 /// * vLLM `/version`: `version` must equal `engineVersion` (`identity_mismatch`); a missing
 ///   or non-string `version` is `probe_schema_mismatch`.
@@ -138,7 +138,7 @@ pub fn judge_identity(
     }
 }
 
-/// The rule's KV geometry (spec §8.4 `engine_geometry_mismatch`).
+/// The rule's KV geometry (docs/contracts/registry.md §8.4 `engine_geometry_mismatch`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Geometry {
     /// `kvBlockSize` (default 16; TensorRT-LLM rows use 32).
@@ -228,7 +228,7 @@ pub fn reported_version(engine: Engine, body: &[u8]) -> Option<String> {
 }
 
 /// The path a vLLM server registered for LoRA adapter `name`: the `root` of the `/v1/models`
-/// card whose `id` is `name` (the value the release's LoRA key hashes, vllm.md §8). A missing
+/// card whose `id` is `name` (the value the release's LoRA key hashes, docs/contracts/vllm.md §8). A missing
 /// adapter is `identity_mismatch`; a card without a string `root`, `probe_schema_mismatch`.
 pub fn lora_path(status: u16, body: &[u8], name: &str) -> Result<String, Finding> {
     let o = json_object("/v1/models", status, body)?;

@@ -1,4 +1,4 @@
-//! The readiness ladder (spec/registry.md §8.3) as a pure state machine: the evidence of one
+//! The readiness ladder (docs/contracts/registry.md §8.3) as a pure state machine: the evidence of one
 //! pass in, `{enforcedState, reasonCodes, receipts}` out. The live driver ([`crate::attest`])
 //! and the gateway gather the evidence; nothing here does I/O or reads a clock.
 //!
@@ -9,7 +9,7 @@
 use crate::{Finding, Reason, State};
 use serde::{Deserialize, Serialize};
 
-/// What a receipt records (spec §8.3).
+/// What a receipt records (docs/contracts/registry.md §8.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReceiptKind {
@@ -23,7 +23,7 @@ pub enum ReceiptKind {
     HashDrift,
 }
 
-/// One observation (spec §8.3: `{kind, endpoint, ok, reason, detail, time, manifest digest,
+/// One observation (docs/contracts/registry.md §8.3: `{kind, endpoint, ok, reason, detail, time, manifest digest,
 /// digest}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

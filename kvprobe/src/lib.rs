@@ -1,7 +1,7 @@
 //! # kvprobe — token probes, identity, hash challenge, readiness
 //!
 //! Where kvexact's pieces meet to prove, before routing, that an engine agrees with the
-//! gateway (spec/registry.md §4–§8):
+//! gateway (docs/contracts/registry.md §4–§8):
 //!
 //! * [`contract`]: the engine contract of one engine release (`resolve(engine, version)`),
 //!   typed from the catalog: kvhash's hashing rules and event schema, kvtemplate's chat rules.

@@ -1,4 +1,4 @@
-//! The reason-code vocabulary of spec/registry.md §8.4, with stable string forms.
+//! The reason-code vocabulary of docs/contracts/registry.md §8.4, with stable string forms.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 macro_rules! reasons {
     ($( $(#[$doc:meta])* $variant:ident => $s:literal, )*) => {
-        /// A readiness reason code (spec/registry.md §8.4). The string form ([`Reason::as_str`])
+        /// A readiness reason code (docs/contracts/registry.md §8.4). The string form ([`Reason::as_str`])
         /// is stable: it is what status resources, receipts and the C ABI carry.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         pub enum Reason {

@@ -1,4 +1,4 @@
-//! The readiness-state vocabulary of spec/registry.md §8.2, with stable string forms.
+//! The readiness-state vocabulary of docs/contracts/registry.md §8.2, with stable string forms.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -1,4 +1,4 @@
-//! The content-addressed artifact store (spec §3): artifact bytes read once through the trust
+//! The content-addressed artifact store (docs/contracts/registry.md §3): artifact bytes read once through the trust
 //! policy, sha256-verified against the profile's pin and kept in memory with a receipt.
 
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use crate::error::{ArtifactRole, DocKind, RegistryError, Result};
 use crate::ids::sha256_hex;
 use crate::trust::{FileMeta, TrustedRoot};
 
-/// What was read, when, and what it hashed to (spec §3 receipts).
+/// What was read, when, and what it hashed to (docs/contracts/registry.md §3 receipts).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Receipt {
@@ -119,7 +119,7 @@ struct AddedToken {
     special: bool,
 }
 
-/// Resolves the BOS id for `completionsBos` (spec §2): exactly one `added_tokens` entry of
+/// Resolves the BOS id for `completionsBos` (docs/contracts/registry.md §2): exactly one `added_tokens` entry of
 /// `tokenizer.json` with that `content`, `special: true` and an id.
 pub fn resolve_bos_id(tokenizer_json: &[u8], bos_token: &str, path: &str) -> Result<u32> {
     let t: TokenizerAddedTokens = serde_json::from_slice(tokenizer_json)

@@ -1,4 +1,4 @@
-//! Supported-models catalog (`validated-models.yaml`, spec §10.1), weights indexes (§10.2) and
+//! Supported-models catalog (`validated-models.yaml`, docs/contracts/registry.md §10.1), weights indexes (§10.2) and
 //! the engine support catalog (`support-catalog.yaml`, §10.3), as typed, validated models.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -221,7 +221,7 @@ impl SupportedModels {
         Ok(m)
     }
 
-    /// The rules of spec §10.1.
+    /// The rules of docs/contracts/registry.md §10.1.
     pub fn validate(&self, path: &str) -> Result<()> {
         let bad =
             |f: String, d: &str| Err(RegistryError::invalid(DocKind::SupportedModels, path, f, d));
@@ -405,7 +405,7 @@ pub struct WeightsEntry {
     pub name: String,
 }
 
-/// A weights index (`scripts/models/weights/<profileId>.index`, spec §10.2).
+/// A weights index (`scripts/models/weights/<profileId>.index`, docs/contracts/registry.md §10.2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WeightsIndex {
     /// Lines, sorted by name.

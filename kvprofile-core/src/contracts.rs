@@ -1,4 +1,4 @@
-//! The engine-contract catalog (spec §10.3): which contract profile ids exist, which engine and
+//! The engine-contract catalog (docs/contracts/registry.md §10.3): which contract profile ids exist, which engine and
 //! engine versions each covers, its event wire format and its block-hash algorithms.
 //!
 //! The catalog kvexact trusts is compiled in from `data/contracts.yaml` ([`builtin`]); the same

@@ -6,21 +6,21 @@ use std::fmt;
 /// Which kind of document a schema or validation error is about; selects the machine code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DocKind {
-    /// A profile document (`<root>/<id>.yaml`, spec §2).
+    /// A profile document (`<root>/<id>.yaml`, docs/contracts/registry.md §2).
     Profile,
-    /// An engine manifest (`manifests/<id>.yaml`, spec §4).
+    /// An engine manifest (`manifests/<id>.yaml`, docs/contracts/registry.md §4).
     EngineManifest,
-    /// A probe fixture (`*.request.json` / `*.expect.json`, spec §5).
+    /// A probe fixture (`*.request.json` / `*.expect.json`, docs/contracts/registry.md §5).
     Fixture,
-    /// The supported-models manifest (`validated-models.yaml`, spec §10.1).
+    /// The supported-models manifest (`validated-models.yaml`, docs/contracts/registry.md §10.1).
     SupportedModels,
-    /// A weights index (`weights/<id>.index`, spec §10.2).
+    /// A weights index (`weights/<id>.index`, docs/contracts/registry.md §10.2).
     WeightsIndex,
-    /// An engine-contract catalog (`contracts.yaml`, spec §10.3).
+    /// An engine-contract catalog (`contracts.yaml`, docs/contracts/registry.md §10.3).
     ContractCatalog,
-    /// The engine support catalog (`support-catalog.yaml`, spec §10.3).
+    /// The engine support catalog (`support-catalog.yaml`, docs/contracts/registry.md §10.3).
     SupportCatalog,
-    /// A `tokenizer.json` artifact (read only for the BOS id, spec §2).
+    /// A `tokenizer.json` artifact (read only for the BOS id, docs/contracts/registry.md §2).
     Tokenizer,
 }
 
@@ -95,13 +95,13 @@ impl fmt::Display for ArtifactRole {
 /// stable machine code (the `REFUSED <code>` word of the CLI and the C ABI's code string).
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    /// The registry root does not exist (spec §1: the registry then stays empty).
+    /// The registry root does not exist (docs/contracts/registry.md §1: the registry then stays empty).
     #[error("{path}: registry root does not exist")]
     RootMissing {
         /// The root as given by the caller.
         path: String,
     },
-    /// A path component is a symbolic link (spec §6: refused at every component).
+    /// A path component is a symbolic link (docs/contracts/registry.md §6: refused at every component).
     #[error("{path}: symbolic link refused")]
     Symlink {
         /// The offending path.
@@ -149,7 +149,7 @@ pub enum RegistryError {
         /// What it is instead.
         kind: &'static str,
     },
-    /// A file exceeds its size cap (spec §3).
+    /// A file exceeds its size cap (docs/contracts/registry.md §3).
     #[error("{path}: {size} bytes exceeds the {cap}-byte cap")]
     TooLarge {
         /// The offending file.
@@ -275,13 +275,13 @@ pub enum RegistryError {
         /// `requestSha256` of the expect file.
         pinned: String,
     },
-    /// A fixture directory holds no fixture (spec §5.1: an empty set is an error).
+    /// A fixture directory holds no fixture (docs/contracts/registry.md §5.1: an empty set is an error).
     #[error("{path}: empty probe-fixture set")]
     EmptyFixtureSet {
         /// The fixture directory.
         path: String,
     },
-    /// A receipt no longer matches the bytes on disk (spec §7 drift check).
+    /// A receipt no longer matches the bytes on disk (docs/contracts/registry.md §7 drift check).
     #[error("{path}: drift: {detail}")]
     Drift {
         /// The drifted file.

@@ -1,4 +1,4 @@
-//! Probe-fixture sets (`<root>/probefixtures/<id>/[sglang/|trtllm/]`, spec §5.1): request/expect
+//! Probe-fixture sets (`<root>/probefixtures/<id>/[sglang/|trtllm/]`, docs/contracts/registry.md §5.1): request/expect
 //! pairs, typed and structurally checked. Judging engines against them is kvprobe's work.
 
 use std::sync::Arc;
@@ -301,7 +301,7 @@ impl FixtureSet {
     }
 
     /// Structural checks against the profile: every request names the profile's model (base
-    /// or alias), and clock pairing (spec §5.2.3): with a clock policy every chat fixture
+    /// or alias), and clock pairing (docs/contracts/registry.md §5.2.3): with a clock policy every chat fixture
     /// carries `oracleNow`, without one none does.
     pub fn check_against(&self, profile: &Profile) -> Result<()> {
         let names = profile.model_names();

@@ -1,4 +1,4 @@
-//! Registry generations (spec §7): an all-or-nothing load of a registry root into an immutable,
+//! Registry generations (docs/contracts/registry.md §7): an all-or-nothing load of a registry root into an immutable,
 //! reference-counted snapshot with its `setDigest`, lookups, discovery entries and drift check.
 
 use std::collections::{BTreeMap, HashMap};
@@ -74,7 +74,7 @@ pub struct LoadedProfile {
 }
 
 impl LoadedProfile {
-    /// The discovery entry of this profile (spec §7).
+    /// The discovery entry of this profile (docs/contracts/registry.md §7).
     pub fn discovery_entry(&self) -> DiscoveryEntry {
         let p = &self.profile;
         let s = |o: &Option<String>| o.clone().unwrap_or_default();
@@ -168,7 +168,7 @@ pub struct Generation {
     set_digest: String,
 }
 
-/// `setDigest` (spec §7) over profiles in ascending id order: `id NUL sha256(doc) NUL` then,
+/// `setDigest` (docs/contracts/registry.md §7) over profiles in ascending id order: `id NUL sha256(doc) NUL` then,
 /// per artifact receipt in load order, `relative path NUL sha256 NUL`; sha256, lowercase hex.
 pub fn set_digest<'a>(profiles: impl IntoIterator<Item = &'a LoadedProfile>) -> String {
     let mut sorted: Vec<&LoadedProfile> = profiles.into_iter().collect();
@@ -337,7 +337,7 @@ impl Generation {
         let mut cache = ArtifactCache(HashMap::new());
         for entry in troot.list_dir(".")? {
             // Every *.yaml entry of the root is a profile document. The gateway's loader skips
-            // one that is not a regular file (spec §6); kvexact refuses it instead, naming the
+            // one that is not a regular file (docs/contracts/registry.md §6); kvexact refuses it instead, naming the
             // file, so that a root whose only profile is a symlink never publishes an empty
             // generation (QUIRKS.md, "Registry").
             if !entry.name.ends_with(".yaml") {
@@ -482,7 +482,7 @@ impl Generation {
         self.number
     }
 
-    /// The `setDigest` (spec §7).
+    /// The `setDigest` (docs/contracts/registry.md §7).
     pub fn set_digest(&self) -> &str {
         &self.set_digest
     }
@@ -519,7 +519,7 @@ impl Generation {
             .and_then(|id| self.profiles.get(id))
     }
 
-    /// The discovery document (spec §7).
+    /// The discovery document (docs/contracts/registry.md §7).
     pub fn discovery(&self) -> Discovery {
         Discovery {
             registry_generation: self.number,
@@ -542,7 +542,7 @@ impl Generation {
         TrustedRoot::open(root, self.policy)
     }
 
-    /// Drift check (spec §7): re-reads the profile's document and every artifact receipt
+    /// Drift check (docs/contracts/registry.md §7): re-reads the profile's document and every artifact receipt
     /// beneath this generation's root under the trust policy and compares sha256. A trust
     /// failure is returned as such; a changed digest is [`RegistryError::Drift`].
     pub fn verify_disk(&self, profile_id: &str) -> Result<()> {

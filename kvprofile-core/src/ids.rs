@@ -12,7 +12,7 @@ pub fn is_valid_profile_id(id: &str) -> bool {
     bytes.all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
-/// The installer's stricter id rule (spec §2, `modelctl.py`): `^[a-z0-9][a-z0-9.-]{0,62}$`.
+/// The installer's stricter id rule (docs/contracts/registry.md §2, `modelctl.py`): `^[a-z0-9][a-z0-9.-]{0,62}$`.
 pub fn is_installer_profile_id(id: &str) -> bool {
     let b = id.as_bytes();
     if b.is_empty() || b.len() > 63 {

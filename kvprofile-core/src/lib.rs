@@ -1,6 +1,6 @@
 //! # kvprofile-core — profiles, manifests, fixtures and the trusted registry
 //!
-//! Everything kvexact knows about the on-disk model-profile registry of spec/registry.md:
+//! Everything kvexact knows about the on-disk model-profile registry of docs/contracts/registry.md:
 //!
 //! - [`Profile`]: strict profile documents (§2) with `engineQuirks` checked against the
 //!   compiled engine-contract catalog ([`contracts`], §10.3), refined into engine

@@ -1,4 +1,4 @@
-//! Artifact locators (spec §3): where an artifact lives beneath `<root>/artifacts/`.
+//! Artifact locators (docs/contracts/registry.md §3): where an artifact lives beneath `<root>/artifacts/`.
 
 use crate::ids::is_sha256_hex;
 

@@ -1,4 +1,4 @@
-//! Engine manifests (`<root>/manifests/<profile-id>.yaml`, spec §4): the engine identity a
+//! Engine manifests (`<root>/manifests/<profile-id>.yaml`, docs/contracts/registry.md §4): the engine identity a
 //! profile's registry was staged for.
 
 use serde::{Deserialize, Serialize};

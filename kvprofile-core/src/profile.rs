@@ -1,4 +1,4 @@
-//! Profile documents (`<root>/<profile-id>.yaml`, spec §2): strict parse and field rules.
+//! Profile documents (`<root>/<profile-id>.yaml`, docs/contracts/registry.md §2): strict parse and field rules.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -233,7 +233,7 @@ impl Profile {
         self.engine_quirks.values().any(|q| q.completions_bos)
     }
 
-    /// The field rules of spec §2 (everything checkable without reading other files).
+    /// The field rules of docs/contracts/registry.md §2 (everything checkable without reading other files).
     pub fn validate(&self, path: &str) -> Result<()> {
         let bad =
             |field: &str, d: &str| Err(RegistryError::invalid(DocKind::Profile, path, field, d));

@@ -1,4 +1,4 @@
-//! The registry holder: the currently served generation behind a pointer swap (spec §7).
+//! The registry holder: the currently served generation behind a pointer swap (docs/contracts/registry.md §7).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};

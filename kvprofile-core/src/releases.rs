@@ -135,7 +135,7 @@ pub struct ChatRules {
     pub template_error_class: String,
     /// The template vector sets that prove them.
     pub vectors: Vec<String>,
-    /// The strict-rule refusal codes (kvtemplate `Refusal` names, spec/registry.md §9.2) an
+    /// The strict-rule refusal codes (kvtemplate `Refusal` names, docs/contracts/registry.md §9.2) an
     /// encoder for these versions may lift: requests hitting them are then encoded as the
     /// engine's serving path does. Listed only where the vectors above exercise the code and
     /// prove the engine's behaviour; empty (the default) = nothing liftable.

@@ -1,4 +1,4 @@
-//! The file trust policy (spec §6): every file the registry reads is opened strictly beneath the
+//! The file trust policy (docs/contracts/registry.md §6): every file the registry reads is opened strictly beneath the
 //! root with no symbolic link at any component, from directories and files owned by root or the
 //! trusted uid, with safe modes, regular files only, and size caps enforced while reading.
 //!
@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use crate::error::{RegistryError, Result};
 use crate::locator::is_safe_segment;
 
-/// Size caps per kind of file (spec §3).
+/// Size caps per kind of file (docs/contracts/registry.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SizeCaps {
     /// Profile document cap (default 1 MiB).

@@ -14,7 +14,7 @@ use crate::profile::Profile;
 /// ([`crate::LoadedProfile::prepared`]); its owner downcasts it back.
 pub type Prepared = Arc<dyn Any + Send + Sync>;
 
-/// Checks a profile's verified artifacts at publish (spec §2): every template must compile
+/// Checks a profile's verified artifacts at publish (docs/contracts/registry.md §2): every template must compile
 /// with the environment the renderer uses and every tokenizer must load. An `Err` refuses the
 /// whole generation with [`crate::RegistryError::ArtifactRejected`].
 pub trait ArtifactValidator: Send + Sync {

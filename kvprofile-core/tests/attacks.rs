@@ -580,7 +580,7 @@ fn manifest_for_another_profile() {
 
 #[test]
 fn a_profile_that_is_not_a_regular_file_is_refused() {
-    // The gateway's loader skips such an entry (spec §6); kvexact refuses it, naming the file,
+    // The gateway's loader skips such an entry (docs/contracts/registry.md §6); kvexact refuses it, naming the file,
     // and keeps the previous generation (QUIRKS.md, "Registry").
     expect(
         attack(|root, _| {
@@ -656,7 +656,7 @@ fn deferred_publish_checks_the_type_of_every_staged_file() {
 
 #[test]
 fn deferred_attestation_files_do_not_block_publish() {
-    // The gateway reads manifests and fixtures on demand (spec §1): a drifted fixture does not
+    // The gateway reads manifests and fixtures on demand (docs/contracts/registry.md §1): a drifted fixture does not
     // refuse the publish, but loading that set reports the drift.
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("reg");

@@ -1,6 +1,6 @@
 //! Every real gateway file in testdata/registry-examples (copied from shared/registry-examples,
 //! paths kept) parses with the typed models; the few that cannot be loaded as a whole are
-//! refused for the reason the spec/README gives, stated at each place.
+//! refused for the reason docs/contracts/registry.md or the README gives, stated at each place.
 
 mod common;
 
@@ -65,7 +65,7 @@ fn every_real_profile_parses() {
     assert!(r1.quirks("sglang-kv-rank-v1").completions_bos);
     assert!(all["llama32-1b-v1"].clock_policy().is_some());
     assert!(all["gptoss-20b-v1"].clock_policy().is_some());
-    // Generated profiles always declare both APIs and base_model_only (spec §2).
+    // Generated profiles always declare both APIs and base_model_only (docs/contracts/registry.md §2).
     for p in all.values() {
         assert_eq!(p.supported_apis, [Api::Completions, Api::Chat]);
         assert!(kvprofile_core::ids::is_installer_profile_id(&p.profile_id));
@@ -298,7 +298,7 @@ fn supported_models_catalog_parses_and_validates() {
     let rows: Vec<_> = m.models.iter().flat_map(|x| &x.tuples).collect();
     assert_eq!(rows.len(), 39);
     let count = |s| rows.iter().filter(|t| t.state == s).count();
-    // The file has 31 candidate and 8 blocked rows (spec §10.1 says 30/9; the file wins).
+    // The file has 31 candidate and 8 blocked rows (docs/contracts/registry.md §10.1 says 30/9; the file wins).
     assert_eq!(
         (
             count(TupleState::Validated),

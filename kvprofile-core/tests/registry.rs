@@ -1,6 +1,6 @@
 //! The sample registry in testdata/registry: it loads (with attestation files), lookups and
 //! discovery behave, its fixtures equal the vectors' engine truth, and `setDigest` equals an
-//! independent re-computation from spec §7.
+//! independent re-computation from docs/contracts/registry.md §7.
 
 mod common;
 
@@ -17,7 +17,7 @@ fn sample_copy() -> tempfile::TempDir {
     tmp
 }
 
-/// spec §7, written out straight from the text, independent of the crate: for each profile id
+/// docs/contracts/registry.md §7, written out straight from the text, independent of the crate: for each profile id
 /// ascending: id NUL sha256(doc) NUL, then per artifact (tokenizer, template) the relative path
 /// NUL sha256(bytes) NUL; sha256 of all that, lowercase hex.
 fn independent_set_digest(root: &Path) -> String {

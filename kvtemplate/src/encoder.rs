@@ -24,7 +24,7 @@ pub enum SpecialTokenValue {
 }
 
 /// Everything an [`Encoder`] is built from. kvprofile-core's profile maps onto it field by field
-/// (spec/registry.md §2); [`crate::spec_from_model_dir`] builds one from a model directory.
+/// (docs/contracts/registry.md §2); [`crate::spec_from_model_dir`] builds one from a model directory.
 #[derive(Debug, Clone)]
 pub struct EncoderSpec {
     /// Raw Jinja chat-template source (`None`: completions only).
@@ -41,7 +41,7 @@ pub struct EncoderSpec {
     pub eos_token: Option<String>,
     /// Further `special_tokens_map` entries transformers binds (`pad_token`,
     /// `additional_special_tokens`, …). Only the engine emulation passes them; the strict path
-    /// binds `bos_token`/`eos_token` alone (spec/registry.md §9.2).
+    /// binds `bos_token`/`eos_token` alone (docs/contracts/registry.md §9.2).
     pub extra_special_tokens: Vec<(String, SpecialTokenValue)>,
     /// `renderPolicy.addGenerationPrompt`.
     pub add_generation_prompt: bool,
@@ -61,7 +61,7 @@ pub struct EncoderSpec {
     /// ([`ChatRules::check_engine`]).
     pub chat_rules: ChatRules,
     /// The strict-rule refusal codes this encoder lifts (default: none — the strict rules of
-    /// spec/registry.md §9.2 exactly). A chat request whose scan hits only lifted codes is
+    /// docs/contracts/registry.md §9.2 exactly). A chat request whose scan hits only lifted codes is
     /// rendered and tokenized the way the engine's own serving path does, under
     /// [`EncoderSpec::chat_rules`] (see [`Encoder::encode_chat`] for the rules of a lift).
     /// Must be a subset of [`RefusalSet::LIFTABLE`]; which codes an engine release may lift is
@@ -218,7 +218,7 @@ impl Encoder {
     /// Compiles the template and loads the tokenizer. Fails on a template that does not
     /// compile, a tokenizer that does not load, a `completionsBos` quirk on a non-SGLang
     /// contract or without a resolvable BOS, or a clock policy that disagrees with the
-    /// template (spec/registry.md §2 publish checks), chat rules of another engine family, or
+    /// template (docs/contracts/registry.md §2 publish checks), chat rules of another engine family, or
     /// a lifted code kvtemplate cannot lift ([`crate::Refusal::can_lift`]).
     pub fn new(spec: EncoderSpec) -> Result<Encoder, Error> {
         spec.chat_rules

@@ -1,5 +1,5 @@
 //! Engine contracts and how each engine turns an OpenAI chat request into a template context
-//! (spec/templates.md §4 and §11). This is the full, non-strict behaviour the parity vectors
+//! (docs/contracts/templates.md §4 and §11). This is the full, non-strict behaviour the parity vectors
 //! record (`engine_token_ids`); the gateway's strict path (`strict`) refuses everything here
 //! that is not plain chat.
 

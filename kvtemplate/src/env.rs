@@ -1,5 +1,5 @@
 //! The Jinja environment transformers renders chat templates in, rebuilt on minijinja
-//! (spec/templates.md §2 and §5).
+//! (docs/contracts/templates.md §2 and §5).
 
 use crate::pyjson::{self, DumpOptions};
 use crate::pystr;

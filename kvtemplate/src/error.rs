@@ -49,7 +49,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// The typed bridge code (spec/registry.md §9.3) this error maps to.
+    /// The typed bridge code (docs/contracts/registry.md §9.3) this error maps to.
     pub fn class(&self) -> ResultClass {
         match self {
             Error::TemplateCompile(_) => ResultClass::Renderer,

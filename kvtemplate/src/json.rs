@@ -1,7 +1,7 @@
 //! Exact-key JSON for request bodies, borrowed from the caller's bytes.
 //!
 //! serde's derive refuses duplicate keys and `serde_json::Value` copies every string; the
-//! gateway contract (spec/registry.md §9.2) wants case-sensitive keys where the **last
+//! gateway contract (docs/contracts/registry.md §9.2) wants case-sensitive keys where the **last
 //! duplicate wins**, like Python's `json.loads`. [`Json`] is a borrowed tree that keeps every
 //! member in document order (strings without escapes are borrowed, never copied) and looks keys
 //! up from the end. [`RawObject`] keeps a top-level object's values unparsed (`RawValue`), so
@@ -46,7 +46,7 @@ impl<'a> JsonObject<'a> {
         self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
-    /// `key` exists and is not `null` ("present" in spec/registry.md §9.2).
+    /// `key` exists and is not `null` ("present" in docs/contracts/registry.md §9.2).
     pub fn present(&self, key: &str) -> bool {
         self.get(key).is_some_and(|v| !matches!(v, Json::Null))
     }
@@ -214,7 +214,7 @@ impl<'a> RawObject<'a> {
         self.get(key).is_some_and(|v| v.get() != "null")
     }
 
-    /// `key` is present and not a JSON boolean equal to `wanted` (spec/registry.md §9.2 "differs").
+    /// `key` is present and not a JSON boolean equal to `wanted` (docs/contracts/registry.md §9.2 "differs").
     pub fn differs(&self, key: &str, wanted: bool) -> bool {
         match self.get(key).map(RawValue::get) {
             None | Some("null") => false,

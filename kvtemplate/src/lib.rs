@@ -2,14 +2,14 @@
 //!
 //! The hot path of the kvexact gateway: a raw OpenAI request body goes in, the prompt token ids
 //! the engine will cache come out — or a typed refusal when a strict rule cannot guarantee that
-//! (spec/registry.md §9).
+//! (docs/contracts/registry.md §9).
 //!
 //! * [`json`]: exact-key, last-duplicate-wins JSON borrowed from the caller's bytes.
 //! * [`refusal`]: the §9.2 feature codes ([`Refusal`]), result classes ([`ResultClass`]),
 //!   [`Outcome`], and [`RefusalSet`] — the codes an encoder lifts ([`EncoderSpec::lifted`]:
 //!   requests hitting only those are encoded exactly as the engine's serving path does).
-//! * [`env`]: chat templates compiled into a minijinja environment that behaves like
-//!   transformers' Jinja environment (spec/templates.md §2, §5).
+//! * [`env`](mod@env): chat templates compiled into a minijinja environment that behaves like
+//!   transformers' Jinja environment (docs/contracts/templates.md §2, §5).
 //! * [`Encoder`]: one per (profile, engine contract); `Send + Sync`, share it with `Arc`.
 //! * [`limits`]: the bounds on one request's work ([`InputLimits`], documented defaults);
 //!   over one, a request is refused `input_too_large` before the work is done.

@@ -10,7 +10,7 @@ use crate::template_facts::TemplateFacts;
 use kvprofile_core::ClockPolicy;
 use std::path::Path;
 
-/// Tokenizer classes whose `add_bos_token` SGLang restores (spec/sglang.md §7).
+/// Tokenizer classes whose `add_bos_token` SGLang restores (docs/contracts/sglang.md §7).
 const SGLANG_BOS_CLASSES: [&str; 7] = [
     "LlamaTokenizer",
     "LlamaTokenizerFast",
@@ -53,7 +53,7 @@ fn token_text(v: &serde_json::Value) -> Option<String> {
 
 /// Reads a model directory into a spec for `engine`.
 ///
-/// Template choice (spec/models PROVENANCE): `chat_template.hf.jinja` (the official bytes where a
+/// Template choice (testdata/models/PROVENANCE.md): `chat_template.hf.jinja` (the official bytes where a
 /// directory also holds an unofficial copy), else `tokenizer_config.json` `chat_template`
 /// (a string, or the `default` entry of a list), else `chat_template.jinja`. Special tokens come
 /// from `tokenizer_config.json`. For SGLang, `completions_bos` is derived the way SGLang's
@@ -167,7 +167,7 @@ pub fn spec_from_model_dir_for(
     Ok(spec)
 }
 
-/// The registry's publish-time check (spec/registry.md §2): the template compiles (with the
+/// The registry's publish-time check (docs/contracts/registry.md §2): the template compiles (with the
 /// clock policy agreeing with it both ways), `tokenizer.json` loads, and — when a
 /// `completionsBos` quirk is declared — the BOS token resolves to exactly one special added
 /// token.

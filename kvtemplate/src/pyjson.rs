@@ -1,5 +1,5 @@
 //! Python `json.dumps` over template values: the `tojson` filter transformers installs
-//! (spec/templates.md §2): `ensure_ascii=False`, Python separators, `indent=N`, float `repr`,
+//! (docs/contracts/templates.md §2): `ensure_ascii=False`, Python separators, `indent=N`, float `repr`,
 //! insertion key order, no HTML escaping.
 
 use minijinja::value::{Value, ValueKind};

@@ -1,4 +1,4 @@
-//! Python `str` semantics that leak through Jinja templates (spec/templates.md §2, trap T1).
+//! Python `str` semantics that leak through Jinja templates (docs/contracts/templates.md §2, trap T1).
 
 /// Python's `str.isspace` for one character.
 ///

@@ -1,8 +1,8 @@
-//! Strict-rule refusals (spec/registry.md §9.2), result classes (§9.3), and [`RefusalSet`]:
+//! Strict-rule refusals (docs/contracts/registry.md §9.2), result classes (§9.3), and [`RefusalSet`]:
 //! the codes an encoder is told to lift ([`crate::EncoderSpec::lifted`]).
 
 /// Why a strict rule refuses a request. Discriminants are the C ABI's `kvexact_refusal`
-/// values (spec/gateway-integration.md §6.1; 0 is `KVEXACT_REFUSAL_NONE`), and the variant
+/// values (docs/contracts/gateway-integration.md §6.1; 0 is `KVEXACT_REFUSAL_NONE`), and the variant
 /// order is the order in which the scan checks them (first hit wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(i32)]
@@ -87,7 +87,7 @@ impl Refusal {
         Refusal::InputTooLarge,
     ];
 
-    /// The stable feature code (spec/registry.md §9.2; `kvexact_refusal_name`).
+    /// The stable feature code (docs/contracts/registry.md §9.2; `kvexact_refusal_name`).
     pub fn as_str(self) -> &'static str {
         match self {
             Refusal::Unparseable => "unparseable",
@@ -151,7 +151,7 @@ impl Refusal {
     }
 
     /// The typed result class the gateway reports: an unparseable body is a plain request
-    /// error (-1), every other refusal is "unsupported" (-2) (spec/registry.md §9.3).
+    /// error (-1), every other refusal is "unsupported" (-2) (docs/contracts/registry.md §9.3).
     pub fn class(self) -> ResultClass {
         match self {
             Refusal::Unparseable => ResultClass::Request,
@@ -349,7 +349,7 @@ impl std::fmt::Display for RefusalSet {
     }
 }
 
-/// The typed bridge codes of spec/registry.md §9.3 (identical to the C ABI's `KVEXACT_ERR_*`).
+/// The typed bridge codes of docs/contracts/registry.md §9.3 (identical to the C ABI's `KVEXACT_ERR_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i32)]
 pub enum ResultClass {

@@ -1,4 +1,4 @@
-//! The gateway's strict path: exact-key parse, the refusal scan of spec/registry.md §9.2 (first
+//! The gateway's strict path: exact-key parse, the refusal scan of docs/contracts/registry.md §9.2 (first
 //! hit wins), the restricted template context, content-shape check, NUL check, tokenization
 //! without special tokens, truncation at the caller's maximum — and, for the codes an encoder
 //! lifts ([`crate::EncoderSpec::lifted`]), the engine's own render of the requests that hit
@@ -484,7 +484,7 @@ impl Encoder {
     /// # Lifted codes
     ///
     /// With [`crate::EncoderSpec::lifted`] empty (the default) this is the strict path of
-    /// spec/registry.md §9.2 exactly: same scan order, same codes. With codes lifted, the scan
+    /// docs/contracts/registry.md §9.2 exactly: same scan order, same codes. With codes lifted, the scan
     /// runs in the same order; a hit of a lifted code that lies within what its lift covers is
     /// noted and the scan goes on, any other hit refuses with its own code. If every hit was a
     /// lifted one, the request is rendered and tokenized as the engine's own serving path does

@@ -1,5 +1,5 @@
 //! What a chat template's source says about itself, computed once per encoder: the facts the
-//! strict scan (spec/registry.md §9.2) and vLLM's content-format detector look for.
+//! strict scan (docs/contracts/registry.md §9.2) and vLLM's content-format detector look for.
 
 /// Facts about one template source.
 #[derive(Debug, Clone, PartialEq, Eq)]

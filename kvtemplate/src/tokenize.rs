@@ -1,5 +1,5 @@
 //! The pinned `tokenizer.json`, and how each engine turns text into ids
-//! (spec/templates.md §7, §11; vllm.md §8; sglang.md §7; trtllm.md §1; registry.md §9.3).
+//! (docs/contracts/templates.md §7, §11; docs/contracts/vllm.md §8; docs/contracts/sglang.md §7; docs/contracts/trtllm.md §1; docs/contracts/registry.md §9.3).
 //!
 //! Text is encoded by [`kvtoken::FastEncoder`], which gives exactly `tokenizers`' ids (and
 //! falls back to `tokenizers` itself for configurations it does not recognise). An optional
@@ -53,7 +53,7 @@ pub fn load(tokenizer_json: &[u8]) -> Result<Tokenizer, Error> {
 }
 
 /// The id of the one special added token whose content is `token`
-/// (spec/registry.md §2 `completionsBos`: exactly one such entry, else an error).
+/// (docs/contracts/registry.md §2 `completionsBos`: exactly one such entry, else an error).
 pub fn resolve_special_id(tok: &Tokenizer, token: &str) -> Result<u32, Error> {
     let hits: Vec<u32> = tok
         .get_added_tokens_decoder()

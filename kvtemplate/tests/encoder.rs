@@ -21,7 +21,7 @@ fn encoder_is_send_sync() {
 
 #[test]
 fn completions_per_engine_r1() {
-    // spec/templates.md §11: vLLM/TRT-LLM no BOS, SGLang BOS 151646 + text.
+    // docs/contracts/templates.md §11: vLLM/TRT-LLM no BOS, SGLang BOS 151646 + text.
     let text = "The capital of France is";
     let plain = [785, 6722, 315, 9625, 374];
     for (engine, want_bos) in [

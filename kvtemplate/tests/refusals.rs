@@ -1,4 +1,4 @@
-//! One minimal request per strict-rule refusal code (spec/registry.md §9.2), the scan order,
+//! One minimal request per strict-rule refusal code (docs/contracts/registry.md §9.2), the scan order,
 //! and the exact-key semantics.
 
 mod common_models;

@@ -38,7 +38,7 @@ CASES = [
     ("system_user", "chat-system-user", ("vllm", "sglang", "trtllm")),
     ("multi_turn", "chat-multi-turn", ("vllm", "sglang", "trtllm")),
     ("unicode_cjk", "chat-unicode-mix", ("vllm", "sglang", "trtllm")),
-    # SGLang sets omit chat cases that end on an assistant turn (spec §5.1).
+    # SGLang sets omit chat cases that end on an assistant turn (docs/contracts/registry.md §5.1).
     ("ends_on_assistant_with_generation_prompt", "chat-assistant-last", ("vllm", "trtllm")),
 ]
 SUBDIR = {"vllm": "", "sglang": "sglang/", "trtllm": "trtllm/"}

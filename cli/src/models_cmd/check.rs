@@ -1,4 +1,4 @@
-//! `kvexact models check`: the drift gate (spec §10–11, `modelctl.py check`). Every
+//! `kvexact models check`: the drift gate (docs/contracts/registry.md §10–11, `modelctl.py check`). Every
 //! disagreement between the catalog and what it describes is one `DRIFT: …` line:
 //!
 //! - engines ↔ `engine-contracts/support-catalog.yaml` (entry present, contract = catalog

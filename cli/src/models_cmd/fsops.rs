@@ -1,4 +1,4 @@
-//! Safe local writes for the installer (spec §6 installer side): install roots absolute without
+//! Safe local writes for the installer (docs/contracts/registry.md §6 installer side): install roots absolute without
 //! `..`; no symlink at or below a root (never written through); directories `0755`, files
 //! `0644`, each file written to a temp file in the same directory, fsynced and renamed over the
 //! destination, then the directory fsynced.

@@ -1,5 +1,5 @@
 //! `kvexact models install`: stage the profile registry for one engine exactly as the gateway
-//! reads it (spec §1, §11), and optionally the pinned weights snapshot.
+//! reads it (docs/contracts/registry.md §1, §11), and optionally the pinned weights snapshot.
 //!
 //! Per selected model, before anything is written: the banked template's sha256 must be the
 //! catalog's `templateSha256`; the committed profile must parse strictly and carry the catalog's
@@ -43,7 +43,7 @@ use super::sources::{manifest_set, read_file, sha256_hex, state_str, SourceTree,
 use super::verify_weights::{check_file, FileCheck};
 use super::{gb, print_json, rev12, Common, Refusal, Status};
 
-/// Free space kept beyond the download (spec §11: remaining + 1 GB).
+/// Free space kept beyond the download (docs/contracts/registry.md §11: remaining + 1 GB).
 const SPACE_MARGIN: u64 = 1 << 30;
 
 /// Arguments of `kvexact models install`.

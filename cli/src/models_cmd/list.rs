@@ -1,4 +1,4 @@
-//! `kvexact models list`: the `install-models.sh --list` lines (spec §11).
+//! `kvexact models list`: the `install-models.sh --list` lines (docs/contracts/registry.md §11).
 
 use kvprofile_core::catalog::{ModelEntry, SupportedModels};
 

@@ -1,4 +1,4 @@
-//! `kvexact models …`: the supported-models catalog for operators (spec/registry.md §10–11).
+//! `kvexact models …`: the supported-models catalog for operators (docs/contracts/registry.md §10–11).
 //!
 //! One binary replaces `modelctl.py`, `install-models.sh` and hand-run `sha256sum` checks. Every
 //! subcommand reads the catalog `scripts/models/validated-models.yaml` (`--catalog FILE`); the

@@ -1,4 +1,4 @@
-//! `kvexact models render`: `docs/SUPPORTED-MODELS.md` from the catalog (spec §10.1).
+//! `kvexact models render`: `docs/SUPPORTED-MODELS.md` from the catalog (docs/contracts/registry.md §10.1).
 //!
 //! The page is a pure function of the catalog and the weights indexes (the "Snapshot size"
 //! column is the sum of each index's sizes in decimal GB, one decimal). Numbers of `perf` points

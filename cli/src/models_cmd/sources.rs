@@ -1,6 +1,6 @@
 //! The repository tree around a catalog: where the weights indexes, committed profiles,
 //! manifests, fixtures, banked templates, the page and the support catalog live, and the
-//! typed reads of each (spec §10, `modelctl.py` layout).
+//! typed reads of each (docs/contracts/registry.md §10, `modelctl.py` layout).
 
 use std::fs;
 use std::io::Read;

@@ -1,4 +1,4 @@
-//! The hash challenge (`kvexact_challenge`, spec/registry.md §8.5): the nonce prompt, its
+//! The hash challenge (`kvexact_challenge`, docs/contracts/registry.md §8.5): the nonce prompt, its
 //! expected tokens and block hashes, and the judging of the KV events the engine publishes.
 
 use std::ffi::c_char;
@@ -19,7 +19,7 @@ use crate::status::{kvexact_status, KVEXACT_ERR_CHALLENGE, KVEXACT_OK};
 
 use super::finding::{kvexact_finding, write_finding};
 
-/// One armed hash challenge (spec/registry.md §8.5): the nonce prompt, its expected tokens and
+/// One armed hash challenge (docs/contracts/registry.md §8.5): the nonce prompt, its expected tokens and
 /// block hashes, and the judging of the KV events the engine publishes for it. Opaque; owned
 /// by one caller at a time (not for concurrent use). Free with `kvexact_challenge_free`.
 pub struct kvexact_challenge {

@@ -1,4 +1,4 @@
-//! Probe-fixture sets (`kvexact_fixtures`, spec/registry.md §5): one engine's fixtures for a
+//! Probe-fixture sets (`kvexact_fixtures`, docs/contracts/registry.md §5): one engine's fixtures for a
 //! profile, their set-level checks and the per-fixture request bytes and description.
 
 use std::ffi::{c_char, CString};
@@ -17,7 +17,7 @@ use crate::status::{kvexact_status, KVEXACT_OK};
 use super::finding::{kvexact_finding, write_finding};
 
 /// One engine's probe-fixture set for a profile (`probefixtures/<profile-id>/<engine>/`,
-/// spec/registry.md §5). Opaque, immutable and reference-counted; release with
+/// docs/contracts/registry.md §5). Opaque, immutable and reference-counted; release with
 /// `kvexact_fixtures_free`.
 pub struct kvexact_fixtures {
     _private: [u8; 0],
@@ -90,7 +90,7 @@ pub unsafe extern "C" fn kvexact_fixtures_load(
     }
 }
 
-/// Set-level checks before any probe (spec/registry.md §5.2): a fixture for every surface the
+/// Set-level checks before any probe (docs/contracts/registry.md §5.2): a fixture for every surface the
 /// rule serves (`api_mode` 0 both, 1 completions, 2 chat) and clock pairing against the profile.
 /// Writes the finding (`probe_fixtures_missing` on failure) to `*out`.
 ///

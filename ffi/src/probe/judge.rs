@@ -1,4 +1,4 @@
-//! The judges (spec/registry.md §5.3, §8.4): an engine's tokenize, oracle, identity, geometry
+//! The judges (docs/contracts/registry.md §5.3, §8.4): an engine's tokenize, oracle, identity, geometry
 //! and served-model answers against the fixtures, the manifest or the rule, and the engine
 //! routes those answers come from.
 
@@ -66,7 +66,7 @@ pub extern "C" fn kvexact_served_model_path(engine: kvexact_engine) -> *const c_
     }
 }
 
-/// Judges an engine's tokenize response to fixture `i` (spec/registry.md §5.3): a 200 JSON body
+/// Judges an engine's tokenize response to fixture `i` (docs/contracts/registry.md §5.3): a 200 JSON body
 /// with integer `count`, integer-array `tokens`, integer `max_model_len` and `count ==
 /// len(tokens)` (else `probe_schema_mismatch`), whose tokens equal the expected ids exactly
 /// (else `token_mismatch` naming the first differing index). A clock fixture's ids are

@@ -1,4 +1,4 @@
-//! Engine manifests (`kvexact_manifest`, spec/registry.md §4): the trust root of identity
+//! Engine manifests (`kvexact_manifest`, docs/contracts/registry.md §4): the trust root of identity
 //! probes, read beneath a registry's root.
 
 use std::ffi::{c_char, CString};
@@ -12,7 +12,7 @@ use crate::panic::{boundary, boundary_err};
 use crate::registry::{kvexact_registry, registry_failure};
 use crate::status::{kvexact_status, KVEXACT_ERR_NOT_FOUND, KVEXACT_OK};
 
-/// A profile's engine manifest (`manifests/<profile-id>.yaml`, spec/registry.md §4), the trust
+/// A profile's engine manifest (`manifests/<profile-id>.yaml`, docs/contracts/registry.md §4), the trust
 /// root of identity probes. Opaque, immutable and reference-counted; release with
 /// `kvexact_manifest_free`.
 pub struct kvexact_manifest {

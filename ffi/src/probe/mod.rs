@@ -1,4 +1,4 @@
-//! Probes and readiness judgements (spec/gateway-integration.md §6.5), one module per handle
+//! Probes and readiness judgements (docs/contracts/gateway-integration.md §6.5), one module per handle
 //! family: engine manifests ([`manifest`]), probe fixtures ([`fixtures`]), the tokenize /
 //! oracle / identity / geometry / served-model judges and the engine routes they read
 //! ([`judge`]), the hash challenge ([`challenge`]), SGLang rank coverage ([`rank_coverage`])

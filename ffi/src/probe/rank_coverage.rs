@@ -1,4 +1,4 @@
-//! SGLang rank coverage (`kvexact_rank_coverage`, spec/registry.md §8.5.6): challenges repeated
+//! SGLang rank coverage (`kvexact_rank_coverage`, docs/contracts/registry.md §8.5.6): challenges repeated
 //! until every declared DP rank echoed one.
 
 use kvprobe::challenge::RankCoverage;
@@ -11,7 +11,7 @@ use crate::status::{kvexact_status, KVEXACT_OK};
 use super::challenge::kvexact_challenge;
 use super::finding::{kvexact_finding, write_finding};
 
-/// SGLang rank coverage (spec/registry.md §8.5.6): with several DP ranks declared, challenges
+/// SGLang rank coverage (docs/contracts/registry.md §8.5.6): with several DP ranks declared, challenges
 /// are repeated with fresh nonces until every declared rank echoed one, within 4 attempts per
 /// rank. Opaque; owned by one caller at a time. Free with `kvexact_rank_coverage_free`.
 pub struct kvexact_rank_coverage {

@@ -1,11 +1,11 @@
-//! The readiness ladder (spec/registry.md §8.3) as JSON in and JSON out.
+//! The readiness ladder (docs/contracts/registry.md §8.3) as JSON in and JSON out.
 
 use crate::error::{kvexact_error, Failure};
 use crate::handle::{copy_out, in_slice, out_param, out_slice};
 use crate::panic::boundary_err;
 use crate::status::{kvexact_status, KVEXACT_ERR_UNKNOWN};
 
-/// One pass of the readiness ladder (spec/registry.md §8.3) over the evidence the gateway
+/// One pass of the readiness ladder (docs/contracts/registry.md §8.3) over the evidence the gateway
 /// gathered, as JSON in and JSON out (addition to §6.5: the ladder's inputs are a tree of
 /// optional findings per endpoint, which JSON carries to Go without a dozen C structs).
 ///

@@ -1,6 +1,6 @@
 //! KV-event format ids: which wire format an engine speaks.
 //!
-//! The ids of the engine contracts (spec/registry.md §10.3) are kept verbatim; formats those
+//! The ids of the engine contracts (docs/contracts/registry.md §10.3) are kept verbatim; formats those
 //! contracts do not cover get new ids in the same style. See the table in [`crate::events`].
 
 use crate::Error;

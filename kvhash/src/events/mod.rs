@@ -31,7 +31,7 @@
 //!
 //! Hashes keep the engine's own form ([`BlockHash`]: vLLM `u64` or digest bytes, SGLang `i64`,
 //! TensorRT-LLM `u64`); [`BlockHash::to_u64`] gives the 64-bit value a gateway indexes
-//! (vLLM bytes → last 8 bytes big-endian, vllm.md §5; SGLang → two's complement).
+//! (vLLM bytes → last 8 bytes big-endian, docs/contracts/vllm.md §5; SGLang → two's complement).
 //!
 //! ## Strictness
 //!

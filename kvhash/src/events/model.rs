@@ -127,7 +127,7 @@ impl EventKind<'_> {
 /// |---|---|---|
 /// | `U64` | vLLM int mode, TensorRT-LLM | the value |
 /// | `I64` | SGLang (signed int64) | two's-complement bits (`v as u64`) |
-/// | `Bytes` | vLLM bytes mode (`VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0`) | `int.from_bytes(d, "big") mod 2^64`: the last 8 bytes big-endian (shorter digests zero-extended), vllm.md §5 |
+/// | `Bytes` | vLLM bytes mode (`VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0`) | `int.from_bytes(d, "big") mod 2^64`: the last 8 bytes big-endian (shorter digests zero-extended), docs/contracts/vllm.md §5 |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BlockHash<'a> {
     /// Unsigned 64-bit (vLLM int mode, TensorRT-LLM).
@@ -263,7 +263,7 @@ pub enum TokenShape {
     /// A flat array of ids (the normal case).
     Flat,
     /// SGLang EAGLE bigrams: an array of `[t_j, t_j+1]` pairs. Such events cannot be matched
-    /// with plain-token hashing (sglang.md §1.1); SGLang's own typed decoder rejects them.
+    /// with plain-token hashing (docs/contracts/sglang.md §1.1); SGLang's own typed decoder rejects them.
     Bigrams,
 }
 
@@ -555,7 +555,7 @@ pub struct TrtStoredBlock {
 
 impl TrtStoredBlock {
     /// The block's hash takes more than its token ids and parent: a cache salt, multimodal
-    /// keys or prompt-table extra ids (trtllm.md §3).
+    /// keys or prompt-table extra ids (docs/contracts/trtllm.md §3).
     pub fn has_extra_keys(&self) -> bool {
         self.cache_salt.is_some()
             || !self.mm_keys.is_empty()

@@ -1,4 +1,4 @@
-//! SGLang 0.5.18–0.5.19 tagged positional-array events (sglang.md §4).
+//! SGLang 0.5.18–0.5.19 tagged positional-array events (docs/contracts/sglang.md §4).
 //!
 //! `["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium]`
 //! plus an optional 8th element `{"cache_salt": str}`; `["BlockRemoved", block_hashes,

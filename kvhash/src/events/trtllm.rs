@@ -1,4 +1,4 @@
-//! TensorRT-LLM `POST /kv_cache_events` bodies (trtllm.md §6) and `/server_info`.
+//! TensorRT-LLM `POST /kv_cache_events` bodies (docs/contracts/trtllm.md §6) and `/server_info`.
 //!
 //! The body is a JSON array of envelopes `{"event_id", "data": {"type": …}, "window_size",
 //! "attention_dp_rank"?}`. Integers are read from serde_json's exact integer forms (u64 /
@@ -399,7 +399,7 @@ fn fast_token(t: &Value) -> Option<TrtToken> {
     })
 }
 
-/// What TensorRT-LLM's `GET /server_info` says about its KV events (trtllm.md §7).
+/// What TensorRT-LLM's `GET /server_info` says about its KV events (docs/contracts/trtllm.md §7).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrtServerInfo {
     /// `kv_cache_hash_algo` (`"v1_block_key"` for this contract); `None` on builds too old

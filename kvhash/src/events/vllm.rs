@@ -2,7 +2,7 @@
 //! SGLang 0.5.20+, which share the map layout.
 //!
 //! Map events: `{"type": "BlockStored" | "BlockRemoved" | "AllBlocksCleared", field: value…}`
-//! (vllm.md §7, sglang.md §9). Which fields an event may carry, and which must be present,
+//! (docs/contracts/vllm.md §7, docs/contracts/sglang.md §9). Which fields an event may carry, and which must be present,
 //! is the [`EventSchema`] of the engine release: keys may come in any order; a key the
 //! schema does not list is refused (a release schema) or skipped (a family schema); a
 //! repeated key is an error. Nil optional fields decode as `None`.

@@ -1,4 +1,4 @@
-//! Hand-written canonical CBOR for the fixed shapes vLLM hashes (spec vllm.md §4.1).
+//! Hand-written canonical CBOR for the fixed shapes vLLM hashes (spec docs/contracts/vllm.md §4.1).
 //!
 //! Only definite-length arrays, unsigned/negative integers, byte strings, text strings and
 //! null occur. Every head uses the shortest argument, as RFC 8949 deterministic encoding

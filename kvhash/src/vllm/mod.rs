@@ -1,4 +1,4 @@
-//! vLLM's prefix-cache block-hash chain (target vLLM 0.31; spec `vllm.md` §1–5).
+//! vLLM's prefix-cache block-hash chain (target vLLM 0.31; `docs/contracts/vllm.md` §1–5).
 //!
 //! ```text
 //! digest_0 = H(ser([NONE_HASH, [t_0 .. t_B-1], extra_0]))
@@ -147,7 +147,7 @@ mod private {
 /// The string vLLM ≥ 0.29 hashes for NONE_HASH when `PYTHONHASHSEED` is unset (SHA-256 algos).
 pub const UNSET_SEED_STRING: &str = "vllm-none-hash";
 
-/// `NONE_HASH = H(ser(S))`, the root parent (spec §2), under rule B (vLLM ≥ 0.29, the
+/// `NONE_HASH = H(ser(S))`, the root parent (docs/contracts/vllm.md §2), under rule B (vLLM ≥ 0.29, the
 /// reference). See [`none_hash_with`].
 pub fn none_hash(algo: HashAlgo, python_hash_seed: Option<&str>) -> Result<Digest, Error> {
     none_hash_with(NoneHashRule::B, algo, python_hash_seed)
@@ -268,7 +268,7 @@ impl PromptEmbeds {
     }
 }
 
-/// The request's extra keys (spec §3). All empty = plain text (`extra_i` = null).
+/// The request's extra keys (docs/contracts/vllm.md §3). All empty = plain text (`extra_i` = null).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct VllmExtras {
     /// LoRA adapter of the request, if any.

@@ -1,5 +1,5 @@
 //! Python pickle protocol 5 for the fixed shapes vLLM hashes with `sha256` / `xxhash`
-//! (spec vllm.md §4.2), byte-identical to CPython's `pickle.dumps(obj, protocol=5)`.
+//! (spec docs/contracts/vllm.md §4.2), byte-identical to CPython's `pickle.dumps(obj, protocol=5)`.
 //!
 //! The whole body sits in one frame; a body of 64 KiB or more would be split by CPython's
 //! framer (and large strings written outside frames), which is refused with

@@ -107,7 +107,7 @@ impl TrtDeriver {
             return Outcome::Matched(Value::Stored);
         }
         if !uses_extra {
-            // All-zero extra ids do not prove the request had none (trtllm.md §6): the one
+            // All-zero extra ids do not prove the request had none (docs/contracts/trtllm.md §6): the one
             // other reading the contract allows.
             let with = h.with_extra_ids(true);
             if with
