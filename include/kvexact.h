@@ -663,8 +663,8 @@ typedef struct {
    */
   uint64_t max_word_bytes;
   /**
-   * Longest text handed whole to a tokenizer kvexact has no fast path for (e.g.
-   * gemma-2's), in bytes. 0 = `KVEXACT_DEFAULT_MAX_FALLBACK_BYTES` (1 MiB); `UINT64_MAX` =
+   * Longest text handed whole to a tokenizer kvexact has no fast path for (a layout
+   * kvtoken does not recognise), in bytes. 0 = `KVEXACT_DEFAULT_MAX_FALLBACK_BYTES` (1 MiB); `UINT64_MAX` =
    * no bound.
    */
   uint64_t max_fallback_bytes;
@@ -2702,7 +2702,8 @@ uint64_t kvexact_registry_generation(const kvexact_registry *registry);
  * # Safety
  * `registry` is NULL or a live registry handle; `out_hex` is NULL or valid for 65 bytes.
  */
-kvexact_status kvexact_registry_set_digest(const kvexact_registry *registry, char *out_hex);
+kvexact_status kvexact_registry_set_digest(const kvexact_registry *registry,
+                                           char *out_hex);
 
 /**
  * Looks up the profile serving a request's `model` name (compared by slug: the base model or

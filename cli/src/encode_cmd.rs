@@ -87,7 +87,7 @@ pub struct Args {
     /// Longest pre-token (e.g. a word without spaces) encoded, in bytes. Default: 64 KiB.
     #[arg(long, value_name = "BYTES")]
     pub max_word_bytes: Option<usize>,
-    /// Longest text for a tokenizer without a fast path (e.g. gemma-2), in bytes.
+    /// Longest text for a tokenizer without a fast path (a layout kvtoken does not recognise), in bytes.
     /// Default: 1 MiB.
     #[arg(long, value_name = "BYTES")]
     pub max_fallback_bytes: Option<usize>,

@@ -108,8 +108,8 @@ pub struct kvexact_encoder_options {
     /// without spaces) encoded, in bytes, checked before it is encoded. 0 =
     /// `KVEXACT_DEFAULT_MAX_WORD_BYTES` (64 KiB); `UINT64_MAX` = no bound.
     pub max_word_bytes: u64,
-    /// Longest text handed whole to a tokenizer kvexact has no fast path for (e.g.
-    /// gemma-2's), in bytes. 0 = `KVEXACT_DEFAULT_MAX_FALLBACK_BYTES` (1 MiB); `UINT64_MAX` =
+    /// Longest text handed whole to a tokenizer kvexact has no fast path for (a layout
+    /// kvtoken does not recognise), in bytes. 0 = `KVEXACT_DEFAULT_MAX_FALLBACK_BYTES` (1 MiB); `UINT64_MAX` =
     /// no bound.
     pub max_fallback_bytes: u64,
     /// Most messages in one chat request, checked before rendering. 0 =

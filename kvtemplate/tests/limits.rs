@@ -208,8 +208,26 @@ fn a_pre_token_over_the_word_bound_is_refused_before_it_is_encoded() {
 #[test]
 fn text_for_a_tokenizer_without_a_fast_path_is_bounded() {
     let _g = SERIAL.lock();
-    // gemma-2 goes through stock `tokenizers`, which sees the whole text at once.
-    let enc = encoder(GEMMA2, Engine::Vllm);
+    // A tokenizer kvtoken has no fast path for goes through stock `tokenizers`, which sees
+    // the whole text at once: gemma-2's (which has one) with a Lowercase step added to its
+    // normalizer, a layout kvtoken does not recognise.
+    let mut spec = spec(GEMMA2, Engine::Vllm);
+    let bytes = spec.tokenizer_json.take().expect("tokenizer.json");
+    let mut json: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+    let replace = json["normalizer"].take();
+    json["normalizer"] = serde_json::json!({
+        "type": "Sequence",
+        "normalizers": [replace, {"type": "Lowercase"}],
+    });
+    spec.tokenizer_json = Some(serde_json::to_vec(&json).expect("json"));
+    spec.parsed_tokenizer = None;
+    let fast = kvtoken::FastEncoder::from_bytes(spec.tokenizer_json.as_deref().expect("bytes"))
+        .expect("tokenizer");
+    assert!(
+        !fast.is_fast(),
+        "the test needs a tokenizer on the fallback"
+    );
+    let enc = Encoder::new(spec).expect("encoder");
     let mut scratch = ScratchBuf::new();
     let body = user(&"word ".repeat((2 << 20) / 5 + 1));
     let (refusal, hit) = chat(&enc, body.as_bytes(), &mut scratch);
