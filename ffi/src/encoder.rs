@@ -1,7 +1,6 @@
 //! The hot-path encoder (docs/contracts/gateway-integration.md §6.3): one per profile × engine contract,
 //! built once (template compiled, tokenizer loaded) and shared by every worker thread.
 
-use std::cell::RefCell;
 use std::ffi::c_char;
 use std::sync::Arc;
 
@@ -292,18 +291,10 @@ pub(crate) fn chat_ids(
     }
 }
 
-thread_local! {
-    /// Render scratch space reused by the calls made on this thread (no state survives
-    /// between calls: it is only a buffer).
-    static SCRATCH: RefCell<ScratchBuf> = RefCell::new(ScratchBuf::new());
-}
-
-/// Runs `f` with this thread's scratch buffer (a fresh one if it is somehow in use).
+/// Runs `f` with this thread's render scratch buffer (kvtemplate's one thread-local helper:
+/// only a buffer, no state survives between calls; a fresh one if it is somehow in use).
 fn with_scratch<R>(f: impl FnOnce(&mut ScratchBuf) -> R) -> R {
-    SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut s) => f(&mut s),
-        Err(_) => f(&mut ScratchBuf::new()),
-    })
+    ScratchBuf::with_thread_local(f)
 }
 
 /// A kvtemplate error as a failure with the gateway's typed code (§9.3).
