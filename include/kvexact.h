@@ -161,7 +161,7 @@ typedef struct kvexact_challenge kvexact_challenge;
 typedef struct kvexact_drift_verifier kvexact_drift_verifier;
 
 /**
- * An encoder for one profile on one engine contract (e.g. `"vllm-kv-v1"`,
+ * An encoder for one profile on one engine contract (e.g. `"vllm-kv-map-v3"`,
  * `"sglang-kv-rank-v1"`): the compiled chat template and the pinned tokenizer, with the
  * contract's quirks. Opaque, immutable and reference-counted; share one between all worker
  * threads. It keeps its profile and generation alive. Release with `kvexact_encoder_free`.

@@ -164,8 +164,18 @@ fn fail(msg: impl std::fmt::Display, class: i32) -> ExitCode {
 
 /// Runs the command. Exit status: 0 encoded, 3 refused, 1 error, 2 usage.
 pub fn run(args: &Args) -> ExitCode {
-    let Some(engine) = Engine::parse(&args.engine) else {
-        eprintln!("unknown engine {:?} (vllm, sglang, trtllm)", args.engine);
+    // An engine name, else a contract or release id whose engine the catalog records.
+    let named = Engine::from_name(&args.engine).or_else(|| {
+        kvprofile_core::contracts::builtin()
+            .ok()
+            .and_then(|c| c.engine_of(&args.engine))
+    });
+    let Some(engine) = named.filter(|e| e.has_kv_plane()) else {
+        eprintln!(
+            "unknown engine {:?} (vllm, sglang, trtllm, or a contract or release id that \
+             `kvexact contracts` lists)",
+            args.engine
+        );
         return ExitCode::from(2);
     };
     let contract = match release(engine, args) {
@@ -285,20 +295,16 @@ pub fn run(args: &Args) -> ExitCode {
 /// The engine release `args` name: `--engine-version`, else `--engine` as a release or
 /// contract id, else the engine's reference release. The refusal text on failure.
 fn release(engine: Engine, args: &Args) -> Result<Contract, String> {
-    let registry_engine = match engine {
-        Engine::Vllm => kvprobe::Engine::Vllm,
-        Engine::Sglang => kvprobe::Engine::Sglang,
-        Engine::Trtllm => kvprobe::Engine::Trtllm,
-    };
     let refused = |e: kvprobe::Error| format!("REFUSED {}: {e}", e.code());
     if let Some(v) = &args.engine_version {
-        return contract::resolve(registry_engine, v).map_err(refused);
+        return contract::resolve(engine, v).map_err(refused);
     }
-    if args.engine.contains('-') {
+    let reference = kvtemplate::ChatRules::reference_version(engine)
+        .ok_or_else(|| format!("{engine} has no chat path"))?;
+    if Engine::from_name(&args.engine).is_none() {
         return contract::by_id(&args.engine).or_else(|_| {
             // A contract id whose releases differ: the reference release if it belongs to it.
-            let r = kvtemplate::ChatRules::reference_version(engine);
-            let c = contract::resolve(registry_engine, r).map_err(refused)?;
+            let c = contract::resolve(engine, reference).map_err(refused)?;
             if c.contract_id() == args.engine {
                 Ok(c)
             } else {
@@ -309,9 +315,5 @@ fn release(engine: Engine, args: &Args) -> Result<Contract, String> {
             }
         });
     }
-    contract::resolve(
-        registry_engine,
-        kvtemplate::ChatRules::reference_version(engine),
-    )
-    .map_err(refused)
+    contract::resolve(engine, reference).map_err(refused)
 }

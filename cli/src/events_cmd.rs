@@ -74,11 +74,10 @@ fn schema_of(args: &DecodeArgs) -> Result<EventSchema, String> {
     if let Some(id) = &args.contract {
         return from(kvprobe::contract::by_id(id).map_err(|e| e.to_string())?);
     }
-    let engine = match args.engine.as_deref() {
-        Some("vllm") => kvprobe::Engine::Vllm,
-        Some("sglang") => kvprobe::Engine::Sglang,
-        _ => kvprobe::Engine::Trtllm,
-    };
+    let name = args.engine.as_deref().unwrap_or("");
+    let engine: kvprobe::Engine = name
+        .parse()
+        .map_err(|e| format!("REFUSED UNKNOWN_ENGINE: {e}"))?;
     let version = args.engine_version.as_deref().unwrap_or("");
     from(
         kvprobe::contract::resolve(engine, version)

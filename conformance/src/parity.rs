@@ -29,12 +29,9 @@ pub struct Options<'a> {
 /// The contract of the release a vector file names (`engine`, `engine_version`), or the
 /// refusal line.
 pub fn contract_of(engine: &str, version: &str) -> Result<kvprobe::contract::Contract, String> {
-    let e = match engine {
-        "vllm" => kvprobe::Engine::Vllm,
-        "sglang" => kvprobe::Engine::Sglang,
-        "trtllm" => kvprobe::Engine::Trtllm,
-        other => return Err(format!("REFUSED UNKNOWN_ENGINE: {other:?}")),
-    };
+    let e = kvprobe::Engine::from_name(engine)
+        .filter(|e| e.has_kv_plane())
+        .ok_or_else(|| format!("REFUSED UNKNOWN_ENGINE: {engine:?}"))?;
     kvprobe::contract::resolve(e, version).map_err(|err| format!("REFUSED {}: {err}", err.code()))
 }
 

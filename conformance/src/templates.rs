@@ -75,9 +75,14 @@ pub type RulesResolver<'r> = &'r dyn Fn(Engine, &str) -> Result<ChatRules, Strin
 /// 1.3.0rc29, [`ChatRules::reference_version`]): their [`ChatRules::reference`] rules; any
 /// other release is an error saying that it needs its own rules.
 pub fn reference_rules(engine: Engine, version: &str) -> Result<ChatRules, String> {
-    let reference = ChatRules::reference_version(engine);
+    let (Some(reference), Some(rules)) = (
+        ChatRules::reference_version(engine),
+        ChatRules::reference(engine),
+    ) else {
+        return Err(format!("{engine} has no chat path"));
+    };
     if version == reference {
-        Ok(ChatRules::reference(engine))
+        Ok(rules)
     } else {
         Err(format!(
             "{} {version} is not the reference release ({} {reference}): its vectors need that \
@@ -114,8 +119,8 @@ fn engine_versions_of(top: &JsonObject<'_>) -> Result<Vec<(Engine, String)>, Str
         .ok_or("no `engine_truth.engines` object: cannot tell which engine releases it records")?;
     let mut out = Vec::new();
     for (name, v) in engines.effective() {
-        let engine = Engine::parse(name)
-            .filter(|e| e.as_str() == name)
+        let engine = Engine::from_name(name)
+            .filter(|e| e.has_kv_plane())
             .ok_or_else(|| format!("engine_truth.engines: unknown engine `{name}`"))?;
         let version = v
             .as_object()
@@ -209,9 +214,9 @@ fn check_templates(
     let mut encoders = Vec::new();
     for (e, version, chat_rules) in resolved {
         let mut spec = spec_from_model_dir(&dir, e).map_err(|e| e.to_string())?;
-        spec.chat_rules = chat_rules;
+        spec.chat_rules = Some(chat_rules);
         encoders.push((e, Encoder::new(spec).map_err(|e| e.to_string())?));
-        if chat_rules != ChatRules::reference(e) {
+        if Some(chat_rules) != ChatRules::reference(e) {
             report.notes.push(format!(
                 "{profile}: {} {version} checked with toolSerialization {}, templateErrorClass {}",
                 e.as_str(),
@@ -665,7 +670,7 @@ pub fn check_file_lifted(
     for (e, version) in engine_versions_of(top)? {
         let (chat_rules, liftable) = resolve(e, &version)?;
         let mut base = spec_from_model_dir(&dir, e).map_err(|e| e.to_string())?;
-        base.chat_rules = chat_rules;
+        base.chat_rules = Some(chat_rules);
         if let (None, Some(bytes)) = (&shared, &base.tokenizer_json) {
             shared = Some(kvtemplate::tokenize::parse(bytes).map_err(|e| e.to_string())?);
         }

@@ -16,17 +16,9 @@ use std::path::{Path, PathBuf};
 
 const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata");
 
-fn registry_engine(e: Engine) -> kvprobe::Engine {
-    match e {
-        Engine::Vllm => kvprobe::Engine::Vllm,
-        Engine::Sglang => kvprobe::Engine::Sglang,
-        Engine::Trtllm => kvprobe::Engine::Trtllm,
-    }
-}
-
 /// The catalog's answer for a release: its proven chat rules and its liftable codes.
 fn resolve(e: Engine, version: &str) -> Result<(ChatRules, RefusalSet), String> {
-    let c = contract::resolve(registry_engine(e), version).map_err(|e| e.to_string())?;
+    let c = contract::resolve(e, version).map_err(|e| e.to_string())?;
     let rules = c
         .chat()
         .copied()
@@ -159,7 +151,7 @@ fn the_lifted_path_uses_the_releases_rules() {
     // under the encoder's chat rules, not some fixed shape).
     let reference = |e: Engine, v: &str| {
         let (_, lifts) = resolve(e, v)?;
-        Ok((ChatRules::reference(e), lifts))
+        Ok((ChatRules::reference(e).ok_or("no chat path")?, lifts))
     };
     let models = Path::new(TESTDATA).join("models");
     let mut failed = 0;
@@ -223,7 +215,7 @@ fn the_hot_path_routes_lifted_requests_with_the_engines_block_hashes() {
         (Engine::Sglang, "0.5.23"),
         (Engine::Trtllm, "1.3.0rc29"),
     ] {
-        let c = contract::resolve(registry_engine(e), v).unwrap();
+        let c = contract::resolve(e, v).unwrap();
         let spec = kvtemplate::spec_from_model_dir(&dir, e).unwrap();
         let lifts = RefusalSet::parse("tools,message_field").unwrap();
         let enc = Arc::new(bridge::encoder_from_spec(spec, &c, lifts).unwrap());

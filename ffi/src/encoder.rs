@@ -20,7 +20,7 @@ use crate::status::{
     KVEXACT_OK,
 };
 
-/// An encoder for one profile on one engine contract (e.g. `"vllm-kv-v1"`,
+/// An encoder for one profile on one engine contract (e.g. `"vllm-kv-map-v3"`,
 /// `"sglang-kv-rank-v1"`): the compiled chat template and the pinned tokenizer, with the
 /// contract's quirks. Opaque, immutable and reference-counted; share one between all worker
 /// threads. It keeps its profile and generation alive. Release with `kvexact_encoder_free`.

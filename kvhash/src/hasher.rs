@@ -6,17 +6,6 @@ use crate::trtllm::TrtllmHasher;
 use crate::vllm::VllmHasher;
 use crate::Error;
 
-/// The engine whose block hashes are computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HashEngine {
-    /// vLLM.
-    Vllm,
-    /// SGLang.
-    Sglang,
-    /// TensorRT-LLM.
-    Trtllm,
-}
-
 /// A configured hasher of any engine. Immutable, `Send + Sync`.
 ///
 /// ```
@@ -36,15 +25,6 @@ pub enum BlockHasher {
 }
 
 impl BlockHasher {
-    /// The engine.
-    pub fn engine(&self) -> HashEngine {
-        match self {
-            BlockHasher::Vllm(_) => HashEngine::Vllm,
-            BlockHasher::Sglang(_) => HashEngine::Sglang,
-            BlockHasher::Trtllm(_) => HashEngine::Trtllm,
-        }
-    }
-
     /// Tokens per hashed block.
     pub fn block_size(&self) -> usize {
         match self {

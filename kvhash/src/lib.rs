@@ -22,4 +22,4 @@ pub mod vllm;
 
 pub use digest::Digest;
 pub use error::Error;
-pub use hasher::{BlockHasher, HashEngine};
+pub use hasher::BlockHasher;

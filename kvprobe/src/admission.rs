@@ -200,7 +200,7 @@ pub fn admit(
                 format!("{contract_id:?} is not an engine contract or release"),
             )
         })?;
-    if crate::bridge::template_engine(contract.engine).is_none() {
+    if !contract.engine.has_kv_plane() {
         return Err(Refusal::new(
             Rule::ContractNoKvPlane,
             format!(

@@ -12,15 +12,10 @@ use kvhash::BlockHasher;
 use kvprofile_core::{HashAlgorithm, LoadedProfile};
 use kvtemplate::{Encoder, EncoderSpec, RefusalSet};
 
-/// kvtemplate's engine family for a registry engine (`None`: llama.cpp, no KV plane).
-pub fn template_engine(engine: Engine) -> Option<kvtemplate::Engine> {
-    kvtemplate::Engine::from_registry(engine)
-}
-
 /// The reference release of an engine (vLLM 0.31.0, SGLang 0.5.19, TensorRT-LLM 1.3.0rc29):
 /// what a caller that has no engine to ask (the demo, a test) names explicitly.
 pub fn reference_version(engine: Engine) -> Option<&'static str> {
-    template_engine(engine).map(kvtemplate::ChatRules::reference_version)
+    kvtemplate::ChatRules::reference_version(engine)
 }
 
 /// The encoder of a published profile on an engine release: verified template and tokenizer
@@ -72,7 +67,7 @@ pub fn encoder_from_spec(
     let lifts = contract.check_lifts(lifts)?;
     let mut spec = spec.with_lifted(lifts);
     if let Some(rules) = contract.chat_or_reference() {
-        spec.chat_rules = rules;
+        spec.chat_rules = Some(rules);
     }
     Ok(Encoder::new(spec)?)
 }

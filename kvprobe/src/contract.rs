@@ -178,8 +178,7 @@ impl Contract {
     /// The chat rules an encoder uses: the proven ones, else the engine's reference rules
     /// (which the strict path never depends on: it refuses everything they decide).
     pub fn chat_or_reference(&self) -> Option<ChatRules> {
-        let engine = crate::bridge::template_engine(self.engine())?;
-        Some(self.chat.unwrap_or_else(|| ChatRules::reference(engine)))
+        self.chat.or_else(|| ChatRules::reference(self.engine()))
     }
 
     /// The gateway-facing default algorithm (the contract's first `hashAlgorithms`).
@@ -328,10 +327,11 @@ fn chat_rules(r: &Release, version: Option<&str>) -> Result<Option<ChatRules>, E
     let Some(c) = &r.chat else {
         return Ok(None);
     };
-    let Some(engine) = crate::bridge::template_engine(r.engine) else {
+    let Some(reference) = ChatRules::reference(r.engine) else {
         return Err(bad(r, "chat rules on an engine without a chat path"));
     };
-    let rules = ChatRules::reference(engine)
+    let engine = r.engine;
+    let rules = reference
         .with_tool_serialization(c.tool_serialization.parse().map_err(|e| bad(r, e))?)
         .with_template_error_class(c.template_error_class.parse().map_err(|e| bad(r, e))?);
     rules.check_engine(engine).map_err(|e| bad(r, e))?;

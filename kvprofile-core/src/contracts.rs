@@ -15,7 +15,19 @@ use crate::error::{DocKind, RegistryError, Result};
 /// The catalog source compiled into the crate.
 pub const BUILTIN_CONTRACTS_YAML: &str = include_str!("../data/contracts.yaml");
 
-/// An inference engine family.
+/// An inference engine family: the one engine vocabulary of every kvexact crate above kvhash
+/// (kvtemplate, kvprobe, the C ABI's `kvexact_engine` converter and the CLI all use this type).
+///
+/// Names are exactly the catalog's (`vllm`, `sglang`, `trtllm`, `llamacpp`); the engine of a
+/// contract or release id is looked up in the catalog ([`ContractCatalog::engine_of`]), never
+/// read off the id's spelling.
+///
+/// ```
+/// use kvprofile_core::Engine;
+/// assert_eq!("sglang".parse::<Engine>(), Ok(Engine::Sglang));
+/// assert!("sglang-kv-rank-v1".parse::<Engine>().is_err());
+/// assert!(Engine::Trtllm.has_kv_plane() && !Engine::Llamacpp.has_kv_plane());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
@@ -30,6 +42,30 @@ pub enum Engine {
 }
 
 impl Engine {
+    /// Every engine family, in catalog order.
+    pub const ALL: [Engine; 4] = [
+        Engine::Vllm,
+        Engine::Sglang,
+        Engine::Trtllm,
+        Engine::Llamacpp,
+    ];
+
+    /// The engines with a KV plane — block hashes, KV events and a chat path kvexact
+    /// reproduces: vLLM, SGLang and TensorRT-LLM.
+    pub const WITH_KV_PLANE: [Engine; 3] = [Engine::Vllm, Engine::Sglang, Engine::Trtllm];
+
+    /// The engine named exactly `name` (`vllm`, `sglang`, `trtllm`, `llamacpp`); `None` for
+    /// anything else, contract ids and other spellings included.
+    pub fn from_name(name: &str) -> Option<Engine> {
+        Engine::ALL.into_iter().find(|e| e.as_str() == name)
+    }
+
+    /// Whether the engine has a KV plane (false only for llama.cpp, whose contract
+    /// `llamacpp-nokv-v1` routes without block hashes and has no chat path kvexact renders).
+    pub fn has_kv_plane(self) -> bool {
+        self != Engine::Llamacpp
+    }
+
     /// The lowercase name used in every document (`vllm`, `sglang`, `trtllm`, `llamacpp`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -38,6 +74,30 @@ impl Engine {
             Engine::Trtllm => "trtllm",
             Engine::Llamacpp => "llamacpp",
         }
+    }
+}
+
+/// A string that is not one of the four engine names ([`Engine::from_name`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownEngine(pub String);
+
+impl fmt::Display for UnknownEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown engine {:?} (vllm, sglang, trtllm, llamacpp)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownEngine {}
+
+impl std::str::FromStr for Engine {
+    type Err = UnknownEngine;
+
+    fn from_str(s: &str) -> std::result::Result<Engine, UnknownEngine> {
+        Engine::from_name(s).ok_or_else(|| UnknownEngine(s.to_string()))
     }
 }
 
@@ -372,6 +432,15 @@ impl ContractCatalog {
         self.profiles.iter().find(|p| p.id == id)
     }
 
+    /// The engine of a contract profile id or an engine-release id, as the catalog records it
+    /// (`None`: no such id). The id's spelling is never read: `vllm-kv-v1` is unknown.
+    pub fn engine_of(&self, id: &str) -> Option<Engine> {
+        match self.release(id) {
+            Some(r) => Some(r.engine),
+            None => self.profile(id).map(|p| p.engine),
+        }
+    }
+
     /// The contract profile of `engine` whose selector matches `version`.
     pub fn resolve(&self, engine: Engine, version: &str) -> Option<&ContractProfile> {
         self.profiles
@@ -409,6 +478,50 @@ pub fn builtin() -> Result<&'static ContractCatalog> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engine_names_are_exact_and_round_trip() {
+        for e in Engine::ALL {
+            assert_eq!(Engine::from_name(e.as_str()), Some(e));
+            assert_eq!(e.as_str().parse::<Engine>(), Ok(e));
+            let yaml = serde_yaml::to_string(&e).unwrap();
+            assert_eq!(yaml.trim(), e.as_str());
+        }
+        for bad in [
+            "",
+            "VLLM",
+            "vllm-kv-array-v1",
+            "tensorrt_llm",
+            "vllm ",
+            "llama.cpp",
+        ] {
+            assert_eq!(Engine::from_name(bad), None, "{bad:?}");
+            assert_eq!(bad.parse::<Engine>(), Err(UnknownEngine(bad.to_string())));
+        }
+        assert_eq!(
+            Engine::ALL
+                .iter()
+                .filter(|e| e.has_kv_plane())
+                .copied()
+                .collect::<Vec<_>>(),
+            Engine::WITH_KV_PLANE
+        );
+    }
+
+    #[test]
+    fn the_engine_of_an_id_is_the_catalogs() {
+        let cat = builtin().unwrap();
+        for p in &cat.profiles {
+            assert_eq!(cat.engine_of(&p.id), Some(p.engine), "{}", p.id);
+        }
+        for r in &cat.releases {
+            assert_eq!(cat.engine_of(&r.id), Some(r.engine), "{}", r.id);
+        }
+        assert_eq!(cat.engine_of("vllm-kv-map-v3-r0.31"), Some(Engine::Vllm));
+        for unknown in ["vllm-kv-v1", "sglang", "", "trtllm-kv-http-v9"] {
+            assert_eq!(cat.engine_of(unknown), None, "{unknown:?}");
+        }
+    }
 
     #[test]
     fn builtin_catalog_is_complete() {

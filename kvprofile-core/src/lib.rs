@@ -43,7 +43,7 @@ pub mod trust;
 pub mod validator;
 
 pub use artifacts::{Receipt, VerifiedArtifact, VerifiedArtifacts};
-pub use contracts::{ContractCatalog, ContractProfile, Engine, HashAlgorithm};
+pub use contracts::{ContractCatalog, ContractProfile, Engine, HashAlgorithm, UnknownEngine};
 pub use error::{ArtifactRole, DocKind, RegistryError, Result};
 pub use fixtures::{Fixture, FixtureExpect, FixtureRequest, FixtureSet};
 pub use generation::{

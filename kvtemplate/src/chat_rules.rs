@@ -16,6 +16,7 @@
 //!
 //! // SGLang 0.5.23: the reference rules with the new tool serialisation.
 //! let rules = ChatRules::reference(Engine::Sglang)
+//!     .expect("SGLang has a chat path")
 //!     .with_tool_serialization("sglang-request-keys".parse().unwrap());
 //! assert_eq!(rules.tool_serialization, ToolSerialization::SglangRequestKeys);
 //! assert_eq!(rules.template_error_class, TemplateErrorClass::ValueError);
@@ -244,8 +245,9 @@ pub struct ChatRules {
 impl ChatRules {
     /// The reference releases' rules — vLLM 0.31.0, SGLang 0.5.19, TensorRT-LLM 1.3.0rc29 — the
     /// releases `testdata/vectors/templates/*.json` record.
-    pub fn reference(engine: Engine) -> ChatRules {
-        match engine {
+    /// `None` for llama.cpp, which has no chat path kvexact reproduces.
+    pub fn reference(engine: Engine) -> Option<ChatRules> {
+        Some(match engine {
             Engine::Vllm => ChatRules {
                 tool_serialization: ToolSerialization::VllmSetFields,
                 template_error_class: TemplateErrorClass::VllmValidationError,
@@ -258,16 +260,19 @@ impl ChatRules {
                 tool_serialization: ToolSerialization::TrtllmStrictNull,
                 template_error_class: TemplateErrorClass::TemplateError,
             },
-        }
+            Engine::Llamacpp => return None,
+        })
     }
 
     /// The version string of `engine`'s reference release (`0.31.0`, `0.5.19`, `1.3.0rc29`),
     /// as the vector files' `engine_truth.engines.<engine>.version` spells it.
-    pub fn reference_version(engine: Engine) -> &'static str {
+    /// `None` for llama.cpp.
+    pub fn reference_version(engine: Engine) -> Option<&'static str> {
         match engine {
-            Engine::Vllm => "0.31.0",
-            Engine::Sglang => "0.5.19",
-            Engine::Trtllm => "1.3.0rc29",
+            Engine::Vllm => Some("0.31.0"),
+            Engine::Sglang => Some("0.5.19"),
+            Engine::Trtllm => Some("1.3.0rc29"),
+            Engine::Llamacpp => None,
         }
     }
 
@@ -332,21 +337,28 @@ mod tests {
 
     #[test]
     fn reference_rules_fit_their_engine() {
-        for e in Engine::ALL {
-            assert_eq!(ChatRules::reference(e).check_engine(e), Ok(()));
-            assert_eq!(ChatRules::reference(e).tool_serialization.engine(), e);
+        for e in Engine::WITH_KV_PLANE {
+            let r = ChatRules::reference(e).unwrap();
+            assert_eq!(r.check_engine(e), Ok(()));
+            assert_eq!(r.tool_serialization.engine(), e);
+            assert!(ChatRules::reference_version(e).is_some());
         }
+        assert_eq!(ChatRules::reference(Engine::Llamacpp), None);
+        assert_eq!(ChatRules::reference_version(Engine::Llamacpp), None);
     }
 
     #[test]
     fn foreign_rules_are_refused() {
         let r = ChatRules::reference(Engine::Vllm)
+            .unwrap()
             .with_tool_serialization(ToolSerialization::SglangRequestKeys);
         assert!(r.check_engine(Engine::Vllm).is_err());
         let r = ChatRules::reference(Engine::Trtllm)
+            .unwrap()
             .with_template_error_class(TemplateErrorClass::ValueError);
         assert!(r.check_engine(Engine::Trtllm).is_err());
         let r = ChatRules::reference(Engine::Vllm)
+            .unwrap()
             .with_template_error_class(TemplateErrorClass::ValueError);
         assert_eq!(r.check_engine(Engine::Vllm), Ok(()));
     }

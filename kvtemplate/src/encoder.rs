@@ -57,9 +57,10 @@ pub struct EncoderSpec {
     /// Execution budget per render (minijinja fuel); `None` = unlimited.
     pub fuel: Option<u64>,
     /// The engine release's chat-path rules (tool serialisation, template-error class);
-    /// [`EncoderSpec::new`] sets [`ChatRules::reference`] of `engine`. Must fit `engine`
+    /// [`EncoderSpec::new`] sets [`ChatRules::reference`] of `engine` (`None` for an engine
+    /// without a chat path, which [`Encoder::new`] refuses). Must fit `engine`
     /// ([`ChatRules::check_engine`]).
-    pub chat_rules: ChatRules,
+    pub chat_rules: Option<ChatRules>,
     /// The strict-rule refusal codes this encoder lifts (default: none — the strict rules of
     /// docs/contracts/registry.md §9.2 exactly). A chat request whose scan hits only lifted codes is
     /// rendered and tokenized the way the engine's own serving path does, under
@@ -110,7 +111,7 @@ impl EncoderSpec {
     /// This spec with the chat rules of an engine release ([`EncoderSpec::chat_rules`]).
     #[must_use]
     pub fn with_chat_rules(mut self, chat_rules: ChatRules) -> EncoderSpec {
-        self.chat_rules = chat_rules;
+        self.chat_rules = Some(chat_rules);
         self
     }
 }
@@ -221,9 +222,11 @@ impl Encoder {
     /// template (docs/contracts/registry.md §2 publish checks), chat rules of another engine family, or
     /// a lifted code kvtemplate cannot lift ([`crate::Refusal::can_lift`]).
     pub fn new(spec: EncoderSpec) -> Result<Encoder, Error> {
-        spec.chat_rules
-            .check_engine(spec.engine)
-            .map_err(Error::Spec)?;
+        if !spec.engine.has_kv_plane() {
+            return Err(Error::NoChatPath(spec.engine));
+        }
+        let chat_rules = spec.chat_rules.ok_or(Error::NoChatPath(spec.engine))?;
+        chat_rules.check_engine(spec.engine).map_err(Error::Spec)?;
         if let Some(r) = spec.lifted.difference(RefusalSet::LIFTABLE).first() {
             return Err(Error::Spec(format!(
                 "refusal code {r} cannot be lifted (liftable: {})",
@@ -295,7 +298,7 @@ impl Encoder {
         }
         Ok(Encoder {
             engine: spec.engine,
-            chat_rules: spec.chat_rules,
+            chat_rules,
             lifted: spec.lifted,
             limits: spec.limits,
             template,
@@ -630,6 +633,7 @@ impl Encoder {
                     Err(Error::EngineRequest("prompt cannot be empty".to_string()))
                 }
                 Engine::Trtllm => t.completions(self.engine, prompt),
+                Engine::Llamacpp => Err(Error::NoChatPath(self.engine)),
             };
         }
         t.completions(self.engine, prompt)

@@ -7,57 +7,15 @@ use crate::chat_rules::ToolSerialization;
 use crate::json::{map_value, Json, JsonObject};
 use minijinja::Value;
 
-/// The engine family of a contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Engine {
-    /// vLLM (release-dependent behaviour in [`crate::ChatRules`]; reference 0.31).
-    Vllm,
-    /// SGLang (release-dependent behaviour in [`crate::ChatRules`]; reference 0.5.19).
-    Sglang,
-    /// TensorRT-LLM (release-dependent behaviour in [`crate::ChatRules`]; reference 1.3.0rc29).
-    Trtllm,
-}
+pub use kvprofile_core::Engine;
 
-impl Engine {
-    /// All engines.
-    pub const ALL: [Engine; 3] = [Engine::Vllm, Engine::Sglang, Engine::Trtllm];
-
-    /// `vllm`, `sglang`, `trtllm`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Engine::Vllm => "vllm",
-            Engine::Sglang => "sglang",
-            Engine::Trtllm => "trtllm",
-        }
-    }
-
-    /// The template engine of a registry engine (`None`: llama.cpp, no chat path).
-    pub fn from_registry(engine: kvprofile_core::Engine) -> Option<Engine> {
-        match engine {
-            kvprofile_core::Engine::Vllm => Some(Engine::Vllm),
-            kvprofile_core::Engine::Sglang => Some(Engine::Sglang),
-            kvprofile_core::Engine::Trtllm => Some(Engine::Trtllm),
-            kvprofile_core::Engine::Llamacpp => None,
-        }
-    }
-
-    /// Parses an engine name or an engine-contract id (`sglang-kv-rank-v1` → SGLang): the
-    /// contract id's first `-`-separated segment names the engine.
-    pub fn parse(s: &str) -> Option<Engine> {
-        match s.split('-').next().unwrap_or("") {
-            "vllm" => Some(Engine::Vllm),
-            "sglang" => Some(Engine::Sglang),
-            "trtllm" | "tensorrt_llm" => Some(Engine::Trtllm),
-            _ => None,
-        }
-    }
-
-    /// How the engine joins several text parts of one message.
-    pub fn text_part_separator(self) -> &'static str {
-        match self {
-            Engine::Sglang => " ",
-            Engine::Vllm | Engine::Trtllm => "\n",
-        }
+/// How `engine` joins several text parts of one message (SGLang: a space; vLLM and
+/// TensorRT-LLM: a newline). llama.cpp has no chat path here: encoders refuse it at
+/// construction ([`crate::Error::NoChatPath`]).
+pub fn text_part_separator(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Sglang => " ",
+        Engine::Vllm | Engine::Trtllm | Engine::Llamacpp => "\n",
     }
 }
 
@@ -152,7 +110,7 @@ pub fn normalise_message_with(
     let content = match o.get("content") {
         None | Some(Json::Null) => String::new(),
         Some(Json::Str(s)) => s.to_string(),
-        Some(Json::Array(parts)) => join_text_parts(parts, engine.text_part_separator())
+        Some(Json::Array(parts)) => join_text_parts(parts, text_part_separator(engine))
             .ok_or_else(|| "malformed content part".to_string())?,
         Some(_) => return Err("message content must be a string, null or a list".to_string()),
     };

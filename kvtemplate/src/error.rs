@@ -43,6 +43,10 @@ pub enum Error {
     /// ([`crate::Encoder::engine_chat`]) return it as an error.
     #[error("{0}")]
     InputTooLarge(crate::limits::LimitHit),
+    /// The engine has no chat path kvexact reproduces (llama.cpp: no KV plane, its own
+    /// tokenization); only vLLM, SGLang and TensorRT-LLM encoders exist.
+    #[error("{0} has no chat path kvexact reproduces (vllm, sglang, trtllm)")]
+    NoChatPath(kvprofile_core::Engine),
     /// The caller's "now" is outside the representable date range.
     #[error("clock value out of range: {0} ms")]
     Clock(i64),
@@ -54,7 +58,7 @@ impl Error {
         match self {
             Error::TemplateCompile(_) => ResultClass::Renderer,
             Error::TokenizerLoad(_) | Error::Tokenize(_) => ResultClass::Tokenizer,
-            Error::ModelDir { .. } | Error::Spec(_) => ResultClass::Profile,
+            Error::ModelDir { .. } | Error::Spec(_) | Error::NoChatPath(_) => ResultClass::Profile,
             Error::EngineRequest(_) | Error::Request(_) | Error::Clock(_) => ResultClass::Request,
             Error::TemplateRender(_) | Error::RenderBudget | Error::InputTooLarge(_) => {
                 ResultClass::Unsupported

@@ -12,8 +12,10 @@ use kvprofile_core::{ArtifactValidator, LoadedProfile, Prepared, Profile, Verifi
 use kvtoken::FastEncoder;
 use std::sync::Arc;
 
-/// Builds the spec for `profile` on the engine contract `contract_id` (e.g.
-/// `sglang-kv-rank-v1`; its first `-` segment names the engine) from the verified artifact bytes.
+/// Builds the spec for `profile` on the engine contract `contract_id` — a contract id
+/// (`sglang-kv-rank-v1`), an engine-release id (`vllm-kv-map-v3-r0.31`) or a bare engine name
+/// (`vllm`, the publish-time validator's) — from the verified artifact bytes. The engine is the
+/// catalog's ([`kvprofile_core::ContractCatalog::engine_of`]); any other id is refused.
 pub fn spec_from_profile(
     profile: &Profile,
     artifacts: &VerifiedArtifacts,
@@ -37,17 +39,20 @@ fn spec_with(
         .map_err(|e| Error::Spec(format!("engine-contract catalog: {e}")))?;
     let rule = added_tokens_rule_of(catalog, contract_id)?;
     let (engine, quirks) = if let Some(r) = catalog.release(contract_id) {
-        (
-            Engine::from_registry(r.engine),
-            profile.quirks_for_release(r),
-        )
+        (r.engine, profile.quirks_for_release(r))
     } else if let Some(c) = catalog.profile(contract_id) {
-        (Engine::from_registry(c.engine), profile.quirks(contract_id))
+        (c.engine, profile.quirks(contract_id))
+    } else if let Some(e) = Engine::from_name(contract_id) {
+        (e, profile.quirks(contract_id))
     } else {
-        (Engine::parse(contract_id), profile.quirks(contract_id))
+        return Err(Error::Spec(format!(
+            "unknown engine contract {contract_id:?} (not a contract or release id of the \
+             engine-contract catalog, nor an engine name)"
+        )));
     };
-    let engine =
-        engine.ok_or_else(|| Error::Spec(format!("unknown engine contract {contract_id:?}")))?;
+    if !engine.has_kv_plane() {
+        return Err(Error::NoChatPath(engine));
+    }
     let mut spec = EncoderSpec::new(engine);
     // The engine's loader may take its added tokens from the pinned tokenizer_config.json
     // (transformers 5): then the tokenizer is the one it effectively builds.

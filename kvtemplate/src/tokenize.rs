@@ -205,6 +205,7 @@ impl PinnedTokenizer {
         match engine {
             Engine::Vllm | Engine::Trtllm => self.encode_into(text, true, out),
             Engine::Sglang => self.sglang_special_into(text, out),
+            Engine::Llamacpp => Err(Error::NoChatPath(engine)),
         }
     }
 
@@ -233,6 +234,7 @@ impl PinnedTokenizer {
             Engine::Vllm | Engine::Trtllm => self.encode_into(rendered, add_special_tokens, out),
             Engine::Sglang if self.sglang_chat_plain => self.encode_into(rendered, false, out),
             Engine::Sglang => self.sglang_special_into(rendered, out),
+            Engine::Llamacpp => Err(Error::NoChatPath(engine)),
         }
     }
 
@@ -316,6 +318,7 @@ impl PinnedTokenizer {
         match engine {
             Engine::Vllm | Engine::Trtllm => self.encode_bounded(text, true, cap, limits, out),
             Engine::Sglang => self.sglang_special_bounded(text, cap, limits, out),
+            Engine::Llamacpp => Err(Error::NoChatPath(engine)),
         }
     }
 
@@ -337,6 +340,7 @@ impl PinnedTokenizer {
                 self.encode_bounded(rendered, false, cap, limits, out)
             }
             Engine::Sglang => self.sglang_special_bounded(rendered, cap, limits, out),
+            Engine::Llamacpp => Err(Error::NoChatPath(engine)),
         }
     }
 }

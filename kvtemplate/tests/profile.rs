@@ -4,7 +4,7 @@ mod common_models;
 
 use common_models::*;
 use kvprofile_core::{ArtifactValidator, Profile, Receipt, VerifiedArtifact, VerifiedArtifacts};
-use kvtemplate::{encoder_from_profile, KvtemplateValidator, Outcome};
+use kvtemplate::{encoder_from_profile, spec_from_profile, KvtemplateValidator, Outcome};
 use std::sync::Arc;
 
 const PIN: &str = "88145e3c3249adc2546ede277e9819d6e405e19072456e4b521cbc724bd60773";
@@ -79,7 +79,7 @@ fn profile_encoders_follow_the_contract_quirks() {
         .ok();
     assert!(matches!(got, Some(Outcome::Done(n)) if n.written == 6));
     assert_eq!(out[..6], [151646, 785, 6722, 315, 9625, 374]);
-    let vllm = encoder_from_profile(&p, &a, "vllm-kv-v1").unwrap_or_else(|e| panic!("{e}"));
+    let vllm = encoder_from_profile(&p, &a, "vllm-kv-map-v3").unwrap_or_else(|e| panic!("{e}"));
     let got = vllm
         .encode_completions("The capital of France is", &mut out)
         .ok();
@@ -93,6 +93,46 @@ fn profile_encoders_follow_the_contract_quirks() {
     };
     assert!(r.text.starts_with("<｜begin▁of▁sentence｜><｜User｜>hi"));
     assert_eq!(r.ids.iter().filter(|&&i| i == 151646).count(), 1);
+}
+
+#[test]
+fn the_engine_is_the_catalogs_never_the_ids_spelling() {
+    let p = profile();
+    let a = artifacts(&r1_template());
+    // Catalog contract ids, release ids and bare engine names resolve; the engine comes from
+    // the catalog entry.
+    for id in [
+        "vllm-kv-array-v1",
+        "vllm-kv-map-v3-r0.31",
+        "trtllm-kv-http-v2",
+        "sglang",
+    ] {
+        let spec = spec_from_profile(&p, &a, id).unwrap_or_else(|e| panic!("{id}: {e}"));
+        let want = kvprofile_core::contracts::builtin()
+            .unwrap()
+            .engine_of(id)
+            .or(kvtemplate::Engine::from_name(id));
+        assert_eq!(Some(spec.engine), want, "{id}");
+    }
+    // Ids that merely look like an engine's are refused, whatever their first segment says.
+    for id in ["vllm-kv-v1", "sglang-kv-rank-v9", "trtllm-", "VLLM", ""] {
+        let e = spec_from_profile(&p, &a, id).err();
+        assert!(
+            matches!(&e, Some(kvtemplate::Error::Spec(m)) if m.contains("unknown engine contract")),
+            "{id}: {e:?}"
+        );
+    }
+    // llama.cpp is a catalog engine without a chat path.
+    let e = spec_from_profile(&p, &a, "llamacpp-nokv-v1").err();
+    assert!(
+        matches!(
+            e,
+            Some(kvtemplate::Error::NoChatPath(kvtemplate::Engine::Llamacpp))
+        ),
+        "{e:?}"
+    );
+    let e = kvtemplate::Encoder::new(kvtemplate::EncoderSpec::new(kvtemplate::Engine::Llamacpp));
+    assert!(matches!(e, Err(kvtemplate::Error::NoChatPath(_))));
 }
 
 #[test]
@@ -140,7 +180,7 @@ fn loaded_profiles_share_the_parsed_tokenizer() {
             .unwrap_or(std::ptr::null())
     };
     let sglang = encoder_from_loaded(&lp, "sglang-kv-rank-v1").unwrap_or_else(|e| panic!("{e}"));
-    let vllm = encoder_from_loaded(&lp, "vllm-kv-v1").unwrap_or_else(|e| panic!("{e}"));
+    let vllm = encoder_from_loaded(&lp, "vllm-kv-map-v3").unwrap_or_else(|e| panic!("{e}"));
     assert!(std::ptr::eq(inner(&sglang), Arc::as_ptr(&kept.encoder)));
     assert!(std::ptr::eq(inner(&vllm), Arc::as_ptr(&kept.encoder)));
     let fresh = encoder_from_profile(&p, &a, "sglang-kv-rank-v1").unwrap_or_else(|e| panic!("{e}"));
@@ -161,6 +201,6 @@ fn loaded_profiles_share_the_parsed_tokenizer() {
     let mut replaced = lp.clone();
     replaced.artifacts.tokenizer.bytes = Arc::from(lp.artifacts.tokenizer.bytes.to_vec());
     assert!(ParsedTokenizer::of(&replaced).is_none());
-    let own = encoder_from_loaded(&replaced, "vllm-kv-v1").unwrap_or_else(|e| panic!("{e}"));
+    let own = encoder_from_loaded(&replaced, "vllm-kv-map-v3").unwrap_or_else(|e| panic!("{e}"));
     assert!(!std::ptr::eq(inner(&own), Arc::as_ptr(&kept.encoder)));
 }
