@@ -77,6 +77,31 @@
 #define KVEXACT_SEGMENT_CACHE_MAX_BYTES 4294967296
 
 /**
+ * Default `kvexact_encoder_options.max_body_bytes`: 8 MiB.
+ */
+#define KVEXACT_DEFAULT_MAX_BODY_BYTES (8 << 20)
+
+/**
+ * Default `kvexact_encoder_options.max_rendered_bytes`: 8 MiB.
+ */
+#define KVEXACT_DEFAULT_MAX_RENDERED_BYTES (8 << 20)
+
+/**
+ * Default `kvexact_encoder_options.max_word_bytes`: 64 KiB.
+ */
+#define KVEXACT_DEFAULT_MAX_WORD_BYTES (64 << 10)
+
+/**
+ * Default `kvexact_encoder_options.max_fallback_bytes`: 1 MiB.
+ */
+#define KVEXACT_DEFAULT_MAX_FALLBACK_BYTES (1 << 20)
+
+/**
+ * Default `kvexact_encoder_options.max_messages`: 4096.
+ */
+#define KVEXACT_DEFAULT_MAX_MESSAGES 4096
+
+/**
  * `kvexact_encoder_options.flags` / `kvexact_hasher_options.flags`: no cache for this
  * handle (every call computes everything; results are the same).
  */

@@ -203,7 +203,7 @@ pub fn run(args: &Args) -> ExitCode {
         return ExitCode::from(2);
     }
     let now_ms = match &args.now {
-        Some(s) => match kvtemplate::strftime::parse_rfc3339(s) {
+        Some(s) => match kvtemplate::parse_rfc3339(s) {
             Some(ms) => ms,
             None => {
                 eprintln!("--now {s:?} is not an RFC 3339 timestamp");

@@ -24,12 +24,12 @@
 //! nothing lifted it must refuse with the first code it hits.
 
 use crate::{CaseResult, FileReport};
-use kvtemplate::chat_rules::ChatRules;
-use kvtemplate::encoder::{Encoder, ScratchBuf};
-use kvtemplate::engine::Engine;
 use kvtemplate::json::{Json, JsonObject};
-use kvtemplate::model_dir::spec_from_model_dir;
-use kvtemplate::refusal::{Outcome, Refusal, RefusalSet};
+use kvtemplate::spec_from_model_dir;
+use kvtemplate::ChatRules;
+use kvtemplate::Engine;
+use kvtemplate::{Encoder, ScratchBuf};
+use kvtemplate::{Outcome, Refusal, RefusalSet};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -672,7 +672,7 @@ pub fn check_file_lifted(
         let mut base = spec_from_model_dir(&dir, e).map_err(|e| e.to_string())?;
         base.chat_rules = Some(chat_rules);
         if let (None, Some(bytes)) = (&shared, &base.tokenizer_json) {
-            shared = Some(kvtemplate::tokenize::parse(bytes).map_err(|e| e.to_string())?);
+            shared = Some(kvtemplate::parse_tokenizer(bytes).map_err(|e| e.to_string())?);
         }
         if base.tokenizer_json.is_some() {
             base.parsed_tokenizer = shared.clone();

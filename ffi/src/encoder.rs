@@ -118,18 +118,19 @@ pub struct kvexact_encoder_options {
     pub reserved2: u32,
 }
 
+// The defaults are literals so that cbindgen writes them into the header (it cannot evaluate
+// a path into another crate); `defaults_are_kvtemplates` pins them to kvtemplate's.
+
 /// Default `kvexact_encoder_options.max_body_bytes`: 8 MiB.
-pub const KVEXACT_DEFAULT_MAX_BODY_BYTES: u64 = kvtemplate::limits::DEFAULT_MAX_BODY_BYTES as u64;
+pub const KVEXACT_DEFAULT_MAX_BODY_BYTES: u64 = 8 << 20;
 /// Default `kvexact_encoder_options.max_rendered_bytes`: 8 MiB.
-pub const KVEXACT_DEFAULT_MAX_RENDERED_BYTES: u64 =
-    kvtemplate::limits::DEFAULT_MAX_RENDERED_BYTES as u64;
+pub const KVEXACT_DEFAULT_MAX_RENDERED_BYTES: u64 = 8 << 20;
 /// Default `kvexact_encoder_options.max_word_bytes`: 64 KiB.
-pub const KVEXACT_DEFAULT_MAX_WORD_BYTES: u64 = kvtemplate::limits::DEFAULT_MAX_WORD_BYTES as u64;
+pub const KVEXACT_DEFAULT_MAX_WORD_BYTES: u64 = 64 << 10;
 /// Default `kvexact_encoder_options.max_fallback_bytes`: 1 MiB.
-pub const KVEXACT_DEFAULT_MAX_FALLBACK_BYTES: u64 =
-    kvtemplate::limits::DEFAULT_MAX_FALLBACK_BYTES as u64;
+pub const KVEXACT_DEFAULT_MAX_FALLBACK_BYTES: u64 = 1 << 20;
 /// Default `kvexact_encoder_options.max_messages`: 4096.
-pub const KVEXACT_DEFAULT_MAX_MESSAGES: u32 = kvtemplate::limits::DEFAULT_MAX_MESSAGES as u32;
+pub const KVEXACT_DEFAULT_MAX_MESSAGES: u32 = 4096;
 
 /// A byte bound of the options: 0 = `default`, `u64::MAX` = none.
 fn byte_bound(v: u64, default: usize) -> usize {
@@ -142,7 +143,10 @@ fn byte_bound(v: u64, default: usize) -> usize {
 
 /// The bounds the options ask for.
 fn limits_of(o: &kvexact_encoder_options) -> kvtemplate::InputLimits {
-    use kvtemplate::limits::*;
+    use kvtemplate::{
+        InputLimits, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_FALLBACK_BYTES, DEFAULT_MAX_MESSAGES,
+        DEFAULT_MAX_RENDERED_BYTES, DEFAULT_MAX_WORD_BYTES,
+    };
     InputLimits {
         max_body_bytes: byte_bound(o.max_body_bytes, DEFAULT_MAX_BODY_BYTES),
         max_rendered_bytes: byte_bound(o.max_rendered_bytes, DEFAULT_MAX_RENDERED_BYTES),
@@ -565,4 +569,45 @@ pub unsafe extern "C" fn kvexact_render_chat(
         unsafe { refusal_out.write(refusal) };
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_kvtemplates() {
+        let d = kvtemplate::InputLimits::default();
+        assert_eq!(
+            KVEXACT_DEFAULT_MAX_BODY_BYTES,
+            kvtemplate::DEFAULT_MAX_BODY_BYTES as u64
+        );
+        assert_eq!(KVEXACT_DEFAULT_MAX_BODY_BYTES, d.max_body_bytes as u64);
+        assert_eq!(
+            KVEXACT_DEFAULT_MAX_RENDERED_BYTES,
+            kvtemplate::DEFAULT_MAX_RENDERED_BYTES as u64
+        );
+        assert_eq!(
+            KVEXACT_DEFAULT_MAX_RENDERED_BYTES,
+            d.max_rendered_bytes as u64
+        );
+        assert_eq!(
+            KVEXACT_DEFAULT_MAX_WORD_BYTES,
+            kvtemplate::DEFAULT_MAX_WORD_BYTES as u64
+        );
+        assert_eq!(KVEXACT_DEFAULT_MAX_WORD_BYTES, d.max_word_bytes as u64);
+        assert_eq!(
+            KVEXACT_DEFAULT_MAX_FALLBACK_BYTES,
+            kvtemplate::DEFAULT_MAX_FALLBACK_BYTES as u64
+        );
+        assert_eq!(
+            KVEXACT_DEFAULT_MAX_FALLBACK_BYTES,
+            d.max_fallback_bytes as u64
+        );
+        assert_eq!(
+            KVEXACT_DEFAULT_MAX_MESSAGES,
+            kvtemplate::DEFAULT_MAX_MESSAGES as u32
+        );
+        assert_eq!(KVEXACT_DEFAULT_MAX_MESSAGES, d.max_messages as u32);
+    }
 }

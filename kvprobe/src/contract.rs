@@ -25,7 +25,7 @@ use kvhash::vllm::{ExtraKeyForm, NoneHashRule, VllmRules};
 use kvprofile_core::contracts::{self, ContractCatalog, ContractProfile};
 use kvprofile_core::releases::{self as rel, Release};
 use kvprofile_core::HashAlgorithm;
-use kvtemplate::chat_rules::ChatRules;
+use kvtemplate::ChatRules;
 use kvtemplate::{Refusal, RefusalSet};
 use serde_json::{json, Value};
 use std::sync::OnceLock;

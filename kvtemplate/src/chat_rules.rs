@@ -11,7 +11,7 @@
 //! sglang-request-keys`.
 //!
 //! ```
-//! use kvtemplate::chat_rules::{ChatRules, TemplateErrorClass, ToolSerialization};
+//! use kvtemplate::{ChatRules, TemplateErrorClass, ToolSerialization};
 //! use kvtemplate::Engine;
 //!
 //! // SGLang 0.5.23: the reference rules with the new tool serialisation.

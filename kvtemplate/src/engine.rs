@@ -85,14 +85,10 @@ pub fn join_text_parts(parts: &[Json<'_>], sep: &str) -> Option<String> {
 
 /// One message normalised the way `engine` hands it to the template: text parts joined,
 /// `null` content as `""`, tool-call `arguments` JSON strings parsed to objects, TRT-LLM's
-/// `media: []`.
-pub fn normalise_message(engine: Engine, msg: &Json<'_>) -> Result<Value, String> {
-    normalise_message_with(engine, msg, &|_, _, _| true)
-}
-
-/// [`normalise_message`] keeping, besides `role` and `content`, only the keys for which
-/// `keep(role, key, value)` is true (the strict encoder's lifted path hands the template only
-/// the message fields whose engine handling is proven; see [`crate::Encoder::encode_chat`]).
+/// `media: []` — keeping, besides `role` and `content`, only the keys for which
+/// `keep(role, key, value)` is true (the emulation keeps every key; the strict encoder's lifted
+/// path hands the template only the message fields whose engine handling is proven; see
+/// [`crate::Encoder::encode_chat`]).
 pub fn normalise_message_with(
     engine: Engine,
     msg: &Json<'_>,

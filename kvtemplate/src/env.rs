@@ -100,7 +100,7 @@ impl std::io::Write for BoundedOutput {
 impl ChatTemplate {
     /// Compiles `source` with trim_blocks, lstrip_blocks, loop controls, Python string methods,
     /// a Python `tojson`/`trim`, `raise_exception`, `strftime_now` under `utc-date`, and
-    /// transformers' `{% generation %}` block ([`rewrite_generation_tags`]).
+    /// transformers' `{% generation %}` block (rewritten to `{% if true %}` … `{% endif %}` first).
     pub fn compile(
         source: &str,
         clock: Option<ClockPolicy>,
@@ -214,14 +214,8 @@ impl ChatTemplate {
 /// `{% raw %}` … `{% endraw %}` blocks are left alone. A source without such a tag comes back
 /// borrowed.
 ///
-/// ```
-/// use kvtemplate::env::rewrite_generation_tags;
-/// assert_eq!(
-///     rewrite_generation_tags("{%- generation -%}{{ x }}{% endgeneration %}"),
-///     "{%- if true -%}{{ x }}{% endif %}"
-/// );
-/// assert_eq!(rewrite_generation_tags("{{ '{% generation %}' }}"), "{{ '{% generation %}' }}");
-/// ```
+/// `{%- generation -%}{{ x }}{% endgeneration %}` becomes `{%- if true -%}{{ x }}{% endif %}`;
+/// `{{ '{% generation %}' }}` is left as it is (unit tests below).
 pub fn rewrite_generation_tags(source: &str) -> Cow<'_, str> {
     let b = source.as_bytes();
     let mut out: Option<String> = None;
@@ -590,6 +584,18 @@ mod tests {
         // Nested in loops, no spaces inside the tag, `+` markers.
         let src = "{% for i in range(2) %}{%generation%}{{ i }}{%+ endgeneration +%}{% endfor %}";
         assert_eq!(render(src, Value::from(())).ok().as_deref(), Some("01"));
+    }
+
+    #[test]
+    fn generation_tags_become_if_true_blocks_keeping_their_trim_marks() {
+        assert_eq!(
+            rewrite_generation_tags("{%- generation -%}{{ x }}{% endgeneration %}"),
+            "{%- if true -%}{{ x }}{% endif %}"
+        );
+        assert_eq!(
+            rewrite_generation_tags("{{ '{% generation %}' }}"),
+            "{{ '{% generation %}' }}"
+        );
     }
 
     #[test]

@@ -496,7 +496,7 @@ impl Encoder {
     ///   `tools`, `add_generation_prompt`, …);
     /// * `add_generation_prompt`: a JSON boolean; `continue_final_message`: `true` on a
     ///   conversation that ends with an assistant message (what the vectors send);
-    /// * `message_field`: only the fields of [`proven_message_field`];
+    /// * `message_field`: only the fields whose engine handling the vectors prove (`strict::proven_message_field`);
     /// * `multi_text_part`, `trailing_assistant`, `null_content`: every hit.
     ///
     /// On the lifted path: a template that may depend on the content shape refuses

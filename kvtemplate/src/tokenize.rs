@@ -47,11 +47,6 @@ pub fn parse(tokenizer_json: &[u8]) -> Result<Arc<FastEncoder>, Error> {
         .map_err(|e| Error::TokenizerLoad(e.to_string()))
 }
 
-/// Loads `tokenizer.json` bytes (the check the registry runs at publish time).
-pub fn load(tokenizer_json: &[u8]) -> Result<Tokenizer, Error> {
-    Tokenizer::from_bytes(tokenizer_json).map_err(|e| Error::TokenizerLoad(e.to_string()))
-}
-
 /// The id of the one special added token whose content is `token`
 /// (docs/contracts/registry.md §2 `completionsBos`: exactly one such entry, else an error).
 pub fn resolve_special_id(tok: &Tokenizer, token: &str) -> Result<u32, Error> {

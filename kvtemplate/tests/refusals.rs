@@ -212,7 +212,7 @@ fn custom(template: &str, openai: bool) -> Encoder {
     let mut spec = spec(QWEN25, Engine::Vllm);
     spec.template_source = Some(template.to_string());
     if openai {
-        spec.content_format = kvtemplate::template_facts::ContentFormat::OpenAi;
+        spec.content_format = kvtemplate::ContentFormat::OpenAi;
     }
     Encoder::new(spec).unwrap_or_else(|e| panic!("{e}"))
 }

@@ -71,6 +71,13 @@ static void big_body(const kvexact_encoder *enc, size_t mb) {
   free(body);
 }
 
+/* The header's default bounds are the library's (kvtemplate's InputLimits::default). */
+_Static_assert(KVEXACT_DEFAULT_MAX_BODY_BYTES == 8 * 1024 * 1024, "default body bound");
+_Static_assert(KVEXACT_DEFAULT_MAX_RENDERED_BYTES == 8 * 1024 * 1024, "default render bound");
+_Static_assert(KVEXACT_DEFAULT_MAX_WORD_BYTES == 64 * 1024, "default pre-token bound");
+_Static_assert(KVEXACT_DEFAULT_MAX_FALLBACK_BYTES == 1024 * 1024, "default fallback bound");
+_Static_assert(KVEXACT_DEFAULT_MAX_MESSAGES == 4096, "default message bound");
+
 static void options_bound(const kvexact_profile *p) {
   kvexact_encoder_options o;
   memset(&o, 0, sizeof o);
