@@ -454,4 +454,67 @@ mod tests {
             "TOKEN_FILE_EMPTY"
         );
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(6))]
+        /// Whatever the connection drops (fewer times than the attempts), the resumed download
+        /// is the file's bytes: the slow twin is the body read whole.
+        #[test]
+        fn resumed_downloads_equal_the_whole_body(
+            len in 1usize..20_000,
+            cuts in proptest::collection::vec(1usize..8_000, 0..3),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let dest = dir.path().join("f");
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            let f = hub_with("u", &bytes);
+            let mut received = 0usize;
+            let mut expected_ranges = vec![None];
+            for c in &cuts {
+                // Each drop sends `c` more bytes of what is left (none when nothing is).
+                let left = len - received;
+                if *c >= left {
+                    break;
+                }
+                received += c;
+                expected_ranges.push(Some(received as u64));
+            }
+            let drops = expected_ranges.len() - 1;
+            let sends: Vec<usize> = cuts.iter().copied().take(drops).collect();
+            let hub = Sequenced { inner: &f, sends: Mutex::new(sends) };
+            Hub::new(None, None, &hub)
+                .download("u", &dest, Some(len as u64), &mut |_: &str| {})
+                .unwrap();
+            proptest::prop_assert_eq!(fs::read(&dest).unwrap(), bytes);
+            let ranges: Vec<Option<u64>> = f.seen().iter().map(|s| s.range).collect();
+            proptest::prop_assert_eq!(ranges, expected_ranges);
+        }
+    }
+
+    /// Drops the connection of the n-th request after `sends[n]` bytes (then sends whole bodies).
+    struct Sequenced<'a> {
+        inner: &'a FakeHub,
+        sends: Mutex<Vec<usize>>,
+    }
+
+    impl Fetch for Sequenced<'_> {
+        fn get(
+            &self,
+            url: &str,
+            range: Option<u64>,
+            token: Option<&str>,
+        ) -> std::result::Result<FetchResponse, String> {
+            let mut sends = self.sends.lock().unwrap();
+            if !sends.is_empty() {
+                let n = sends.remove(0);
+                self.inner
+                    .drop_after
+                    .lock()
+                    .unwrap()
+                    .insert(url.to_string(), (n, 1));
+            }
+            drop(sends);
+            self.inner.get(url, range, token)
+        }
+    }
 }
