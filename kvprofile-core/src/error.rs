@@ -308,6 +308,17 @@ pub enum RegistryError {
         /// The nearest known releases (`known: … ; nearest below: …, above: …`).
         detail: String,
     },
+    /// A `kvexact models` refusal (docs/contracts/registry.md §11: catalog drift, install,
+    /// page render, weights verification). Its message is the detail alone, which names the
+    /// files itself (catalog-relative or operator-given paths, not registry-relative ones);
+    /// [`RegistryError::path`] is `"."` for it.
+    #[error("{detail}")]
+    ModelsRefusal {
+        /// The stable code (`REFUSED <code>`).
+        code: crate::models::RefusalCode,
+        /// What and where.
+        detail: String,
+    },
 }
 
 impl RegistryError {
@@ -343,6 +354,7 @@ impl RegistryError {
             RegistryError::Drift { .. } => "PROFILE_DRIFT",
             RegistryError::UnknownProfile { .. } => "UNKNOWN_PROFILE",
             RegistryError::UnknownEngineVersion { .. } => "UNKNOWN_ENGINE_VERSION",
+            RegistryError::ModelsRefusal { code, .. } => code.as_str(),
         }
     }
 
@@ -373,6 +385,7 @@ impl RegistryError {
             | RegistryError::Drift { path, .. }
             | RegistryError::UnknownProfile { path }
             | RegistryError::UnknownEngineVersion { path, .. } => path,
+            RegistryError::ModelsRefusal { .. } => ".",
         }
     }
 

@@ -13,6 +13,8 @@
 //! - [`Generation`] and [`Registry`]: all-or-nothing loads into immutable `Arc` generations with
 //!   `setDigest`, lookups, discovery entries and the drift check (§7).
 //! - [`catalog`]: the supported-models manifest (§10.1) and weights indexes (§10.2).
+//! - [`models`]: what `kvexact models` does with that catalog (§10–11): the drift gate, the
+//!   page render, installing the registry and the pinned weights, verifying a snapshot.
 //!
 //! Template compilation and tokenizer loading belong to kvtemplate, which sits above this crate:
 //! it plugs in through [`ArtifactValidator`].
@@ -36,6 +38,7 @@ pub mod generation;
 pub mod ids;
 pub mod locator;
 pub mod manifest;
+pub mod models;
 pub mod profile;
 pub mod registry;
 pub mod releases;

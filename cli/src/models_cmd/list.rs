@@ -1,9 +1,10 @@
 //! `kvexact models list`: the `install-models.sh --list` lines (docs/contracts/registry.md §11).
 
 use kvprofile_core::catalog::{ModelEntry, SupportedModels};
+use kvprofile_core::models::source_tree::SourceTree;
+use kvprofile_core::models::{rev12, state_str, yes_no};
 
-use super::sources::{state_str, SourceTree};
-use super::{print_json, rev12, yes_no, Common, Refusal, Status};
+use super::{print_json, Common, Refusal, Status};
 
 /// Arguments of `kvexact models list`.
 #[derive(Debug, clap::Args)]

@@ -1,5 +1,9 @@
 //! `kvexact models …`: the supported-models catalog for operators (docs/contracts/registry.md §10–11).
 //!
+//! Argument handling and printing only: the catalog drift, page render, install and weights
+//! verification logic is `kvprofile_core::models`; the hub's HTTP client ([`hub::UreqFetch`])
+//! is the one piece of I/O the library leaves to its caller.
+//!
 //! One binary replaces `modelctl.py`, `install-models.sh` and hand-run `sha256sum` checks. Every
 //! subcommand reads the catalog `scripts/models/validated-models.yaml` (`--catalog FILE`); the
 //! repository tree around it is found from the catalog's place (`<root>/scripts/models/`):
@@ -40,16 +44,16 @@
 //!   "detail","staged":[…],"weights":{…}}]}`.
 
 mod check;
-mod download;
-mod fsops;
+mod hub;
 mod install;
 mod list;
 mod render;
-mod sources;
 mod verify_weights;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+use kvprofile_core::RegistryError;
 
 /// The catalog path the scripts use, relative to the repository root.
 pub const DEFAULT_CATALOG: &str = "scripts/models/validated-models.yaml";
@@ -80,24 +84,9 @@ pub struct Common {
     pub json: bool,
 }
 
-/// A typed refusal: exit status 2, `REFUSED <code>: <detail>` on stderr.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    /// Stable machine code (§11).
-    pub code: &'static str,
-    /// What and where.
-    pub detail: String,
-}
-
-impl Refusal {
-    /// A refusal with `code`.
-    pub fn new(code: &'static str, detail: impl Into<String>) -> Self {
-        Refusal {
-            code,
-            detail: detail.into(),
-        }
-    }
-}
+/// A refusal: exit status 2, `REFUSED <code>: <detail>` on stderr (`RegistryError::code`, its
+/// message).
+pub type Refusal = RegistryError;
 
 /// What a subcommand that did not refuse found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,9 +110,11 @@ pub fn run(cmd: &Command) -> ExitCode {
         Ok(Status::Ok) => ExitCode::SUCCESS,
         Ok(Status::Failed) => ExitCode::from(1),
         Err(r) => {
-            eprintln!("REFUSED {}: {}", r.code, r.detail);
+            let (code, detail) = (r.code(), r.to_string());
+            eprintln!("REFUSED {code}: {detail}");
             if json {
-                let v = serde_json::json!({"ok": false, "refused": {"code": r.code, "detail": r.detail}});
+                let v =
+                    serde_json::json!({"ok": false, "refused": {"code": code, "detail": detail}});
                 println!("{v}");
             }
             ExitCode::from(2)
@@ -137,23 +128,4 @@ fn print_json(v: &serde_json::Value) {
         Ok(s) => println!("{s}"),
         Err(e) => eprintln!("json output failed: {e}"),
     }
-}
-
-/// `yes`/`no` as the page and `--list` print a bool.
-fn yes_no(b: bool) -> &'static str {
-    if b {
-        "yes"
-    } else {
-        "no"
-    }
-}
-
-/// The first 12 characters of a (40-hex, validated) revision.
-fn rev12(rev: &str) -> &str {
-    rev.get(..12).unwrap_or(rev)
-}
-
-/// `<n / 1e9>` with one decimal and ` GB`, as the page prints sizes.
-fn gb(nbytes: u64) -> String {
-    format!("{:.1} GB", nbytes as f64 / 1e9)
 }
