@@ -6,7 +6,8 @@ use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Words of at most this many symbols are merged by rescanning a rank array (cache friendly);
-/// longer ones with a heap, so no word costs quadratic time.
+/// longer ones with a priority queue ([`merge_queue`], and [`merge_buckets`] from
+/// [`LONG_WORD`] symbols on), so no word costs quadratic time.
 const SMALL_WORD: usize = 48;
 
 /// A tiny multiply-rotate hasher (FxHash) for the byte-string vocabulary.
@@ -63,8 +64,12 @@ pub(crate) type BytesMap<V> = HashMap<Box<[u8]>, V, BuildHasherDefault<FxHasher>
 pub(crate) type Merge = ((u32, u32), (u32, u32));
 
 /// Open-addressing map from an id pair to `(rank, merged id)`; key and value share one
-/// 16-byte slot, so a look-up touches one cache line.
+/// 16-byte slot, so a look-up touches one cache line. In front of it, a 256 KiB bitmap
+/// with one bit per hashed pair, set for every pair in the map: a clear bit proves the pair
+/// absent without touching the (megabytes of) slots — most look-ups of long random words
+/// (CJK, emoji, letters) are of absent pairs, and the bitmap stays in L2.
 pub(crate) struct MergeMap {
+    filter: Vec<u64>,
     slots: Vec<(u64, (u32, u32))>,
     mask: usize,
     /// One more than the highest rank present (0 for no merges).
@@ -77,8 +82,11 @@ impl MergeMap {
     /// Builds the map; later duplicates of a pair overwrite earlier ones, as a `HashMap`
     /// collected from the merges list does in `tokenizers`.
     pub(crate) fn new(merges: &[Merge]) -> Self {
-        let cap = (merges.len() * 2).next_power_of_two().max(16);
+        let cap = (merges.len() + merges.len() / 2)
+            .next_power_of_two()
+            .max(16);
         let mut map = Self {
+            filter: vec![0; FILTER_BITS / 64],
             slots: vec![(EMPTY, (0, 0)); cap],
             mask: cap - 1,
             ranks: 0,
@@ -94,6 +102,10 @@ impl MergeMap {
             }
             if let Some(entry) = map.slots.get_mut(slot) {
                 *entry = (key, v);
+            }
+            let bit = filter_bit(key);
+            if let Some(w) = map.filter.get_mut(bit / 64) {
+                *w |= 1 << (bit % 64);
             }
         }
         map.ranks = map
@@ -115,6 +127,10 @@ impl MergeMap {
     #[inline]
     pub(crate) fn get(&self, a: u32, b: u32) -> Option<(u32, u32)> {
         let key = pack(a, b);
+        let bit = filter_bit(key);
+        if *self.filter.get(bit / 64)? & (1 << (bit % 64)) == 0 {
+            return None;
+        }
         let mut slot = self.slot(key);
         loop {
             let &(k, v) = self.slots.get(slot)?;
@@ -127,6 +143,16 @@ impl MergeMap {
             slot = (slot + 1) & self.mask;
         }
     }
+}
+
+/// Bits of [`MergeMap`]'s filter (256 KiB).
+const FILTER_BITS: usize = 1 << 21;
+
+/// The filter bit of a packed pair (another multiplier than the slot's, so that pairs
+/// sharing a slot run do not share a bit).
+#[inline]
+fn filter_bit(key: u64) -> usize {
+    (key.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> (64 - FILTER_BITS.trailing_zeros())) as usize
 }
 
 #[inline]
@@ -232,7 +258,7 @@ impl RankQueue {
         self.cur.get(from..to).unwrap_or_default()
     }
 
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, rank: u32, pos: u32) {
         let r = rank as usize;
         if u64::from(rank) < self.floor {
@@ -778,6 +804,21 @@ mod tests {
                     prop_assert_eq!(q.pop(), Some(k));
                 }
                 prop_assert_eq!(q.pop(), None);
+            }
+        }
+
+        /// The merge map finds every pair of its table (the last duplicate's value) and no
+        /// other, filter or not.
+        #[test]
+        fn merge_map_is_the_hash_map(
+            table in proptest::collection::vec(((0u32..40, 0u32..40), (0u32..1000, 0u32..99)), 0..300),
+        ) {
+            let m = MergeMap::new(&table);
+            let model: HashMap<(u32, u32), (u32, u32)> = table.iter().copied().collect();
+            for a in 0..45 {
+                for b in 0..45 {
+                    prop_assert_eq!(m.get(a, b), model.get(&(a, b)).copied());
+                }
             }
         }
 
