@@ -195,6 +195,10 @@ struct Node {
 /// popped (a merge table where using a token can come before making it) goes to a binary
 /// heap that pops first when its minimum is lower. Pops always return the minimum present,
 /// for any order of pushes (`rank_queue_pops_in_order` checks it against a binary heap).
+///
+/// Memory: one `Vec` per rank of the largest table seen (24 bytes each: 3.6 MB for
+/// Qwen2.5's 151k merges, 6.7 MB for Llama 3.1's 280k) plus the buckets' capacity, held by
+/// a [`BpeScratch`] from its first word of [`LONG_WORD`] symbols on.
 #[derive(Default)]
 pub(crate) struct RankQueue {
     /// Positions of each rank `>= floor`, unsorted.
@@ -448,7 +452,7 @@ impl MergeQueue {
 }
 
 /// Words of at least this many symbols are merged by [`merge_buckets`].
-const LONG_WORD: usize = 1024;
+const LONG_WORD: usize = 128;
 
 /// Rank marking "no merge" for a pair.
 const NONE: u32 = u32::MAX;
