@@ -48,38 +48,129 @@ const CACHE_MAX_WORDS: usize = 1 << 16;
 /// A scratch keeps the caches of at most this many encoders (the oldest goes first).
 const CACHE_MAX_ENCODERS: usize = 8;
 
+/// Slots of a [`WordCache`]'s direct-mapped table (a power of two; 32 bytes each).
+const SHORT_SLOTS: usize = 1 << 13;
+/// Most ids a direct-mapped slot holds.
+const SLOT_IDS: usize = 3;
+
+/// One slot of the direct-mapped table: a word of up to 15 bytes packed with its length
+/// ([`pack_short`]; 0, which no word of at least one byte packs to, marks an empty slot)
+/// and its ids.
+#[derive(Clone, Copy, Default)]
+struct ShortSlot {
+    key: u128,
+    ids: [u32; SLOT_IDS],
+    len: u32,
+}
+
 /// The ids of recently seen words, for one encoder (`uid`).
+///
+/// Words of up to 15 bytes with at most [`SLOT_IDS`] ids (nearly all words of chat text) live
+/// in a direct-mapped table of [`SHORT_SLOTS`] slots (256 KiB): one multiply picks the slot,
+/// one 128-bit compare of the packed word decides, a newer word evicts an older one. It
+/// cannot return the ids of another word: the packed key holds every byte of the word and
+/// its length, and a slot is only ever written as a whole with the key and the ids the
+/// encoder computed for that key. Other words go to the hash maps.
 struct WordCache {
     uid: u64,
-    /// Words of up to 15 bytes, packed with their length into one integer (no memcmp).
+    slots: Vec<ShortSlot>,
+    /// Words of up to 15 bytes with more ids, packed into one integer (no memcmp).
     short: HashMap<u128, (u32, u32), BuildHasherDefault<FxHasher>>,
     /// Longer words.
     long: BytesMap<(u32, u32)>,
     ids: Vec<u32>,
 }
 
+/// The first `b.len() < 8` bytes of `b`, little-endian, zero-extended.
+#[inline]
+fn load_partial(b: &[u8]) -> u64 {
+    let n = b.len();
+    let (first, last) = match n {
+        0 => return 0,
+        1 => return b.first().map_or(0, |&x| u64::from(x)),
+        2 | 3 => (
+            b.get(..2)
+                .map_or(0, |x| u64::from(u16::from_le_bytes([x[0], x[1]]))),
+            b.get(n - 2..)
+                .map_or(0, |x| u64::from(u16::from_le_bytes([x[0], x[1]]))),
+        ),
+        _ => (
+            b.get(..4).map_or(0, |x| {
+                u64::from(u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+            }),
+            b.get(n - 4..).map_or(0, |x| {
+                u64::from(u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+            }),
+        ),
+    };
+    // The two loads overlap on equal bytes; the last one is shifted into place.
+    let width = if n < 4 { 2 } else { 4 };
+    first | (last << (8 * (n - width)))
+}
+
 /// `word` packed into a `u128` with its length in the top byte, if it is under 16 bytes.
 #[inline]
 fn pack_short(word: &[u8]) -> Option<u128> {
-    if word.len() >= 16 {
+    let n = word.len();
+    if n >= 16 {
         return None;
     }
-    let mut buf = [0u8; 16];
-    buf.get_mut(..word.len())?.copy_from_slice(word);
-    buf[15] = word.len() as u8;
-    Some(u128::from_le_bytes(buf))
+    let (lo, hi) = match word.split_first_chunk::<8>() {
+        Some((head, tail)) => (u64::from_le_bytes(*head), load_partial(tail)),
+        None => (load_partial(word), 0),
+    };
+    Some(u128::from(lo) | (u128::from(hi) << 64) | ((n as u128) << 120))
+}
+
+/// The slot of a packed word.
+#[inline]
+fn slot_of(key: u128) -> usize {
+    let h =
+        ((key as u64) ^ ((key >> 64) as u64).rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> 32) as usize & (SHORT_SLOTS - 1)
 }
 
 impl WordCache {
+    fn new(uid: u64) -> Self {
+        Self {
+            uid,
+            slots: vec![ShortSlot::default(); SHORT_SLOTS],
+            short: HashMap::default(),
+            long: BytesMap::default(),
+            ids: Vec::new(),
+        }
+    }
+
+    #[inline]
     fn get(&self, word: &[u8]) -> Option<&[u32]> {
         let &(at, len) = match pack_short(word) {
-            Some(key) => self.short.get(&key)?,
+            Some(key) => {
+                if let Some(slot) = self.slots.get(slot_of(key)).filter(|s| s.key == key) {
+                    return slot.ids.get(..slot.len as usize);
+                }
+                self.short.get(&key)?
+            }
             None => self.long.get(word)?,
         };
         self.ids.get(at as usize..(at as usize + len as usize))
     }
 
     fn insert(&mut self, word: &[u8], ids: &[u32]) {
+        let key = pack_short(word);
+        if let Some(key) = key.filter(|_| ids.len() <= SLOT_IDS) {
+            if let Some(slot) = self.slots.get_mut(slot_of(key)) {
+                let mut inline = [0; SLOT_IDS];
+                if let Some(dst) = inline.get_mut(..ids.len()) {
+                    dst.copy_from_slice(ids);
+                }
+                *slot = ShortSlot {
+                    key,
+                    ids: inline,
+                    len: ids.len() as u32,
+                };
+                return;
+            }
+        }
         if self.short.len() + self.long.len() >= CACHE_MAX_WORDS {
             self.short.clear();
             self.long.clear();
@@ -87,7 +178,7 @@ impl WordCache {
         }
         let entry = (self.ids.len() as u32, ids.len() as u32);
         self.ids.extend_from_slice(ids);
-        match pack_short(word) {
+        match key {
             Some(key) => self.short.insert(key, entry),
             None => self.long.insert(word.into(), entry),
         };
@@ -112,6 +203,10 @@ struct FastPath {
     vocab: BytesMap<u32>,
     /// Added tokens (all non-normalized, no strip/single-word flags), leftmost-longest.
     added: Option<DoubleArrayAhoCorasick<u32>>,
+    /// When every added token starts with the same ASCII byte: that byte and the longest
+    /// added token's length in bytes ([`FastPath::next_added`] then jumps between
+    /// occurrences of the byte instead of running the automaton over every byte).
+    added_lead: Option<(char, usize)>,
     /// The tables of [`Flavor::SentencePieceBpe`].
     spm: Option<SpmTables>,
 }
@@ -474,13 +569,20 @@ impl FastEncoder {
     /// tokens), for comparison with `tokenizers`' pre-tokenizer; `None` on the fallback path.
     pub fn pre_tokenize_spans(&self, text: &str) -> Option<Vec<(usize, usize)>> {
         let fast = self.fast.as_ref().filter(|f| f.spm.is_none())?;
-        let mut chars = Vec::new();
-        pretok::scan(text, &mut chars);
         let mut spans = Vec::new();
-        pretok::split(text.len(), &chars, fast.cfg.flavor.max_digits(), |a, b| {
+        let emit = |a, b| {
             spans.push((a, b));
             true
-        });
+        };
+        // The same dispatch as the encoder: the ASCII lane for ASCII text.
+        let max_digits = fast.cfg.flavor.max_digits();
+        if text.is_ascii() {
+            pretok::split_ascii(text.as_bytes(), max_digits, emit);
+        } else {
+            let mut chars = Vec::new();
+            pretok::scan(text, &mut chars);
+            pretok::split(text.len(), &chars, max_digits, emit);
+        }
         Some(spans)
     }
 }
@@ -528,6 +630,10 @@ impl FastPath {
             }
             patterns.push((tok.content.clone(), id));
         }
+        let lead = patterns.first().and_then(|(p, _)| p.chars().next());
+        let added_lead = lead
+            .filter(|c| c.is_ascii() && patterns.iter().all(|(p, _)| p.starts_with(*c)))
+            .map(|c| (c, patterns.iter().map(|(p, _)| p.len()).max().unwrap_or(0)));
         let added = if patterns.is_empty() {
             None
         } else {
@@ -624,8 +730,36 @@ impl FastPath {
             merges,
             vocab: by_bytes,
             added,
+            added_lead,
             spm,
         })
+    }
+
+    /// The first added-token match of `text` at or after byte `from` (leftmost-longest,
+    /// as the automaton's `leftmost_find_iter` from `from`): `(start, end, id)`.
+    /// With [`added_lead`](Self::added_lead) a match can only start at that byte, so only
+    /// the bytes from each occurrence of it to the longest token's length are searched: the
+    /// leftmost match of that window starts at its first byte exactly when some token
+    /// matches there, and it is then the longest one there, as in the whole text.
+    /// `next_added_matches_the_automaton` checks it against the automaton's own iterator.
+    #[inline]
+    fn next_added(&self, text: &str, mut from: usize) -> Option<(usize, usize, u32)> {
+        let ac = self.added.as_ref()?;
+        let bytes = text.as_bytes();
+        let Some((lead, longest)) = self.added_lead else {
+            let m = ac.leftmost_find_iter(bytes.get(from..)?).next()?;
+            return Some((from + m.start(), from + m.end(), m.value()));
+        };
+        loop {
+            let at = from + text.get(from..)?.find(lead)?;
+            let window = bytes.get(at..(at + longest).min(bytes.len()))?;
+            if let Some(m) = ac.leftmost_find_iter(window).next() {
+                if m.start() == 0 {
+                    return Some((at, at + m.end(), m.value()));
+                }
+            }
+            from = at + 1;
+        }
     }
 
     fn encode(&self, s: &mut Scratch, text: &str, add_special_tokens: bool, out: &mut Vec<u32>) {
@@ -633,14 +767,12 @@ impl FastPath {
             out.extend_from_slice(&self.cfg.prefix);
         }
         let mut last = 0;
-        if let Some(added) = &self.added {
-            for m in added.leftmost_find_iter(text) {
-                if let Some(piece) = text.get(last..m.start()) {
-                    self.encode_piece(s, piece, out);
-                }
-                out.push(m.value());
-                last = m.end();
+        while let Some((start, end, id)) = self.next_added(text, last) {
+            if let Some(piece) = text.get(last..start) {
+                self.encode_piece(s, piece, out);
             }
+            out.push(id);
+            last = end;
         }
         if let Some(piece) = text.get(last..) {
             self.encode_piece(s, piece, out);
@@ -666,20 +798,18 @@ impl FastPath {
             out.extend_from_slice(&self.cfg.prefix);
         }
         let mut last = 0;
-        if let Some(added) = &self.added {
-            for m in added.leftmost_find_iter(text) {
-                if out.len() >= limits.max_ids {
-                    return Ok(());
-                }
-                if let Some(piece) = text.get(last..m.start()) {
-                    self.encode_piece_limited_cached(s, piece, limits, cache, out)?;
-                }
-                if out.len() >= limits.max_ids {
-                    return Ok(());
-                }
-                out.push(m.value());
-                last = m.end();
+        while let Some((start, end, id)) = self.next_added(text, last) {
+            if out.len() >= limits.max_ids {
+                return Ok(());
             }
+            if let Some(piece) = text.get(last..start) {
+                self.encode_piece_limited_cached(s, piece, limits, cache, out)?;
+            }
+            if out.len() >= limits.max_ids {
+                return Ok(());
+            }
+            out.push(id);
+            last = end;
         }
         if out.len() >= limits.max_ids {
             return Ok(());
@@ -707,14 +837,12 @@ impl FastPath {
             out.extend_from_slice(&self.cfg.prefix);
         }
         let mut last = 0;
-        if let Some(added) = &self.added {
-            for m in added.leftmost_find_iter(text) {
-                if let Some(piece) = text.get(last..m.start()) {
-                    self.encode_piece_cached(s, piece, cache, out);
-                }
-                out.push(m.value());
-                last = m.end();
+        while let Some((start, end, id)) = self.next_added(text, last) {
+            if let Some(piece) = text.get(last..start) {
+                self.encode_piece_cached(s, piece, cache, out);
             }
+            out.push(id);
+            last = end;
         }
         if let Some(piece) = text.get(last..) {
             self.encode_piece_cached(s, piece, cache, out);
@@ -807,12 +935,7 @@ impl FastPath {
                 if caches.len() >= CACHE_MAX_ENCODERS {
                     caches.remove(0);
                 }
-                caches.push(WordCache {
-                    uid: self.uid,
-                    short: HashMap::default(),
-                    long: BytesMap::default(),
-                    ids: Vec::new(),
-                });
+                caches.push(WordCache::new(self.uid));
                 let last = caches.len() - 1;
                 &mut caches[last]
             }
@@ -830,11 +953,10 @@ impl FastPath {
         } else {
             piece
         };
-        pretok::scan(text, chars);
         let bytes = text.as_bytes();
         let mut failed = None;
         let mut end = 0;
-        pretok::split(text.len(), chars, self.cfg.flavor.max_digits(), |a, b| {
+        let emit = |a: usize, b: usize| {
             end = b;
             let Some(word) = bytes.get(a..b) else {
                 return true;
@@ -845,7 +967,14 @@ impl FastPath {
             }
             self.encode_word(word, bpe, cache, out);
             out.len() < limits.max_ids
-        });
+        };
+        let max_digits = self.cfg.flavor.max_digits();
+        if bytes.is_ascii() {
+            pretok::split_ascii(bytes, max_digits, emit);
+        } else {
+            pretok::scan(text, chars);
+            pretok::split(text.len(), chars, max_digits, emit);
+        }
         match failed {
             Some(bytes) => Err(KvTokenError::WordTooLong {
                 bytes,
@@ -1034,8 +1163,126 @@ impl SpmTables {
 
 #[cfg(test)]
 mod tests {
-    use super::{pack_short, SpmTables, SPM_SPACE};
+    use super::{pack_short, FastEncoder, SpmTables, SPM_SPACE};
+    use crate::bpe::{self, BpeScratch};
+    use proptest::prelude::*;
     use std::collections::HashMap;
+    use std::sync::OnceLock;
+
+    const MODELS: &[&str] = &[
+        "Qwen__Qwen2.5-7B-Instruct",
+        "Qwen__Qwen3-0.6B",
+        "deepseek-ai__DeepSeek-R1-Distill-Qwen-7B",
+        "meta-llama__Llama-3.1-8B-Instruct",
+        "LGAI-EXAONE__EXAONE-3.5-7.8B-Instruct",
+        "google__gemma-2-9b-it",
+    ];
+
+    /// The fast-path encoders of the shipped tokenizers (those that have a `tokenizer.json`).
+    fn encoders() -> &'static [FastEncoder] {
+        static ENCODERS: OnceLock<Vec<FastEncoder>> = OnceLock::new();
+        ENCODERS.get_or_init(|| {
+            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/models");
+            MODELS
+                .iter()
+                .filter_map(|m| FastEncoder::from_file(format!("{dir}/{m}/tokenizer.json")).ok())
+                .filter(FastEncoder::is_fast)
+                .collect()
+        })
+    }
+
+    /// A long pre-token of one kind: `(kind, seed, length in chars)`.
+    fn long_word(kind: u8, seed: u64, len: usize) -> String {
+        let mut x = seed | 1;
+        let mut next = move |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        const ZWJ: &[&str] = &[
+            "\u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}",
+            "\u{1F469}\u{1F3FD}\u{200D}\u{1F4BB}",
+            "\u{2764}\u{FE0F}\u{200D}\u{1F525}",
+            "\u{1F680}",
+        ];
+        let unit = [' ', '\t', '\n', 'a', '=', '7'][next(6)];
+        (0..len)
+            .map(|_| match kind % 6 {
+                0 => unit.to_string(),
+                1 => char::from(b'a' + next(26) as u8).to_string(),
+                2 => char::from_u32(0x4E00 + next(0x5200) as u32)
+                    .unwrap_or('中')
+                    .to_string(),
+                3 => ZWJ[next(ZWJ.len())].to_string(),
+                4 => [" ", "\t", "\n", "\r", "\u{3000}"][next(5)].to_string(),
+                _ => {
+                    ["ab", " ", "\u{4E2D}", "\u{1F680}", "x", "\u{E9}", "ing"][next(7)].to_string()
+                }
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// `next_added` (the lead-byte jump when the tokenizer allows it) finds exactly the
+        /// matches of the automaton's own leftmost-longest iterator, for every shipped
+        /// tokenizer, on text made of added tokens, their pieces and their lead byte.
+        #[test]
+        fn next_added_matches_the_automaton(parts in proptest::collection::vec((0usize..1000, 0u8..8, "[a-z<|>_ ]{0,6}"), 0..40)) {
+            prop_assert_eq!(encoders().len(), 5, "a shipped tokenizer is missing or slow");
+            for enc in encoders() {
+                let Some(fast) = enc.fast.as_ref() else { continue };
+                let Some(ac) = fast.added.as_ref() else { continue };
+                let tokens: Vec<String> = enc.stock().get_added_tokens_decoder().values().map(|t| t.content.clone()).collect();
+                let mut text = String::new();
+                for (i, how, filler) in &parts {
+                    let tok = &tokens[i % tokens.len()];
+                    match how {
+                        0 | 1 => text.push_str(tok),
+                        2 => text.push_str(tok.get(..tok.len() / 2).unwrap_or("")),
+                        3 => text.push_str(tok.get(tok.len() / 2..).unwrap_or("")),
+                        4 => text.push('<'),
+                        _ => text.push_str(filler),
+                    }
+                }
+                let expected: Vec<(usize, usize, u32)> = ac
+                    .leftmost_find_iter(&text)
+                    .map(|m| (m.start(), m.end(), m.value()))
+                    .collect();
+                let mut got = Vec::new();
+                let mut from = 0;
+                while let Some(m) = fast.next_added(&text, from) {
+                    got.push(m);
+                    from = m.1;
+                }
+                prop_assert_eq!(got, expected, "{:?}", text);
+            }
+        }
+
+        /// Long pre-tokens (runs, random letters, CJK, emoji ZWJ, mixed white space, mixed)
+        /// through every shipped tokenizer's merges: `bpe::merge` (which takes the bucket
+        /// queue at this length) gives the ids of the `tokenizers` algorithm.
+        #[test]
+        fn long_words_merge_like_the_reference(kind in 0u8..6, seed in any::<u64>(), len in 1024usize..2500) {
+            let word = long_word(kind, seed, len);
+            prop_assert_eq!(encoders().len(), 5, "a shipped tokenizer is missing or slow");
+            for enc in encoders() {
+                let Some(fast) = enc.fast.as_ref() else { continue };
+                let mut syms = Vec::new();
+                match &fast.spm {
+                    Some(spm) => spm.symbols(&word.replace(' ', "\u{2581}"), &mut syms),
+                    None => syms.extend(word.bytes().map(|b| fast.byte_ids[usize::from(b)])),
+                }
+                let mut s = BpeScratch::default();
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                bpe::merge(&fast.merges, syms.iter().copied(), &mut s, &mut a);
+                bpe::merge_reference(&fast.merges, syms.iter().copied(), &mut s, &mut b);
+                prop_assert_eq!(a, b, "{:?}", enc.path());
+            }
+        }
+    }
 
     #[test]
     fn cuts_only_where_no_merge_joins_across() {
@@ -1063,6 +1310,59 @@ mod tests {
         let mut missing = vocab.clone();
         missing.remove("<0x80>");
         assert!(SpmTables::new(&missing, &[]).is_err());
+    }
+
+    /// The word-level `pack_short` equals packing byte by byte (the slow, obvious twin).
+    #[test]
+    fn pack_short_matches_bytewise_packing() {
+        let mut buf = [0u8; 20];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for round in 0..2000 {
+            for b in &mut buf {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = if round % 3 == 0 {
+                    (x % 3) as u8
+                } else {
+                    x as u8
+                };
+            }
+            for n in 0..=buf.len() {
+                let word = &buf[..n];
+                let slow = (n < 16).then(|| {
+                    let mut k = [0u8; 16];
+                    k[..n].copy_from_slice(word);
+                    k[15] = n as u8;
+                    u128::from_le_bytes(k)
+                });
+                assert_eq!(pack_short(word), slow, "{word:?}");
+            }
+        }
+    }
+
+    /// The cache returns exactly the ids inserted for a word, whatever evicts whom.
+    #[test]
+    fn word_cache_returns_what_was_inserted() {
+        let mut c = super::WordCache::new(1);
+        let mut model: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
+        let mut x = 7u64;
+        for i in 0..60_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let n = 1 + (x % 24) as usize;
+            let word: Vec<u8> = (0..n)
+                .map(|k| b"ab\0z"[((x >> (2 * k)) % 4) as usize])
+                .collect();
+            if let Some(ids) = c.get(&word) {
+                assert_eq!(Some(&ids.to_vec()), model.get(&word), "{word:?}");
+                continue;
+            }
+            let ids: Vec<u32> = (0..(x >> 40) % 6).map(|k| i + k as u32).collect();
+            c.insert(&word, &ids);
+            model.insert(word, ids);
+        }
     }
 
     #[test]

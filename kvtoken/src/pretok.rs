@@ -73,7 +73,7 @@ pub(crate) fn split(
     let key_at = |i: usize| chars.get(i).map_or(0, |c| c.key);
     let mut i = 0;
     while i < n {
-        let j = match_at(chars, i, max_digits, &class_at, &key_at);
+        let j = match_at(n, i, max_digits, &class_at, &key_at);
         if !emit(start_of(i), start_of(j)) {
             return;
         }
@@ -81,27 +81,85 @@ pub(crate) fn split(
     }
 }
 
-/// The end (char index, exclusive) of the match starting at char `i`.
-#[inline]
+/// The literal key of each ASCII byte, as [`key_of`].
+static ASCII_KEYS: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let mut b = 0;
+    while b < 128 {
+        t[b] = match b as u8 {
+            b'\'' => b'\'',
+            b'\r' | b'\n' => b'\n',
+            b' ' => b' ',
+            b's' | b'S' => b's',
+            b't' | b'T' => b't',
+            b'r' | b'R' => b'r',
+            b'e' | b'E' => b'e',
+            b'v' | b'V' => b'v',
+            b'm' | b'M' => b'm',
+            b'l' | b'L' => b'l',
+            b'd' | b'D' => b'd',
+            _ => 0,
+        };
+        b += 1;
+    }
+    t
+};
+
+/// [`split`] for an ASCII `text` (one char per byte), straight from the bytes: the same
+/// matcher over the same classes and keys (`split_ascii_matches_split` checks it), without
+/// decoding into [`CharInfo`]s. `text` must be ASCII (non-ASCII bytes read as class
+/// [`OTHER`], which would be wrong).
+pub(crate) fn split_ascii(
+    text: &[u8],
+    max_digits: usize,
+    mut emit: impl FnMut(usize, usize) -> bool,
+) {
+    debug_assert!(text.is_ascii());
+    let n = text.len();
+    let class_at = |i: usize| {
+        text.get(i).map(|&b| {
+            crate::tables::ASCII
+                .get(usize::from(b))
+                .copied()
+                .unwrap_or(OTHER)
+        })
+    };
+    let key_at = |i: usize| {
+        text.get(i)
+            .and_then(|&b| ASCII_KEYS.get(usize::from(b)).copied())
+            .unwrap_or(0)
+    };
+    let mut i = 0;
+    while i < n {
+        let j = match_at(n, i, max_digits, &class_at, &key_at);
+        if !emit(i, j) {
+            return;
+        }
+        i = j;
+    }
+}
+
+/// The end (char index, exclusive) of the match starting at char `i` of `n`.
+#[inline(always)]
 fn match_at(
-    chars: &[CharInfo],
+    n: usize,
     i: usize,
     max_digits: usize,
     class_at: &impl Fn(usize) -> Option<u8>,
     key_at: &impl Fn(usize) -> u8,
 ) -> usize {
-    let n = chars.len();
     let run = |mut j: usize, cls: u8| {
         while class_at(j) == Some(cls) {
             j += 1;
         }
         j
     };
-    let Some(c) = chars.get(i) else {
+    let Some(class) = class_at(i) else {
         return n;
     };
+    let key = key_at(i);
     // 1. (?i:'s|'t|'re|'ve|'m|'ll|'d)
-    if c.key == b'\'' {
+    if key == b'\'' {
         match key_at(i + 1) {
             b's' | b't' | b'm' | b'd' => return i + 2,
             b'r' | b'v' if key_at(i + 2) == b'e' => return i + 3,
@@ -110,14 +168,14 @@ fn match_at(
         }
     }
     // 2. [^\r\n\p{L}\p{N}]?\p{L}+
-    if c.class == LETTER {
+    if class == LETTER {
         return run(i + 1, LETTER);
     }
-    if c.class != NUMBER && c.key != b'\n' && class_at(i + 1) == Some(LETTER) {
+    if class != NUMBER && key != b'\n' && class_at(i + 1) == Some(LETTER) {
         return run(i + 2, LETTER);
     }
     // 3. \p{N}{1,K}
-    if c.class == NUMBER {
+    if class == NUMBER {
         let mut j = i + 1;
         while j < i + max_digits && class_at(j) == Some(NUMBER) {
             j += 1;
@@ -125,9 +183,9 @@ fn match_at(
         return j;
     }
     // 4. ` ?[^\s\p{L}\p{N}]+[\r\n]*`
-    let others_from = if c.class == OTHER {
+    let others_from = if class == OTHER {
         Some(i)
-    } else if c.key == b' ' && class_at(i + 1) == Some(OTHER) {
+    } else if key == b' ' && class_at(i + 1) == Some(OTHER) {
         Some(i + 1)
     } else {
         None
@@ -140,7 +198,7 @@ fn match_at(
         return j;
     }
     // c is white space from here on.
-    debug_assert_eq!(c.class, SPACE);
+    debug_assert_eq!(class, SPACE);
     let end = run(i, SPACE);
     // 5. \s*[\r\n]+ : ends just after the last \r or \n of the white-space run.
     if let Some(last) = (i..end).rev().find(|&k| key_at(k) == b'\n') {
@@ -170,6 +228,30 @@ mod tests {
             true
         });
         out
+    }
+
+    proptest::proptest! {
+        /// The ASCII lane splits exactly like the general matcher.
+        #[test]
+        fn split_ascii_matches_split(
+            t in "[ -~\t\r\n\x0b\x0c\x00-\x08]{0,80}|(('[sStTmMdD]|'[rRvV][eE]|'[lL][lL]|[a-z]+|[0-9]+| +|\n+|[!-/]+)){0,20}",
+            k in 1usize..4,
+        ) {
+            let mut chars = Vec::new();
+            scan(&t, &mut chars);
+            let mut a = Vec::new();
+            split(t.len(), &chars, k, |x, y| { a.push((x, y)); true });
+            let mut b = Vec::new();
+            split_ascii(t.as_bytes(), k, |x, y| { b.push((x, y)); true });
+            proptest::prop_assert_eq!(a, b);
+        }
+    }
+
+    #[test]
+    fn ascii_keys_match_key_of() {
+        for b in 0u8..128 {
+            assert_eq!(ASCII_KEYS[usize::from(b)], key_of(char::from(b)), "{b}");
+        }
     }
 
     #[test]
