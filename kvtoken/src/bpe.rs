@@ -5,6 +5,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::runs::{merge_runs, RunScratch};
+
 /// Words of at most this many symbols are merged by rescanning a rank array (cache friendly);
 /// longer ones with a priority queue ([`merge_queue`], and [`merge_buckets`] from
 /// [`LONG_WORD`] symbols on), so no word costs quadratic time.
@@ -173,6 +175,7 @@ pub(crate) struct BpeScratch {
     queue: MergeQueue,
     nodes: Vec<Node>,
     rank_queue: RankQueue,
+    runs: RunScratch,
     /// Where [`merge_buckets`] leaves what its look-ahead reads (so they are not optimised
     /// away); never used.
     touched: u32,
@@ -468,6 +471,8 @@ pub(crate) fn merge(
     scratch.syms.extend(word);
     if scratch.syms.len() <= SMALL_WORD {
         merge_small(merges, scratch, out);
+    } else if merge_runs(merges, &scratch.syms, &mut scratch.runs, out) {
+        // A few runs of one symbol each (white space, `====`, `aaaa`): merged run-wise.
     } else if scratch.syms.len() >= LONG_WORD && scratch.syms.len() < u32::MAX as usize {
         merge_buckets(merges, scratch, out);
     } else if scratch.syms.len() < u32::MAX as usize {

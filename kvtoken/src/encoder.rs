@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use daachorse::{DoubleArrayAhoCorasick, DoubleArrayAhoCorasickBuilder, MatchKind};
 use serde_json::Value;
@@ -16,6 +17,7 @@ use std::collections::HashSet;
 use crate::bpe::{self, BpeScratch, BytesMap, FxHasher, MergeMap};
 use crate::bytelevel::ByteLevel;
 use crate::config::{recognise, Flavor, Recognised};
+use crate::cuts::{Cutter, NO_TOKEN};
 use crate::pretok::{self, CharInfo};
 use crate::segment_cache::{SegmentCache, MIN_SEGMENT};
 use crate::KvTokenError;
@@ -39,7 +41,24 @@ pub struct Scratch {
     bpe: BpeScratch,
     caches: Vec<WordCache>,
     syms: Vec<u32>,
+    cut: CutScratch,
 }
+
+/// Buffers for cutting long words ([`Cutter::cuts`]).
+#[derive(Default)]
+struct CutScratch {
+    lo: Vec<(u32, u32)>,
+    parts: Vec<(u32, u32)>,
+}
+
+/// Byte-level words of at least this many bytes are cut where no merge can join across
+/// ([`crate::cuts`]) when the first [`CUT_PROBE`] bytes have at least one cut per
+/// [`CUT_DENSITY`] bytes (CJK, emoji), else merged whole (letters, white space).
+const CUT_MIN: usize = 128;
+/// Bytes of a long word searched for cuts before deciding whether to cut it.
+const CUT_PROBE: usize = 256;
+/// See [`CUT_MIN`].
+const CUT_DENSITY: usize = 32;
 
 /// Words longer than this (bytes) are not cached.
 const CACHE_MAX_WORD: usize = 256;
@@ -79,6 +98,10 @@ struct WordCache {
     /// Longer words.
     long: BytesMap<(u32, u32)>,
     ids: Vec<u32>,
+    /// BPE of the parts of cut words, for an encoder whose words skip BPE when they are
+    /// vocabulary tokens (`ignore_merges`): a part is always merged, so its ids cannot
+    /// share the words' cache.
+    parts: Option<Box<WordCache>>,
 }
 
 /// The first `b.len() < 8` bytes of `b`, little-endian, zero-extended.
@@ -138,7 +161,15 @@ impl WordCache {
             short: HashMap::default(),
             long: BytesMap::default(),
             ids: Vec::new(),
+            parts: None,
         }
+    }
+
+    /// The cache of cut words' parts (see [`WordCache::parts`]), made on first use.
+    fn parts(&mut self) -> &mut WordCache {
+        let uid = self.uid;
+        self.parts
+            .get_or_insert_with(|| Box::new(WordCache::new(uid)))
     }
 
     #[inline]
@@ -209,6 +240,12 @@ struct FastPath {
     added_lead: Option<(char, usize)>,
     /// The tables of [`Flavor::SentencePieceBpe`].
     spm: Option<SpmTables>,
+    /// The bytes of every merge output, one after the other (byte-level flavours only)...
+    outputs: Vec<u8>,
+    /// ... where each ends, and its id.
+    output_ends: Vec<(u32, u32)>,
+    /// The automaton over `outputs`, built on the first long word.
+    cutter: OnceLock<Option<Cutter>>,
 }
 
 /// No id (a char outside the vocabulary, a byte without a `<0xNN>` token).
@@ -672,6 +709,7 @@ impl FastPath {
             .and_then(Value::as_array)
             .ok_or("model.merges missing")?;
         let mut merges = Vec::with_capacity(merges_json.len());
+        let (mut outputs, mut output_ends) = (Vec::new(), Vec::new());
         let mut rank = 0u32;
         for m in merges_json {
             let (a, b) = match m {
@@ -710,6 +748,13 @@ impl FastPath {
                     prev = Some(c);
                 }
             }
+            if !is_spm {
+                outputs.extend(
+                    bl.decode(&joined)
+                        .ok_or_else(|| format!("merge {joined:?} is not byte-level"))?,
+                );
+                output_ends.push((outputs.len() as u32, id(&joined)?));
+            }
             merges.push(((id(a)?, id(b)?), (rank, id(&joined)?)));
             rank += 1;
         }
@@ -732,7 +777,30 @@ impl FastPath {
             added,
             added_lead,
             spm,
+            outputs,
+            output_ends,
+            cutter: OnceLock::new(),
         })
+    }
+
+    /// The cutter of this table's merge outputs, built on first use (once per encoder):
+    /// each output with its id when BPE of its bytes is that one id.
+    fn cutter(&self) -> Option<&Cutter> {
+        self.cutter
+            .get_or_init(|| {
+                let mut bpe = BpeScratch::default();
+                let mut ids = Vec::new();
+                let mut start = 0usize;
+                Cutter::new(self.output_ends.iter().filter_map(|&(end, id)| {
+                    let o = self.outputs.get(start..end as usize)?;
+                    start = end as usize;
+                    ids.clear();
+                    let syms = o.iter().map(|&b| self.byte_ids[usize::from(b)]);
+                    bpe::merge(&self.merges, syms, &mut bpe, &mut ids);
+                    Some((o, if ids == [id] { id } else { NO_TOKEN }))
+                }))
+            })
+            .as_ref()
     }
 
     /// The first added-token match of `text` at or after byte `from` (leftmost-longest,
@@ -928,6 +996,7 @@ impl FastPath {
             bpe,
             caches,
             syms,
+            cut,
         } = s;
         let cache = match caches.iter().position(|c| c.uid == self.uid) {
             Some(i) => &mut caches[i],
@@ -965,7 +1034,7 @@ impl FastPath {
                 failed = Some(word.len());
                 return false;
             }
-            self.encode_word(word, bpe, cache, out);
+            self.encode_word(word, bpe, cut, cache, out);
             out.len() < limits.max_ids
         };
         let max_digits = self.cfg.flavor.max_digits();
@@ -1080,6 +1149,7 @@ impl FastPath {
         &self,
         word: &[u8],
         bpe: &mut BpeScratch,
+        cut: &mut CutScratch,
         cache: &mut WordCache,
         out: &mut Vec<u32>,
     ) {
@@ -1102,6 +1172,7 @@ impl FastPath {
         };
         match direct {
             Some(id) => out.push(id),
+            None if word.len() >= CUT_MIN => self.encode_long_word(word, bpe, cut, cache, out),
             None => {
                 let ids = word.iter().map(|&b| self.byte_ids[usize::from(b)]);
                 bpe::merge(&self.merges, ids, bpe, out);
@@ -1109,6 +1180,78 @@ impl FastPath {
         }
         if cacheable {
             cache.insert(word, out.get(first..).unwrap_or_default());
+        }
+    }
+
+    /// BPE of a long byte-level word: part by part between its cuts ([`crate::cuts`]) when
+    /// its first bytes cut densely, else whole.
+    #[cold]
+    fn encode_long_word(
+        &self,
+        word: &[u8],
+        bpe: &mut BpeScratch,
+        cut: &mut CutScratch,
+        cache: &mut WordCache,
+        out: &mut Vec<u32>,
+    ) {
+        let whole = |bpe: &mut BpeScratch, out: &mut Vec<u32>| {
+            let ids = word.iter().map(|&b| self.byte_ids[usize::from(b)]);
+            bpe::merge(&self.merges, ids, bpe, out);
+        };
+        let Some(cutter) = self.cutter() else {
+            return whole(bpe, out);
+        };
+        let probe = word.get(..CUT_PROBE).unwrap_or(word);
+        cut.parts.clear();
+        cutter.cuts(probe, &mut cut.lo, &mut cut.parts);
+        if cut.parts.len() * CUT_DENSITY <= probe.len() {
+            return whole(bpe, out);
+        }
+        cut.parts.clear();
+        cutter.cuts(word, &mut cut.lo, &mut cut.parts);
+        let cache = if self.cfg.ignore_merges {
+            cache.parts()
+        } else {
+            cache
+        };
+        let mut start = 0;
+        for &(end, id) in &cut.parts {
+            let end = end as usize;
+            if id != NO_TOKEN {
+                out.push(id);
+            } else if let Some(part) = word.get(start..end) {
+                self.encode_part(part, bpe, cache, out);
+            }
+            start = end;
+        }
+    }
+
+    /// BPE of one part of a cut word (always merged: no vocabulary short cut), through
+    /// `cache`.
+    #[inline]
+    fn encode_part(
+        &self,
+        part: &[u8],
+        bpe: &mut BpeScratch,
+        cache: &mut WordCache,
+        out: &mut Vec<u32>,
+    ) {
+        if let [b] = part {
+            out.push(self.byte_ids[usize::from(*b)]);
+            return;
+        }
+        let cacheable = part.len() <= CACHE_MAX_WORD;
+        if cacheable {
+            if let Some(ids) = cache.get(part) {
+                out.extend_from_slice(ids);
+                return;
+            }
+        }
+        let first = out.len();
+        let ids = part.iter().map(|&b| self.byte_ids[usize::from(b)]);
+        bpe::merge(&self.merges, ids, bpe, out);
+        if cacheable {
+            cache.insert(part, out.get(first..).unwrap_or_default());
         }
     }
 }
@@ -1163,8 +1306,10 @@ impl SpmTables {
 
 #[cfg(test)]
 mod tests {
-    use super::{pack_short, FastEncoder, SpmTables, SPM_SPACE};
+    use super::{pack_short, FastEncoder, Scratch, SpmTables, WordCache, SPM_SPACE};
     use crate::bpe::{self, BpeScratch};
+    use crate::cuts::NO_TOKEN;
+    use crate::runs;
     use proptest::prelude::*;
     use std::collections::HashMap;
     use std::sync::OnceLock;
@@ -1280,6 +1425,84 @@ mod tests {
                 bpe::merge(&fast.merges, syms.iter().copied(), &mut s, &mut a);
                 bpe::merge_reference(&fast.merges, syms.iter().copied(), &mut s, &mut b);
                 prop_assert_eq!(a, b, "{:?}", enc.path());
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+        /// Long words cut where no merge output spans ([`crate::cuts`]) and merged part by
+        /// part give the ids of merging them whole, on every shipped byte-level tokenizer
+        /// (CJK, emoji ZWJ, mixed, letters, runs); CJK is cut densely enough to take the
+        /// part-by-part path.
+        #[test]
+        fn cut_words_merge_like_whole_words(kind in 0u8..6, seed in any::<u64>(), len in 100usize..1500) {
+            let word = long_word(kind, seed, len);
+            prop_assert_eq!(encoders().len(), 5, "a shipped tokenizer is missing or slow");
+            for enc in encoders() {
+                let Some(fast) = enc.fast.as_ref().filter(|f| f.spm.is_none()) else { continue };
+                let bytes = word.as_bytes();
+                let mut s = Scratch::default();
+                let mut cache = WordCache::new(0);
+                let (mut got, mut want) = (Vec::new(), Vec::new());
+                fast.encode_long_word(bytes, &mut s.bpe, &mut s.cut, &mut cache, &mut got);
+                let syms = bytes.iter().map(|&b| fast.byte_ids[usize::from(b)]);
+                bpe::merge_reference(&fast.merges, syms, &mut BpeScratch::default(), &mut want);
+                prop_assert_eq!(&got, &want, "{:?}", enc.path());
+                if kind == 2 {
+                    let cutter = fast.cutter().expect("a cutter");
+                    let (mut lo, mut parts) = (Vec::new(), Vec::new());
+                    cutter.cuts(bytes, &mut lo, &mut parts);
+                    prop_assert!(parts.len() * 8 > bytes.len(), "CJK cut in {} parts in {} bytes", parts.len(), bytes.len());
+                    let whole = parts.iter().filter(|p| p.1 != NO_TOKEN).count();
+                    prop_assert!(whole * 2 > parts.len(), "{whole} of {} parts are one token", parts.len());
+                }
+            }
+        }
+    }
+
+    /// Runs of one char (white space, `=`, a letter) of any length are merged run-wise by
+    /// every shipped tokenizer (the run-length pass answers), to the reference's ids.
+    #[test]
+    fn runs_of_one_char_merge_run_wise() {
+        assert_eq!(
+            encoders().len(),
+            5,
+            "a shipped tokenizer is missing or slow"
+        );
+        for enc in encoders() {
+            let Some(fast) = enc.fast.as_ref() else {
+                continue;
+            };
+            for unit in [" ", "\t", "\n", "=", "a", "-"] {
+                for n in [50, 129, 1000, 8191, 20_000] {
+                    let word = unit.repeat(n);
+                    let mut syms = Vec::new();
+                    match &fast.spm {
+                        Some(spm) => spm.symbols(&word.replace(' ', "\u{2581}"), &mut syms),
+                        None => syms.extend(word.bytes().map(|b| fast.byte_ids[usize::from(b)])),
+                    }
+                    let (mut got, mut want) = (Vec::new(), Vec::new());
+                    let answered = runs::merge_runs(
+                        &fast.merges,
+                        &syms,
+                        &mut runs::RunScratch::default(),
+                        &mut got,
+                    );
+                    bpe::merge_reference(
+                        &fast.merges,
+                        syms.iter().copied(),
+                        &mut BpeScratch::default(),
+                        &mut want,
+                    );
+                    assert!(
+                        answered,
+                        "{:?}: {unit:?} x {n} not merged run-wise",
+                        enc.path()
+                    );
+                    assert_eq!(got, want, "{:?}: {unit:?} x {n}", enc.path());
+                }
             }
         }
     }

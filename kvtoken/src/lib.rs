@@ -17,9 +17,11 @@ mod bpe;
 mod bytelevel;
 mod classes;
 mod config;
+mod cuts;
 mod encoder;
 mod error;
 mod pretok;
+mod runs;
 pub mod segment_cache;
 mod tables;
 
