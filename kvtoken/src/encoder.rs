@@ -218,6 +218,18 @@ impl WordCache {
     }
 }
 
+/// `out.extend_from_slice(ids)`, without a `memcpy` call for the one to three ids of a
+/// cached word.
+#[inline]
+fn extend_short(out: &mut Vec<u32>, ids: &[u32]) {
+    match *ids {
+        [a] => out.push(a),
+        [a, b] => out.extend([a, b]),
+        [a, b, c] => out.extend([a, b, c]),
+        _ => out.extend_from_slice(ids),
+    }
+}
+
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
@@ -1187,7 +1199,7 @@ impl FastPath {
         let cacheable = word.len() <= CACHE_MAX_WORD;
         if cacheable {
             if let Some(ids) = cache.get(word.as_bytes()) {
-                out.extend_from_slice(ids);
+                extend_short(out, ids);
                 return;
             }
         }
@@ -1220,7 +1232,7 @@ impl FastPath {
         let cacheable = word.len() <= CACHE_MAX_WORD;
         if cacheable {
             if let Some(ids) = cache.get(word) {
-                out.extend_from_slice(ids);
+                extend_short(out, ids);
                 return;
             }
         }
@@ -1303,7 +1315,7 @@ impl FastPath {
         let cacheable = part.len() <= CACHE_MAX_WORD;
         if cacheable {
             if let Some(ids) = cache.get(part) {
-                out.extend_from_slice(ids);
+                extend_short(out, ids);
                 return;
             }
         }
