@@ -188,6 +188,17 @@ impl WordCache {
         self.ids.get(at as usize..(at as usize + len as usize))
     }
 
+    /// [`insert`](Self::insert) into the direct-mapped slots only: nothing for a word of
+    /// 16 bytes or more or more than [`SLOT_IDS`] ids.
+    fn insert_slot(&mut self, word: &[u8], ids: &[u32]) {
+        if ids.len() <= SLOT_IDS {
+            if let Some(key) = pack_short(word) {
+                self.insert(word, ids);
+                debug_assert!(self.slots.get(slot_of(key)).is_some_and(|s| s.key == key));
+            }
+        }
+    }
+
     fn insert(&mut self, word: &[u8], ids: &[u32]) {
         let key = pack_short(word);
         if let Some(key) = key.filter(|_| ids.len() <= SLOT_IDS) {
@@ -1299,7 +1310,8 @@ impl FastPath {
     }
 
     /// BPE of one part of a cut word (always merged: no vocabulary short cut), through
-    /// `cache`.
+    /// `cache`'s direct-mapped slots only: the parts of a long word are mostly unique (random
+    /// letters cut into parts of tens of bytes), so they are not worth a hash-map entry.
     #[inline]
     fn encode_part(
         &self,
@@ -1312,7 +1324,7 @@ impl FastPath {
             out.push(self.byte_ids[usize::from(*b)]);
             return;
         }
-        let cacheable = part.len() <= CACHE_MAX_WORD;
+        let cacheable = part.len() < 16;
         if cacheable {
             if let Some(ids) = cache.get(part) {
                 extend_short(out, ids);
@@ -1323,7 +1335,7 @@ impl FastPath {
         let ids = part.iter().map(|&b| self.byte_ids[usize::from(b)]);
         bpe::merge(&self.merges, ids, bpe, out);
         if cacheable {
-            cache.insert(part, out.get(first..).unwrap_or_default());
+            cache.insert_slot(part, out.get(first..).unwrap_or_default());
         }
     }
 }
