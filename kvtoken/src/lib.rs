@@ -6,7 +6,11 @@
 //! `Split` regex + ByteLevel pre-tokenizer, BPE, ByteLevel / TemplateProcessing
 //! post-processor, plain added tokens). The regex is replaced by a hand-written matcher over
 //! character-class tables generated from Oniguruma; BPE runs on ids with an open-addressing
-//! merge table. gemma-2's SentencePiece-style BPE (`Replace(" ", "▁")`, byte fallback) has
+//! merge table. A long word is cut where no merge output occurring in it spans the position
+//! (no merge can join across such a cut), a word of a few runs of one symbol (white space,
+//! `====`) is merged run-wise, and what is left merges through a queue with one bucket per
+//! rank, so no input costs superlinear time; each of these keeps the `tokenizers` heap as its
+//! slow twin in the tests. gemma-2's SentencePiece-style BPE (`Replace(" ", "▁")`, byte fallback) has
 //! a path of its own ([`Flavor::SentencePieceBpe`]). Any other configuration goes through
 //! `tokenizers` unchanged; [`FastEncoder::path`] says which path was taken. Each encoder also
 //! checks itself against `tokenizers` on a few probe texts when built and falls back on any
