@@ -614,6 +614,16 @@ fn merge_buckets(merges: &MergeMap, s: &mut BpeScratch, out: &mut Vec<u32>) {
     out.extend(nodes.iter().map(|n| n.sym).filter(|&id| id != NONE));
 }
 
+/// A merges table of `(pair, merged id)` with ranks the list positions, as in `tokenizers`.
+#[cfg(test)]
+pub(crate) fn ranked(table: &[((u32, u32), u32)]) -> Vec<Merge> {
+    table
+        .iter()
+        .enumerate()
+        .map(|(r, &(p, id))| (p, (r as u32, id)))
+        .collect()
+}
+
 /// The slow, obvious twin of [`merge`] for tests: always the `tokenizers` algorithm.
 #[cfg(test)]
 pub(crate) fn merge_reference(
@@ -764,13 +774,7 @@ mod tests {
             table in proptest::collection::vec(((0u32..12, 0u32..12), 0u32..12), 0..60),
             word in proptest::collection::vec(0u32..12, 0..400),
         ) {
-            // Ranks are list positions, as in `tokenizers`.
-            let merges: Vec<Merge> = table
-                .iter()
-                .enumerate()
-                .map(|(r, &(p, id))| (p, (r as u32, id)))
-                .collect();
-            let m = MergeMap::new(&merges);
+            let m = MergeMap::new(&ranked(&table));
             let mut s = BpeScratch::default();
             let (mut a, mut b) = (Vec::new(), Vec::new());
             s.syms.clear();

@@ -229,6 +229,15 @@ impl WordCache {
     }
 }
 
+/// Which words [`FastPath::through_cache`] caches.
+#[derive(Clone, Copy)]
+enum Cached {
+    /// Words of at most this many bytes, in the slots or the hash maps.
+    UpTo(usize),
+    /// Words of under 16 bytes with at most [`SLOT_IDS`] ids, in the direct-mapped slots.
+    SlotsOnly,
+}
+
 /// `out.extend_from_slice(ids)`, without a `memcpy` call for the one to three ids of a
 /// cached word.
 #[inline]
@@ -1236,11 +1245,40 @@ impl FastPath {
         cache: &mut WordCache,
         out: &mut Vec<u32>,
     ) {
+        let how = Cached::UpTo(CACHE_MAX_WORD);
+        self.through_cache(word, cache, how, out, |cache, out| {
+            let direct = if self.cfg.ignore_merges {
+                self.vocab.get(word).copied()
+            } else {
+                None
+            };
+            match direct {
+                Some(id) => out.push(id),
+                None if word.len() >= CUT_MIN => self.encode_long_word(word, bpe, cut, cache, out),
+                None => self.merge_bytes(word, bpe, out),
+            }
+        });
+    }
+
+    /// The ids of `word` through `cache`: a single byte's id, a cached word's ids, or what
+    /// `encode` appends (then cached as `how` says).
+    #[inline]
+    fn through_cache(
+        &self,
+        word: &[u8],
+        cache: &mut WordCache,
+        how: Cached,
+        out: &mut Vec<u32>,
+        encode: impl FnOnce(&mut WordCache, &mut Vec<u32>),
+    ) {
         if let [b] = word {
             out.push(self.byte_ids[usize::from(*b)]);
             return;
         }
-        let cacheable = word.len() <= CACHE_MAX_WORD;
+        let cacheable = match how {
+            Cached::UpTo(max) => word.len() <= max,
+            Cached::SlotsOnly => word.len() < 16,
+        };
         if cacheable {
             if let Some(ids) = cache.get(word) {
                 extend_short(out, ids);
@@ -1248,22 +1286,21 @@ impl FastPath {
             }
         }
         let first = out.len();
-        let direct = if self.cfg.ignore_merges {
-            self.vocab.get(word).copied()
-        } else {
-            None
-        };
-        match direct {
-            Some(id) => out.push(id),
-            None if word.len() >= CUT_MIN => self.encode_long_word(word, bpe, cut, cache, out),
-            None => {
-                let ids = word.iter().map(|&b| self.byte_ids[usize::from(b)]);
-                bpe::merge(&self.merges, ids, bpe, out);
+        encode(cache, out);
+        if cacheable {
+            let ids = out.get(first..).unwrap_or_default();
+            match how {
+                Cached::UpTo(_) => cache.insert(word, ids),
+                Cached::SlotsOnly => cache.insert_slot(word, ids),
             }
         }
-        if cacheable {
-            cache.insert(word, out.get(first..).unwrap_or_default());
-        }
+    }
+
+    /// BPE of `word`'s byte-level symbols, whole.
+    #[inline]
+    fn merge_bytes(&self, word: &[u8], bpe: &mut BpeScratch, out: &mut Vec<u32>) {
+        let ids = word.iter().map(|&b| self.byte_ids[usize::from(b)]);
+        bpe::merge(&self.merges, ids, bpe, out);
     }
 
     /// BPE of a long byte-level word: part by part between its cuts ([`crate::cuts`]) when
@@ -1277,10 +1314,7 @@ impl FastPath {
         cache: &mut WordCache,
         out: &mut Vec<u32>,
     ) {
-        let whole = |bpe: &mut BpeScratch, out: &mut Vec<u32>| {
-            let ids = word.iter().map(|&b| self.byte_ids[usize::from(b)]);
-            bpe::merge(&self.merges, ids, bpe, out);
-        };
+        let whole = |bpe: &mut BpeScratch, out: &mut Vec<u32>| self.merge_bytes(word, bpe, out);
         let Some(cutter) = self.cutter() else {
             return whole(bpe, out);
         };
@@ -1320,23 +1354,9 @@ impl FastPath {
         cache: &mut WordCache,
         out: &mut Vec<u32>,
     ) {
-        if let [b] = part {
-            out.push(self.byte_ids[usize::from(*b)]);
-            return;
-        }
-        let cacheable = part.len() < 16;
-        if cacheable {
-            if let Some(ids) = cache.get(part) {
-                extend_short(out, ids);
-                return;
-            }
-        }
-        let first = out.len();
-        let ids = part.iter().map(|&b| self.byte_ids[usize::from(b)]);
-        bpe::merge(&self.merges, ids, bpe, out);
-        if cacheable {
-            cache.insert_slot(part, out.get(first..).unwrap_or_default());
-        }
+        self.through_cache(part, cache, Cached::SlotsOnly, out, |_, out| {
+            self.merge_bytes(part, bpe, out)
+        });
     }
 }
 

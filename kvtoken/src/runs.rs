@@ -208,12 +208,7 @@ mod tests {
             table in proptest::collection::vec(((0u32..8, 0u32..8), 0u32..8), 0..30),
             parts in proptest::collection::vec((0u32..8, 1u16..200), 0..5),
         ) {
-            let merges: Vec<Merge> = table
-                .iter()
-                .enumerate()
-                .map(|(r, &(p, id))| (p, (r as u32, id)))
-                .collect();
-            let m = MergeMap::new(&merges);
+            let m = MergeMap::new(&bpe::ranked(&table));
             let word = runs_word(&parts);
             let (mut got, mut want) = (Vec::new(), Vec::new());
             if merge_runs(&m, &word, &mut RunScratch::default(), &mut got) {
