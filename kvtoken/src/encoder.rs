@@ -57,6 +57,11 @@ struct CutScratch {
 /// ([`crate::cuts`]) when the first [`CUT_PROBE`] bytes have at least one cut per
 /// [`CUT_DENSITY`] bytes (CJK, emoji), else merged whole (letters, white space).
 const CUT_MIN: usize = 128;
+/// Bytes of long words an encoder merges whole before it builds its cutter: the build costs
+/// about what merging this much text whole costs (~100 ms), so an encoder that sees few long
+/// words never pays it, and one that sees many pays at most twice the best choice made in
+/// hindsight (and tests that build many encoders do not each pay it).
+const CUTTER_AFTER: u64 = 1 << 20;
 /// Bytes of a long word searched for cuts before deciding whether to cut it.
 const CUT_PROBE: usize = 256;
 /// See [`CUT_MIN`].
@@ -282,8 +287,11 @@ struct FastPath {
     outputs: Vec<u8>,
     /// ... where each ends, and its id.
     output_ends: Vec<(u32, u32)>,
-    /// The automaton over `outputs`, built on the first long word.
+    /// The automaton over `outputs`, built once [`CUTTER_AFTER`] bytes of long words were
+    /// merged whole (or by [`FastEncoder::prepare_long_words`]).
     cutter: OnceLock<Option<Cutter>>,
+    /// Bytes of long words merged whole while `cutter` was not built.
+    long_bytes: AtomicU64,
 }
 
 /// Most distinct first bytes of added tokens for [`FastPath::added_leads`].
@@ -456,6 +464,18 @@ impl FastEncoder {
             }
         }
         Ok(())
+    }
+
+    /// Builds now what the fast path otherwise builds once it has merged 1 MiB of long
+    /// pre-tokens (128 bytes or more) whole: the automaton over the merge outputs that cuts
+    /// long words where no merge can join across (CJK, emoji, random letters then encode
+    /// several times faster). Takes about a tenth of a second for a 150k-merge table. Ids
+    /// are the same either way; call it at load time to keep that cost off a request.
+    /// Nothing for a SentencePiece-style or fallback encoder.
+    pub fn prepare_long_words(&self) {
+        if let Some(fast) = self.fast.as_ref().filter(|f| f.spm.is_none()) {
+            let _ = fast.cutter();
+        }
     }
 
     /// Which path this encoder takes.
@@ -833,6 +853,7 @@ impl FastPath {
             outputs,
             output_ends,
             cutter: OnceLock::new(),
+            long_bytes: AtomicU64::new(0),
         })
     }
 
@@ -1304,7 +1325,7 @@ impl FastPath {
     }
 
     /// BPE of a long byte-level word: part by part between its cuts ([`crate::cuts`]) when
-    /// its first bytes cut densely, else whole.
+    /// the cutter is built and the word's first bytes cut densely, else whole.
     #[cold]
     fn encode_long_word(
         &self,
@@ -1315,9 +1336,36 @@ impl FastPath {
         out: &mut Vec<u32>,
     ) {
         let whole = |bpe: &mut BpeScratch, out: &mut Vec<u32>| self.merge_bytes(word, bpe, out);
-        let Some(cutter) = self.cutter() else {
+        let built = match self.cutter.get() {
+            Some(built) => built.as_ref(),
+            None => {
+                let seen = self
+                    .long_bytes
+                    .fetch_add(word.len() as u64, Ordering::Relaxed);
+                if seen + (word.len() as u64) < CUTTER_AFTER {
+                    return whole(bpe, out);
+                }
+                self.cutter()
+            }
+        };
+        let Some(cutter) = built else {
             return whole(bpe, out);
         };
+        self.encode_by_parts(cutter, word, bpe, cut, cache, out);
+    }
+
+    /// [`encode_long_word`](Self::encode_long_word) with `cutter`: part by part when the
+    /// word's first bytes cut densely, else whole.
+    fn encode_by_parts(
+        &self,
+        cutter: &Cutter,
+        word: &[u8],
+        bpe: &mut BpeScratch,
+        cut: &mut CutScratch,
+        cache: &mut WordCache,
+        out: &mut Vec<u32>,
+    ) {
+        let whole = |bpe: &mut BpeScratch, out: &mut Vec<u32>| self.merge_bytes(word, bpe, out);
         let probe = word.get(..CUT_PROBE).unwrap_or(word);
         cut.parts.clear();
         cutter.cuts(probe, &mut cut.lo, &mut cut.parts);
@@ -1550,12 +1598,12 @@ mod tests {
                 let mut s = Scratch::default();
                 let mut cache = WordCache::new(0);
                 let (mut got, mut want) = (Vec::new(), Vec::new());
-                fast.encode_long_word(bytes, &mut s.bpe, &mut s.cut, &mut cache, &mut got);
+                let cutter = fast.cutter().expect("a cutter");
+                fast.encode_by_parts(cutter, bytes, &mut s.bpe, &mut s.cut, &mut cache, &mut got);
                 let syms = bytes.iter().map(|&b| fast.byte_ids[usize::from(b)]);
                 bpe::merge_reference(&fast.merges, syms, &mut BpeScratch::default(), &mut want);
                 prop_assert_eq!(&got, &want, "{:?}", enc.path());
                 if kind == 2 {
-                    let cutter = fast.cutter().expect("a cutter");
                     let (mut lo, mut parts) = (Vec::new(), Vec::new());
                     cutter.cuts(bytes, &mut lo, &mut parts);
                     prop_assert!(parts.len() * 8 > bytes.len(), "CJK cut in {} parts in {} bytes", parts.len(), bytes.len());

@@ -252,10 +252,15 @@ fn long_runs_match_stock() {
         format!("x{}y", " ".repeat(1000)),
         "<|im_end|>".repeat(300),
     ];
-    for t in &runs {
-        for i in 0..MODELS.len() {
-            if let Err(e) = assert_same(i, t) {
-                panic!("{}", &e[..e.len().min(2000)]);
+    for prepared in [false, true] {
+        for t in &runs {
+            for i in 0..MODELS.len() {
+                if prepared {
+                    encoder(i).prepare_long_words();
+                }
+                if let Err(e) = assert_same(i, t) {
+                    panic!("prepared {prepared}: {}", &e[..e.len().min(2000)]);
+                }
             }
         }
     }
@@ -462,10 +467,24 @@ fn long_words_match_stock() {
         .take(8000)
         .map(|b| char::from_u32(0x4E00 + u32::from(b) * 97).unwrap_or('中'))
         .collect();
-    for t in [letters, cjk, "\u{1}x".repeat(3000), "ab".repeat(10_000)] {
-        for i in 0..MODELS.len() {
-            if let Err(e) = assert_same(i, &t) {
-                panic!("{}", &e[..e.len().min(2000)]);
+    let emoji = "\u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}\u{1F680}\u{2764}\u{FE0F}".repeat(300);
+    let texts = [
+        letters,
+        cjk,
+        emoji,
+        "\u{1}x".repeat(3000),
+        "ab".repeat(10_000),
+    ];
+    // Whole (an encoder builds its cutter only after 1 MiB of long words), then cut.
+    for prepared in [false, true] {
+        for t in &texts {
+            for i in 0..MODELS.len() {
+                if prepared {
+                    encoder(i).prepare_long_words();
+                }
+                if let Err(e) = assert_same(i, t) {
+                    panic!("prepared {prepared}: {}", &e[..e.len().min(2000)]);
+                }
             }
         }
     }
