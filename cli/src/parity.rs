@@ -30,6 +30,7 @@ pub struct Args {
 pub fn run(args: &Args) -> ExitCode {
     let mut passed = 0usize;
     let mut failed = 0usize;
+    let mut unknown = 0usize;
     let mut broken_files = 0usize;
     for path in &args.files {
         let opts = Options {
@@ -40,6 +41,12 @@ pub fn run(args: &Args) -> ExitCode {
             Ok(report) => {
                 for note in &report.notes {
                     println!("{}: note: {note}", path.display());
+                }
+                for case in &report.unknown {
+                    unknown += 1;
+                    if let Some(why) = &case.failure {
+                        println!("UNKNOWN {}: {}: {why}", path.display(), case.name);
+                    }
                 }
                 for case in report.cases {
                     match case.failure {
@@ -56,6 +63,11 @@ pub fn run(args: &Args) -> ExitCode {
                 println!("ERROR {}: {why}", path.display());
             }
         }
+    }
+    if unknown > 0 {
+        println!(
+            "{unknown} unknown: answered `unknown` for a reason the release's catalog entry explains (neither passed nor failed)"
+        );
     }
     println!("{passed} passed, {failed} failed");
     if failed > 0 || broken_files > 0 {

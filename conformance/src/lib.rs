@@ -8,6 +8,8 @@
 //! * [`events`]: decoding the KV-event vector files and comparing field by field.
 //! * [`templates`]: the template vector files and the gateway's chat-template fixtures,
 //!   through the renderer, the tokenizer and the strict encoder.
+//! * [`cachehit`]: the cache-hit replays through `kvindex`, query by query and endpoint by
+//!   endpoint.
 //! * [`parity`]: one vector file of any of these formats, checked under the contract of the
 //!   release it names — what `kvexact parity` prints.
 //! * [`emulator`]: a loopback engine emulator (HTTP server, ZMQ PUB, event writer) for the
@@ -17,6 +19,7 @@
 //! first difference) gathered into a [`FileReport`].
 #![warn(missing_docs)]
 
+pub mod cachehit;
 pub mod emulator;
 pub mod events;
 pub mod hashes;
@@ -40,4 +43,7 @@ pub struct FileReport {
     pub cases: Vec<CaseResult>,
     /// Remarks for the operator (the release whose rules applied, render-only profiles, …).
     pub notes: Vec<String>,
+    /// Cases answered `unknown` for a reason the release's catalog entry explains (cache-hit
+    /// replays): neither passed nor failed, counted apart.
+    pub unknown: Vec<CaseResult>,
 }

@@ -10,7 +10,7 @@
 //! fixtures name no engine version: they are plain blocks from a given parent, which hash the
 //! same under every release's rules.
 
-use crate::{events, hashes, templates, FileReport};
+use crate::{cachehit, events, hashes, templates, FileReport};
 use serde_json::Value;
 use std::path::Path;
 
@@ -45,7 +45,14 @@ pub fn check_path(path: &Path, opts: Options<'_>) -> Result<FileReport, String> 
 /// [`check_path`] on a file's bytes.
 pub fn check_bytes(bytes: &[u8], opts: Options<'_>) -> Result<FileReport, String> {
     let doc: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
-    if hashes::detect(&doc).is_some() {
+    if cachehit::detect(&doc) {
+        let r = cachehit::check(&doc)?;
+        Ok(FileReport {
+            cases: r.cases,
+            notes: r.notes,
+            unknown: r.unknown,
+        })
+    } else if hashes::detect(&doc).is_some() {
         check_hashes(&doc)
     } else if events::is_kv_events_file(&doc) {
         check_events(&doc)
@@ -77,7 +84,11 @@ fn check_hashes(doc: &Value) -> Result<FileReport, String> {
         None => return Err("the file names no engine_version".to_string()),
     }
     let cases = hashes::check_document(doc, &rules)?;
-    Ok(FileReport { cases, notes })
+    Ok(FileReport {
+        cases,
+        notes,
+        unknown: Vec::new(),
+    })
 }
 
 fn check_events(doc: &Value) -> Result<FileReport, String> {
@@ -89,6 +100,7 @@ fn check_events(doc: &Value) -> Result<FileReport, String> {
     let cases = events::check_file(doc, schema)?;
     Ok(FileReport {
         cases,
+        unknown: Vec::new(),
         notes: vec![format!(
             "decoded with {} ({}, {engine} {version})",
             contract.release_id(),

@@ -56,6 +56,6 @@ pub use locator::Locator;
 pub use manifest::{EngineManifest, LoadedManifest};
 pub use profile::{AliasPolicy, Api, ClockPolicy, EngineQuirks, Profile, RenderPolicy};
 pub use registry::Registry;
-pub use releases::Release;
+pub use releases::{PrefixHitRules, Release};
 pub use trust::{ResolveMode, SizeCaps, TrustPolicy};
 pub use validator::{ArtifactValidator, Prepared, StructuralValidator};

@@ -51,6 +51,38 @@ pub struct Release {
     /// without a chat or completions path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<TokenizerRules>,
+    /// How the release's prefix cache decides a request's cached tokens (read by `kvindex`);
+    /// absent for an engine without a KV plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_hit: Option<PrefixHitRules>,
+}
+
+/// The prefix-cache hit rule of a release: which lookup the engine runs over its cached
+/// blocks to count a request's cached tokens, and what its KV events show of the keys.
+///
+/// `kvindex` turns the names into its typed rule and refuses a name it does not know. A
+/// release whose `vectors` list is empty has its rule stated but not proven by a cache-hit
+/// replay of that release: predictions under it are marked unproven.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PrefixHitRules {
+    /// The lookup: `vllm-kv-cache-coordinator` (vLLM's `KVCacheManager` over its
+    /// coordinators), `sglang-radix-pages` (SGLang's `RadixCache` with page alignment),
+    /// `trtllm-block-reuse` (TensorRT-LLM's block reuse).
+    pub rule: String,
+    /// The most prompt tokens a hit may cover: `prompt-minus-one` (the last prompt token is
+    /// always computed).
+    pub max_hit: String,
+    /// KV-cache group kinds the rule is known for (`full_attention`, `sliding_window`).
+    pub groups: Vec<String>,
+    /// Whether a LoRA request's blocks carry the adapter in the published hashes (vLLM's extra
+    /// keys): `false` when the events show base and adapter blocks with the same hashes, so an
+    /// endpoint with adapters loaded cannot be predicted from its events.
+    pub lora_in_hashes: bool,
+    /// Cache-hit replays (`cachehit/*.json` under `testdata/vectors/`) that prove the rule for
+    /// this release; empty = stated, unproven.
+    #[serde(default)]
+    pub vectors: Vec<String>,
 }
 
 /// The tokenizer loader of a release (its transformers major version, from the release's

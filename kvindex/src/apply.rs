@@ -1,0 +1,509 @@
+//! Applying an engine's KV events to the index, with the engine's own semantics:
+//! every stored copy counted (vLLM stores one hash in two physical blocks and removes them
+//! one by one), removals of blocks the index never saw counted and ignored, stores whose
+//! parent is unknown kept (the engine holds them), `AllBlocksCleared` / TensorRT-LLM
+//! `created` emptying the rank, and a batch applied whole or not at all.
+
+use crate::endpoint::{Counters, Endpoint, RankState, MAX_MEDIA};
+use crate::stream::{Step, StreamState};
+use crate::table::{Key, Medium};
+use crate::{Error, Index};
+use kvhash::events::{self, EventBatch, EventKind, Limits};
+
+/// What became of one batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Applied; the rank is in step (or still catching up on a replay).
+    Applied {
+        /// Block copies stored.
+        stored: u64,
+        /// Block copies removed.
+        removed: u64,
+    },
+    /// Already applied (a replay overlapping the live stream).
+    Duplicate,
+    /// A gap before this batch: ask the engine's replay endpoint for every batch from
+    /// `from` on and feed them here; the rank is `unknown` until they are in.
+    ReplayFrom {
+        /// The first missing sequence number.
+        from: u64,
+    },
+    /// Batches were lost and cannot be replayed: the rank is `unknown` until the engine's
+    /// cache is known again (`AllBlocksCleared`, a restart).
+    Lost,
+}
+
+/// One event reduced to what the index keeps.
+enum Op {
+    Store(Key),
+    /// A store's parent: counted when the rank does not hold it.
+    Parent(Key),
+    Remove(Key),
+    /// TensorRT-LLM `removed`: the block leaves whichever medium holds it.
+    RemoveAnyMedium(u64, u8),
+    Clear,
+}
+
+impl Index {
+    /// Decodes a ZMQ multipart message `[topic, seq, payload]` of `endpoint`'s rank `rank`
+    /// under the index's event schema and applies it. A batch that does not decode is
+    /// refused and leaves the rank out of step (a lost batch).
+    pub fn apply_frames(
+        &self,
+        endpoint: crate::EndpointId,
+        rank: u32,
+        frames: &[&[u8]],
+    ) -> Result<Applied, Error> {
+        let ep = self.endpoint(endpoint)?;
+        let r = self.rank_index(&ep, rank)?;
+        match events::decode_frames_schema(&self.opts.schema, frames, &Limits::default()) {
+            Ok(batch) => self.apply_batch_to(&ep, r, &batch),
+            Err(e) => {
+                self.reject(&ep, r);
+                Err(Error::Decode(e))
+            }
+        }
+    }
+
+    /// [`Index::apply_frames`] for a payload with its sequence number given apart (a replay
+    /// reply's `(seq, payload)`, or a caller that split the frames itself).
+    pub fn apply_payload(
+        &self,
+        endpoint: crate::EndpointId,
+        rank: u32,
+        seq: u64,
+        payload: &[u8],
+    ) -> Result<Applied, Error> {
+        let ep = self.endpoint(endpoint)?;
+        let r = self.rank_index(&ep, rank)?;
+        match events::decode_payload_schema(&self.opts.schema, payload, &Limits::default()) {
+            Ok(mut batch) => {
+                batch.seq = Some(seq);
+                self.apply_batch_to(&ep, r, &batch)
+            }
+            Err(e) => {
+                self.reject(&ep, r);
+                Err(Error::Decode(e))
+            }
+        }
+    }
+
+    /// Applies an already decoded batch (a caller that decodes once for several consumers,
+    /// such as `kvexact watch`). Its `seq` must be set (ZMQ formats).
+    pub fn apply_batch(
+        &self,
+        endpoint: crate::EndpointId,
+        rank: u32,
+        batch: &EventBatch<'_>,
+    ) -> Result<Applied, Error> {
+        let ep = self.endpoint(endpoint)?;
+        let r = self.rank_index(&ep, rank)?;
+        self.apply_batch_to(&ep, r, batch)
+    }
+
+    /// Decodes one drained TensorRT-LLM `/kv_cache_events` body and applies it; each event
+    /// goes to the rank its `attention_dp_rank` names (0 when absent). Event ids must
+    /// follow each other: a gap (another reader drained them) leaves every rank `unknown`
+    /// until the engine's next `created`.
+    pub fn apply_json(&self, endpoint: crate::EndpointId, body: &[u8]) -> Result<Applied, Error> {
+        let ep = self.endpoint(endpoint)?;
+        let batch = match events::decode_json(self.opts.schema.format(), body) {
+            Ok(b) => b,
+            Err(e) => {
+                for r in 0..ep.config.dp_ranks as usize {
+                    self.reject(&ep, r);
+                }
+                return Err(Error::Decode(e));
+            }
+        };
+        self.apply_trt(&ep, &batch)
+    }
+
+    fn reject(&self, ep: &Endpoint, r: usize) {
+        let mut g = ep.lock();
+        Counters::bump(&ep.counters[r].rejected, 1);
+        ep.begin(r);
+        let st = &mut g[r];
+        st.stream = match st.stream {
+            StreamState::InStep { next: Some(n) } => StreamState::OutOfStep { lost_from: n },
+            StreamState::Replaying { next, .. } => StreamState::OutOfStep { lost_from: next },
+            StreamState::OutOfStep { lost_from } => StreamState::OutOfStep { lost_from },
+            _ => StreamState::OutOfStep { lost_from: 0 },
+        };
+        ep.publish(r, st);
+        ep.end(r);
+    }
+
+    fn medium_of(&self, name: Option<&str>) -> Result<Medium, Error> {
+        let name = match name {
+            None | Some("GPU") => return Ok(0),
+            Some(n) => n,
+        };
+        if let Some(i) = self
+            .media
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .position(|m| m == name)
+        {
+            return Ok(i as Medium);
+        }
+        let mut m = self.media.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = m.iter().position(|x| x == name) {
+            return Ok(i as Medium);
+        }
+        if m.len() >= MAX_MEDIA || name.len() > 64 {
+            return Err(Error::Event(format!(
+                "medium {name:?}: the index tells {MAX_MEDIA} media apart"
+            )));
+        }
+        m.push(name.to_string());
+        Ok((m.len() - 1) as Medium)
+    }
+
+    fn group_of(
+        &self,
+        idx: Option<u32>,
+        kind: Option<&str>,
+        block_size: Option<u32>,
+    ) -> Result<u8, Error> {
+        let g = idx.unwrap_or(0) as usize;
+        let spec = self.opts.groups.get(g).ok_or_else(|| {
+            Error::Event(format!(
+                "KV-cache group {g}: the index has {} group(s)",
+                self.opts.groups.len()
+            ))
+        })?;
+        if let Some(k) = kind {
+            if k != spec.kind.as_str() {
+                return Err(Error::Event(format!(
+                    "group {g} is {k}, the index has {}",
+                    spec.kind.as_str()
+                )));
+            }
+        }
+        if let Some(bs) = block_size {
+            if bs != spec.block_size {
+                return Err(Error::Event(format!(
+                    "group {g} publishes block size {bs}, the index has {}",
+                    spec.block_size
+                )));
+            }
+        }
+        Ok(g as u8)
+    }
+
+    /// The ops of a ZMQ batch, or why it cannot be applied (nothing applied then).
+    fn ops(&self, batch: &EventBatch<'_>) -> Result<Vec<Op>, Error> {
+        let mut ops = Vec::new();
+        for e in &batch.events {
+            match &e.kind {
+                EventKind::BlockStored(s) => {
+                    let g = self.group_of(s.group_idx, s.kv_cache_spec_kind, Some(s.block_size))?;
+                    let m = self.medium_of(s.medium)?;
+                    if let Some(p) = s.parent_block_hash {
+                        ops.push(Op::Parent(Key {
+                            hash: p.to_u64(),
+                            group: g,
+                            medium: m,
+                        }));
+                    }
+                    ops.extend(s.block_hashes.iter().map(|h| {
+                        Op::Store(Key {
+                            hash: h.to_u64(),
+                            group: g,
+                            medium: m,
+                        })
+                    }));
+                }
+                EventKind::BlockRemoved(s) => {
+                    let g = self.group_of(s.group_idx, None, None)?;
+                    let m = self.medium_of(s.medium)?;
+                    ops.extend(s.block_hashes.iter().map(|h| {
+                        Op::Remove(Key {
+                            hash: h.to_u64(),
+                            group: g,
+                            medium: m,
+                        })
+                    }));
+                }
+                EventKind::AllBlocksCleared | EventKind::Created(_) => ops.push(Op::Clear),
+                EventKind::Stored(_) | EventKind::Updated(_) => {
+                    return Err(Error::Event("a TensorRT-LLM event in a ZMQ batch".into()))
+                }
+            }
+        }
+        Ok(ops)
+    }
+
+    fn apply_batch_to(
+        &self,
+        ep: &Endpoint,
+        r: usize,
+        batch: &EventBatch<'_>,
+    ) -> Result<Applied, Error> {
+        let Some(seq) = batch.seq else {
+            return Err(Error::Event(
+                "a ZMQ batch without its sequence number".into(),
+            ));
+        };
+        if let Some(br) = batch.rank {
+            if br as usize != r {
+                return Err(Error::Rank {
+                    rank: br,
+                    ranks: ep.config.dp_ranks,
+                });
+            }
+        }
+        let ops = match self.ops(batch) {
+            Ok(o) => o,
+            Err(e) => {
+                self.reject(ep, r);
+                return Err(e);
+            }
+        };
+        let mut g = ep.lock();
+        let st = &mut g[r];
+        let step = st.stream.step(seq, ep.config.replay);
+        let c = &ep.counters[r];
+        let out = match step {
+            Step::Duplicate => {
+                Counters::bump(&c.duplicates, 1);
+                return Ok(Applied::Duplicate);
+            }
+            Step::Apply | Step::Restart => {
+                ep.begin(r);
+                if step == Step::Restart {
+                    Counters::bump(&c.restarts, 1);
+                    self.clear_rank(ep, r, st);
+                }
+                let (stored, removed) = self.run_ops(ep, r, st, &ops);
+                st.stream = st.stream.applied(seq);
+                Applied::Applied { stored, removed }
+            }
+            Step::ReplayFrom { from } => {
+                ep.begin(r);
+                Counters::bump(&c.gaps, 1);
+                st.stream = st.stream.after_gap(seq, step);
+                Applied::ReplayFrom { from }
+            }
+            Step::Lost => {
+                ep.begin(r);
+                // A batch that empties the cache makes it known again from there on.
+                match ops.iter().rposition(|o| matches!(o, Op::Clear)) {
+                    Some(i) => {
+                        let (stored, removed) = self.run_ops(ep, r, st, &ops[i..]);
+                        st.stream = StreamState::InStep {
+                            next: Some(seq.saturating_add(1)),
+                        };
+                        Applied::Applied { stored, removed }
+                    }
+                    None => {
+                        if st.stream.in_step() {
+                            Counters::bump(&c.gaps, 1);
+                        }
+                        st.stream = st.stream.after_gap(seq, step);
+                        Applied::Lost
+                    }
+                }
+            }
+        };
+        Counters::bump(&c.batches, 1);
+        ep.publish(r, st);
+        ep.end(r);
+        Ok(out)
+    }
+
+    /// Runs ops on one rank (under its lock, inside begin/end).
+    fn run_ops(&self, ep: &Endpoint, r: usize, st: &mut RankState, ops: &[Op]) -> (u64, u64) {
+        let slot = ep.first_slot + r as u32;
+        let c = &ep.counters[r];
+        let (mut stored, mut removed) = (0u64, 0u64);
+        for op in ops {
+            match *op {
+                Op::Clear => {
+                    Counters::bump(&c.cleared, 1);
+                    self.clear_rank(ep, r, st);
+                    st.stream = StreamState::InStep { next: None };
+                }
+                _ if st.overflow => {}
+                Op::Parent(k) => {
+                    if !self.table.holds(&k, slot) {
+                        Counters::bump(&c.stored_orphan, 1);
+                    }
+                }
+                Op::Store(k) => {
+                    let m = usize::from(k.medium);
+                    let cap = if m == 0 {
+                        ep.config.capacity.gpu_blocks
+                    } else {
+                        ep.config.capacity.other_blocks
+                    };
+                    let held: u64 = if m == 0 {
+                        st.held[0]
+                    } else {
+                        st.held[1..].iter().sum()
+                    };
+                    if held >= cap {
+                        // More than the engine's pool holds: removals were lost. Nothing the
+                        // rank holds can be trusted; drop it all (the memory bound) and say
+                        // unknown until the cache is known again.
+                        Counters::bump(&c.overflows, 1);
+                        self.clear_rank(ep, r, st);
+                        st.overflow = true;
+                        continue;
+                    }
+                    self.table.add(k, slot);
+                    st.held[m] += 1;
+                    stored += 1;
+                }
+                Op::Remove(k) => {
+                    if self.table.remove(k, slot) {
+                        st.held[usize::from(k.medium)] -= 1;
+                        removed += 1;
+                    } else {
+                        Counters::bump(&c.removed_unknown, 1);
+                    }
+                }
+                Op::RemoveAnyMedium(h, g) => {
+                    let hit = (0..MAX_MEDIA as u8).find(|&m| {
+                        self.table.remove(
+                            Key {
+                                hash: h,
+                                group: g,
+                                medium: m,
+                            },
+                            slot,
+                        )
+                    });
+                    match hit {
+                        Some(m) => {
+                            st.held[usize::from(m)] -= 1;
+                            removed += 1;
+                        }
+                        None => Counters::bump(&c.removed_unknown, 1),
+                    }
+                }
+            }
+        }
+        Counters::bump(&c.stored, stored);
+        Counters::bump(&c.removed, removed);
+        (stored, removed)
+    }
+
+    fn apply_trt(&self, ep: &Endpoint, batch: &EventBatch<'_>) -> Result<Applied, Error> {
+        let ranks = ep.config.dp_ranks as usize;
+        // Per event: its rank and ops, all validated before anything is applied.
+        let mut per: Vec<(u64, usize, Vec<Op>)> = Vec::with_capacity(batch.events.len());
+        let host = self.medium_of(Some("trtllm-secondary"))?;
+        for e in &batch.events {
+            let env = e
+                .envelope
+                .ok_or_else(|| Error::Event("a TensorRT-LLM event without its envelope".into()))?;
+            let rank = env.attention_dp_rank.unwrap_or(0) as usize;
+            if rank >= ranks {
+                return Err(Error::Rank {
+                    rank: rank as u32,
+                    ranks: ranks as u32,
+                });
+            }
+            let level = |l: Option<i64>| match l {
+                None | Some(0) => Ok(0),
+                Some(1) => Ok(host),
+                Some(x) => Err(Error::Event(format!("cache level {x}"))),
+            };
+            let g = 0u8;
+            let mut ops = Vec::new();
+            match &e.kind {
+                EventKind::Created(_) => ops.push(Op::Clear),
+                EventKind::Stored(s) => {
+                    for b in &s.blocks {
+                        ops.push(Op::Store(Key {
+                            hash: b.block_hash,
+                            group: g,
+                            medium: level(b.cache_level)?,
+                        }));
+                    }
+                }
+                EventKind::BlockRemoved(s) => {
+                    ops.extend(
+                        s.block_hashes
+                            .iter()
+                            .map(|h| Op::RemoveAnyMedium(h.to_u64(), g)),
+                    );
+                }
+                EventKind::Updated(u) => {
+                    if let Some(d) = u.cache_level {
+                        let (old, new) = (level(Some(d.old_value))?, level(Some(d.new_value))?);
+                        if old != new {
+                            ops.push(Op::Remove(Key {
+                                hash: u.block_hash,
+                                group: g,
+                                medium: old,
+                            }));
+                            ops.push(Op::Store(Key {
+                                hash: u.block_hash,
+                                group: g,
+                                medium: new,
+                            }));
+                        }
+                    }
+                }
+                EventKind::BlockStored(_) | EventKind::AllBlocksCleared => {
+                    return Err(Error::Event("a ZMQ event in a TensorRT-LLM body".into()))
+                }
+            }
+            per.push((env.event_id, rank, ops));
+        }
+        let mut next = ep.trt_next_event.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = ep.lock();
+        for r in 0..ranks {
+            ep.begin(r);
+        }
+        let (mut stored, mut removed) = (0, 0);
+        let mut lost = false;
+        for (id, rank, ops) in &per {
+            let in_order = match *next {
+                None => true,
+                Some(n) => *id == n,
+            };
+            let clears = ops.iter().any(|o| matches!(o, Op::Clear));
+            if !in_order && *id > next.unwrap_or(0) && !clears {
+                // Drained by someone else: every rank lost events.
+                for (r, st) in g.iter_mut().enumerate() {
+                    if st.stream.in_step() {
+                        Counters::bump(&ep.counters[r].gaps, 1);
+                    }
+                    st.stream = StreamState::OutOfStep {
+                        lost_from: next.unwrap_or(0),
+                    };
+                }
+                lost = true;
+            }
+            if !in_order && *id < next.unwrap_or(0) {
+                Counters::bump(&ep.counters[*rank].duplicates, 1);
+                continue;
+            }
+            *next = Some(id.saturating_add(1));
+            let st = &mut g[*rank];
+            if clears || st.stream.in_step() {
+                let (s, rm) = self.run_ops(ep, *rank, st, ops);
+                stored += s;
+                removed += rm;
+                if clears {
+                    st.stream = StreamState::InStep { next: None };
+                }
+            }
+        }
+        for (r, st) in g.iter().enumerate() {
+            Counters::bump(&ep.counters[r].batches, 1);
+            ep.publish(r, st);
+            ep.end(r);
+        }
+        Ok(if lost {
+            Applied::Lost
+        } else {
+            Applied::Applied { stored, removed }
+        })
+    }
+}

@@ -1,0 +1,471 @@
+//! The index: endpoints in, predictions out.
+
+use crate::config::{EndpointConfig, IndexOptions};
+use crate::endpoint::{status_reason, Endpoint, EndpointId, MAX_MEDIA};
+use crate::feedback::PredictionDrift;
+use crate::lookup;
+use crate::prediction::{Outcome, Prediction, Request, UnknownReason};
+use crate::rule::{GroupKind, Lookup};
+use crate::table::{Key, Table};
+use crate::Error;
+use arc_swap::ArcSwap;
+use std::cell::RefCell;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// The prefix index of one model pool under one engine release (see [`IndexOptions`]).
+///
+/// `Send + Sync`: request threads call [`Index::predict`] while event threads apply batches.
+/// A prediction takes no lock shared by all endpoints: it loads the endpoint list lock-free,
+/// looks each block up once in a sharded table (one shard's read lock at a time) and checks
+/// each rank's sequence counter, so every rank's answer reflects whole batches only (a rank
+/// changed during the walk is answered again under its own endpoint's lock).
+pub struct Index {
+    pub(crate) opts: IndexOptions,
+    pub(crate) table: Table,
+    pub(crate) endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
+    admin: Mutex<Admin>,
+    /// Medium names by index; 0 is the GPU.
+    pub(crate) media: RwLock<Vec<String>>,
+    pub(crate) drift: Mutex<Option<PredictionDrift>>,
+}
+
+struct Admin {
+    next_id: u32,
+    /// Slot in use, per slot.
+    used: Vec<bool>,
+}
+
+/// One candidate slot of a prediction.
+#[derive(Clone, Copy)]
+struct Cand {
+    ep: usize,
+    rank: u32,
+    slot: u32,
+    version: u64,
+    hit: usize,
+}
+
+#[derive(Default)]
+struct Scratch {
+    cands: Vec<Cand>,
+    active: Vec<usize>,
+    mark: Vec<u32>,
+    stamp: u32,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+impl Index {
+    /// An empty index. Refused when the groups are outside the rule ([`HitRule::check_groups`]
+    /// (crate::HitRule::check_groups)), the block size is 0, or `max_slots` is 0 or above 2^20.
+    pub fn new(opts: IndexOptions) -> Result<Self, Error> {
+        if opts.block_size == 0 {
+            return Err(Error::Options("block size 0".into()));
+        }
+        if opts.max_slots == 0 || opts.max_slots > 1 << 20 {
+            return Err(Error::Options("max_slots must be in 1..=1048576".into()));
+        }
+        opts.rule.check_groups(opts.block_size, &opts.groups)?;
+        Ok(Index {
+            table: Table::new(),
+            endpoints: ArcSwap::from_pointee(Vec::new()),
+            admin: Mutex::new(Admin {
+                next_id: 0,
+                used: vec![false; opts.max_slots as usize],
+            }),
+            media: RwLock::new(vec!["GPU".to_string()]),
+            drift: Mutex::new(None),
+            opts,
+        })
+    }
+
+    /// The options the index was made with.
+    pub fn options(&self) -> &IndexOptions {
+        &self.opts
+    }
+
+    /// Adds an endpoint (one slot per data-parallel rank).
+    pub fn add_endpoint(&self, config: EndpointConfig) -> Result<EndpointId, Error> {
+        if config.dp_ranks == 0 || config.dp_ranks > 1024 {
+            return Err(Error::Options("dp_ranks must be in 1..=1024".into()));
+        }
+        if config.capacity.gpu_blocks == 0 {
+            return Err(Error::Options("GPU capacity of 0 blocks".into()));
+        }
+        let mut admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let eps = self.endpoints.load();
+        if eps.iter().any(|e| e.config.name == config.name) {
+            return Err(Error::DuplicateEndpoint(config.name));
+        }
+        let n = config.dp_ranks as usize;
+        let first = (0..admin.used.len().saturating_sub(n - 1))
+            .find(|&s| admin.used[s..s + n].iter().all(|u| !u))
+            .ok_or_else(|| Error::Options(format!("no {n} free slots left (max_slots)")))?;
+        admin.used[first..first + n]
+            .iter_mut()
+            .for_each(|u| *u = true);
+        let id = EndpointId(admin.next_id);
+        admin.next_id += 1;
+        let ep = Arc::new(Endpoint::new(id, config, first as u32));
+        let mut next: Vec<Arc<Endpoint>> = eps.iter().cloned().collect();
+        next.push(ep);
+        self.endpoints.store(Arc::new(next));
+        Ok(id)
+    }
+
+    /// Removes an endpoint and everything it held.
+    pub fn remove_endpoint(&self, id: EndpointId) -> Result<(), Error> {
+        let mut admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let eps = self.endpoints.load();
+        let ep = eps
+            .iter()
+            .find(|e| e.id == id)
+            .cloned()
+            .ok_or(Error::UnknownEndpoint(id.0))?;
+        let next: Vec<Arc<Endpoint>> = eps.iter().filter(|e| e.id != id).cloned().collect();
+        self.endpoints.store(Arc::new(next));
+        let _g = ep.lock();
+        let mut dropped = [0u64; MAX_MEDIA];
+        for r in 0..ep.config.dp_ranks {
+            self.table.clear_slot(ep.first_slot + r, &mut dropped);
+        }
+        let f = ep.first_slot as usize;
+        admin.used[f..f + ep.config.dp_ranks as usize]
+            .iter_mut()
+            .for_each(|u| *u = false);
+        Ok(())
+    }
+
+    /// The endpoint restarted (a new identity, an empty cache): drops what it held and starts
+    /// its streams afresh, in step from their next batch.
+    pub fn reset_endpoint(&self, id: EndpointId) -> Result<(), Error> {
+        let ep = self.endpoint(id)?;
+        let mut g = ep.lock();
+        for (r, st) in g.iter_mut().enumerate() {
+            ep.begin(r);
+            self.clear_rank(&ep, r, st);
+            st.stream = crate::stream::StreamState::InStep { next: None };
+            ep.publish(r, st);
+            ep.end(r);
+        }
+        *ep.trt_next_event.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(())
+    }
+
+    /// The caller could not get the replay it was asked for (the engine's buffer no longer
+    /// reaches back): the rank stays unknown until the cache is known again.
+    pub fn replay_failed(&self, id: EndpointId, rank: u32) -> Result<(), Error> {
+        let ep = self.endpoint(id)?;
+        let mut g = ep.lock();
+        let r = self.rank_index(&ep, rank)?;
+        ep.begin(r);
+        let st = &mut g[r];
+        if let crate::stream::StreamState::Replaying { next, .. } = st.stream {
+            st.stream = crate::stream::StreamState::OutOfStep { lost_from: next };
+        }
+        ep.publish(r, st);
+        ep.end(r);
+        Ok(())
+    }
+
+    pub(crate) fn endpoint(&self, id: EndpointId) -> Result<Arc<Endpoint>, Error> {
+        self.endpoints
+            .load()
+            .iter()
+            .find(|e| e.id == id)
+            .cloned()
+            .ok_or(Error::UnknownEndpoint(id.0))
+    }
+
+    /// The endpoint of a name.
+    pub fn endpoint_id(&self, name: &str) -> Option<EndpointId> {
+        self.endpoints
+            .load()
+            .iter()
+            .find(|e| e.config.name == name)
+            .map(|e| e.id)
+    }
+
+    /// The name of an endpoint.
+    pub fn endpoint_name(&self, id: EndpointId) -> Option<String> {
+        self.endpoint(id).ok().map(|e| e.config.name.clone())
+    }
+
+    /// Every endpoint, in the order they were added.
+    pub fn endpoint_ids(&self) -> Vec<EndpointId> {
+        self.endpoints.load().iter().map(|e| e.id).collect()
+    }
+
+    pub(crate) fn rank_index(&self, ep: &Endpoint, rank: u32) -> Result<usize, Error> {
+        if rank >= ep.config.dp_ranks {
+            return Err(Error::Rank {
+                rank,
+                ranks: ep.config.dp_ranks,
+            });
+        }
+        Ok(rank as usize)
+    }
+
+    /// Drops what a rank holds (under the endpoint's lock, inside begin/end).
+    pub(crate) fn clear_rank(&self, ep: &Endpoint, r: usize, st: &mut crate::endpoint::RankState) {
+        let mut dropped = [0u64; MAX_MEDIA];
+        self.table
+            .clear_slot(ep.first_slot + r as u32, &mut dropped);
+        st.held = [0; MAX_MEDIA];
+        st.overflow = false;
+    }
+
+    fn check_request(&self, req: &Request<'_>) -> Result<(), Error> {
+        let bs = self.opts.block_size as usize;
+        let need = lookup::max_hit_tokens(req.prompt_tokens) / bs;
+        let full = req.prompt_tokens / bs;
+        if req.block_hashes.len() < need || req.block_hashes.len() > full {
+            return Err(Error::Request(format!(
+                "{} block hashes for {} prompt tokens of block size {bs} (expected {need}..={full})",
+                req.block_hashes.len(),
+                req.prompt_tokens
+            )));
+        }
+        Ok(())
+    }
+
+    /// Predicts every endpoint's cached tokens for `req`, one entry per endpoint and rank in
+    /// the order the endpoints were added; `out` is cleared first.
+    pub fn predict(&self, req: &Request<'_>, out: &mut Vec<Prediction>) -> Result<(), Error> {
+        self.check_request(req)?;
+        out.clear();
+        let eps = self.endpoints.load();
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            self.predict_into(&eps, req, &mut s, out);
+        });
+        Ok(())
+    }
+
+    /// One endpoint's predictions (one per rank).
+    pub fn predict_endpoint(
+        &self,
+        id: EndpointId,
+        req: &Request<'_>,
+    ) -> Result<Vec<Prediction>, Error> {
+        self.check_request(req)?;
+        let ep = self.endpoint(id)?;
+        let one = [ep];
+        let mut out = Vec::new();
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            self.predict_into(&one, req, &mut s, &mut out);
+        });
+        Ok(out)
+    }
+
+    fn predict_into(
+        &self,
+        eps: &[Arc<Endpoint>],
+        req: &Request<'_>,
+        s: &mut Scratch,
+        out: &mut Vec<Prediction>,
+    ) {
+        let proven = self.opts.rule.proven();
+        // A rule whose hashes do not carry the adapter cannot tell base and adapter blocks
+        // apart on an endpoint with adapters loaded, whichever the request uses.
+        let lora_unknown = !self.opts.rule.lora_in_hashes;
+        s.cands.clear();
+        for (ei, ep) in eps.iter().enumerate() {
+            for r in 0..ep.config.dp_ranks {
+                let ri = r as usize;
+                let version = ep.versions[ri].load(Ordering::Acquire);
+                let code = ep.status[ri].load(Ordering::Acquire);
+                let outcome = if let Some(reason) = status_reason(code) {
+                    Some(Outcome::Unknown(reason))
+                } else if lora_unknown && ep.config.lora_adapters {
+                    Some(Outcome::Unknown(UnknownReason::LoraNotInEvents))
+                } else if req.skip_prefix_cache {
+                    Some(Outcome::Cached {
+                        tokens: 0,
+                        other_media_tokens: Some(0),
+                        proven,
+                    })
+                } else {
+                    None
+                };
+                out.push(Prediction {
+                    endpoint: ep.id,
+                    rank: r,
+                    outcome: outcome.unwrap_or(Outcome::Unknown(UnknownReason::Unsynced)),
+                });
+                if outcome.is_none() {
+                    s.cands.push(Cand {
+                        ep: ei,
+                        rank: r,
+                        slot: ep.first_slot + r,
+                        version,
+                        hit: 0,
+                    });
+                }
+            }
+        }
+        if s.cands.is_empty() {
+            return;
+        }
+        let single_full = self.opts.groups.len() == 1;
+        if single_full {
+            self.walk_prefix(req, s);
+        } else {
+            for i in 0..s.cands.len() {
+                s.cands[i].hit = self.slot_hit(req, s.cands[i].slot);
+            }
+        }
+        fence(Ordering::Acquire);
+        // Map predictions back: out holds one entry per (endpoint, rank) in order; the
+        // candidates are a subsequence of it.
+        let mut oi = 0usize;
+        let has_other = self.media.read().unwrap_or_else(|e| e.into_inner()).len() > 1;
+        for c in s.cands.iter() {
+            let ep = &eps[c.ep];
+            while !(out[oi].endpoint == ep.id && out[oi].rank == c.rank) {
+                oi += 1;
+            }
+            let ri = c.rank as usize;
+            let now = ep.versions[ri].load(Ordering::Relaxed);
+            let outcome = if now == c.version && c.version % 2 == 0 {
+                self.cached(req, c.slot, c.hit, single_full, has_other, proven)
+            } else {
+                // Changed during the walk: answer again under the endpoint's lock.
+                let _g = ep.lock();
+                match status_reason(ep.status[ri].load(Ordering::Acquire)) {
+                    Some(reason) => Outcome::Unknown(reason),
+                    None => {
+                        let hit = self.slot_hit(req, c.slot);
+                        self.cached(req, c.slot, hit, single_full, has_other, proven)
+                    }
+                }
+            };
+            out[oi].outcome = outcome;
+        }
+    }
+
+    fn cached(
+        &self,
+        req: &Request<'_>,
+        slot: u32,
+        hit_units: usize,
+        single_full: bool,
+        has_other: bool,
+        proven: bool,
+    ) -> Outcome {
+        let bs = self.opts.block_size as usize;
+        let tokens = match self.opts.rule.lookup {
+            Lookup::VllmCoordinator if !single_full => hit_units,
+            _ => hit_units * bs,
+        };
+        let other = if !single_full {
+            None
+        } else if !has_other {
+            Some(0)
+        } else {
+            let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / bs;
+            let media = self.media.read().unwrap_or_else(|e| e.into_inner()).len() as u8;
+            let more = (hit_units..max_blocks)
+                .take_while(|&j| {
+                    (1..media).any(|m| {
+                        self.table.holds(
+                            &Key {
+                                hash: req.block_hashes[j],
+                                group: 0,
+                                medium: m,
+                            },
+                            slot,
+                        )
+                    })
+                })
+                .count();
+            Some((more * bs) as u64)
+        };
+        Outcome::Cached {
+            tokens: tokens as u64,
+            other_media_tokens: other,
+            proven,
+        }
+    }
+
+    /// One slot's hit under the release's lookup: blocks for a single full-attention group,
+    /// tokens for several groups.
+    fn slot_hit(&self, req: &Request<'_>, slot: u32) -> usize {
+        let present = |g: usize, j: usize| {
+            req.block_hashes.get(j).is_some_and(|&h| {
+                self.table.holds(
+                    &Key {
+                        hash: h,
+                        group: g as u8,
+                        medium: 0,
+                    },
+                    slot,
+                )
+            })
+        };
+        match self.opts.rule.lookup {
+            Lookup::VllmCoordinator if self.opts.groups.len() > 1 => {
+                lookup::vllm_hit_tokens(&self.opts.groups, req.prompt_tokens, present)
+            }
+            _ => {
+                let max_blocks =
+                    lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
+                lookup::prefix_hit(max_blocks, |j| present(0, j))
+            }
+        }
+    }
+
+    /// Every candidate's prefix hit (one full-attention group) in one walk: each block is
+    /// looked up once, and the walk ends when no candidate still matches.
+    fn walk_prefix(&self, req: &Request<'_>, s: &mut Scratch) {
+        debug_assert!(matches!(self.opts.groups[0].kind, GroupKind::FullAttention));
+        let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
+        let slots = self.opts.max_slots as usize;
+        if s.mark.len() < slots {
+            s.mark.resize(slots, 0);
+        }
+        s.active.clear();
+        s.active.extend(0..s.cands.len());
+        let mut j = 0usize;
+        while j < max_blocks && !s.active.is_empty() {
+            if s.stamp == u32::MAX {
+                s.mark.iter_mut().for_each(|m| *m = 0);
+                s.stamp = 0;
+            }
+            s.stamp += 1;
+            let stamp = s.stamp;
+            let key = Key {
+                hash: req.block_hashes[j],
+                group: 0,
+                medium: 0,
+            };
+            let mark = &mut s.mark;
+            self.table.with_holders(&key, |h| {
+                for &(slot, _) in h {
+                    if let Some(m) = mark.get_mut(slot as usize) {
+                        *m = stamp;
+                    }
+                }
+            });
+            let cands = &mut s.cands;
+            let mark = &s.mark;
+            s.active.retain(|&ci| {
+                let c = &mut cands[ci];
+                if mark[c.slot as usize] == stamp {
+                    true
+                } else {
+                    c.hit = j;
+                    false
+                }
+            });
+            j += 1;
+        }
+        for &ci in &s.active {
+            s.cands[ci].hit = j;
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! # kvindex — the exact prefix index
+//!
+//! kvexact computes the engines' block keys exactly; this crate turns them into the routing
+//! decision: for a request's keys, the cached-token count each engine replica will report,
+//! predicted from the replicas' own KV events with the engine's own hit rule.
+//!
+//! * [`HitRule`]: an engine release's prefix-hit rule, typed from the contract catalog's
+//!   `prefixHit` entry (`kvprofile-core/data/contracts.yaml`), with the cache-hit replays that
+//!   prove it (`testdata/vectors/cachehit/`). A release without a replay is predicted with
+//!   its rule marked unproven ([`Outcome::Cached::proven`]); a geometry the rule does not
+//!   state (a sliding-window group on a release whose replays show none) is refused.
+//! * [`Index`]: per endpoint × data-parallel rank × KV-cache group × medium, the block copies
+//!   the engine holds, fed by decoded events of every format kvhash decodes
+//!   ([`Index::apply_frames`], [`Index::apply_payload`], [`Index::apply_json`]), with stream
+//!   health ([`StreamState`]: sequence gaps, replay, restarts), a hard per-rank capacity
+//!   ([`Capacity`]), [`Index::predict`] (one walk over the request's blocks for all
+//!   endpoints, no lock shared by all endpoints), feedback from the engine's reported counts
+//!   ([`Index::observe`], [`PredictionDrift`]) and the inventory ([`Index::status`],
+//!   [`Index::prometheus`]).
+//! * [`lookup`]: the hit rules themselves, as pure functions (the slow, obvious form the
+//!   index's walk is tested against).
+//!
+//! Where the events cannot show what the engine keys on, a prediction is
+//! [`Outcome::Unknown`] with its [`UnknownReason`], never a count.
+//!
+//! ```
+//! use kvindex::{Capacity, EndpointConfig, GroupKind, GroupSpec, HitRule, Index, IndexOptions, Request};
+//! use kvhash::events::{EventFormat, EventSchema};
+//! let index = Index::new(IndexOptions {
+//!     rule: HitRule::for_release_id("vllm-kv-map-v3-r0.31").unwrap(),
+//!     schema: EventSchema::family(EventFormat::VllmKvMapV3).clone(),
+//!     block_size: 16,
+//!     groups: vec![GroupSpec { kind: GroupKind::FullAttention, block_size: 16 }],
+//!     max_slots: 64,
+//! })
+//! .unwrap();
+//! let ep = index
+//!     .add_endpoint(EndpointConfig {
+//!         name: "vllm-0".into(),
+//!         dp_ranks: 1,
+//!         capacity: Capacity { gpu_blocks: 4095, other_blocks: 0 },
+//!         lora_adapters: false,
+//!         replay: true,
+//!         starts_empty: true,
+//!     })
+//!     .unwrap();
+//! let mut out = Vec::new();
+//! index
+//!     .predict(&Request { block_hashes: &[1, 2], prompt_tokens: 40, lora: false, skip_prefix_cache: false }, &mut out)
+//!     .unwrap();
+//! assert_eq!(out[0].endpoint, ep);
+//! assert_eq!(out[0].outcome.tokens(), Some(0));
+//! ```
+#![warn(missing_docs)]
+
+mod apply;
+mod config;
+mod endpoint;
+mod error;
+mod feedback;
+mod index;
+pub mod lookup;
+mod prediction;
+mod rule;
+mod status;
+mod stream;
+mod table;
+
+pub use apply::Applied;
+pub use config::{Capacity, EndpointConfig, IndexOptions};
+pub use endpoint::{EndpointId, MAX_MEDIA};
+pub use error::Error;
+pub use feedback::{Observation, PredictionDrift};
+pub use index::Index;
+pub use prediction::{Outcome, Prediction, Request, UnknownReason};
+pub use rule::{GroupKind, GroupSpec, HitRule, Lookup, MAX_GROUPS};
+pub use status::RankStatus;
+pub use stream::{Step, StreamState};
+pub use table::{BYTES_PER_HOLDER, BYTES_PER_KEY};

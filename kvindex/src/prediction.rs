@@ -1,0 +1,91 @@
+//! A request's keys in, the engines' cached-token counts out.
+
+/// A request as the index sees it: its block keys (computed by `kvhash` with the request's
+/// LoRA and `cache_salt`, exactly as the engine keys it) and its prompt length.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The chain hashes of the prompt's full blocks (at the index's block size), in the
+    /// engine's event integer form. At least every block a hit may reach must be given
+    /// (`(prompt_tokens - 1) / block_size`); more than the prompt's full blocks is refused.
+    pub block_hashes: &'a [u64],
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// The request names a LoRA adapter.
+    pub lora: bool,
+    /// The request skips reading the prefix cache (vLLM: `prompt_logprobs`): no hit.
+    pub skip_prefix_cache: bool,
+}
+
+/// Why a slot's count cannot be known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnknownReason {
+    /// The stream has not shown a point where the engine's cache was known (joined midway).
+    Unsynced,
+    /// Batches were lost; a replay was asked for and has not caught up yet.
+    Replaying,
+    /// Batches were lost and cannot be replayed (no replay buffer, or a rejected batch).
+    OutOfStep,
+    /// The stream stored more than the engine's pool can hold: removals were lost.
+    Overflow,
+    /// Adapters are loaded and the release's events do not tell adapter blocks from base
+    /// blocks (`loraInHashes: false`).
+    LoraNotInEvents,
+}
+
+impl UnknownReason {
+    /// Stable lower-case name (C ABI, JSON, Prometheus labels).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnknownReason::Unsynced => "unsynced",
+            UnknownReason::Replaying => "replaying",
+            UnknownReason::OutOfStep => "out_of_step",
+            UnknownReason::Overflow => "overflow",
+            UnknownReason::LoraNotInEvents => "lora_not_in_events",
+        }
+    }
+
+    /// Whether the release's catalog entry explains the reason (it follows from what the
+    /// release's events show, not from a fault of the stream).
+    pub fn explained_by_catalog(self) -> bool {
+        matches!(self, UnknownReason::LoraNotInEvents)
+    }
+}
+
+/// A slot's prediction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The engine will report `tokens` cached tokens (its GPU prefix-cache hit).
+    Cached {
+        /// Cached tokens the engine reports.
+        tokens: u64,
+        /// Further tokens of the prompt held in other media (CPU offloading, HiCache) right
+        /// after the GPU hit, which a connector may load; `None` where the rule does not say
+        /// (several KV-cache groups). Never part of `tokens`.
+        other_media_tokens: Option<u64>,
+        /// A cache-hit replay of the release proves the rule.
+        proven: bool,
+    },
+    /// The index cannot know.
+    Unknown(UnknownReason),
+}
+
+impl Outcome {
+    /// The cached tokens when known.
+    pub fn tokens(&self) -> Option<u64> {
+        match self {
+            Outcome::Cached { tokens, .. } => Some(*tokens),
+            Outcome::Unknown(_) => None,
+        }
+    }
+}
+
+/// One slot's prediction for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prediction {
+    /// The endpoint.
+    pub endpoint: crate::EndpointId,
+    /// The data-parallel rank.
+    pub rank: u32,
+    /// The count or why it is unknown.
+    pub outcome: Outcome,
+}

@@ -1,0 +1,212 @@
+//! The prefix-hit rule of an engine release, typed from the contract catalog's `prefixHit`
+//! entry (`kvprofile-core/data/contracts.yaml`), and the KV-cache geometry an index runs it
+//! over.
+//!
+//! The rules that differ between engines and releases are data: which lookup the engine runs
+//! ([`Lookup`]), which group kinds the rule is known for, whether a LoRA request's blocks are
+//! told apart in the published hashes, and which cache-hit replays prove the entry. Nothing
+//! here reads a version number.
+
+use crate::Error;
+use kvprofile_core::{Engine, Release};
+
+/// The engine's lookup over its cached blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lookup {
+    /// vLLM's `KVCacheManager`: every KV-cache group's manager finds its longest hit (full
+    /// attention: the longest chained prefix; sliding window: the rightmost run of blocks that
+    /// covers the window), combined by the unitary or hybrid coordinator.
+    VllmCoordinator,
+    /// SGLang's `RadixCache`: the longest page-aligned prefix.
+    SglangRadixPages,
+    /// TensorRT-LLM's block reuse: the longest chained prefix of full blocks.
+    TrtllmBlockReuse,
+}
+
+impl Lookup {
+    /// The catalog name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lookup::VllmCoordinator => "vllm-kv-cache-coordinator",
+            Lookup::SglangRadixPages => "sglang-radix-pages",
+            Lookup::TrtllmBlockReuse => "trtllm-block-reuse",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        [
+            Lookup::VllmCoordinator,
+            Lookup::SglangRadixPages,
+            Lookup::TrtllmBlockReuse,
+        ]
+        .into_iter()
+        .find(|l| l.as_str() == s)
+    }
+
+    fn engine(self) -> Engine {
+        match self {
+            Lookup::VllmCoordinator => Engine::Vllm,
+            Lookup::SglangRadixPages => Engine::Sglang,
+            Lookup::TrtllmBlockReuse => Engine::Trtllm,
+        }
+    }
+}
+
+/// The kind of a KV-cache group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GroupKind {
+    /// Full attention: a hit is a chained prefix of cached blocks.
+    FullAttention,
+    /// Sliding-window attention over `window` tokens: a hit needs the blocks the window
+    /// covers, not the whole prefix.
+    SlidingWindow {
+        /// The window in tokens (vLLM `sliding_window`).
+        window: u32,
+    },
+}
+
+impl GroupKind {
+    /// The catalog / event name (`kv_cache_spec_kind`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupKind::FullAttention => "full_attention",
+            GroupKind::SlidingWindow { .. } => "sliding_window",
+        }
+    }
+}
+
+/// One KV-cache group of the served model: its kind and its block size in tokens. Groups are
+/// numbered by their position, as the engine numbers them (vLLM `group_idx`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GroupSpec {
+    /// Full attention or sliding window.
+    pub kind: GroupKind,
+    /// Tokens per block of this group.
+    pub block_size: u32,
+}
+
+/// The typed `prefixHit` entry of one engine release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HitRule {
+    /// The catalog release id (`vllm-kv-map-v3-r0.31`).
+    pub release_id: String,
+    /// The engine.
+    pub engine: Engine,
+    /// The lookup the engine runs.
+    pub lookup: Lookup,
+    /// Group kinds the rule is stated for.
+    pub sliding_window: bool,
+    /// Whether a LoRA request's blocks carry the adapter in the published hashes.
+    pub lora_in_hashes: bool,
+    /// The cache-hit replays that prove the entry; empty = unproven.
+    pub vectors: Vec<String>,
+}
+
+impl HitRule {
+    /// The rule of a catalog release, or [`Error::Rule`] when it has no `prefixHit` entry or
+    /// names what this crate does not know.
+    pub fn from_release(r: &Release) -> Result<Self, Error> {
+        let bad = |d: String| Error::Rule(format!("{}: {d}", r.id));
+        let p = r
+            .prefix_hit
+            .as_ref()
+            .ok_or_else(|| bad("the release has no prefixHit rule".into()))?;
+        let lookup =
+            Lookup::parse(&p.rule).ok_or_else(|| bad(format!("unknown rule {:?}", p.rule)))?;
+        if lookup.engine() != r.engine {
+            return Err(bad(format!("{} is not a {} rule", p.rule, r.engine)));
+        }
+        if p.max_hit != "prompt-minus-one" {
+            return Err(bad(format!("unknown maxHit {:?}", p.max_hit)));
+        }
+        let mut sliding_window = false;
+        let mut full = false;
+        for g in &p.groups {
+            match g.as_str() {
+                "full_attention" => full = true,
+                "sliding_window" => sliding_window = true,
+                other => return Err(bad(format!("unknown group kind {other:?}"))),
+            }
+        }
+        if !full {
+            return Err(bad("groups must include full_attention".into()));
+        }
+        if sliding_window && lookup != Lookup::VllmCoordinator {
+            return Err(bad(
+                "only vLLM's coordinator has sliding-window groups".into()
+            ));
+        }
+        Ok(HitRule {
+            release_id: r.id.clone(),
+            engine: r.engine,
+            lookup,
+            sliding_window,
+            lora_in_hashes: p.lora_in_hashes,
+            vectors: p.vectors.clone(),
+        })
+    }
+
+    /// The rule of a release id of the built-in catalog.
+    pub fn for_release_id(id: &str) -> Result<Self, Error> {
+        let cat =
+            kvprofile_core::contracts::builtin().map_err(|e| Error::Catalog(e.to_string()))?;
+        let r = cat
+            .release(id)
+            .ok_or_else(|| Error::Rule(format!("{id:?} is not a release of the catalog")))?;
+        Self::from_release(r)
+    }
+
+    /// The rule of an engine version of the built-in catalog (`UNKNOWN_ENGINE_VERSION` for a
+    /// version no release lists, as everywhere in kvexact).
+    pub fn for_version(engine: Engine, version: &str) -> Result<Self, Error> {
+        let cat =
+            kvprofile_core::contracts::builtin().map_err(|e| Error::Catalog(e.to_string()))?;
+        let r = cat
+            .resolve_release(engine, version)
+            .map_err(|e| Error::Rule(e.to_string()))?;
+        Self::from_release(r)
+    }
+
+    /// Whether a cache-hit replay of this release proves the rule.
+    pub fn proven(&self) -> bool {
+        !self.vectors.is_empty()
+    }
+
+    /// Checks the served model's KV-cache groups against the rule: at least one group, the
+    /// first full attention, sliding-window groups only where the rule states them, and one
+    /// block size for every group (the replays prove no other geometry).
+    pub fn check_groups(&self, hash_block_size: u32, groups: &[GroupSpec]) -> Result<(), Error> {
+        let bad = |d: &str| Err(Error::Rule(format!("{}: {d}", self.release_id)));
+        if groups.is_empty() {
+            return bad("at least one KV-cache group is needed");
+        }
+        if groups.len() > MAX_GROUPS {
+            return bad("more KV-cache groups than the index holds (8)");
+        }
+        if !groups.iter().any(|g| g.kind == GroupKind::FullAttention) {
+            return bad("a model without a full-attention group is not covered");
+        }
+        for g in groups {
+            if g.block_size != hash_block_size {
+                return bad(
+                    "groups with a block size other than the hash block size are not proven",
+                );
+            }
+            if let GroupKind::SlidingWindow { window } = g.kind {
+                if !self.sliding_window {
+                    return bad("sliding-window groups are not stated for this release");
+                }
+                if window == 0 {
+                    return bad("a sliding window of 0 tokens");
+                }
+            }
+        }
+        if groups.len() > 1 && self.lookup != Lookup::VllmCoordinator {
+            return bad("several KV-cache groups exist only under vLLM's coordinator");
+        }
+        Ok(())
+    }
+}
+
+/// The most KV-cache groups an index holds.
+pub const MAX_GROUPS: usize = 8;

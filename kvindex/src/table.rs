@@ -1,0 +1,197 @@
+//! The holder table: for every cached block key (hash, KV-cache group, medium), which slots
+//! (endpoint × data-parallel rank) hold it and how many copies each holds.
+//!
+//! One table serves every endpoint of an index, so a prediction walks the request's blocks
+//! once for all endpoints (one lookup per block, not one per block and endpoint). The table
+//! is split into shards, each behind its own `RwLock`: readers never wait for each other and a
+//! writer blocks only the lookups of its shard for the time of one insert or removal.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Index of a storage medium in the index's medium table; 0 is the GPU.
+pub(crate) type Medium = u8;
+
+/// One cached block as the engine keys it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Key {
+    pub hash: u64,
+    pub group: u8,
+    pub medium: Medium,
+}
+
+impl Key {
+    /// The block hashes are digests (uniform bits); group and medium are folded in with an
+    /// odd multiplier so that the same hash in two groups lands apart.
+    #[inline]
+    fn mixed(&self) -> u64 {
+        let tag = (u64::from(self.group) << 8 | u64::from(self.medium)).wrapping_add(1);
+        let x = self.hash ^ tag.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // A final avalanche: engines' hashes are uniform, but a caller-chosen hash (a test,
+        // a hostile stream) must not pile into one shard.
+        let x = (x ^ (x >> 32)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+        x ^ (x >> 32)
+    }
+}
+
+impl Hash for Key {
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.mixed());
+    }
+}
+
+/// Passes the key's own mixed value through.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x100_0000_01B3);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// Builds [`KeyHasher`]s.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct BuildKeyHasher;
+
+impl BuildHasher for BuildKeyHasher {
+    type Hasher = KeyHasher;
+    #[inline]
+    fn build_hasher(&self) -> KeyHasher {
+        KeyHasher(0)
+    }
+}
+
+/// The slots holding one key, with their copy counts (never 0). Most keys have one or a
+/// few holders; a shared system prompt has many.
+pub(crate) type Holders = Vec<(u32, u32)>;
+
+type Shard = HashMap<Key, Holders, BuildKeyHasher>;
+
+const SHARD_BITS: u32 = 6;
+const SHARDS: usize = 1 << SHARD_BITS;
+
+/// Bytes the table spends per held key besides the holder list's heap part: key, `Vec`
+/// header and the hash map's control byte, at the map's load factor (7/8).
+pub const BYTES_PER_KEY: usize =
+    (std::mem::size_of::<Key>() + std::mem::size_of::<Holders>() + 1) * 8 / 7;
+/// Heap bytes per (key, holder) pair.
+pub const BYTES_PER_HOLDER: usize = std::mem::size_of::<(u32, u32)>();
+
+/// The sharded table.
+pub(crate) struct Table {
+    shards: Box<[RwLock<Shard>]>,
+}
+
+impl Table {
+    pub fn new() -> Self {
+        Table {
+            shards: (0..SHARDS)
+                .map(|_| RwLock::new(Shard::with_hasher(BuildKeyHasher)))
+                .collect(),
+        }
+    }
+
+    #[inline]
+    fn shard_of(key: &Key) -> usize {
+        (key.mixed() >> (64 - SHARD_BITS)) as usize
+    }
+
+    #[inline]
+    fn read(&self, i: usize) -> RwLockReadGuard<'_, Shard> {
+        // A poisoned shard only means a writer panicked between two whole operations (each
+        // insert / removal leaves the map consistent): keep serving it.
+        self.shards[i].read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    #[inline]
+    fn write(&self, i: usize) -> RwLockWriteGuard<'_, Shard> {
+        self.shards[i].write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Calls `f` with the holders of `key` (an empty slice when nobody holds it).
+    #[inline]
+    pub fn with_holders<R>(&self, key: &Key, f: impl FnOnce(&[(u32, u32)]) -> R) -> R {
+        let shard = self.read(Self::shard_of(key));
+        match shard.get(key) {
+            Some(h) => f(h),
+            None => f(&[]),
+        }
+    }
+
+    /// Whether `slot` holds `key`.
+    pub fn holds(&self, key: &Key, slot: u32) -> bool {
+        self.with_holders(key, |h| h.iter().any(|&(s, _)| s == slot))
+    }
+
+    /// One more copy of `key` in `slot`.
+    pub fn add(&self, key: Key, slot: u32) {
+        let mut shard = self.write(Self::shard_of(&key));
+        let h = shard.entry(key).or_default();
+        match h.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, n)) => *n += 1,
+            None => h.push((slot, 1)),
+        }
+    }
+
+    /// One copy fewer of `key` in `slot`; false when `slot` held none.
+    pub fn remove(&self, key: Key, slot: u32) -> bool {
+        let i = Self::shard_of(&key);
+        let mut shard = self.write(i);
+        let Some(h) = shard.get_mut(&key) else {
+            return false;
+        };
+        let Some(pos) = h.iter().position(|(s, _)| *s == slot) else {
+            return false;
+        };
+        h[pos].1 -= 1;
+        if h[pos].1 == 0 {
+            h.swap_remove(pos);
+            if h.is_empty() {
+                shard.remove(&key);
+            }
+        }
+        true
+    }
+
+    /// Drops every copy `slot` holds; returns how many copies per medium were dropped.
+    pub fn clear_slot(&self, slot: u32, dropped: &mut [u64]) {
+        for i in 0..SHARDS {
+            let mut shard = self.write(i);
+            shard.retain(|k, h| {
+                if let Some(pos) = h.iter().position(|(s, _)| *s == slot) {
+                    if let Some(d) = dropped.get_mut(usize::from(k.medium)) {
+                        *d += u64::from(h[pos].1);
+                    }
+                    h.swap_remove(pos);
+                }
+                !h.is_empty()
+            });
+        }
+    }
+
+    /// Keys held and (key, holder) pairs, for the memory figure.
+    pub fn sizes(&self) -> (usize, usize) {
+        let mut keys = 0;
+        let mut pairs = 0;
+        for i in 0..SHARDS {
+            let shard = self.read(i);
+            keys += shard.len();
+            pairs += shard.values().map(Vec::len).sum::<usize>();
+        }
+        (keys, pairs)
+    }
+}
