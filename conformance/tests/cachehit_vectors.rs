@@ -20,7 +20,11 @@ fn files() -> Vec<PathBuf> {
 #[test]
 fn every_replay_predicts_the_engines_own_counts() {
     let files = files();
-    assert_eq!(files.len(), 11, "the 11 replays of vLLM 0.31.0 / 0.33.0 and SGLang 0.5.19");
+    assert_eq!(
+        files.len(),
+        11,
+        "the 11 replays of vLLM 0.31.0 / 0.33.0 and SGLang 0.5.19"
+    );
     let (mut passed, mut unknown) = (0usize, 0usize);
     for f in &files {
         let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
@@ -31,7 +35,11 @@ fn every_replay_predicts_the_engines_own_counts() {
         let queries = doc["counts"]["queries"].as_u64().unwrap() as usize;
         let runs = doc["counts"]["runs"].as_u64().unwrap() as usize;
         // Every query is judged for every endpoint, every run once.
-        assert_eq!(r.cases.len() + r.unknown.len(), queries * 3 + runs, "{name}");
+        assert_eq!(
+            r.cases.len() + r.unknown.len(),
+            queries * 3 + runs,
+            "{name}"
+        );
         if name == "sglang-0.5.19-lora-salt.json" {
             assert_eq!(r.cases.len(), 0, "adapters are loaded on every endpoint");
         } else {

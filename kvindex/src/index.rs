@@ -371,7 +371,7 @@ impl Index {
             let media = self.media.read().unwrap_or_else(|e| e.into_inner()).len() as u8;
             let more = (hit_units..max_blocks)
                 .take_while(|&j| {
-                    (1..media).any(|m| {
+                    (0..media).any(|m| {
                         self.table.holds(
                             &Key {
                                 hash: req.block_hashes[j],

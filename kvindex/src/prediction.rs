@@ -58,9 +58,11 @@ pub enum Outcome {
     Cached {
         /// Cached tokens the engine reports.
         tokens: u64,
-        /// Further tokens of the prompt held in other media (CPU offloading, HiCache) right
-        /// after the GPU hit, which a connector may load; `None` where the rule does not say
-        /// (several KV-cache groups). Never part of `tokens`.
+        /// Further tokens of the prompt held right after the GPU hit, the first of them in
+        /// another medium (CPU offloading, HiCache, TensorRT-LLM's secondary level), which a
+        /// connector may load: the chained blocks from the GPU hit on that some medium holds.
+        /// Stated, not proven by a replay; `None` where the rule does not say (several
+        /// KV-cache groups). Never part of `tokens`.
         other_media_tokens: Option<u64>,
         /// A cache-hit replay of the release proves the rule.
         proven: bool,

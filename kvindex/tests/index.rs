@@ -1,0 +1,416 @@
+//! The index against a slow, obvious model, under traffic that shares prefixes; stream
+//! health, capacity, duplicate copies, concurrency.
+
+mod common;
+
+use common::*;
+use kvindex::{Applied, Outcome, Request, UnknownReason};
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+/// Hashes of a workload: `prompts` system prompts, each followed by conversations; a
+/// conversation's block `j` hangs off block `j - 1`.
+fn chain(prompt: u64, conv: u64, len: usize) -> Vec<u64> {
+    (0..len)
+        .map(|j| {
+            if j < 6 {
+                // The system prompt's blocks are shared by every conversation on it.
+                0x5157_0000_0000_0000 | (prompt << 8) | j as u64
+            } else {
+                0xC0_0000_0000_0000 | (prompt << 40) | (conv << 16) | j as u64
+            }
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Endpoint `ep` stores blocks `from..to` of conversation (prompt, conv).
+    Store {
+        ep: usize,
+        prompt: u64,
+        conv: u64,
+        from: usize,
+        to: usize,
+    },
+    /// Endpoint `ep` removes block `at` of a conversation (one copy).
+    Remove {
+        ep: usize,
+        prompt: u64,
+        conv: u64,
+        at: usize,
+    },
+    /// Endpoint `ep`'s cache is reset.
+    Clear { ep: usize },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0..4usize, 0..3u64, 0..4u64, 0..12usize, 1..14usize).prop_map(|(ep, prompt, conv, a, n)| Op::Store {
+            ep, prompt, conv, from: a.min(13), to: (a + n).min(14)
+        }),
+        3 => (0..4usize, 0..3u64, 0..4u64, 0..14usize).prop_map(|(ep, prompt, conv, at)| Op::Remove { ep, prompt, conv, at }),
+        1 => (0..4usize).prop_map(|ep| Op::Clear { ep }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// The one-walk prediction for all endpoints equals, endpoint by endpoint, the longest
+    /// prefix of held blocks in a plain map of copy counts, within `prompt - 1` tokens.
+    #[test]
+    fn predictions_equal_the_obvious_count(ops in prop::collection::vec(op(), 1..60),
+                                           queries in prop::collection::vec((0..3u64, 0..4u64, 0..15usize, 0..16usize), 1..8)) {
+        let index = index_of("vllm-kv-map-v3-r0.31", 16);
+        let eps: Vec<_> = (0..4).map(|i| index.add_endpoint(endpoint(&format!("e{i}"), 1 << 20)).unwrap()).collect();
+        let mut model: Vec<HashMap<u64, u32>> = vec![HashMap::new(); 4];
+        let mut seq = [0u64; 4];
+        for op in &ops {
+            let (ep, ev) = match *op {
+                Op::Store { ep, prompt, conv, from, to } => {
+                    let c = chain(prompt, conv, to);
+                    if from >= to { continue; }
+                    for &h in &c[from..to] { *model[ep].entry(h).or_default() += 1; }
+                    (ep, stored(&c[from..to], from.checked_sub(1).map(|p| c[p])))
+                }
+                Op::Remove { ep, prompt, conv, at } => {
+                    let h = chain(prompt, conv, at + 1)[at];
+                    if let Some(n) = model[ep].get_mut(&h) {
+                        *n -= 1;
+                        if *n == 0 { model[ep].remove(&h); }
+                    }
+                    (ep, removed(&[h]))
+                }
+                Op::Clear { ep } => { model[ep].clear(); (ep, Ev::Cleared) }
+            };
+            let applied = matches!(feed(&index, eps[ep], seq[ep], &[ev]).unwrap(), Applied::Applied { .. });
+            prop_assert!(applied);
+            seq[ep] += 1;
+        }
+        let mut out = Vec::new();
+        for &(prompt, conv, blocks, extra) in &queries {
+            let c = chain(prompt, conv, blocks);
+            let n = blocks * 16 + extra;
+            index.predict(&Request { block_hashes: &c, prompt_tokens: n, lora: false, skip_prefix_cache: false }, &mut out).unwrap();
+            prop_assert_eq!(out.len(), 4);
+            for (i, p) in out.iter().enumerate() {
+                let want = kvindex::lookup::prefix_hit(n.saturating_sub(1) / 16, |j| model[i].contains_key(&c[j])) * 16;
+                prop_assert_eq!(p.outcome.tokens(), Some(want as u64), "endpoint {} query {:?}", i, (prompt, conv, blocks, extra));
+                prop_assert_eq!(index.predict_endpoint(eps[i], &Request { block_hashes: &c, prompt_tokens: n, lora: false, skip_prefix_cache: false }).unwrap()[0].outcome, p.outcome);
+            }
+        }
+    }
+}
+
+fn req(c: &[u64], n: usize) -> Request<'_> {
+    Request {
+        block_hashes: c,
+        prompt_tokens: n,
+        lora: false,
+        skip_prefix_cache: false,
+    }
+}
+
+fn one(index: &kvindex::Index, c: &[u64], n: usize) -> Outcome {
+    let mut out = Vec::new();
+    index.predict(&req(c, n), &mut out).unwrap();
+    out[0].outcome
+}
+
+#[test]
+fn copies_are_counted_and_removed_one_by_one() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let ep = index.add_endpoint(endpoint("e", 100)).unwrap();
+    let c = chain(0, 0, 4);
+    feed(&index, ep, 0, &[stored(&c, None)]).unwrap();
+    // The same two leading blocks stored again (a second physical copy).
+    feed(&index, ep, 1, &[stored(&c[..2], None)]).unwrap();
+    assert_eq!(one(&index, &c, 65).tokens(), Some(64));
+    feed(&index, ep, 2, &[removed(&c[1..2])]).unwrap();
+    assert_eq!(
+        one(&index, &c, 65).tokens(),
+        Some(64),
+        "one copy of block 1 is left"
+    );
+    feed(&index, ep, 3, &[removed(&c[1..2])]).unwrap();
+    assert_eq!(one(&index, &c, 65).tokens(), Some(16));
+    // A removal of a block never seen is counted, not applied.
+    feed(&index, ep, 4, &[removed(&[42])]).unwrap();
+    assert_eq!(index.status()[0].removed_unknown, 1);
+    // The last prompt token is never a hit; a request under one block has none.
+    assert_eq!(one(&index, &c[..1], 16).tokens(), Some(0));
+    assert_eq!(one(&index, &c[..1], 17).tokens(), Some(16));
+    // Too few hashes for the prompt is refused, not guessed.
+    let mut out = Vec::new();
+    assert!(index.predict(&req(&c[..1], 40), &mut out).is_err());
+    assert!(
+        index.predict(&req(&c, 40), &mut out).is_err(),
+        "more hashes than full blocks"
+    );
+}
+
+#[test]
+fn a_gap_without_replay_is_unknown_until_the_cache_is_known_again() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let ep = index.add_endpoint(endpoint("e", 100)).unwrap();
+    let c = chain(1, 0, 8);
+    feed(&index, ep, 0, &[stored(&c[..4], None)]).unwrap();
+    assert_eq!(
+        feed(&index, ep, 2, &[stored(&c[4..], Some(c[3]))]).unwrap(),
+        Applied::Lost
+    );
+    assert_eq!(
+        one(&index, &c, 129),
+        Outcome::Unknown(UnknownReason::OutOfStep)
+    );
+    assert_eq!(
+        feed(&index, ep, 3, &[removed(&c[..1])]).unwrap(),
+        Applied::Lost
+    );
+    assert_eq!(
+        one(&index, &c, 129),
+        Outcome::Unknown(UnknownReason::OutOfStep)
+    );
+    // A prefix-cache reset makes the cache known: empty, then what follows.
+    feed(&index, ep, 4, &[Ev::Cleared, stored(&c[..2], None)]).unwrap();
+    assert_eq!(one(&index, &c, 129).tokens(), Some(32));
+    assert_eq!(index.status()[0].gaps, 1);
+}
+
+#[test]
+fn a_gap_with_replay_asks_for_it_and_catches_up() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let mut cfg = endpoint("e", 100);
+    cfg.replay = true;
+    let ep = index.add_endpoint(cfg).unwrap();
+    let c = chain(2, 0, 8);
+    feed(&index, ep, 0, &[stored(&c[..2], None)]).unwrap();
+    assert_eq!(
+        feed(&index, ep, 3, &[stored(&c[4..6], Some(c[3]))]).unwrap(),
+        Applied::ReplayFrom { from: 1 }
+    );
+    assert_eq!(
+        one(&index, &c, 129),
+        Outcome::Unknown(UnknownReason::Replaying)
+    );
+    // The replay brings 1..=3 (3 again, as the live batch was dropped).
+    feed(&index, ep, 1, &[stored(&c[2..3], Some(c[1]))]).unwrap();
+    assert_eq!(
+        one(&index, &c, 129),
+        Outcome::Unknown(UnknownReason::Replaying)
+    );
+    feed(&index, ep, 2, &[stored(&c[3..4], Some(c[2]))]).unwrap();
+    assert_eq!(
+        one(&index, &c, 129),
+        Outcome::Unknown(UnknownReason::Replaying)
+    );
+    feed(&index, ep, 3, &[stored(&c[4..6], Some(c[3]))]).unwrap();
+    assert_eq!(one(&index, &c, 129).tokens(), Some(96));
+    assert_eq!(
+        feed(&index, ep, 2, &[removed(&c[..1])]).unwrap(),
+        Applied::Duplicate
+    );
+    assert_eq!(one(&index, &c, 129).tokens(), Some(96));
+    // The engine restarts: its sequence begins at 0 again, with an empty cache.
+    feed(&index, ep, 0, &[stored(&c[..1], None)]).unwrap();
+    assert_eq!(one(&index, &c, 129).tokens(), Some(16));
+    assert_eq!(index.status()[0].restarts, 1);
+    // The replay could not be had: unknown until known again.
+    assert_eq!(
+        feed(&index, ep, 5, &[]).unwrap(),
+        Applied::ReplayFrom { from: 1 }
+    );
+    index.replay_failed(ep, 0).unwrap();
+    assert_eq!(
+        one(&index, &c, 129),
+        Outcome::Unknown(UnknownReason::OutOfStep)
+    );
+    index.reset_endpoint(ep).unwrap();
+    assert_eq!(one(&index, &c, 129).tokens(), Some(0));
+}
+
+#[test]
+fn a_stream_joined_midway_is_unknown() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let mut cfg = endpoint("e", 100);
+    cfg.starts_empty = false;
+    let ep = index.add_endpoint(cfg).unwrap();
+    let c = chain(0, 1, 4);
+    assert_eq!(
+        one(&index, &c, 70),
+        Outcome::Unknown(UnknownReason::Unsynced)
+    );
+    assert_eq!(
+        feed(&index, ep, 17, &[stored(&c, None)]).unwrap(),
+        Applied::Lost
+    );
+    assert_eq!(
+        one(&index, &c, 70),
+        Outcome::Unknown(UnknownReason::OutOfStep)
+    );
+    feed(&index, ep, 18, &[Ev::Cleared]).unwrap();
+    assert_eq!(one(&index, &c, 70).tokens(), Some(0));
+}
+
+#[test]
+fn more_than_the_pool_holds_is_an_overflow_and_frees_the_memory() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let ep = index.add_endpoint(endpoint("e", 8)).unwrap();
+    let c = chain(0, 2, 12);
+    feed(&index, ep, 0, &[stored(&c[..8], None)]).unwrap();
+    assert_eq!(one(&index, &c, 193).tokens(), Some(128));
+    // Removals were lost: a ninth block cannot be in an 8-block pool.
+    feed(&index, ep, 1, &[stored(&c[8..9], Some(c[7]))]).unwrap();
+    assert_eq!(
+        one(&index, &c, 193),
+        Outcome::Unknown(UnknownReason::Overflow)
+    );
+    assert_eq!(index.memory().0, 0, "the rank's blocks are dropped");
+    feed(&index, ep, 2, &[stored(&c[9..10], Some(c[8]))]).unwrap();
+    assert_eq!(index.memory().0, 0, "nothing is held while overflowed");
+    feed(&index, ep, 3, &[Ev::Cleared, stored(&c[..3], None)]).unwrap();
+    assert_eq!(one(&index, &c, 193).tokens(), Some(48));
+    assert_eq!(index.status()[0].overflows, 1);
+}
+
+#[test]
+fn a_batch_that_does_not_decode_is_refused_whole() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let ep = index.add_endpoint(endpoint("e", 100)).unwrap();
+    let c = chain(0, 3, 4);
+    feed(&index, ep, 0, &[stored(&c[..2], None)]).unwrap();
+    let mut bad = frames(1, &[stored(&c[2..], Some(c[1]))]);
+    bad[2].truncate(bad[2].len() - 3);
+    assert!(index
+        .apply_frames(ep, 0, &[&bad[0], &bad[1], &bad[2]])
+        .is_err());
+    assert_eq!(
+        one(&index, &c, 70),
+        Outcome::Unknown(UnknownReason::OutOfStep)
+    );
+    // A group the index was not made with is refused too (nothing of the batch applied).
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let ep = index.add_endpoint(endpoint("e", 100)).unwrap();
+    let ev = Ev::Stored {
+        hashes: c.clone(),
+        parent: None,
+        group: 1,
+        medium: "GPU",
+    };
+    assert!(feed(&index, ep, 0, &[stored(&c[..1], None), ev]).is_err());
+    assert_eq!(index.memory().0, 0);
+    assert_eq!(index.status()[0].rejected, 1);
+}
+
+#[test]
+fn other_media_are_reported_apart() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let ep = index.add_endpoint(endpoint("e", 100)).unwrap();
+    let c = chain(0, 0, 6);
+    let cpu = Ev::Stored {
+        hashes: c[2..5].to_vec(),
+        parent: Some(c[1]),
+        group: 0,
+        medium: "CPU",
+    };
+    feed(&index, ep, 0, &[stored(&c[..2], None), cpu]).unwrap();
+    match one(&index, &c, 6 * 16) {
+        Outcome::Cached {
+            tokens,
+            other_media_tokens,
+            proven,
+        } => {
+            assert_eq!((tokens, other_media_tokens, proven), (32, Some(48), true));
+        }
+        o => panic!("{o:?}"),
+    }
+}
+
+#[test]
+fn unproven_releases_say_so_and_unstated_geometry_is_refused() {
+    let index = index_of("vllm-kv-map-v3-r0.29", 4);
+    index.add_endpoint(endpoint("e", 100)).unwrap();
+    let c = chain(0, 0, 2);
+    assert!(matches!(
+        one(&index, &c, 40),
+        Outcome::Cached { proven: false, .. }
+    ));
+    let rule = kvindex::HitRule::for_release_id("vllm-kv-map-v3-r0.29").unwrap();
+    let sw = kvindex::GroupSpec {
+        kind: kvindex::GroupKind::SlidingWindow { window: 64 },
+        block_size: 16,
+    };
+    assert!(
+        rule.check_groups(16, &[full()[0], sw]).is_err(),
+        "no replay shows 0.29's hybrid rule"
+    );
+    let r31 = kvindex::HitRule::for_release_id("vllm-kv-map-v3-r0.31").unwrap();
+    assert!(r31.check_groups(16, &[full()[0], sw]).is_ok());
+    let wide = kvindex::GroupSpec {
+        kind: kvindex::GroupKind::FullAttention,
+        block_size: 32,
+    };
+    assert!(
+        r31.check_groups(16, &[full()[0], wide]).is_err(),
+        "mixed block sizes are not proven"
+    );
+    assert!(kvindex::HitRule::for_version(kvprofile_core::Engine::Vllm, "0.99.0").is_err());
+}
+
+#[test]
+fn predictions_see_whole_batches_while_events_are_applied() {
+    // Each batch stores (or removes) a whole 8-block conversation: a prediction taken while
+    // batches are applied must see 0 or 8 blocks, never a part.
+    let index = std::sync::Arc::new(index_of("vllm-kv-map-v3-r0.31", 8));
+    let eps: Vec<_> = (0..4)
+        .map(|i| {
+            index
+                .add_endpoint(endpoint(&format!("e{i}"), 1 << 20))
+                .unwrap()
+        })
+        .collect();
+    let c = chain(0, 9, 8);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = eps
+        .iter()
+        .map(|&ep| {
+            let (index, c) = (index.clone(), c.clone());
+            std::thread::spawn(move || {
+                for seq in 0..400u64 {
+                    let ev = if seq % 2 == 0 {
+                        stored(&c, None)
+                    } else {
+                        removed(&c)
+                    };
+                    feed(&index, ep, seq, &[ev]).unwrap();
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (index, c, stop) = (index.clone(), c.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                let mut seen = [0usize; 2];
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    index.predict(&req(&c, 8 * 16 + 1), &mut out).unwrap();
+                    for p in &out {
+                        let t = p.outcome.tokens().unwrap();
+                        assert!(t == 0 || t == 128, "a prediction saw part of a batch: {t}");
+                        seen[usize::from(t == 128)] += 1;
+                    }
+                }
+                seen
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+}
