@@ -12,6 +12,8 @@
 //!   endpoint.
 //! * [`parity`]: one vector file of any of these formats, checked under the contract of the
 //!   release it names — what `kvexact parity` prints.
+//! * [`routing`]: the routing replay (an agentic workload over emulated engines that evict,
+//!   prefix routing through `kvindex` vs round-robin, prediction vs reported count).
 //! * [`emulator`]: a loopback engine emulator (HTTP server, ZMQ PUB, event writer) for the
 //!   attest and drift tests and the `emulator` example.
 //!
@@ -24,6 +26,7 @@ pub mod emulator;
 pub mod events;
 pub mod hashes;
 pub mod parity;
+pub mod routing;
 pub mod templates;
 
 /// The outcome of one vector case.

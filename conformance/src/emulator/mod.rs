@@ -12,6 +12,7 @@
 
 pub mod http;
 pub mod msgpack;
+pub mod pool;
 pub mod registry;
 pub mod writer;
 
