@@ -14,6 +14,8 @@
 //!   `hash_drift` verdict and its evidence.
 //! * [`ladder`]: the readiness ladder (§8.3) as a pure state machine with the [`State`] and
 //!   [`Reason`] vocabularies (§8.2, §8.4); [`cadence`]: kicks and the per-tick decision.
+//! * `feed` (feature `live`): event transports kvexact can own for the prefix index — ZMQ SUB
+//!   per endpoint × rank with replay, and TensorRT-LLM's drain republished over ZMQ PUB.
 //! * `attest` (feature `live`, on by default): the live driver behind `kvexact attest` — real
 //!   HTTP, a ZMQ SUB socket (vLLM, SGLang) or the `POST /kv_cache_events` drain (TRT-LLM).
 //!
@@ -38,6 +40,8 @@ pub mod state;
 
 #[cfg(feature = "live")]
 pub mod attest;
+#[cfg(feature = "live")]
+pub mod feed;
 #[cfg(feature = "live")]
 pub mod transport;
 
