@@ -158,6 +158,8 @@ impl Index {
             )));
         }
         m.push(name.to_string());
+        self.media_count
+            .store(m.len() as u8, std::sync::atomic::Ordering::Release);
         Ok((m.len() - 1) as Medium)
     }
 

@@ -10,7 +10,7 @@ use crate::table::{Key, Table};
 use crate::Error;
 use arc_swap::ArcSwap;
 use std::cell::RefCell;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// The prefix index of one model pool under one engine release (see [`IndexOptions`]).
@@ -27,6 +27,8 @@ pub struct Index {
     admin: Mutex<Admin>,
     /// Medium names by index; 0 is the GPU.
     pub(crate) media: RwLock<Vec<String>>,
+    /// `media.len()`, read lock-free on the predict path.
+    pub(crate) media_count: AtomicU8,
     pub(crate) drift: Mutex<Option<PredictionDrift>>,
 }
 
@@ -77,6 +79,7 @@ impl Index {
                 used: vec![false; opts.max_slots as usize],
             }),
             media: RwLock::new(vec!["GPU".to_string()]),
+            media_count: AtomicU8::new(1),
             drift: Mutex::new(None),
             opts,
         })
@@ -323,7 +326,7 @@ impl Index {
         // Map predictions back: out holds one entry per (endpoint, rank) in order; the
         // candidates are a subsequence of it.
         let mut oi = 0usize;
-        let has_other = self.media.read().unwrap_or_else(|e| e.into_inner()).len() > 1;
+        let media = self.media_count.load(Ordering::Acquire);
         for c in s.cands.iter() {
             let ep = &eps[c.ep];
             while !(out[oi].endpoint == ep.id && out[oi].rank == c.rank) {
@@ -332,7 +335,7 @@ impl Index {
             let ri = c.rank as usize;
             let now = ep.versions[ri].load(Ordering::Relaxed);
             let outcome = if now == c.version && c.version % 2 == 0 {
-                self.cached(req, c.slot, c.hit, single_full, has_other, proven)
+                self.cached(req, c.slot, c.hit, single_full, media, proven)
             } else {
                 // Changed during the walk: answer again under the endpoint's lock.
                 let _g = ep.lock();
@@ -340,7 +343,7 @@ impl Index {
                     Some(reason) => Outcome::Unknown(reason),
                     None => {
                         let hit = self.slot_hit(req, c.slot);
-                        self.cached(req, c.slot, hit, single_full, has_other, proven)
+                        self.cached(req, c.slot, hit, single_full, media, proven)
                     }
                 }
             };
@@ -354,7 +357,7 @@ impl Index {
         slot: u32,
         hit_units: usize,
         single_full: bool,
-        has_other: bool,
+        media: u8,
         proven: bool,
     ) -> Outcome {
         let bs = self.opts.block_size as usize;
@@ -364,11 +367,10 @@ impl Index {
         };
         let other = if !single_full {
             None
-        } else if !has_other {
+        } else if media <= 1 {
             Some(0)
         } else {
             let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / bs;
-            let media = self.media.read().unwrap_or_else(|e| e.into_inner()).len() as u8;
             let more = (hit_units..max_blocks)
                 .take_while(|&j| {
                     (0..media).any(|m| {

@@ -20,6 +20,14 @@
 //! * [`lookup`]: the hit rules themselves, as pure functions (the slow, obvious form the
 //!   index's walk is tested against).
 //!
+//! Memory: one table entry per distinct held block key — 16 bytes of key (hash, group,
+//! medium) and 16 of holders (the first holder inline), about [`BYTES_PER_KEY`] = 37 bytes
+//! with the hash map's control byte at its 7/8 load factor (up to twice that right after the
+//! map grew); a key held by several slots moves its holders to one heap vector
+//! ([`BYTES_PER_HOLDER`] = 8 bytes each). Per rank, the GPU capacity bounds the entries: a
+//! stream that stores more than the engine's pool holds has lost removals, and the rank's
+//! entries are dropped ([`UnknownReason::Overflow`]) until its cache is known again.
+//!
 //! Where the events cannot show what the engine keys on, a prediction is
 //! [`Outcome::Unknown`] with its [`UnknownReason`], never a count.
 //!

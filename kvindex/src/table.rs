@@ -75,9 +75,52 @@ impl BuildHasher for BuildKeyHasher {
     }
 }
 
-/// The slots holding one key, with their copy counts (never 0). Most keys have one or a
-/// few holders; a shared system prompt has many.
-pub(crate) type Holders = Vec<(u32, u32)>;
+/// The slots holding one key, with their copy counts (never 0). Most keys have one holder
+/// (kept inline: no allocation per stored block); a shared system prompt has many.
+#[derive(Debug)]
+pub(crate) enum Holders {
+    One([(u32, u32); 1]),
+    Many(Box<Vec<(u32, u32)>>),
+}
+
+impl Holders {
+    #[inline]
+    fn as_slice(&self) -> &[(u32, u32)] {
+        match self {
+            Holders::One(a) => a,
+            Holders::Many(v) => v,
+        }
+    }
+
+    #[inline]
+    fn as_mut_slice(&mut self) -> &mut [(u32, u32)] {
+        match self {
+            Holders::One(a) => a,
+            Holders::Many(v) => v,
+        }
+    }
+
+    fn push(&mut self, h: (u32, u32)) {
+        match self {
+            Holders::One([first]) => *self = Holders::Many(Box::new(vec![*first, h])),
+            Holders::Many(v) => v.push(h),
+        }
+    }
+
+    /// Drops the holder at `pos`; false when none is left.
+    fn remove_at(&mut self, pos: usize) -> bool {
+        match self {
+            Holders::One(_) => false,
+            Holders::Many(v) => {
+                v.swap_remove(pos);
+                if v.len() == 1 {
+                    *self = Holders::One([v[0]]);
+                }
+                true
+            }
+        }
+    }
+}
 
 type Shard = HashMap<Key, Holders, BuildKeyHasher>;
 
@@ -127,7 +170,7 @@ impl Table {
     pub fn with_holders<R>(&self, key: &Key, f: impl FnOnce(&[(u32, u32)]) -> R) -> R {
         let shard = self.read(Self::shard_of(key));
         match shard.get(key) {
-            Some(h) => f(h),
+            Some(h) => f(h.as_slice()),
             None => f(&[]),
         }
     }
@@ -140,10 +183,17 @@ impl Table {
     /// One more copy of `key` in `slot`.
     pub fn add(&self, key: Key, slot: u32) {
         let mut shard = self.write(Self::shard_of(&key));
-        let h = shard.entry(key).or_default();
-        match h.iter_mut().find(|(s, _)| *s == slot) {
-            Some((_, n)) => *n += 1,
-            None => h.push((slot, 1)),
+        match shard.entry(key) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Holders::One([(slot, 1)]));
+            }
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let h = e.get_mut();
+                match h.as_mut_slice().iter_mut().find(|(s, _)| *s == slot) {
+                    Some((_, n)) => *n += 1,
+                    None => h.push((slot, 1)),
+                }
+            }
         }
     }
 
@@ -154,15 +204,13 @@ impl Table {
         let Some(h) = shard.get_mut(&key) else {
             return false;
         };
-        let Some(pos) = h.iter().position(|(s, _)| *s == slot) else {
+        let Some(pos) = h.as_slice().iter().position(|(s, _)| *s == slot) else {
             return false;
         };
-        h[pos].1 -= 1;
-        if h[pos].1 == 0 {
-            h.swap_remove(pos);
-            if h.is_empty() {
-                shard.remove(&key);
-            }
+        let n = &mut h.as_mut_slice()[pos].1;
+        *n -= 1;
+        if *n == 0 && !h.remove_at(pos) {
+            shard.remove(&key);
         }
         true
     }
@@ -172,13 +220,13 @@ impl Table {
         for i in 0..SHARDS {
             let mut shard = self.write(i);
             shard.retain(|k, h| {
-                if let Some(pos) = h.iter().position(|(s, _)| *s == slot) {
-                    if let Some(d) = dropped.get_mut(usize::from(k.medium)) {
-                        *d += u64::from(h[pos].1);
-                    }
-                    h.swap_remove(pos);
+                let Some(pos) = h.as_slice().iter().position(|(s, _)| *s == slot) else {
+                    return true;
+                };
+                if let Some(d) = dropped.get_mut(usize::from(k.medium)) {
+                    *d += u64::from(h.as_slice()[pos].1);
                 }
-                !h.is_empty()
+                h.remove_at(pos)
             });
         }
     }
@@ -190,8 +238,45 @@ impl Table {
         for i in 0..SHARDS {
             let shard = self.read(i);
             keys += shard.len();
-            pairs += shard.values().map(Vec::len).sum::<usize>();
+            pairs += shard.values().map(|h| h.as_slice().len()).sum::<usize>();
         }
         (keys, pairs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stated_sizes_hold() {
+        assert_eq!(std::mem::size_of::<Key>(), 16);
+        assert_eq!(std::mem::size_of::<Holders>(), 16);
+        assert_eq!(BYTES_PER_KEY, 37);
+    }
+
+    #[test]
+    fn holders_move_between_inline_and_heap() {
+        let t = Table::new();
+        let k = Key {
+            hash: 7,
+            group: 0,
+            medium: 0,
+        };
+        t.add(k, 1);
+        t.add(k, 2);
+        t.add(k, 2);
+        t.with_holders(&k, |h| assert_eq!(h.len(), 2));
+        assert!(t.remove(k, 1));
+        t.with_holders(&k, |h| assert_eq!(h, &[(2, 2)]));
+        assert!(t.remove(k, 2) && t.remove(k, 2));
+        assert!(!t.remove(k, 2));
+        assert_eq!(t.sizes(), (0, 0));
+        t.add(k, 3);
+        t.add(k, 4);
+        let mut dropped = [0u64; 8];
+        t.clear_slot(4, &mut dropped);
+        assert_eq!(dropped[0], 1);
+        t.with_holders(&k, |h| assert_eq!(h, &[(3, 1)]));
     }
 }
