@@ -6,6 +6,7 @@ mod contracts_cmd;
 mod demo_cmd;
 mod encode_cmd;
 mod events_cmd;
+mod inventory_cmd;
 mod models_cmd;
 mod parity;
 mod registry_cmd;
@@ -44,6 +45,8 @@ enum Command {
     Attest(attest_cmd::Args),
     /// Re-derive every block hash a live engine publishes, continuously (drift detection).
     Watch(watch_cmd::Args),
+    /// The prefix index over live engines: what each endpoint and rank holds, from its events.
+    Inventory(inventory_cmd::Args),
     /// The embedded default: sample registry, built-in request, ids and hashes for all engines.
     Demo(demo_cmd::Args),
 }
@@ -60,5 +63,6 @@ fn main() -> ExitCode {
         Command::Watch(args) => watch_cmd::run(&args),
         Command::Models(cmd) => models_cmd::run(&cmd),
         Command::Demo(args) => demo_cmd::run(&args),
+        Command::Inventory(args) => inventory_cmd::run(&args),
     }
 }

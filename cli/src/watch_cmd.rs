@@ -85,7 +85,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 /// The stop flag, with SIGINT and SIGTERM routed to it.
-fn interrupted() -> &'static AtomicBool {
+pub(crate) fn interrupted() -> &'static AtomicBool {
     let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
     unsafe {
