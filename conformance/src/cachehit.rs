@@ -223,7 +223,7 @@ pub fn check(doc: &Value) -> Result<Replay, String> {
                         &Request {
                             block_hashes: &hashes,
                             prompt_tokens: tokens.len(),
-                            lora: lora.is_some(),
+
                             skip_prefix_cache: false,
                         },
                         &mut preds,

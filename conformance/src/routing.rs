@@ -197,7 +197,7 @@ pub fn replay(cfg: &ReplayConfig, policy: Policy) -> Result<Report, String> {
         let req = Request {
             block_hashes: &hashes,
             prompt_tokens: tokens.len(),
-            lora: false,
+
             skip_prefix_cache: false,
         };
         index.predict(&req, &mut preds).map_err(|e| e.to_string())?;

@@ -133,7 +133,7 @@ fn run(engine: Engine) {
                 &Request {
                     block_hashes: &h[..h.len().min(n / bs)],
                     prompt_tokens: n,
-                    lora: false,
+
                     skip_prefix_cache: false,
                 },
             )
@@ -284,7 +284,7 @@ fn a_gap_is_closed_by_the_engines_replay() {
     let req = Request {
         block_hashes: &last.1[..(last.0 - 1) / 16],
         prompt_tokens: last.0,
-        lora: false,
+
         skip_prefix_cache: false,
     };
     assert!(index.predict_endpoint(ep, &req).unwrap()[0]

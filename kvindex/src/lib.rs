@@ -54,7 +54,7 @@
 //!     .unwrap();
 //! let mut out = Vec::new();
 //! index
-//!     .predict(&Request { block_hashes: &[1, 2], prompt_tokens: 40, lora: false, skip_prefix_cache: false }, &mut out)
+//!     .predict(&Request { block_hashes: &[1, 2], prompt_tokens: 40, skip_prefix_cache: false }, &mut out)
 //!     .unwrap();
 //! assert_eq!(out[0].endpoint, ep);
 //! assert_eq!(out[0].outcome.tokens(), Some(0));

@@ -92,12 +92,12 @@ proptest! {
         for &(prompt, conv, blocks, extra) in &queries {
             let c = chain(prompt, conv, blocks);
             let n = blocks * 16 + extra;
-            index.predict(&Request { block_hashes: &c, prompt_tokens: n, lora: false, skip_prefix_cache: false }, &mut out).unwrap();
+            index.predict(&Request { block_hashes: &c, prompt_tokens: n, skip_prefix_cache: false }, &mut out).unwrap();
             prop_assert_eq!(out.len(), 4);
             for (i, p) in out.iter().enumerate() {
                 let want = kvindex::lookup::prefix_hit(n.saturating_sub(1) / 16, |j| model[i].contains_key(&c[j])) * 16;
                 prop_assert_eq!(p.outcome.tokens(), Some(want as u64), "endpoint {} query {:?}", i, (prompt, conv, blocks, extra));
-                prop_assert_eq!(index.predict_endpoint(eps[i], &Request { block_hashes: &c, prompt_tokens: n, lora: false, skip_prefix_cache: false }).unwrap()[0].outcome, p.outcome);
+                prop_assert_eq!(index.predict_endpoint(eps[i], &Request { block_hashes: &c, prompt_tokens: n, skip_prefix_cache: false }).unwrap()[0].outcome, p.outcome);
             }
         }
     }
@@ -107,7 +107,7 @@ fn req(c: &[u64], n: usize) -> Request<'_> {
     Request {
         block_hashes: c,
         prompt_tokens: n,
-        lora: false,
+
         skip_prefix_cache: false,
     }
 }

@@ -58,7 +58,7 @@ fn drained_events_drive_the_index() {
     let req = Request {
         block_hashes: &keys,
         prompt_tokens: 4 * 32 + 1,
-        lora: false,
+
         skip_prefix_cache: false,
     };
     let predict = || index.predict_endpoint(ep, &req).unwrap()[0].outcome;
