@@ -1008,7 +1008,7 @@ impl Verifier {
             (Verdict::Unverifiable, _) => {
                 let mut reasons: Vec<(Unverifiable, u64)> =
                     c.unverifiable_by_reason.nonzero().collect();
-                reasons.sort_by(|a, b| b.1.cmp(&a.1));
+                reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
                 let mut parts: Vec<String> = reasons
                     .iter()
                     .map(|(r, n)| format!("{} {n}", r.as_str()))
