@@ -21,11 +21,12 @@ type DriftOptions struct {
 	// Seed is vLLM's PYTHONHASHSEED (nil = unset: roots under a random NONE_HASH are then
 	// unverifiable, never guessed); nil for SGLang and TensorRT-LLM.
 	Seed *string
-	// LoRA maps adapter names to the paths the vLLM (>= 0.31) server registered them with
-	// (/v1/models "root"); ignored for other releases.
+	// LoRA maps the adapters the rule declares to the paths the vLLM server registered them
+	// with (/v1/models "root", hashed by >= 0.31); blocks keyed with an adapter not listed are
+	// drift (keys). Ignored for SGLang and TensorRT-LLM.
 	LoRA            map[string]string
 	MapCapacity     int           // hash -> digest map entries (0: 65536; 88 bytes each)
-	Mismatches      uint32        // mismatched blocks that make the verdict drift (0: 3)
+	Mismatches      uint32        // chained mismatches that make the verdict drift (0: 3; a root, block-size or keys mismatch is drift at once)
 	WindowBlocks    uint64        // ... within this many stored blocks (0: 4096)
 	PredictWithin   time.Duration // prediction tracking deadline T (0: no tracking)
 	PredictCapacity int           // most pending predictions (0: 65536)

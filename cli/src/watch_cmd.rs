@@ -59,15 +59,17 @@ pub struct Args {
     /// vLLM: the engine's PYTHONHASHSEED (default "0").
     #[arg(long)]
     hash_seed: Option<String>,
-    /// vLLM ≥ 0.31: a LoRA adapter's registered path, NAME=PATH (repeatable; added to what
-    /// /v1/models lists).
+    /// vLLM: a LoRA adapter the rule declares, NAME=PATH (the path it was registered with,
+    /// which ≥ 0.31 hashes; repeatable; added to what /v1/models lists). Blocks keyed with an
+    /// adapter neither declares are drift (keys).
     #[arg(long, value_name = "NAME=PATH")]
     lora: Vec<String>,
     /// Stop after this many seconds (default: until interrupted with Ctrl-C / SIGTERM; the
     /// final report is printed either way).
     #[arg(long)]
     seconds: Option<u64>,
-    /// Mismatched blocks that make the verdict `drift`, within --window-blocks stored blocks.
+    /// Chained mismatched blocks that make the verdict `drift`, within --window-blocks stored
+    /// blocks (one root, block-size or keys mismatch is `drift` at once).
     #[arg(long, default_value_t = 3)]
     mismatches: u32,
     /// The window of stored blocks mismatches are counted over.

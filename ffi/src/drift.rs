@@ -128,9 +128,10 @@ pub struct kvexact_drift_options {
     pub seed: *const u8,
     /// Length of `seed`.
     pub seed_len: usize,
-    /// vLLM ≥ 0.31: the LoRA adapters the engine serves (`n_loras` entries; NULL with 0 for
-    /// none). Ignored for other releases. A LoRA block whose adapter is not listed is
-    /// unverifiable (`lora_path_unknown`).
+    /// vLLM: the LoRA adapters the rule declares (`n_loras` entries; NULL with 0 for none),
+    /// with the paths the server registered them with (hashed by ≥ 0.31). Ignored for SGLang
+    /// and TensorRT-LLM. A block keyed with an adapter not listed is drift (`keys`, the
+    /// keys as evidence).
     pub loras: *const kvexact_drift_lora,
     /// Number of `loras`.
     pub n_loras: usize,
@@ -139,7 +140,8 @@ pub struct kvexact_drift_options {
     pub map_capacity: usize,
     /// Stored blocks the mismatches are counted over, 0 for 4096.
     pub window_blocks: u64,
-    /// Mismatched blocks within `window_blocks` that make the verdict `drift`, 0 for 3.
+    /// Chained mismatched blocks within `window_blocks` that make the verdict `drift`, 0 for
+    /// 3 (one root, block-size or keys mismatch is `drift` at once).
     pub mismatches: u32,
     /// Reserved, must be 0.
     pub reserved: u32,

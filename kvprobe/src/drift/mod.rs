@@ -160,8 +160,10 @@ pub struct DriftConfig {
     pub block_size: usize,
     /// vLLM: the engine's `PYTHONHASHSEED` (the none-hash seed pair), `None` when unset.
     pub hash_seed: Option<String>,
-    /// vLLM K3 releases: LoRA adapter name → the path the server registered (`/v1/models`
-    /// `root`), hashed in every LoRA block's key.
+    /// vLLM: the LoRA adapters the rule declares, name → the path the server registered
+    /// (`/v1/models` `root`; K3 releases hash it in every LoRA block's key). Blocks keyed
+    /// with an adapter not listed here are [`MismatchKind::Keys`] evidence under every
+    /// release.
     pub lora_paths: BTreeMap<String, String>,
     /// Entries of the hash → digest map (at least 1).
     pub map_capacity: usize,
