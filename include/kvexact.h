@@ -393,9 +393,10 @@ typedef struct {
    */
   size_t seed_len;
   /**
-   * vLLM ≥ 0.31: the LoRA adapters the engine serves (`n_loras` entries; NULL with 0 for
-   * none). Ignored for other releases. A LoRA block whose adapter is not listed is
-   * unverifiable (`lora_path_unknown`).
+   * vLLM: the LoRA adapters the rule declares (`n_loras` entries; NULL with 0 for none),
+   * with the paths the server registered them with (hashed by ≥ 0.31). Ignored for SGLang
+   * and TensorRT-LLM. A block keyed with an adapter not listed is drift (`keys`, the
+   * keys as evidence).
    */
   const kvexact_drift_lora *loras;
   /**
@@ -412,7 +413,8 @@ typedef struct {
    */
   uint64_t window_blocks;
   /**
-   * Mismatched blocks within `window_blocks` that make the verdict `drift`, 0 for 3.
+   * Chained mismatched blocks within `window_blocks` that make the verdict `drift`, 0 for
+   * 3 (one root, block-size or keys mismatch is `drift` at once).
    */
   uint32_t mismatches;
   /**
