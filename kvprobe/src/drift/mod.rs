@@ -1043,9 +1043,9 @@ impl Verifier {
     }
 
     /// The verdict as the ladder's observation: pass while clean, `hash_drift` with the
-    /// evidence's summary once drifted.
-    /// An `unverifiable` stream is no evidence of drift: the observation passes, its detail
-    /// saying `unverifiable` and why ([`Verifier::state`] is the verdict).
+    /// evidence's summary once drifted. An `unverifiable` stream is no evidence of drift: the
+    /// observation passes, its detail saying `unverifiable` and why ([`Verifier::state`] is
+    /// the verdict).
     pub fn finding(&self) -> Finding {
         match (self.state(), &self.book.verdict) {
             (Verdict::Drift, Some(_)) => Finding::fail(Reason::HashDrift, self.summary()),
