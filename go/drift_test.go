@@ -72,7 +72,10 @@ func driftStream(t *testing.T) (map[string][][]byte, []string) {
 
 func vllmDriftOptions() DriftOptions {
 	seed := "0"
-	return DriftOptions{Algo: HashAlgoContractDefault, BlockSize: 16, Seed: &seed, MapCapacity: 1024}
+	// The vectors' engine serves the adapter sql-lora, which the rule declares (an undeclared
+	// one is drift: keys).
+	return DriftOptions{Algo: HashAlgoContractDefault, BlockSize: 16, Seed: &seed, MapCapacity: 1024,
+		LoRA: map[string]string{"sql-lora": "/adapters/sql-lora"}}
 }
 
 func TestDriftCleanStream(t *testing.T) {
