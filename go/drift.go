@@ -7,6 +7,7 @@ package kvexact
 import "C"
 
 import (
+	"fmt"
 	"runtime"
 	"time"
 	"unsafe"
@@ -20,11 +21,12 @@ type DriftOptions struct {
 	// Seed is vLLM's PYTHONHASHSEED (nil = unset: roots under a random NONE_HASH are then
 	// unverifiable, never guessed); nil for SGLang and TensorRT-LLM.
 	Seed *string
-	// LoRA maps adapter names to the paths the vLLM (>= 0.31) server registered them with
-	// (/v1/models "root"); ignored for other releases.
+	// LoRA maps the adapters the rule declares to the paths the vLLM server registered them
+	// with (/v1/models "root", hashed by >= 0.31); blocks keyed with an adapter not listed are
+	// drift (keys). Ignored for SGLang and TensorRT-LLM.
 	LoRA            map[string]string
 	MapCapacity     int           // hash -> digest map entries (0: 65536; 88 bytes each)
-	Mismatches      uint32        // mismatched blocks that make the verdict drift (0: 3)
+	Mismatches      uint32        // chained mismatches that make the verdict drift (0: 3; a root, block-size or keys mismatch is drift at once)
 	WindowBlocks    uint64        // ... within this many stored blocks (0: 4096)
 	PredictWithin   time.Duration // prediction tracking deadline T (0: no tracking)
 	PredictCapacity int           // most pending predictions (0: 65536)
@@ -159,9 +161,11 @@ type DriftCounters struct {
 	BlocksSeen, Rederived, Matched                                  uint64
 	Mismatched, MismatchedRoot, MismatchedChained                   uint64
 	MismatchedBlockSize, MismatchedKeys                             uint64
+	Consequences                                                    uint64 // chained on a mismatched block
 	Unverifiable                                                    uint64
 	UnverifiableByReason                                            map[string]uint64 // non-zero reasons only
 	Drift                                                           bool
+	Verdict                                                         DriftVerdict
 	MapCapacity, MapEntries, MapEvictions, MapBytes                 uint64
 	Predictions                                                     bool // tracked
 	Predicted, PredictedAlreadyStored, PredictedStoredWithin        uint64
@@ -195,6 +199,7 @@ func (v *DriftVerifier) Counters() (DriftCounters, error) {
 		PredictedStoredWithin:  uint64(c.predicted_stored_within),
 		PredictedExpired:       uint64(c.predicted_expired), PredictedDropped: uint64(c.predicted_dropped),
 		PredictedPending: uint64(c.predicted_pending),
+		Consequences:     uint64(c.consequences), Verdict: DriftVerdict(c.verdict),
 	}
 	for i, n := range c.unverifiable_by_reason {
 		if name := C.kvexact_drift_unverifiable_name(C.uint32_t(i)); name != nil && n != 0 {
@@ -202,6 +207,42 @@ func (v *DriftVerifier) Counters() (DriftCounters, error) {
 		}
 	}
 	return out, nil
+}
+
+// DriftVerdict is a verifier's verdict (kvexact_drift_verdict; docs/contracts/drift.md §2).
+type DriftVerdict int
+
+const (
+	// DriftClean: most stored blocks re-derived, none the evidence of drift.
+	DriftClean DriftVerdict = C.KVEXACT_DRIFT_VERDICT_CLEAN
+	// DriftDetected: evidence of drift (in ReportJSON's "evidence").
+	DriftDetected DriftVerdict = C.KVEXACT_DRIFT_VERDICT_DRIFT
+	// DriftUnverifiable: no stored block seen, or fewer than half re-derived (the reasons are
+	// in DriftCounters.UnverifiableByReason). Never clean.
+	DriftUnverifiable DriftVerdict = C.KVEXACT_DRIFT_VERDICT_UNVERIFIABLE
+)
+
+// String is the verdict's name: "clean", "drift" or "unverifiable".
+func (d DriftVerdict) String() string {
+	switch d {
+	case DriftClean:
+		return "clean"
+	case DriftDetected:
+		return "drift"
+	case DriftUnverifiable:
+		return "unverifiable"
+	}
+	return fmt.Sprintf("DriftVerdict(%d)", int(d))
+}
+
+// Verdict is the verifier's verdict now.
+func (v *DriftVerifier) Verdict() (DriftVerdict, error) {
+	r := C.kvexact_drift_verdict(v.p)
+	runtime.KeepAlive(v)
+	if r < 0 {
+		return 0, Status(C.kvexact_status(r))
+	}
+	return DriftVerdict(r), nil
 }
 
 // ReportJSON is the verifier's report: verdict, counters, map, predictions, the evidence of

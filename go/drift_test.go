@@ -72,7 +72,10 @@ func driftStream(t *testing.T) (map[string][][]byte, []string) {
 
 func vllmDriftOptions() DriftOptions {
 	seed := "0"
-	return DriftOptions{Algo: HashAlgoContractDefault, BlockSize: 16, Seed: &seed, MapCapacity: 1024}
+	// The vectors' engine serves the adapter sql-lora, which the rule declares (an undeclared
+	// one is drift: keys).
+	return DriftOptions{Algo: HashAlgoContractDefault, BlockSize: 16, Seed: &seed, MapCapacity: 1024,
+		LoRA: map[string]string{"sql-lora": "/adapters/sql-lora"}}
 }
 
 func TestDriftCleanStream(t *testing.T) {
@@ -82,6 +85,10 @@ func TestDriftCleanStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
+	// Nothing seen yet: nothing verified, never clean.
+	if vd, err := v.Verdict(); err != nil || vd != DriftUnverifiable || vd.String() != "unverifiable" {
+		t.Fatal(vd, err)
+	}
 	for _, name := range driftOrder {
 		f := s[name]
 		drift, err := v.FeedFrames(f[0], f[1], f[2])
@@ -98,6 +105,9 @@ func TestDriftCleanStream(t *testing.T) {
 	}
 	if c.MapCapacity != 1024 || c.Predictions || len(c.UnverifiableByReason) != 0 {
 		t.Fatalf("%+v", c)
+	}
+	if vd, err := v.Verdict(); err != nil || vd != DriftClean || c.Verdict != DriftClean || c.Consequences != 0 {
+		t.Fatalf("%v %v %+v", vd, err, c)
 	}
 	f, err := v.Finding()
 	if err != nil || !f.OK || f.Reason != "" {
@@ -164,6 +174,9 @@ func TestDriftChangedTokenDemotes(t *testing.T) {
 	e := r.Evidence
 	if r.Verdict != "drift" || e.Kind != "chained" || e.BatchSeq != 1 || e.Offset != at+3 || e.Published != 580158946789763506 || e.Tokens[0] != 56283 {
 		t.Fatalf("%s", b)
+	}
+	if vd, err := v.Verdict(); err != nil || vd != DriftDetected || vd.String() != "drift" {
+		t.Fatal(vd, err)
 	}
 	f, err := v.Finding()
 	if err != nil || f.OK || f.Reason != "hash_drift" {

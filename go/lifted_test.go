@@ -153,4 +153,9 @@ func TestRefusalBitsParse(t *testing.T) {
 	if RefusalInputTooLarge.Name() != "input_too_large" {
 		t.Fatal(RefusalInputTooLarge.Name())
 	}
+	// The loader-ambiguity refusal: named, and a code libkvexact defines (never liftable:
+	// the release contracts never list it).
+	if RefusalAmbiguousAddedToken.Name() != "ambiguous_added_token" || RefusalBit(RefusalAmbiguousAddedToken) != 1<<25 {
+		t.Fatal(RefusalAmbiguousAddedToken.Name())
+	}
 }

@@ -15,6 +15,10 @@ const (
 	RefusalMessageField         Refusal = C.KVEXACT_REFUSAL_MESSAGE_FIELD
 	RefusalNullContent          Refusal = C.KVEXACT_REFUSAL_NULL_CONTENT
 	RefusalInputTooLarge        Refusal = C.KVEXACT_REFUSAL_INPUT_TOO_LARGE
+	// RefusalAmbiguousAddedToken: the text holds an added token the engine's tokenizer loader
+	// may or may not keep (the profile pins no tokenizer_config.json); never liftable. The
+	// error names the token and the remedy (pin tokenizerConfigArtifact).
+	RefusalAmbiguousAddedToken Refusal = C.KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN
 )
 
 // RefusalBitTools is the lift bit of RefusalTools (KVEXACT_REFUSAL_BIT_TOOLS), for

@@ -55,6 +55,25 @@
 #define KVEXACT_DRIFT_DETECTED 1
 
 /**
+ * `kvexact_drift_counters.verdict` and `kvexact_drift_verdict`: the stream is clean (most
+ * stored blocks re-derived, none the evidence of drift).
+ */
+#define KVEXACT_DRIFT_VERDICT_CLEAN 0
+
+/**
+ * `kvexact_drift_counters.verdict` and `kvexact_drift_verdict`: drift (the evidence is in
+ * `kvexact_drift_report_json`).
+ */
+#define KVEXACT_DRIFT_VERDICT_DRIFT 1
+
+/**
+ * `kvexact_drift_counters.verdict` and `kvexact_drift_verdict`: unverifiable (no stored block
+ * seen, or fewer than half of them re-derived; the reasons are in `unverifiable_by_reason`).
+ * Never clean.
+ */
+#define KVEXACT_DRIFT_VERDICT_UNVERIFIABLE 2
+
+/**
  * Length of `kvexact_drift_counters.unverifiable_by_reason`: room for the reasons to come
  * (19 are defined; `kvexact_drift_unverifiable_name` names each slot).
  */
@@ -374,9 +393,10 @@ typedef struct {
    */
   size_t seed_len;
   /**
-   * vLLM ≥ 0.31: the LoRA adapters the engine serves (`n_loras` entries; NULL with 0 for
-   * none). Ignored for other releases. A LoRA block whose adapter is not listed is
-   * unverifiable (`lora_path_unknown`).
+   * vLLM: the LoRA adapters the rule declares (`n_loras` entries; NULL with 0 for none),
+   * with the paths the server registered them with (hashed by ≥ 0.31). Ignored for SGLang
+   * and TensorRT-LLM. A block keyed with an adapter not listed is drift (`keys`, the
+   * keys as evidence).
    */
   const kvexact_drift_lora *loras;
   /**
@@ -393,7 +413,8 @@ typedef struct {
    */
   uint64_t window_blocks;
   /**
-   * Mismatched blocks within `window_blocks` that make the verdict `drift`, 0 for 3.
+   * Chained mismatched blocks within `window_blocks` that make the verdict `drift`, 0 for
+   * 3 (one root, block-size or keys mismatch is `drift` at once).
    */
   uint32_t mismatches;
   /**
@@ -417,7 +438,9 @@ typedef struct {
  * Versioned by `struct_size` and append-only: set `struct_size` to
  * `sizeof(kvexact_drift_counters)` before the call; the library writes the first
  * `min(struct_size, its own size)` bytes and stores that count in `struct_size`. Per stored
- * block exactly one of `matched`, `mismatched` and `unverifiable` grows.
+ * block exactly one of `matched`, `mismatched`, `consequences` and `unverifiable` grows
+ * (`consequences` and `verdict` were appended in 0.2: a caller built against the first
+ * layout gets its fields, and blocks chained on a mismatch then show in no field).
  */
 typedef struct {
   /**
@@ -541,6 +564,15 @@ typedef struct {
    * Predictions still pending.
    */
   uint64_t predicted_pending;
+  /**
+   * Blocks chained on a mismatched block whose full digest the wire does not give: the
+   * mismatch's consequences, not re-derivable and not counted in `unverifiable`.
+   */
+  uint64_t consequences;
+  /**
+   * The verdict: `KVEXACT_DRIFT_VERDICT_CLEAN`, `_DRIFT` or `_UNVERIFIABLE`.
+   */
+  uint64_t verdict;
 } kvexact_drift_counters;
 
 /**
@@ -1186,6 +1218,15 @@ typedef struct {
 #define KVEXACT_REFUSAL_INPUT_TOO_LARGE 24
 
 /**
+ * The text to tokenize holds an added token the engine's tokenizer loader may or may not keep:
+ * the profile pins no `tokenizer_config.json` and the engine release's loader takes its added
+ * tokens from it (docs/contracts/registry.md §9.2). Name: `"ambiguous_added_token"`; the
+ * error's message names the token and the remedy (pin `tokenizerConfigArtifact`). Never
+ * liftable: lifting it would give ids kvexact cannot know.
+ */
+#define KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN 25
+
+/**
  * Success.
  */
 #define KVEXACT_OK 0
@@ -1634,6 +1675,17 @@ kvexact_status kvexact_drift_get_counters(const kvexact_drift_verifier *verifier
 const char *kvexact_drift_unverifiable_name(uint32_t index);
 
 /**
+ * The verifier's verdict (docs/contracts/drift.md §2): `KVEXACT_DRIFT_VERDICT_CLEAN` (0),
+ * `KVEXACT_DRIFT_VERDICT_DRIFT` (1) or `KVEXACT_DRIFT_VERDICT_UNVERIFIABLE` (2: no stored block
+ * seen, or fewer than half of them re-derived — never clean); or a negative status:
+ * `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_PANIC` (poisoned verifier).
+ *
+ * # Safety
+ * `verifier` is NULL or live.
+ */
+int32_t kvexact_drift_verdict(const kvexact_drift_verifier *verifier);
+
+/**
  * Writes the verifier's verdict as the readiness ladder's `hash_drift` observation (the
  * `drift` finding of an endpoint's evidence for `kvexact_readiness_evaluate`): `ok` 1 with a
  * summary while clean; once drifted `ok` 0, reason `"hash_drift"`, and the first offending
@@ -1660,7 +1712,8 @@ kvexact_status kvexact_drift_reset_verdict(const kvexact_drift_verifier *verifie
 /**
  * Writes the verifier's report as compact UTF-8 JSON, no NUL (what `kvexact watch --json`
  * reports for the verifier): `{"engine":…,"release_id":…,"contract_id":…,
- * "engine_version":…,"block_size":…,"verdict":"clean"|"drift","counters":{…,
+ * "engine_version":…,"block_size":…,"verdict":"clean"|"drift"|"unverifiable","summary":…,
+ * "counters":{…,
  * "unverifiable_by_reason":{"parent_never_seen":…}},"rederived_fraction":…,
  * "predictions":{…}|null,"map":{"capacity":…,"entries":…,"evictions":…,"bytes":…},
  * "evidence":{…}|null,"undecodable":…,"finding":{"ok":…,"reason":…,"detail":…}}`. The
@@ -2622,7 +2675,7 @@ kvexact_status kvexact_readiness_evaluate(const uint8_t *evidence_json,
 
 /**
  * The lift bit of any refusal code: `1 << refusal` for a code libkvexact defines
- * (`KVEXACT_REFUSAL_UNPARSEABLE` … `KVEXACT_REFUSAL_INPUT_TOO_LARGE`), 0 for
+ * (`KVEXACT_REFUSAL_UNPARSEABLE` … `KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN`), 0 for
  * `KVEXACT_REFUSAL_NONE` and for a value it does not define. The `KVEXACT_REFUSAL_BIT_*`
  * constants are the bits of the codes kvexact can lift at all; which of them an engine release
  * lifts is its contract's (`chat.liftable` in `kvexact_contracts_json`), checked when the

@@ -110,6 +110,38 @@ fn attestation_summary(p: &LoadedProfile) -> String {
     format!("  manifest: {manifest}\n  fixtures: {sets}\n")
 }
 
+/// The warning of a profile that pins no `tokenizer_config.json` while its tokenizer has added
+/// tokens an engine's loader may keep or not (docs/contracts/registry.md §9.2
+/// `ambiguous_added_token`): texts holding one are refused under every release whose loader
+/// reads the config (every reference release).
+fn loader_warning(p: &LoadedProfile) -> Option<String> {
+    if p.artifacts.tokenizer_config.is_some() {
+        return None;
+    }
+    let parsed = kvtemplate::ParsedTokenizer::of(p)?;
+    let doubt = kvtemplate::LoaderAmbiguity::of(&parsed.encoder)?;
+    let shown: Vec<String> = doubt
+        .tokens()
+        .iter()
+        .take(6)
+        .map(|(id, c)| format!("{id} {c:?}"))
+        .collect();
+    Some(format!(
+        "WARNING {}: no tokenizerConfigArtifact, and {} added token(s) ({}{}) are ones an \
+         engine's tokenizer loader keeps or not as the model's tokenizer_config.json says: \
+         texts holding one are refused (ambiguous_added_token) under every release whose loader \
+         reads the config; pin tokenizerConfigArtifact",
+        p.profile.profile_id,
+        doubt.tokens().len(),
+        shown.join(", "),
+        if doubt.tokens().len() > shown.len() {
+            ", …"
+        } else {
+            ""
+        }
+    ))
+}
+
 fn verify(dir: &Path, trusted_uid: Option<u32>, json: bool) -> ExitCode {
     let (_, vname) = validator();
     let g = match load(dir, trusted_uid, AttestationCheck::AtPublish) {
@@ -118,6 +150,11 @@ fn verify(dir: &Path, trusted_uid: Option<u32>, json: bool) -> ExitCode {
     };
     if json {
         eprintln!("validator: {vname}");
+        for p in g.profiles() {
+            if let Some(w) = loader_warning(p) {
+                eprintln!("{w}");
+            }
+        }
         return print_json(&g.discovery());
     }
     println!("validator: {vname}");
@@ -146,6 +183,9 @@ fn verify(dir: &Path, trusted_uid: Option<u32>, json: bool) -> ExitCode {
             println!("  completionsBos id: {bos}");
         }
         print!("{}", attestation_summary(p));
+        if let Some(w) = loader_warning(p) {
+            println!("  {w}");
+        }
     }
     println!("setDigest: {}", g.set_digest());
     ExitCode::SUCCESS

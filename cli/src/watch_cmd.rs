@@ -3,7 +3,7 @@
 
 use kvprobe::contract::{self, Contract};
 use kvprobe::drift::watch::{self, EventSource, WatchConfig, WatchOutcome, WatchStatus};
-use kvprobe::drift::{DriftConfig, DriftPolicy};
+use kvprobe::drift::{DriftConfig, DriftPolicy, Verdict};
 use kvprobe::Engine;
 use kvprofile_core::{LoadOptions, Registry, StructuralValidator, TrustPolicy};
 use serde_json::json;
@@ -17,8 +17,12 @@ use std::time::Duration;
 /// Arguments of `kvexact watch`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Exit status: 0 clean, 1 drift (a published hash does not re-derive), 2 refused (registry, \
-profile, engine version unknown or not reported, events unreachable).
+Verdicts (docs/contracts/drift.md §2): clean; drift (a root block, a block size or extra keys the \
+rule does not allow at once, chained blocks by --mismatches/--window-blocks); unverifiable (no \
+stored block seen, or fewer than half of them re-derived; the reasons are listed).
+
+Exit status: 0 clean, 1 drift, 2 refused (registry, profile, engine version unknown or not \
+reported, events unreachable), 3 unverifiable. Every verdict but clean exits non-zero.
 
 TensorRT-LLM's POST /kv_cache_events drain is destructive: each read returns and forgets the \
 buffered events. There must never be two readers of one drain: do not watch an engine whose \
@@ -55,15 +59,17 @@ pub struct Args {
     /// vLLM: the engine's PYTHONHASHSEED (default "0").
     #[arg(long)]
     hash_seed: Option<String>,
-    /// vLLM ≥ 0.31: a LoRA adapter's registered path, NAME=PATH (repeatable; added to what
-    /// /v1/models lists).
+    /// vLLM: a LoRA adapter the rule declares, NAME=PATH (the path it was registered with,
+    /// which ≥ 0.31 hashes; repeatable; added to what /v1/models lists). Blocks keyed with an
+    /// adapter neither declares are drift (keys).
     #[arg(long, value_name = "NAME=PATH")]
     lora: Vec<String>,
     /// Stop after this many seconds (default: until interrupted with Ctrl-C / SIGTERM; the
     /// final report is printed either way).
     #[arg(long)]
     seconds: Option<u64>,
-    /// Mismatched blocks that make the verdict `drift`, within --window-blocks stored blocks.
+    /// Chained mismatched blocks that make the verdict `drift`, within --window-blocks stored
+    /// blocks (one root, block-size or keys mismatch is `drift` at once).
     #[arg(long, default_value_t = 3)]
     mismatches: u32,
     /// The window of stored blocks mismatches are counted over.
@@ -100,7 +106,7 @@ fn refuse(code: &str, detail: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// Runs the watch; exit 0 clean, 1 drift, 2 refused.
+/// Runs the watch; exit 0 clean, 1 drift, 2 refused, 3 unverifiable.
 pub fn run(args: &Args) -> ExitCode {
     let engine = match args.engine.as_str() {
         "vllm" => Engine::Vllm,
@@ -225,7 +231,7 @@ pub fn run(args: &Args) -> ExitCode {
         }
     };
     eprintln!();
-    let drift = out.verifier.verdict().is_some();
+    let verdict = out.verifier.state();
     if args.json {
         let mut report = match serde_json::to_value(out.verifier.report()) {
             Ok(r) => r,
@@ -255,10 +261,10 @@ pub fn run(args: &Args) -> ExitCode {
     } else {
         print_table(&out, &args.profile, manifest_version.as_deref());
     }
-    if drift {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+    match verdict {
+        Verdict::Clean => ExitCode::SUCCESS,
+        Verdict::Drift => ExitCode::from(1),
+        Verdict::Unverifiable => ExitCode::from(3),
     }
 }
 
@@ -266,6 +272,7 @@ fn print_table(out: &WatchOutcome, profile: &str, manifest: Option<&str>) {
     let r = out.verifier.report();
     let c = &r.counters;
     println!("verdict: {}", r.verdict);
+    println!("why: {}", r.summary);
     println!(
         "profile: {profile}  engine: {} {}  release: {} ({})  block size: {}{}",
         r.engine,
@@ -295,6 +302,10 @@ fn print_table(out: &WatchOutcome, profile: &str, manifest: Option<&str>) {
     for (k, v) in rows {
         println!("  {k:<16} {v:>10}");
     }
+    println!(
+        "  {:<16} {:>10}  (chained on a mismatched block)",
+        "consequences", c.consequences
+    );
     println!("  {:<16} {:>10}", "unverifiable", c.unverifiable);
     for (reason, n) in c.unverifiable_by_reason.nonzero() {
         println!("    {:<22} {n:>6}", reason.as_str());

@@ -206,3 +206,63 @@ fn checked_in_registry_verifies_in_place() {
         ),
     }
 }
+
+/// Adds a gemma-2 profile in the gateway's format (tokenizer.json alone, or with its
+/// tokenizer_config.json pinned) to the sample registry at `root`.
+fn add_gemma(root: &Path, with_config: bool) {
+    use sha2::{Digest, Sha256};
+    let gemma = testdata().join("models/google__gemma-2-9b-it");
+    let put = |rel: &str| -> String {
+        let bytes = fs::read(gemma.join(rel)).unwrap();
+        let sha = hex::encode(Sha256::digest(&bytes));
+        let p = root.join("artifacts/sha256").join(&sha);
+        fs::write(&p, &bytes).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        sha
+    };
+    let (tok, tpl) = (put("tokenizer.json"), put("chat_template.hf.jinja"));
+    let mut doc = format!(
+        "profileId: gemma2-9b-it-v1\nbaseModel: google/gemma-2-9b-it\nmodelType: gemma2\n\
+         tokenizerArtifact: sha256/{tok}\ntokenizerSha256: {tok}\n"
+    );
+    if with_config {
+        let cfg = put("tokenizer_config.json");
+        doc.push_str(&format!(
+            "tokenizerConfigArtifact: sha256/{cfg}\ntokenizerConfigSha256: {cfg}\n"
+        ));
+    }
+    doc.push_str(&format!(
+        "templateArtifact: sha256/{tpl}\ntemplateSha256: {tpl}\ntemplateContentFormat: string\n\
+         renderPolicy:\n  addGenerationPrompt: true\n  bosToken: \"<bos>\"\n  eosToken: \"<eos>\"\n\
+         supportedApis:\n  - completions\n  - chat\naliasPolicy: base_model_only\n"
+    ));
+    let p = root.join("gemma2-9b-it-v1.yaml");
+    fs::write(&p, doc).unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+#[test]
+fn verify_warns_about_a_profile_whose_loader_ambiguity_is_refused() {
+    let (_tmp, root) = sample();
+    add_gemma(&root, false);
+    let out = kvexact(&["registry", "verify", root.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let warning = stdout
+        .lines()
+        .find(|l| l.contains("WARNING gemma2-9b-it-v1: no tokenizerConfigArtifact"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(warning.contains("ambiguous_added_token"), "{warning}");
+    assert!(warning.contains("pin tokenizerConfigArtifact"), "{warning}");
+    // The Qwen profiles pin no config either, but every added token of theirs is special or
+    // outside the model's vocabulary: kept by every loader, no warning.
+    assert_eq!(stdout.matches("WARNING").count(), 1, "{stdout}");
+    // With the config pinned: no warning.
+    let (_tmp2, root2) = sample();
+    add_gemma(&root2, true);
+    let out = kvexact(&["registry", "verify", root2.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("gemma2-9b-it-v1"), "{stdout}");
+    assert!(!stdout.contains("WARNING"), "{stdout}");
+}

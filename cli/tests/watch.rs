@@ -202,3 +202,18 @@ fn unknown_versions_and_missing_sources_are_refused() {
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(help.contains("never be two readers of one drain"), "{help}");
 }
+
+#[test]
+fn a_stream_with_nothing_verified_is_unverifiable_and_exits_3() {
+    // No request, so no stored block: nothing was verified — never `clean`.
+    let reg = registry_for(Engine::Sglang);
+    let cfg = EmulatorConfig::from_registry(reg.root(), PROFILE, Engine::Sglang).unwrap();
+    let model = cfg.model.clone();
+    let emu = Emulator::start(cfg).unwrap();
+    let r = watch(&reg, Engine::Sglang, &emu, &model, 0, &["--json"]);
+    assert_eq!(r.code, Some(3), "{}\n{}", r.stdout, r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON report");
+    assert_eq!(v["verdict"], "unverifiable");
+    assert_eq!(v["summary"], "no stored block seen: nothing verified");
+    assert!(v["evidence"].is_null());
+}

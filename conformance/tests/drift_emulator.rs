@@ -225,6 +225,7 @@ fn faults_for(c: &Contract) -> Vec<(DriftFault, Expect)> {
         (DriftFault::HiddenSalt("tenant-q".into()), Expect::Drift),
         (DriftFault::UnhashedKeys, Expect::Drift),
         (DriftFault::HiddenLora, Expect::Drift),
+        (DriftFault::Algorithm, Expect::Drift),
     ];
     match c.hash() {
         Some(HashContract::Vllm(rules)) => {

@@ -24,7 +24,8 @@ use kvhash::events::{decode_frames_schema, decode_json, decode_payload_schema, E
 use kvhash::events::{EventSchema, Limits, Transport};
 use kvprobe::contract::{self, Contract, HashContract};
 use kvprobe::drift::{
-    map_bytes, DriftConfig, DriftPolicy, MismatchKind, PredictionConfig, Unverifiable, Verifier,
+    map_bytes, DriftConfig, DriftPolicy, MismatchKind, PredictionConfig, Unverifiable, Verdict,
+    Verifier,
 };
 
 use crate::enums::kvexact_hash_algo;
@@ -42,6 +43,17 @@ use crate::status::{kvexact_status, KVEXACT_ERR_PANIC, KVEXACT_ERR_UNKNOWN, KVEX
 /// `drift` (sticky until `kvexact_drift_reset_verdict`); they return `KVEXACT_OK` (0) while it
 /// is clean.
 pub const KVEXACT_DRIFT_DETECTED: i32 = 1;
+
+/// `kvexact_drift_counters.verdict` and `kvexact_drift_verdict`: the stream is clean (most
+/// stored blocks re-derived, none the evidence of drift).
+pub const KVEXACT_DRIFT_VERDICT_CLEAN: i32 = 0;
+/// `kvexact_drift_counters.verdict` and `kvexact_drift_verdict`: drift (the evidence is in
+/// `kvexact_drift_report_json`).
+pub const KVEXACT_DRIFT_VERDICT_DRIFT: i32 = 1;
+/// `kvexact_drift_counters.verdict` and `kvexact_drift_verdict`: unverifiable (no stored block
+/// seen, or fewer than half of them re-derived; the reasons are in `unverifiable_by_reason`).
+/// Never clean.
+pub const KVEXACT_DRIFT_VERDICT_UNVERIFIABLE: i32 = 2;
 
 /// Length of `kvexact_drift_counters.unverifiable_by_reason`: room for the reasons to come
 /// (19 are defined; `kvexact_drift_unverifiable_name` names each slot).
@@ -116,9 +128,10 @@ pub struct kvexact_drift_options {
     pub seed: *const u8,
     /// Length of `seed`.
     pub seed_len: usize,
-    /// vLLM ≥ 0.31: the LoRA adapters the engine serves (`n_loras` entries; NULL with 0 for
-    /// none). Ignored for other releases. A LoRA block whose adapter is not listed is
-    /// unverifiable (`lora_path_unknown`).
+    /// vLLM: the LoRA adapters the rule declares (`n_loras` entries; NULL with 0 for none),
+    /// with the paths the server registered them with (hashed by ≥ 0.31). Ignored for SGLang
+    /// and TensorRT-LLM. A block keyed with an adapter not listed is drift (`keys`, the
+    /// keys as evidence).
     pub loras: *const kvexact_drift_lora,
     /// Number of `loras`.
     pub n_loras: usize,
@@ -127,7 +140,8 @@ pub struct kvexact_drift_options {
     pub map_capacity: usize,
     /// Stored blocks the mismatches are counted over, 0 for 4096.
     pub window_blocks: u64,
-    /// Mismatched blocks within `window_blocks` that make the verdict `drift`, 0 for 3.
+    /// Chained mismatched blocks within `window_blocks` that make the verdict `drift`, 0 for
+    /// 3 (one root, block-size or keys mismatch is `drift` at once).
     pub mismatches: u32,
     /// Reserved, must be 0.
     pub reserved: u32,
@@ -143,7 +157,9 @@ pub struct kvexact_drift_options {
 /// Versioned by `struct_size` and append-only: set `struct_size` to
 /// `sizeof(kvexact_drift_counters)` before the call; the library writes the first
 /// `min(struct_size, its own size)` bytes and stores that count in `struct_size`. Per stored
-/// block exactly one of `matched`, `mismatched` and `unverifiable` grows.
+/// block exactly one of `matched`, `mismatched`, `consequences` and `unverifiable` grows
+/// (`consequences` and `verdict` were appended in 0.2: a caller built against the first
+/// layout gets its fields, and blocks chained on a mismatch then show in no field).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct kvexact_drift_counters {
@@ -208,6 +224,11 @@ pub struct kvexact_drift_counters {
     pub predicted_dropped: u64,
     /// Predictions still pending.
     pub predicted_pending: u64,
+    /// Blocks chained on a mismatched block whose full digest the wire does not give: the
+    /// mismatch's consequences, not re-derivable and not counted in `unverifiable`.
+    pub consequences: u64,
+    /// The verdict: `KVEXACT_DRIFT_VERDICT_CLEAN`, `_DRIFT` or `_UNVERIFIABLE`.
+    pub verdict: u64,
 }
 
 /// One Prometheus label, `(ptr, len)` UTF-8 strings. `name` matches `[a-zA-Z_][a-zA-Z0-9_]*`,
@@ -351,7 +372,18 @@ impl State {
             predicted_expired: p.expired,
             predicted_dropped: p.dropped,
             predicted_pending: p.pending,
+            consequences: c.consequences,
+            verdict: u64::from(verdict_code(v.state()).unsigned_abs()),
         }
+    }
+}
+
+/// The C value of a verdict.
+fn verdict_code(v: Verdict) -> i32 {
+    match v {
+        Verdict::Clean => KVEXACT_DRIFT_VERDICT_CLEAN,
+        Verdict::Drift => KVEXACT_DRIFT_VERDICT_DRIFT,
+        Verdict::Unverifiable => KVEXACT_DRIFT_VERDICT_UNVERIFIABLE,
     }
 }
 
@@ -361,7 +393,8 @@ impl State {
 /// The size of the first version of `kvexact_drift_options` (the smallest accepted).
 const OPTIONS_V1_SIZE: usize = std::mem::size_of::<kvexact_drift_options>();
 /// The size of the first version of `kvexact_drift_counters` (the smallest accepted).
-const COUNTERS_V1_SIZE: usize = std::mem::size_of::<kvexact_drift_counters>();
+/// The first layout's size (up to `predicted_pending`); later fields are appended.
+const COUNTERS_V1_SIZE: usize = std::mem::offset_of!(kvexact_drift_counters, consequences);
 
 /// Largest `struct_size` an options struct may announce (a guard against garbage).
 const MAX_STRUCT_SIZE: usize = 4096;
@@ -788,6 +821,8 @@ pub unsafe extern "C" fn kvexact_drift_get_counters(
             predicted_expired,
             predicted_dropped,
             predicted_pending,
+            consequences,
+            verdict,
         );
         // SAFETY: as above; the first field is always within.
         unsafe { std::ptr::addr_of_mut!((*out).struct_size).write(n) };
@@ -804,6 +839,22 @@ pub extern "C" fn kvexact_drift_unverifiable_name(index: u32) -> *const c_char {
         .ok()
         .and_then(|i| SLOTS.get(i))
         .map_or(std::ptr::null(), |(_, n)| n.as_ptr())
+}
+
+/// The verifier's verdict (docs/contracts/drift.md §2): `KVEXACT_DRIFT_VERDICT_CLEAN` (0),
+/// `KVEXACT_DRIFT_VERDICT_DRIFT` (1) or `KVEXACT_DRIFT_VERDICT_UNVERIFIABLE` (2: no stored block
+/// seen, or fewer than half of them re-derived — never clean); or a negative status:
+/// `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_PANIC` (poisoned verifier).
+///
+/// # Safety
+/// `verifier` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_drift_verdict(verifier: *const kvexact_drift_verifier) -> i32 {
+    boundary(|| {
+        let v = unsafe { box_ref(verifier, "verifier") }?;
+        let st = v.lock()?;
+        Ok(verdict_code(st.verifier.state()))
+    })
 }
 
 /// Writes the verifier's verdict as the readiness ladder's `hash_drift` observation (the
@@ -849,7 +900,8 @@ pub unsafe extern "C" fn kvexact_drift_reset_verdict(
 
 /// Writes the verifier's report as compact UTF-8 JSON, no NUL (what `kvexact watch --json`
 /// reports for the verifier): `{"engine":…,"release_id":…,"contract_id":…,
-/// "engine_version":…,"block_size":…,"verdict":"clean"|"drift","counters":{…,
+/// "engine_version":…,"block_size":…,"verdict":"clean"|"drift"|"unverifiable","summary":…,
+/// "counters":{…,
 /// "unverifiable_by_reason":{"parent_never_seen":…}},"rederived_fraction":…,
 /// "predictions":{…}|null,"map":{"capacity":…,"entries":…,"evictions":…,"bytes":…},
 /// "evidence":{…}|null,"undecodable":…,"finding":{"ok":…,"reason":…,"detail":…}}`. The
@@ -1034,6 +1086,20 @@ fn families() -> Vec<Family> {
                     .map(|((r, _), v)| (Some(("reason", r.as_str())), v))
                     .collect()
             },
+        },
+        Family {
+            name: "kvexact_drift_blocks_consequences_total",
+            kind: "counter",
+            help: "Stored blocks chained on a mismatched block (consequences of the evidence, not re-derivable).",
+            predictions: false,
+            samples: |c| one(c.consequences),
+        },
+        Family {
+            name: "kvexact_drift_unverifiable",
+            kind: "gauge",
+            help: "1 when the verdict is unverifiable (no stored block seen, or fewer than half re-derived), else 0.",
+            predictions: false,
+            samples: |c| one(u64::from(c.verdict == KVEXACT_DRIFT_VERDICT_UNVERIFIABLE as u64)),
         },
         Family {
             name: "kvexact_drift_detected",

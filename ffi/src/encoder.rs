@@ -275,15 +275,16 @@ pub(crate) fn chat_ids(
     out: &mut [u32],
     refusal: &mut kvexact_refusal,
 ) -> Result<usize, Failure> {
-    let (res, hit) = with_scratch(|s| {
+    let (res, hit, token) = with_scratch(|s| {
         let r = enc.encoder.encode_chat(body, now_unix_ms, out, s);
-        (r, s.limit_hit())
+        let token = ambiguous_token(&enc.encoder, &r, s.rendered());
+        (r, s.limit_hit(), token)
     });
     match res {
         Ok(Outcome::Done(e)) => Ok(e.written),
         Ok(Outcome::Refused(r)) => {
             *refusal = refusal_value(r);
-            Err(refused(r, hit))
+            Err(refused(r, hit, token))
         }
         Err(e) => {
             let f = template_failure(&e);
@@ -308,13 +309,37 @@ fn template_failure(e: &kvtemplate::Error) -> Failure {
 
 /// The failure of a refused request: the refusal's code, and for
 /// `KVEXACT_REFUSAL_INPUT_TOO_LARGE` the bound crossed as the message
-/// (`"input_too_large: N bytes, over max_body_bytes = M"`).
-fn refused(r: Refusal, hit: Option<kvtemplate::LimitHit>) -> Failure {
-    match hit {
-        Some(h) if r == Refusal::InputTooLarge => {
+/// (`"input_too_large: N bytes, over max_body_bytes = M"`); for
+/// `KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN` the token and the remedy.
+fn refused(r: Refusal, hit: Option<kvtemplate::LimitHit>, token: Option<(u32, String)>) -> Failure {
+    match (hit, token) {
+        (Some(h), _) if r == Refusal::InputTooLarge => {
             Failure::with_code(KVEXACT_ERR_UNSUPPORTED, r.as_str(), h.to_string())
         }
+        (_, Some((id, content))) if r == Refusal::AmbiguousAddedToken => Failure::with_code(
+            KVEXACT_ERR_UNSUPPORTED,
+            r.as_str(),
+            format!(
+                "ambiguous_added_token: the text holds added token {id} {content:?}, which the \
+                 engine's tokenizer loader keeps or not as the model's tokenizer_config.json \
+                 says; the profile pins none: pin tokenizerConfigArtifact"
+            ),
+        ),
         _ => Failure::with_code(KVEXACT_ERR_UNSUPPORTED, r.as_str(), "refused"),
+    }
+}
+
+/// For an `ambiguous_added_token` refusal, the token `text` holds.
+fn ambiguous_token<T, E>(
+    enc: &kvtemplate::Encoder,
+    r: &Result<Outcome<T>, E>,
+    text: &str,
+) -> Option<(u32, String)> {
+    match r {
+        Ok(Outcome::Refused(Refusal::AmbiguousAddedToken)) => enc
+            .ambiguous_added_token(text)
+            .map(|(id, c)| (id, c.to_string())),
+        _ => None,
     }
 }
 
@@ -458,9 +483,10 @@ pub unsafe extern "C" fn kvexact_encode_completions(
             let r = enc.encoder.encode_completions_with(text, out, s);
             (r, s.limit_hit())
         });
+        let token = ambiguous_token(&enc.encoder, &res, text);
         match res {
             Ok(Outcome::Done(e)) => Ok(i32::try_from(e.written).unwrap_or(i32::MAX)),
-            Ok(Outcome::Refused(r)) => Err(refused(r, hit)),
+            Ok(Outcome::Refused(r)) => Err(refused(r, hit, token)),
             Err(e) => Err(template_failure(&e)),
         }
     })

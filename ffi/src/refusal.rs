@@ -66,6 +66,12 @@ pub const KVEXACT_REFUSAL_NUL_BYTE: kvexact_refusal = 23;
 /// bounds. Name: `"input_too_large"`; the error's message names the bound
 /// (`"input_too_large: N bytes, over max_body_bytes = M"`). Never liftable.
 pub const KVEXACT_REFUSAL_INPUT_TOO_LARGE: kvexact_refusal = 24;
+/// The text to tokenize holds an added token the engine's tokenizer loader may or may not keep:
+/// the profile pins no `tokenizer_config.json` and the engine release's loader takes its added
+/// tokens from it (docs/contracts/registry.md §9.2). Name: `"ambiguous_added_token"`; the
+/// error's message names the token and the remedy (pin `tokenizerConfigArtifact`). Never
+/// liftable: lifting it would give ids kvexact cannot know.
+pub const KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN: kvexact_refusal = 25;
 
 /// The lift bit of `KVEXACT_REFUSAL_TOOLS` (`1 << code`), for `kvexact_encoder_options.lifted`.
 pub const KVEXACT_REFUSAL_BIT_TOOLS: u32 = 1 << KVEXACT_REFUSAL_TOOLS;
@@ -87,7 +93,7 @@ pub const KVEXACT_REFUSAL_BIT_MESSAGE_FIELD: u32 = 1 << KVEXACT_REFUSAL_MESSAGE_
 pub const KVEXACT_REFUSAL_BIT_NULL_CONTENT: u32 = 1 << KVEXACT_REFUSAL_NULL_CONTENT;
 
 /// The lift bit of any refusal code: `1 << refusal` for a code libkvexact defines
-/// (`KVEXACT_REFUSAL_UNPARSEABLE` … `KVEXACT_REFUSAL_INPUT_TOO_LARGE`), 0 for
+/// (`KVEXACT_REFUSAL_UNPARSEABLE` … `KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN`), 0 for
 /// `KVEXACT_REFUSAL_NONE` and for a value it does not define. The `KVEXACT_REFUSAL_BIT_*`
 /// constants are the bits of the codes kvexact can lift at all; which of them an engine release
 /// lifts is its contract's (`chat.liftable` in `kvexact_contracts_json`), checked when the
@@ -133,7 +139,7 @@ pub unsafe extern "C" fn kvexact_refusal_bits_parse(
 }
 
 /// Names in value order (index = value), each NUL-terminated.
-const NAMES: [&str; 25] = [
+const NAMES: [&str; 26] = [
     "none\0",
     "unparseable\0",
     "tools\0",
@@ -159,6 +165,7 @@ const NAMES: [&str; 25] = [
     "content_shape\0",
     "nul_byte\0",
     "input_too_large\0",
+    "ambiguous_added_token\0",
 ];
 
 /// The stable name of a refusal without its NUL terminator, or `None` when out of range.
@@ -199,7 +206,11 @@ mod tests {
             name(KVEXACT_REFUSAL_INPUT_TOO_LARGE),
             Some("input_too_large")
         );
-        assert_eq!(name(KVEXACT_REFUSAL_INPUT_TOO_LARGE + 1), None);
+        assert_eq!(
+            name(KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN),
+            Some("ambiguous_added_token")
+        );
+        assert_eq!(name(KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN + 1), None);
         let s = unsafe { std::ffi::CStr::from_ptr(kvexact_refusal_name(999)) };
         assert_eq!(s, c"unrecognized_refusal");
     }
@@ -209,7 +220,10 @@ mod tests {
         assert_eq!(kvexact_refusal_bit(KVEXACT_REFUSAL_TOOLS), 4);
         assert_eq!(KVEXACT_REFUSAL_BIT_TOOLS, 4);
         assert_eq!(kvexact_refusal_bit(KVEXACT_REFUSAL_NONE), 0);
-        assert_eq!(kvexact_refusal_bit(KVEXACT_REFUSAL_INPUT_TOO_LARGE + 1), 0);
+        assert_eq!(
+            kvexact_refusal_bit(KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN + 1),
+            0
+        );
         assert_eq!(kvexact_refusal_bit(99), 0);
         let liftable = KVEXACT_REFUSAL_BIT_TOOLS
             | KVEXACT_REFUSAL_BIT_TEMPLATE_KWARGS

@@ -9,7 +9,7 @@
 use kvhash::events::{decode_payload_schema, Limits};
 use kvhash::vllm::{HashAlgo, VllmHasher};
 use kvprobe::contract;
-use kvprobe::drift::{DriftConfig, DriftPolicy, Unverifiable, Verifier};
+use kvprobe::drift::{DriftConfig, DriftPolicy, Verifier};
 use kvprobe::Engine;
 
 /// msgpack writer: shortest forms, or `wide` uint32 for every id (still valid msgpack).
@@ -163,7 +163,7 @@ fn clean_chains_match_every_block_at_every_block_size_and_width() {
 }
 
 #[test]
-fn a_changed_hash_mid_event_is_named_with_its_tokens_and_its_successors_are_unverifiable() {
+fn a_changed_hash_mid_event_is_named_with_its_tokens_and_its_successors_are_its_consequences() {
     let (bs, blocks, per_event) = (16usize, 30usize, 10usize);
     let ids = ids(blocks * bs, 7);
     let h = VllmHasher::new(HashAlgo::Sha256Cbor, bs, Some("0")).expect("hasher");
@@ -182,11 +182,13 @@ fn a_changed_hash_mid_event_is_named_with_its_tokens_and_its_successors_are_unve
             assert_eq!(k.matched, bad as u64, "bad {bad}: {k:?}");
             assert_eq!(k.mismatched, 1, "bad {bad}: {k:?}");
             assert_eq!(k.blocks_seen, blocks as u64);
+            // … and is the mismatch's consequence, not an unknown (docs/contracts/drift.md §1).
             assert_eq!(
-                k.unverifiable_by_reason.get(Unverifiable::ParentMismatched),
+                k.consequences,
                 (blocks - bad - 1) as u64,
                 "bad {bad}: {k:?}"
             );
+            assert_eq!(k.unverifiable, 0, "bad {bad}: {k:?}");
             let e = v.verdict().expect("drift");
             assert_eq!(
                 (e.event_index, e.block_index),

@@ -235,7 +235,7 @@ fn every_published_block_of_the_vectors_rederives_or_is_explained() {
 }
 
 #[test]
-fn a_k3_lora_block_without_its_path_is_unverifiable_and_its_children_too() {
+fn a_lora_adapter_the_rule_does_not_declare_is_drift_with_its_keys() {
     let doc: Value = serde_json::from_slice(
         &std::fs::read(Path::new(VECTORS).join("vllm/kv_events.json")).unwrap(),
     )
@@ -249,18 +249,18 @@ fn a_k3_lora_block_without_its_path_is_unverifiable_and_its_children_too() {
     let c = contract::resolve(Engine::Vllm, "0.31.0").unwrap();
     let mut no_path = case.clone();
     no_path["inputs"]["lora"]["path"] = Value::Null;
+    let name = case["inputs"]["lora"]["name"].as_str().unwrap();
     let v = verify(&c, &no_path).unwrap();
     let k = v.counters();
-    assert_eq!((k.blocks_seen, k.matched, k.mismatched), (3, 0, 0));
-    assert_eq!(
-        k.unverifiable_by_reason.get(Unverifiable::LoraPathUnknown),
-        1
-    );
-    assert_eq!(
-        k.unverifiable_by_reason
-            .get(Unverifiable::ParentUnverifiable),
-        2
-    );
+    // The engine keys every block with an adapter the rule does not declare (issue 28):
+    // evidence at once, naming the keys — never `clean` with every block unverifiable.
+    assert_eq!((k.blocks_seen, k.matched, k.mismatched_keys), (3, 0, 3));
+    assert_eq!(k.unverifiable, 0);
+    assert_eq!(v.state(), kvprobe::drift::Verdict::Drift);
+    let e = v.verdict().unwrap();
+    assert_eq!((e.kind, e.block_index), (MismatchKind::Keys, 0));
+    assert_eq!(e.keys.first(), Some(&format!("lora_name={name}")), "{e:?}");
+    assert!(e.keys.len() > 1, "{e:?}");
     // With the path: all three match (the same case under K2 rules would not: see above).
     let v = verify(&c, case).unwrap();
     assert_eq!(v.counters().matched, 3);
@@ -352,7 +352,7 @@ fn edited_events_never_panic_and_every_block_is_accounted_for() {
                 }
                 let k = v.counters();
                 assert_eq!(
-                    k.matched + k.mismatched + k.unverifiable,
+                    k.matched + k.mismatched + k.consequences + k.unverifiable,
                     k.blocks_seen,
                     "{}: {k:?}",
                     path.display()

@@ -165,3 +165,145 @@ fn without_a_pinned_config_the_profile_keeps_tokenizer_json() {
         );
     }
 }
+
+/// A corpus heavy in white-space runs (tabs, newlines, spaces, mixed), with the odd added
+/// token of gemma-2's (`[toxicity=0]`, `<unused99>`, `<mask>`) and plain prose; deterministic.
+fn whitespace_corpus(n: usize) -> Vec<String> {
+    let mut x = 0x2828_2828_u64;
+    let mut rnd = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let words = [
+        "def",
+        "return",
+        "if",
+        "else:",
+        "x",
+        "=",
+        "foo(bar)",
+        "# note",
+        "hello",
+        "world",
+        "é",
+        "数据",
+        "{",
+        "}",
+        "[toxicity=0]",
+        "<unused99>",
+        "<mask>",
+        "<start_of_turn>",
+        "\u{a0}",
+    ];
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut s = String::new();
+        for _ in 0..(1 + rnd(12)) {
+            match rnd(10) {
+                0..=2 => s.push_str(&"\t".repeat(1 + rnd(34) as usize)),
+                3 | 4 => s.push_str(&"\n".repeat(1 + rnd(4) as usize)),
+                5 => s.push_str(&" ".repeat(1 + rnd(9) as usize)),
+                6 => {
+                    for _ in 0..(1 + rnd(4)) {
+                        s.push(['\t', ' ', '\n', '\r'][rnd(4) as usize]);
+                    }
+                }
+                _ => s.push_str(words[rnd(words.len() as u64) as usize]),
+            }
+        }
+        // A few texts with no white space at all (ordinary traffic must not be refused).
+        if rnd(8) == 0 {
+            s = s.split_whitespace().collect::<Vec<_>>().join("_");
+        }
+        if s.is_empty() {
+            s.push('a');
+        }
+        out.push(s);
+    }
+    out
+}
+
+#[test]
+fn the_gateway_format_gives_the_engines_ids_or_refuses_never_other_ids() {
+    // The engine (vLLM 0.31.0, transformers 5) loads the added tokens from
+    // tokenizer_config.json: a profile pinning it is exact (the test above), so its ids are
+    // the engine's. A profile in the gateway's format (tokenizer.json alone) must give those
+    // same ids, or refuse `ambiguous_added_token` — never other ids.
+    let publish = |root: &Path| {
+        Registry::new()
+            .publish(
+                root,
+                &LoadOptions {
+                    policy: TrustPolicy::for_current_user(),
+                    ..LoadOptions::default()
+                },
+                &kvtemplate::KvtemplateValidator,
+            )
+            .unwrap_or_else(|e| panic!("{} {e}", e.code()))
+    };
+    let (_a, pinned_root) = registry(true);
+    let (_b, gateway_root) = registry(false);
+    let (gp, gg) = (publish(&pinned_root), publish(&gateway_root));
+    for (engine, version) in [(Engine::Vllm, "0.31.0"), (Engine::Sglang, "0.5.23")] {
+        let c = contract::resolve(engine, version).unwrap();
+        let engine_enc = bridge::encoder(gp.profile("gemma2-9b-it-v1").unwrap(), &c).unwrap();
+        let gateway = bridge::encoder(gg.profile("gemma2-9b-it-v1").unwrap(), &c).unwrap();
+        let mut texts: Vec<String> = cases().into_iter().map(|(t, _, _)| t).collect();
+        let from_vectors = texts.len();
+        texts.extend(whitespace_corpus(1500));
+        let (mut exact, mut refused, mut differ_when_guessed) = (0usize, 0usize, 0usize);
+        let mut plain_refused = Vec::new();
+        for text in &texts {
+            if text.contains('\0') {
+                continue;
+            }
+            let mut want = vec![0u32; 1 << 16];
+            let mut got = vec![0u32; 1 << 16];
+            let want = match engine_enc.encode_completions(text, &mut want).unwrap() {
+                kvtemplate::Outcome::Done(e) => want[..e.written].to_vec(),
+                kvtemplate::Outcome::Refused(r) => {
+                    panic!("{text:?}: the engine's encoder refused {r}")
+                }
+            };
+            match gateway.encode_completions(text, &mut got).unwrap() {
+                kvtemplate::Outcome::Done(e) => {
+                    assert_eq!(
+                        &got[..e.written],
+                        &want[..],
+                        "{version} {text:?}: other ids"
+                    );
+                    exact += 1;
+                }
+                kvtemplate::Outcome::Refused(r) => {
+                    assert_eq!(r, kvtemplate::Refusal::AmbiguousAddedToken, "{text:?}");
+                    let (id, content) = gateway.ambiguous_added_token(text).expect("names it");
+                    assert!(text.contains(content) && id >= 4, "{id} {content:?}");
+                    refused += 1;
+                    // What guessing tokenizer.json's list would have given.
+                    let guess = gateway.engine_completions(text);
+                    if guess.is_ok_and(|g| g != want) {
+                        differ_when_guessed += 1;
+                    }
+                }
+            }
+            // No over-refusal: a text holding no token in doubt is never refused.
+            if gateway.ambiguous_added_token(text).is_none()
+                && !matches!(
+                    gateway.encode_completions(text, &mut got).unwrap(),
+                    kvtemplate::Outcome::Done(_)
+                )
+            {
+                plain_refused.push(text.clone());
+            }
+        }
+        assert!(plain_refused.is_empty(), "{plain_refused:?}");
+        eprintln!(
+            "{version}: {} texts ({from_vectors} from the loader vectors): {exact} exact, {refused} \
+             refused ({differ_when_guessed} of them would have had other ids)",
+            exact + refused
+        );
+        assert!(exact > 0 && refused > 0 && differ_when_guessed > 0);
+    }
+}

@@ -70,6 +70,10 @@ pub struct EncoderSpec {
     pub lifted: RefusalSet,
     /// Bounds on each request's work ([`InputLimits::default`]: the documented defaults).
     pub limits: InputLimits,
+    /// Refuse [`crate::Refusal::AmbiguousAddedToken`] texts holding an added token the
+    /// engine's loader may or may not keep ([`crate::LoaderAmbiguity`]): set when the profile
+    /// pins no `tokenizer_config.json` and the release's loader reads it.
+    pub refuse_loader_ambiguity: bool,
 }
 
 impl EncoderSpec {
@@ -91,6 +95,7 @@ impl EncoderSpec {
             chat_rules: ChatRules::reference(engine),
             lifted: RefusalSet::EMPTY,
             limits: InputLimits::default(),
+            refuse_loader_ambiguity: false,
         }
     }
 
@@ -196,6 +201,8 @@ pub struct Encoder {
     pub(crate) strict_specials: Vec<(Value, Value)>,
     /// Every special-token binding (engine emulation context).
     pub(crate) all_specials: Vec<(Value, Value)>,
+    /// The added tokens in doubt, when [`EncoderSpec::refuse_loader_ambiguity`].
+    pub(crate) loader_ambiguity: Option<crate::LoaderAmbiguity>,
 }
 
 const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
@@ -296,7 +303,12 @@ impl Encoder {
             };
             all_specials.push((Value::from(k.as_str()), v));
         }
+        let loader_ambiguity = tokenizer
+            .as_ref()
+            .filter(|_| spec.refuse_loader_ambiguity)
+            .and_then(|t| crate::LoaderAmbiguity::of(t.inner()));
         Ok(Encoder {
+            loader_ambiguity,
             engine: spec.engine,
             chat_rules,
             lifted: spec.lifted,

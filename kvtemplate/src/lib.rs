@@ -52,6 +52,7 @@ mod error;
 pub mod json;
 mod limits;
 mod loader;
+mod loader_ambiguity;
 mod model_dir;
 mod profile;
 mod pyjson;
@@ -74,6 +75,7 @@ pub use limits::{
     DEFAULT_MAX_MESSAGES, DEFAULT_MAX_RENDERED_BYTES, DEFAULT_MAX_WORD_BYTES,
 };
 pub use loader::{effective_tokenizer_json, AddedTokensRule};
+pub use loader_ambiguity::LoaderAmbiguity;
 pub use model_dir::{spec_from_model_dir, spec_from_model_dir_for, validate_artifacts};
 pub use profile::{
     added_tokens_rule_of, encoder_from_loaded, encoder_from_profile, spec_from_loaded,

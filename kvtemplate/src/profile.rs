@@ -64,6 +64,10 @@ fn spec_with(
         )?,
         None => None,
     };
+    // No pinned config under a loader that reads one: which added tokens it keeps is not
+    // known; texts holding one in doubt are refused (`ambiguous_added_token`).
+    spec.refuse_loader_ambiguity =
+        artifacts.tokenizer_config.is_none() && rule != AddedTokensRule::TokenizerJson;
     match (effective, parsed) {
         (Some(bytes), _) => spec.tokenizer_json = Some(bytes),
         (None, Some(p)) => spec.parsed_tokenizer = Some(p),

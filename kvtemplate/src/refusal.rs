@@ -56,11 +56,17 @@ pub enum Refusal {
     /// The request is over one of the encoder's work bounds ([`crate::InputLimits`]; the
     /// bound crossed is in [`crate::ScratchBuf::limit_hit`]).
     InputTooLarge = 24,
+    /// The text to tokenize holds the content of an added token the engine's loader may or may
+    /// not keep: the profile pins no `tokenizer_config.json` and the release's loader takes
+    /// its added tokens from it ([`crate::LoaderAmbiguity`]; the token is named by
+    /// [`crate::Encoder::ambiguous_added_token`]). Remedy: pin the model's config
+    /// (`tokenizerConfigArtifact`). Never liftable: lifting it would give unknown ids.
+    AmbiguousAddedToken = 25,
 }
 
 impl Refusal {
     /// Every refusal, in scan order.
-    pub const ALL: [Refusal; 24] = [
+    pub const ALL: [Refusal; 25] = [
         Refusal::Unparseable,
         Refusal::Tools,
         Refusal::CacheSalt,
@@ -85,6 +91,7 @@ impl Refusal {
         Refusal::ContentShape,
         Refusal::NulByte,
         Refusal::InputTooLarge,
+        Refusal::AmbiguousAddedToken,
     ];
 
     /// The stable feature code (docs/contracts/registry.md §9.2; `kvexact_refusal_name`).
@@ -114,6 +121,7 @@ impl Refusal {
             Refusal::ContentShape => "content_shape",
             Refusal::NulByte => "nul_byte",
             Refusal::InputTooLarge => "input_too_large",
+            Refusal::AmbiguousAddedToken => "ambiguous_added_token",
         }
     }
 
@@ -145,7 +153,7 @@ impl Refusal {
     /// `multimodal`), features no vector exercises or the emulation does not bind
     /// (`documents`, `reasoning_effort`, `chat_template`, `developer_role`, `message_tools`),
     /// and results rather than features (`unparseable`, `template_raised`, `content_shape`,
-    /// `nul_byte`, `input_too_large`).
+    /// `nul_byte`, `input_too_large`, `ambiguous_added_token`).
     pub fn can_lift(self) -> bool {
         RefusalSet::LIFTABLE.contains(self)
     }
@@ -440,7 +448,9 @@ mod tests {
 
     #[test]
     fn sets() {
-        assert_eq!(RefusalSet::ALL.len(), 24);
+        assert_eq!(RefusalSet::ALL.len(), 25);
+        // Lifting it would give ids kvexact cannot know.
+        assert!(!Refusal::AmbiguousAddedToken.can_lift());
         assert_eq!(RefusalSet::ALL.iter().collect::<Vec<_>>(), Refusal::ALL);
         assert_eq!(RefusalSet::parse(""), Ok(RefusalSet::EMPTY));
         assert_eq!(RefusalSet::parse(" , "), Ok(RefusalSet::EMPTY));
@@ -449,7 +459,7 @@ mod tests {
         assert_eq!(s.first(), Some(Refusal::Tools));
         assert_eq!(s.bits(), (1 << 2) | (1 << 20));
         assert_eq!(RefusalSet::from_bits(1), None);
-        assert_eq!(RefusalSet::from_bits(1 << 25), None);
+        assert_eq!(RefusalSet::from_bits(1 << 26), None);
         assert_eq!(
             RefusalSet::from_codes(&[0]),
             Err(UnknownRefusal("0".into()))

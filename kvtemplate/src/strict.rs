@@ -538,6 +538,15 @@ impl Encoder {
             Outcome::Done(p) => p,
             Outcome::Refused(r) => return Ok(Outcome::Refused(r)),
         };
+        let prefix = match &plan {
+            Plan::Engine { sglang_prefix, .. } => sglang_prefix.as_deref(),
+            Plan::Strict => None,
+        };
+        if self.ambiguous_added_token(&scratch.rendered).is_some()
+            || prefix.is_some_and(|p| self.ambiguous_added_token(p).is_some())
+        {
+            return Ok(Outcome::Refused(Refusal::AmbiguousAddedToken));
+        }
         let ScratchBuf {
             rendered,
             ids,
@@ -628,9 +637,19 @@ impl Encoder {
         if text.contains('\0') {
             return Ok(Outcome::Refused(Refusal::NulByte));
         }
+        if self.ambiguous_added_token(text).is_some() {
+            return Ok(Outcome::Refused(Refusal::AmbiguousAddedToken));
+        }
         let ScratchBuf { ids, limit, .. } = scratch;
         let bounded = tok.completions_bounded(self.engine, text, cap, &self.limits, ids)?;
         finish_ids(bounded, ids, limit)
+    }
+
+    /// The first added token in `text` the engine's loader may or may not keep (when the
+    /// profile pins no tokenizer config: [`Refusal::AmbiguousAddedToken`]): its id and
+    /// content. `None` when the text holds none, or the encoder has no such doubt.
+    pub fn ambiguous_added_token<'s>(&'s self, text: &str) -> Option<(u32, &'s str)> {
+        self.loader_ambiguity.as_ref()?.first_in(text)
     }
 
     fn strict_context(&self, messages: Vec<Value>) -> Value {

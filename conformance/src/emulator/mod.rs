@@ -14,9 +14,11 @@ pub mod http;
 pub mod msgpack;
 pub mod pool;
 pub mod registry;
+pub mod workload;
 pub mod writer;
 
 pub use registry::TempRegistry;
+pub use workload::{Shape, Workload};
 pub use writer::{EventWriter, Published, WriterConfig};
 
 use http::{Request, Response};
@@ -83,6 +85,11 @@ pub enum DriftFault {
     /// vLLM: LoRA requests hashed with this adapter path instead of the served one (an
     /// adapter reloaded from elsewhere under the same name).
     LoraPath(String),
+    /// Hashed with another algorithm than the release's: vLLM another `--prefix-caching-hash-algo`
+    /// (pickle SHA-256 where the release defaults to CBOR, else CBOR SHA-256); SGLang and
+    /// TensorRT-LLM vLLM's CBOR SHA-256 chain in their 64-bit form (an engine build hashing
+    /// differently).
+    Algorithm,
 }
 
 /// How to emulate.

@@ -8,7 +8,7 @@ use super::{DriftFault, Faults};
 use kvhash::events::{EventFormat, Field};
 use kvhash::sglang::SglangHasher;
 use kvhash::trtllm::{SaltVariant, TrtllmHasher};
-use kvhash::vllm::{LoraKey, VllmExtras, VllmHasher};
+use kvhash::vllm::{HashAlgo, LoraKey, VllmExtras, VllmHasher};
 use kvprobe::contract::{Contract, HashContract};
 use kvprobe::{Engine, Error};
 use serde_json::{json, Value};
@@ -75,6 +75,7 @@ struct Plan<'a> {
     shown_lora: Option<&'a str>,
     shown_salt: bool,
     sglang_lora_namespace: bool,
+    other_algorithm: bool,
 }
 
 impl EventWriter {
@@ -136,6 +137,7 @@ impl EventWriter {
             shown_lora: served.map(|(n, _)| n.as_str()),
             shown_salt: c.faults.extra_keys,
             sglang_lora_namespace: false,
+            other_algorithm: false,
         };
         let fault = if drift { c.faults.drift.as_ref() } else { None };
         match fault {
@@ -155,6 +157,7 @@ impl EventWriter {
                     p.shown_lora = None;
                 }
             },
+            Some(DriftFault::Algorithm) => p.other_algorithm = true,
             Some(DriftFault::LoraPath(path)) => {
                 if let Some((n, _)) = p.hashed_lora {
                     p.hashed_lora = Some((n, path));
@@ -170,9 +173,22 @@ impl EventWriter {
         let c = &self.cfg;
         let bs = p.block_size;
         let mut out = vec![0u64; ids.len() / bs];
+        if p.other_algorithm && c.engine != Engine::Vllm {
+            // Another engine build: vLLM's CBOR SHA-256 chain, in the 64-bit form.
+            VllmHasher::new(HashAlgo::Sha256Cbor, bs, Some("0"))?
+                .block_hashes_u64(ids, &mut out)?;
+            return Ok(out);
+        }
         match c.contract.hash() {
             Some(HashContract::Vllm(rules)) => {
-                let algo = kvprobe::bridge::vllm_algo(c.contract.default_algorithm())?;
+                let mut algo = kvprobe::bridge::vllm_algo(c.contract.default_algorithm())?;
+                if p.other_algorithm {
+                    algo = if algo == HashAlgo::Sha256Cbor {
+                        HashAlgo::Sha256
+                    } else {
+                        HashAlgo::Sha256Cbor
+                    };
+                }
                 let mut h = VllmHasher::with_rules(rules, algo, bs, p.seed)?;
                 let extras = VllmExtras {
                     lora: p.hashed_lora.map(|(name, path)| LoraKey {

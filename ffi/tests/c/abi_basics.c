@@ -26,7 +26,8 @@ static void names(void) {
   CHECK_STR(kvexact_refusal_name(KVEXACT_REFUSAL_MULTI_TEXT_PART), "multi_text_part");
   CHECK_STR(kvexact_refusal_name(KVEXACT_REFUSAL_NUL_BYTE), "nul_byte");
   CHECK_STR(kvexact_refusal_name(KVEXACT_REFUSAL_INPUT_TOO_LARGE), "input_too_large");
-  CHECK_STR(kvexact_refusal_name(KVEXACT_REFUSAL_INPUT_TOO_LARGE + 1), "unrecognized_refusal");
+  CHECK_STR(kvexact_refusal_name(KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN), "ambiguous_added_token");
+  CHECK_STR(kvexact_refusal_name(KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN + 1), "unrecognized_refusal");
   CHECK_STR(kvexact_refusal_name((kvexact_refusal)-1), "unrecognized_refusal");
 }
 

@@ -38,7 +38,8 @@
 //!   extra-key form. Untagged releases (K1, K2) hash exactly the keys the event publishes; a
 //!   tagged release (K3, vLLM ≥ 0.31) hashes `("lora", name, path)` — the path comes from
 //!   [`DriftConfig::lora_paths`] (the server's `/v1/models` `root`), the event does not carry
-//!   it — and the other keys tagged in vLLM's fixed order (LoRA, multimodal, salt on block 0,
+//!   it; an adapter [`DriftConfig::lora_paths`] does not declare is [`MismatchKind::Keys`]
+//!   evidence under every release) — and the other keys tagged in vLLM's fixed order (LoRA, multimodal, salt on block 0,
 //!   embeddings). A key layout the release cannot produce is evidence
 //!   ([`MismatchKind::Keys`]). Look-ahead blocks (0.33) are re-derived from
 //!   `lookahead_token_ids` when they carry no other key. An event whose `block_size` is `k` ×
@@ -60,13 +61,28 @@
 //!
 //! ## The verdict
 //!
-//! After [`DriftPolicy::mismatches`] mismatched blocks within the last
-//! [`DriftPolicy::window_blocks`] stored blocks, the verdict is `drift` (sticky until
-//! [`Verifier::reset_verdict`]) with the first offending block of that window as
-//! [`DriftEvidence`]: batch sequence number and index, event index, block index, byte offset
-//! of the event's token ids in the payload (msgpack formats fed with
-//! [`Verifier::feed_payload`]), the block's tokens, expected and published hash, the release
-//! used. [`Verifier::finding`] is the ladder's `hash_drift` observation
+//! Three values ([`Verdict`], docs/contracts/drift.md §2), [`Verifier::state`]:
+//!
+//! * `drift`, sticky until [`Verifier::reset_verdict`], with the first offending block as
+//!   [`DriftEvidence`] (batch sequence number and index, event index, block index, byte offset
+//!   of the event's token ids in the payload for msgpack formats fed with
+//!   [`Verifier::feed_payload`], the block's tokens and published extra keys, expected and
+//!   published hash, the release used). One mismatched *root* block is enough (nothing but a
+//!   different seed, algorithm, extra key or tokenizer makes block 0 differ), and so is one
+//!   block of a block size the rule does not allow ([`MismatchKind::BlockSize`], on the
+//!   first event) or with extra keys the rule does not declare ([`MismatchKind::Keys`]: an
+//!   unknown LoRA adapter among them). Chained mismatches make it after
+//!   [`DriftPolicy::mismatches`] of them within the last [`DriftPolicy::window_blocks`]
+//!   stored blocks.
+//! * `unverifiable` when no stored block was seen, or fewer than half of them were
+//!   re-derived: the reasons are counted ([`Counters::unverifiable_by_reason`]). Never
+//!   `clean` for a stream the verifier cannot judge.
+//! * `clean` otherwise.
+//!
+//! Blocks chained on a mismatched block are re-derived against the engine's published parent
+//! where the wire gives its full digest (vLLM's bytes mode); otherwise they are counted as
+//! [`Counters::consequences`] of the mismatch the evidence names, not as unverifiable.
+//! [`Verifier::finding`] is the ladder's `hash_drift` observation
 //! ([`crate::ladder::EndpointEvidence::drift`]), which demotes a READY rule.
 //!
 //! ## Memory and allocation
@@ -144,8 +160,10 @@ pub struct DriftConfig {
     pub block_size: usize,
     /// vLLM: the engine's `PYTHONHASHSEED` (the none-hash seed pair), `None` when unset.
     pub hash_seed: Option<String>,
-    /// vLLM K3 releases: LoRA adapter name → the path the server registered (`/v1/models`
-    /// `root`), hashed in every LoRA block's key.
+    /// vLLM: the LoRA adapters the rule declares, name → the path the server registered
+    /// (`/v1/models` `root`; K3 releases hash it in every LoRA block's key). Blocks keyed
+    /// with an adapter not listed here are [`MismatchKind::Keys`] evidence under every
+    /// release.
     pub lora_paths: BTreeMap<String, String>,
     /// Entries of the hash → digest map (at least 1).
     pub map_capacity: usize,
@@ -208,7 +226,9 @@ named_enum! {
         ParentMismatched => "parent_mismatched",
         /// Its parent was itself unverifiable.
         ParentUnverifiable => "parent_unverifiable",
-        /// vLLM K3: a LoRA block whose adapter path is not known (the event has the name only).
+        /// vLLM K3: a LoRA block whose adapter path is not known. No longer produced: an
+        /// adapter the rule does not declare ([`DriftConfig::lora_paths`]) is
+        /// [`MismatchKind::Keys`] evidence; the code stays for the C ABI's slots.
         LoraPathUnknown => "lora_path_unknown",
         /// A LoRA whose hash input the event does not carry (SGLang ≥ 0.5.22 namespaces, a
         /// TensorRT-LLM LoRA id without the task id).
@@ -256,6 +276,34 @@ named_enum! {
         BlockSize => "block_size",
         /// Published extra keys the release cannot produce.
         Keys => "keys",
+    }
+}
+
+named_enum! {
+    /// The verdict on an endpoint's stream (docs/contracts/drift.md §2). Every value but
+    /// `clean` makes `kvexact watch` exit non-zero.
+    Verdict {
+        /// Most stored blocks were re-derived, and every one matched (or too few mismatched
+        /// chained blocks to meet the policy).
+        Clean => "clean",
+        /// Evidence that the engine no longer computes what its release's contract says: a
+        /// root block, a block size or extra keys at once, chained blocks by the policy.
+        Drift => "drift",
+        /// Nothing was verified, or most stored blocks could not be re-derived (the reasons
+        /// are in [`Counters::unverifiable_by_reason`]): neither `clean` nor `drift` can be
+        /// said.
+        Unverifiable => "unverifiable",
+    }
+}
+
+impl MismatchKind {
+    /// Whether one block of this kind is a verdict on its own. A root block depends on
+    /// nothing but the seed, the algorithm, the extra keys and the tokens (nothing but a
+    /// different seed, algorithm, extra key or tokenizer makes it differ); a block size or
+    /// extra keys the rule does not allow are the engine's own word. Chained mismatches wait
+    /// for [`DriftPolicy`].
+    pub const fn is_decisive(self) -> bool {
+        !matches!(self, MismatchKind::Chained)
     }
 }
 
@@ -317,8 +365,9 @@ impl Serialize for ReasonCounts {
     }
 }
 
-/// What the verifier has seen. Per stored block exactly one of `matched`, `mismatched` and
-/// `unverifiable` grows; `rederived` = `matched` + the root and chained mismatches.
+/// What the verifier has seen. Per stored block exactly one of `matched`, `mismatched`,
+/// `consequences` and `unverifiable` grows; `rederived` = `matched` + the root and chained
+/// mismatches.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counters {
     /// Batches fed.
@@ -349,7 +398,11 @@ pub struct Counters {
     pub mismatched_block_size: u64,
     /// Blocks with published keys the release cannot produce.
     pub mismatched_keys: u64,
-    /// Blocks that could not be re-derived.
+    /// Blocks chained (directly or through others) on a mismatched block whose full digest
+    /// the wire does not give: not re-derivable, and a consequence of that mismatch (the
+    /// evidence names it) rather than an unknown. Not counted in `unverifiable`.
+    pub consequences: u64,
+    /// Blocks that could not be re-derived (consequences of a mismatch apart).
     pub unverifiable: u64,
     /// … by reason.
     pub unverifiable_by_reason: ReasonCounts,
@@ -408,6 +461,9 @@ pub struct DriftEvidence {
     pub expected: Option<u64>,
     /// The re-derived full digest, hex (vLLM, SGLang).
     pub expected_digest: Option<String>,
+    /// The extra keys the block was published with (`lora_name=…` first, then vLLM's
+    /// `extra_keys` as text, `hex:…` bytes or `mm:identifier@offset`; empty when none).
+    pub keys: Vec<String>,
     /// Mismatched blocks in the window when the verdict was reached.
     pub mismatches_in_window: u32,
 }
@@ -425,8 +481,10 @@ pub struct DriftReport {
     pub engine_version: Option<String>,
     /// The rule's block size.
     pub block_size: usize,
-    /// `"clean"` or `"drift"`.
-    pub verdict: &'static str,
+    /// `"clean"`, `"drift"` or `"unverifiable"` ([`Verifier::state`]).
+    pub verdict: Verdict,
+    /// The verdict in one line ([`Verifier::summary`]).
+    pub summary: String,
     /// The counters.
     pub counters: Counters,
     /// Re-derived / seen.
@@ -540,6 +598,8 @@ pub(crate) struct BlockAt<'a> {
     pub(crate) parent: Option<u64>,
     pub(crate) published: u64,
     pub(crate) published_bytes: Option<&'a [u8]>,
+    /// The block's published extra keys, rendered (evidence only).
+    pub(crate) keys: Vec<String>,
 }
 
 /// Everything but the engine's re-hasher: counters, map, window, predictions.
@@ -569,6 +629,18 @@ impl Book {
             Lookup::Hit(Value::Mismatched) => Parent::Unavailable(Unverifiable::ParentMismatched),
             Lookup::Evicted => Parent::Unavailable(Unverifiable::ParentEvicted),
             Lookup::Missing => Parent::Unavailable(Unverifiable::ParentNeverSeen),
+        }
+    }
+
+    /// What is known against the chain a published parent hash anchors (TensorRT-LLM, whose
+    /// blocks are re-derived from the published parent itself): `Some(reason)` when the
+    /// parent mismatched or descends from a mismatch (`parent_mismatched`), or was
+    /// unverifiable (its reason, inherited); `None` when it matched or was never seen.
+    pub(crate) fn taint(&mut self, published: u64) -> Option<Unverifiable> {
+        match self.map.get(published) {
+            Lookup::Hit(Value::Mismatched) => Some(Unverifiable::ParentMismatched),
+            Lookup::Hit(Value::Unverifiable(r)) => Some(r.inherited()),
+            _ => None,
         }
     }
 
@@ -603,6 +675,10 @@ impl Book {
                 c.rederived += 1;
                 c.matched += 1;
                 v
+            }
+            Outcome::Unverifiable(Unverifiable::ParentMismatched) => {
+                c.consequences += 1;
+                Value::Unverifiable(Unverifiable::ParentMismatched)
             }
             Outcome::Unverifiable(r) => {
                 c.unverifiable += 1;
@@ -653,7 +729,15 @@ impl Book {
             self.window.pop_front();
         }
         let evidence = self.verdict.is_none().then(|| self.evidence(at, outcome));
+        let decisive = matches!(outcome, Outcome::Mismatch { kind, .. } if kind.is_decisive());
         self.window.push_back((ordinal, evidence));
+        if self.verdict.is_none() && decisive {
+            // A root, block-size or keys mismatch is a verdict on its own: its own evidence.
+            if let Some((_, Some(mut e))) = self.window.back().cloned() {
+                e.mismatches_in_window = self.window.len() as u32;
+                self.verdict = Some(e);
+            }
+        }
         if self.verdict.is_none() && self.window.len() >= need {
             let n = self.window.len() as u32;
             if let Some(mut e) = self.window.iter().find_map(|(_, e)| e.clone()) {
@@ -674,6 +758,9 @@ impl Book {
             _ => (MismatchKind::Root, None, None, "not a mismatch"),
         };
         let mut detail = detail.to_string();
+        if !at.keys.is_empty() {
+            detail = format!("{detail} (keys {})", at.keys.join(", "));
+        }
         if let Some(e) = expected {
             detail = format!("{detail}: published {} re-derives to {e}", at.published);
         }
@@ -697,6 +784,7 @@ impl Book {
             published_hex: at.published_bytes.map(hex::encode),
             expected,
             expected_digest: expected_digest.map(|d| d.to_hex()),
+            keys: at.keys.clone(),
             mismatches_in_window: 0,
         }
     }
@@ -873,9 +961,79 @@ impl Verifier {
         self.book.predictions.as_ref().map(Predictions::counters)
     }
 
-    /// The evidence of a `drift` verdict; `None` while clean.
+    /// The evidence of a `drift` verdict; `None` while not drifted ([`Verifier::state`]
+    /// tells `clean` from `unverifiable`).
     pub fn verdict(&self) -> Option<&DriftEvidence> {
         self.book.verdict.as_ref()
+    }
+
+    /// The verdict: `drift` once there is evidence (sticky until
+    /// [`Verifier::reset_verdict`]); else `unverifiable` when no stored block was seen or
+    /// fewer than half of them were re-derived (the rest unverifiable, or consequences of a
+    /// chained mismatch below the policy); else `clean`.
+    pub fn state(&self) -> Verdict {
+        let c = &self.book.counters;
+        if self.book.verdict.is_some() {
+            Verdict::Drift
+        } else if c.blocks_seen == 0 || c.rederived.saturating_mul(2) < c.blocks_seen {
+            Verdict::Unverifiable
+        } else {
+            Verdict::Clean
+        }
+    }
+
+    /// The verdict in one line: the evidence's summary, the unverifiable share with its
+    /// reasons (largest first), or the clean figures.
+    pub fn summary(&self) -> String {
+        let c = &self.book.counters;
+        match (self.state(), &self.book.verdict) {
+            (Verdict::Drift, Some(e)) => format!(
+                "{} ({}): batch {} event {} block {}: {}{}",
+                e.release_id,
+                e.kind,
+                e.batch_index,
+                e.event_index,
+                e.block_index,
+                e.detail,
+                if c.consequences > 0 {
+                    format!(
+                        "; {} blocks chained on mismatched ones are its consequences",
+                        c.consequences
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+            (Verdict::Unverifiable, _) if c.blocks_seen == 0 => {
+                "no stored block seen: nothing verified".to_string()
+            }
+            (Verdict::Unverifiable, _) => {
+                let mut reasons: Vec<(Unverifiable, u64)> =
+                    c.unverifiable_by_reason.nonzero().collect();
+                reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
+                let mut parts: Vec<String> = reasons
+                    .iter()
+                    .map(|(r, n)| format!("{} {n}", r.as_str()))
+                    .collect();
+                if c.consequences > 0 {
+                    parts.push(format!(
+                        "chained on a mismatch {} (below the policy)",
+                        c.consequences
+                    ));
+                }
+                format!(
+                    "{} of {} stored blocks re-derived, {} not: {}",
+                    c.rederived,
+                    c.blocks_seen,
+                    c.blocks_seen - c.rederived,
+                    parts.join(", ")
+                )
+            }
+            _ => format!(
+                "{} of {} stored blocks re-derived, {} matched, 0 drift",
+                c.rederived, c.blocks_seen, c.matched
+            ),
+        }
     }
 
     /// Clears the verdict and the window (after the rule re-attested).
@@ -885,21 +1043,16 @@ impl Verifier {
     }
 
     /// The verdict as the ladder's observation: pass while clean, `hash_drift` with the
-    /// evidence's summary once drifted.
+    /// evidence's summary once drifted. An `unverifiable` stream is no evidence of drift: the
+    /// observation passes, its detail saying `unverifiable` and why ([`Verifier::state`] is
+    /// the verdict).
     pub fn finding(&self) -> Finding {
-        let c = &self.book.counters;
-        match &self.book.verdict {
-            None => Finding::pass(format!(
-                "{} of {} stored blocks re-derived, {} matched, 0 drift",
-                c.rederived, c.blocks_seen, c.matched
-            )),
-            Some(e) => Finding::fail(
-                Reason::HashDrift,
-                format!(
-                    "{} ({}): batch {} event {} block {}: {}",
-                    e.release_id, e.kind, e.batch_index, e.event_index, e.block_index, e.detail
-                ),
-            ),
+        match (self.state(), &self.book.verdict) {
+            (Verdict::Drift, Some(_)) => Finding::fail(Reason::HashDrift, self.summary()),
+            (Verdict::Unverifiable, _) => {
+                Finding::pass(format!("unverifiable: {}", self.summary()))
+            }
+            _ => Finding::pass(self.summary()),
         }
     }
 
@@ -912,11 +1065,8 @@ impl Verifier {
             contract_id: b.contract_id.to_string(),
             engine_version: b.engine_version.clone(),
             block_size: b.rule_block_size,
-            verdict: if b.verdict.is_some() {
-                "drift"
-            } else {
-                "clean"
-            },
+            verdict: self.state(),
+            summary: self.summary(),
             counters: b.counters,
             rederived_fraction: b.counters.rederived_fraction(),
             predictions: self.prediction_counters(),
@@ -949,6 +1099,7 @@ fn foreign(book: &mut Book, kind: &EventKind<'_>, event_index: usize) {
             parent: None,
             published: h,
             published_bytes: None,
+            keys: Vec::new(),
         };
         book.record(
             h,

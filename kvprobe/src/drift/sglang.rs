@@ -76,6 +76,12 @@ impl SglangDeriver {
                 },
                 published: published_u64,
                 published_bytes: None,
+                keys: s
+                    .lora_name
+                    .map(|n| format!("lora_name={n}"))
+                    .into_iter()
+                    .chain(s.cache_salt.map(|c| format!("cache_salt={c}")))
+                    .collect(),
             };
             let outcome = match whole {
                 Some(o) => o,

@@ -40,7 +40,16 @@ impl TrtDeriver {
             self.extra.clear();
             self.ids.extend(b.tokens.iter().map(|t| t.token_id_u32()));
             self.extra.extend(b.tokens.iter().map(|t| t.token_extra_id));
-            let outcome = self.derive(b, parent, j == last);
+            let mut outcome = self.derive(b, parent, j == last);
+            // A block re-derived on its published parent is right relative to it; but where
+            // that parent mismatched (or descends from a mismatch) it is a consequence of that
+            // evidence, and where the parent was unverifiable so is the chain.
+            if let (Outcome::Matched(_), Some(t)) = (
+                &outcome,
+                (parent != 0).then(|| book.taint(parent)).flatten(),
+            ) {
+                outcome = Outcome::Unverifiable(t);
+            }
             let published_u64 = b.block_hash;
             let at = || BlockAt {
                 event_index,
@@ -52,6 +61,13 @@ impl TrtDeriver {
                 parent: (parent != 0).then_some(parent),
                 published: published_u64,
                 published_bytes: None,
+                keys: b
+                    .cache_salt
+                    .as_ref()
+                    .map(|c| format!("cache_salt={c}"))
+                    .into_iter()
+                    .chain(b.lora_id.map(|l| format!("lora_id={l}")))
+                    .collect(),
             };
             book.record(published_u64, outcome, at);
             // The V1 hash chains on the published 64-bit parent itself.

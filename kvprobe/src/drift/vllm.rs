@@ -1,8 +1,8 @@
 //! vLLM: re-deriving each block of a `BlockStored` event under the release's rules.
 
 use super::{
-    offset_in, rederived_mismatch, BlockAt, Book, DriftConfig, Outcome, Parent, Tokens,
-    Unverifiable,
+    offset_in, rederived_mismatch, BlockAt, Book, DriftConfig, MismatchKind, Outcome, Parent,
+    Tokens, Unverifiable,
 };
 use crate::Error;
 use kvhash::events::{BlockHash, BlockStored, EventFormat, ExtraKey, TokenShape};
@@ -118,6 +118,15 @@ impl VllmDeriver {
             || s.lookahead_token_ids.as_ref().is_some_and(|l| l.len() != n)
         {
             Some(Outcome::Unverifiable(Unverifiable::Malformed))
+        } else if s
+            .lora_name
+            .is_some_and(|n| !self.lora_paths.contains_key(n))
+        {
+            // The engine keys the blocks with an adapter the rule does not declare (neither
+            // the rule's adapters nor the server's `/v1/models`): drift, with the keys.
+            Some(Outcome::keys(
+                "blocks keyed with a LoRA adapter the rule does not declare",
+            ))
         } else if s.extra_keys.is_none() {
             Some(Outcome::Unverifiable(Unverifiable::ExtraKeysAbsent))
         } else {
@@ -149,10 +158,24 @@ impl VllmDeriver {
             }
             _ => 0,
         };
+        // Set once a block of the run mismatched and the chain went on from the engine's
+        // published digest: the run's digests (computed from ours) no longer apply.
+        let mut diverged = false;
+        // Set while the chain descends from a mismatched (or unverifiable) block whose full
+        // digest the wire gave: its blocks are re-derived on the engine's digests, and one that
+        // matches is a consequence (or unverifiable), not a match.
+        let mut taint = match &s.parent_block_hash {
+            Some(BlockHash::Bytes(_)) => parent_u64.and_then(|p| book.taint(p)),
+            _ => None,
+        };
         for (i, published) in s.block_hashes.iter().enumerate() {
             // The steady path: a run block whose parent is known and whose digest matches
             // (what `record` of `Outcome::Matched` does, without building the outcome).
-            if i < run_done && !matches!(parent, Parent::Unavailable(_)) {
+            if i < run_done
+                && !diverged
+                && taint.is_none()
+                && !matches!(parent, Parent::Unavailable(_))
+            {
                 let d = self.run[i];
                 let equal = match published {
                     BlockHash::U64(v) => Some(*v == d.last8_be()),
@@ -167,7 +190,12 @@ impl VllmDeriver {
             }
             // The block's ids (for evidence only): a run block's are found again on demand.
             let start = (i >= run_done).then(|| ids.clone());
-            let outcome = if i < run_done {
+            let outcome = if i < run_done && diverged {
+                // Re-derived from the published parent digest, its ids read again.
+                let mut it = s.token_ids.values();
+                skip(&mut it, i * per_block);
+                self.derive_plain(parent, &mut it, ebs, published)
+            } else if i < run_done {
                 match self.parent_digest(parent) {
                     Ok(_) => judge(published, self.run[i], matches!(parent, Parent::Root)),
                     Err(o) => o,
@@ -229,9 +257,40 @@ impl VllmDeriver {
                     BlockHash::Bytes(b) => Some(b),
                     _ => None,
                 },
+                keys: render_keys(
+                    s.lora_name,
+                    s.extra_keys
+                        .as_ref()
+                        .and_then(|k| k.get(i))
+                        .and_then(|k| k.as_deref())
+                        .unwrap_or(&[]),
+                ),
+            };
+            let raw = outcome;
+            let outcome = match (outcome, taint) {
+                (Outcome::Matched(_), Some(t)) => Outcome::Unverifiable(t),
+                (o, _) => o,
             };
             book.record(published_u64, outcome, at);
-            parent = outcome.next_parent();
+            parent = match (&raw, published) {
+                (Outcome::Matched(super::map::Value::Derived(d)), _) if taint.is_some() => {
+                    Parent::Digest(*d)
+                }
+                // The wire gives the mismatched block's full digest (bytes mode): its child
+                // is re-derived on the engine's own parent, not written off.
+                (
+                    Outcome::Mismatch {
+                        kind: MismatchKind::Root | MismatchKind::Chained,
+                        ..
+                    },
+                    BlockHash::Bytes(b),
+                ) => {
+                    diverged = true;
+                    taint = Some(Unverifiable::ParentMismatched);
+                    self.digest_of(b)
+                }
+                _ => outcome.next_parent(),
+            };
         }
     }
 
@@ -321,7 +380,18 @@ impl VllmDeriver {
                 BlockHash::Bytes(b) => *b == d.as_bytes(),
                 BlockHash::I64(_) => return Outcome::Unverifiable(Unverifiable::HashForm),
             };
-            return compare(ok, root, d);
+            if ok {
+                return Outcome::Matched(super::map::Value::Derived(d));
+            }
+            // A block size other than the rule's that does not re-derive as a hybrid
+            // model's group blocks: the engine runs another block size (or worse).
+            return Outcome::Mismatch {
+                kind: MismatchKind::BlockSize,
+                expected: Some(d.last8_be()),
+                expected_digest: Some(d),
+                detail: "event block_size is a multiple of the rule's, and its blocks do not \
+                         re-derive as a hybrid model's group blocks",
+            };
         }
         let d = if keys.is_empty() {
             self.rehasher.digest(&pd, toks, &[], ahead)
@@ -474,4 +544,19 @@ fn tagged<'a>(
             "extra keys out of the release's order (LoRA, multimodal, salt, embeddings)",
         ))
     }
+}
+
+/// A block's published keys as evidence shows them: `lora_name=…`, then each extra key (text
+/// as is, bytes as `hex:…`, a multimodal key as `mm:identifier@offset`).
+fn render_keys(lora_name: Option<&str>, keys: &[ExtraKey<'_>]) -> Vec<String> {
+    let mut out: Vec<String> = lora_name
+        .map(|n| format!("lora_name={n}"))
+        .into_iter()
+        .collect();
+    out.extend(keys.iter().map(|k| match k {
+        ExtraKey::Text(t) => (*t).to_string(),
+        ExtraKey::Bytes(b) => format!("hex:{}", hex::encode(b)),
+        ExtraKey::Mm { identifier, offset } => format!("mm:{identifier}@{offset}"),
+    }));
+    out
 }
