@@ -202,16 +202,39 @@ pub fn run(args: &Args) -> ExitCode {
         }
     }
     cfg.lora_paths = lora;
+    let index = match inventory_index(&contract, &cfg, &source) {
+        Ok(i) => std::sync::Arc::new(i),
+        Err(e) => return refuse(e.code(), e),
+    };
     let mut wc = WatchConfig::new(contract, cfg, source.clone());
+    {
+        let (index, trt) = (index.clone(), engine == Engine::Trtllm);
+        wc.tap = Some(watch::Tap(std::sync::Arc::new(move |batch| {
+            let ep = kvindex::EndpointId(0);
+            // A batch the index cannot take leaves its rank out of step, which the inventory
+            // shows; the drift verdict does not depend on it.
+            let _ = if trt {
+                index.apply_trtllm_batch(ep, batch)
+            } else {
+                index.apply_batch(ep, batch.rank.unwrap_or(0), batch)
+            };
+        })));
+    }
     wc.duration = args.seconds.map(|s| Duration::from_secs(s.max(1)));
     wc.timeout = timeout;
     let stop = interrupted();
     let mut stderr = std::io::stderr();
+    let status_index = index.clone();
     let mut status = |s: &WatchStatus<'_>| {
         let c = s.counters;
+        let held: u64 = status_index
+            .status()
+            .iter()
+            .map(|r| r.held.iter().map(|(_, n)| n).sum::<u64>())
+            .sum();
         let _ = write!(
             stderr,
-            "\r\x1b[2K[{:>5.1}s] {:>8.1} events/s  blocks {}  re-derived {}  matched {}  mismatched {}  unverifiable {}{}",
+            "\r\x1b[2K[{:>5.1}s] {:>8.1} events/s  blocks {}  re-derived {}  matched {}  mismatched {}  unverifiable {}  held {held}{}",
             s.elapsed.as_secs_f64(),
             s.events_per_s,
             c.blocks_seen,
@@ -253,6 +276,7 @@ pub fn run(args: &Args) -> ExitCode {
                     "profile": args.profile,
                 }),
             );
+            o.insert("inventory".into(), inventory_json(&index));
         }
         match serde_json::to_string_pretty(&report) {
             Ok(s) => println!("{s}"),
@@ -260,11 +284,100 @@ pub fn run(args: &Args) -> ExitCode {
         }
     } else {
         print_table(&out, &args.profile, manifest_version.as_deref());
+        print_inventory(&index);
     }
     match verdict {
         Verdict::Clean => ExitCode::SUCCESS,
         Verdict::Drift => ExitCode::from(1),
         Verdict::Unverifiable => ExitCode::from(3),
+    }
+}
+
+/// The prefix index the watch feeds: the engine's inventory per rank (one endpoint, one rank
+/// per publisher), under the release's hit rule; an engine already running when the watch
+/// starts shows `unsynced` until its stream shows a known point (sequence 0, a cache reset).
+fn inventory_index(
+    contract: &Contract,
+    cfg: &DriftConfig,
+    source: &EventSource,
+) -> Result<kvindex::Index, kvindex::Error> {
+    let rule = kvindex::HitRule::for_release_id(contract.release_id())?;
+    let schema = contract.events().cloned().ok_or_else(|| {
+        kvindex::Error::Rule(format!("{} has no KV events", contract.release_id()))
+    })?;
+    let bs = cfg.block_size as u32;
+    let index = kvindex::Index::new(kvindex::IndexOptions {
+        rule,
+        schema,
+        block_size: bs,
+        groups: vec![kvindex::GroupSpec {
+            kind: kvindex::GroupKind::FullAttention,
+            block_size: bs,
+        }],
+        max_slots: 1024,
+    })?;
+    let ranks = match source {
+        EventSource::Zmq(eps) => eps.len().max(1) as u32,
+        EventSource::Drain(_) => 1,
+    };
+    index.add_endpoint(kvindex::EndpointConfig {
+        name: "engine".into(),
+        dp_ranks: ranks,
+        capacity: kvindex::Capacity {
+            gpu_blocks: 1 << 24,
+            other_blocks: 1 << 24,
+        },
+        lora_adapters: false,
+        replay: false,
+        starts_empty: false,
+    })?;
+    Ok(index)
+}
+
+fn stream_name(r: &kvindex::RankStatus) -> &'static str {
+    if r.overflow {
+        return "overflow";
+    }
+    match r.stream {
+        kvindex::StreamState::InStep { .. } => "in step",
+        kvindex::StreamState::Unsynced => "unsynced",
+        kvindex::StreamState::Replaying { .. } => "replaying",
+        kvindex::StreamState::OutOfStep { .. } => "out of step",
+    }
+}
+
+fn inventory_json(index: &kvindex::Index) -> serde_json::Value {
+    json!(index
+        .status()
+        .iter()
+        .map(|r| json!({
+            "rank": r.rank,
+            "stream": stream_name(r),
+            "held": r.held.iter().map(|(m, n)| (m.clone(), json!(n))).collect::<serde_json::Map<_, _>>(),
+            "stored": r.stored,
+            "removed": r.removed,
+            "removed_unknown": r.removed_unknown,
+            "gaps": r.gaps,
+            "rejected": r.rejected,
+        }))
+        .collect::<Vec<_>>())
+}
+
+fn print_inventory(index: &kvindex::Index) {
+    println!("inventory (the prefix index fed by the same events):");
+    for r in index.status() {
+        let held: Vec<String> = r.held.iter().map(|(m, n)| format!("{m} {n}")).collect();
+        println!(
+            "  rank {:<3} {:<12} held {}  stored {}  removed {}  removed unknown {}  gaps {}  refused {}",
+            r.rank,
+            stream_name(&r),
+            held.join(", "),
+            r.stored,
+            r.removed,
+            r.removed_unknown,
+            r.gaps,
+            r.rejected
+        );
     }
 }
 

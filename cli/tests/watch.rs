@@ -140,6 +140,13 @@ fn drift_on_vllm_exits_1_with_the_evidence() {
         r.stdout
     );
     assert!(r.stdout.contains("token ids at byte"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("inventory (the prefix index fed by the same events):\n  rank 0   in step"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stderr.contains("held "), "{}", r.stderr);
     eprintln!("{}{}", r.stderr, r.stdout);
 }
 
@@ -160,6 +167,11 @@ fn a_correct_trtllm_drain_exits_0_with_json() {
     assert_eq!(c["matched"], c["blocks_seen"]);
     assert!(c["blocks_seen"].as_u64().unwrap() >= 5);
     assert_eq!(v["watch"]["source"]["drain"], emu.endpoint());
+    // The inventory the same drained events feed: the emulator started empty, its first
+    // body begins with `created`, so the index is in step and holds what was stored.
+    let inv = &v["inventory"][0];
+    assert_eq!(inv["stream"], "in step", "{v}");
+    assert!(inv["held"]["GPU"].as_u64().unwrap() >= 5, "{v}");
 }
 
 #[test]

@@ -119,6 +119,17 @@ impl Index {
         self.apply_trt(&ep, &batch)
     }
 
+    /// Applies an already decoded TensorRT-LLM drain body ([`Index::apply_json`] without the
+    /// decoding).
+    pub fn apply_trtllm_batch(
+        &self,
+        endpoint: crate::EndpointId,
+        batch: &EventBatch<'_>,
+    ) -> Result<Applied, Error> {
+        let ep = self.endpoint(endpoint)?;
+        self.apply_trt(&ep, batch)
+    }
+
     fn reject(&self, ep: &Endpoint, r: usize) {
         let mut g = ep.lock();
         Counters::bump(&ep.counters[r].rejected, 1);

@@ -25,9 +25,22 @@ pub enum EventSource {
     Drain(String),
 }
 
+/// A consumer of every decoded batch besides the verifier (the prefix index behind `kvexact
+/// watch`'s inventory): one decoding, one reader of a TensorRT-LLM drain.
+#[derive(Clone)]
+pub struct Tap(pub std::sync::Arc<dyn Fn(&events::EventBatch<'_>) + Send + Sync>);
+
+impl std::fmt::Debug for Tap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tap")
+    }
+}
+
 /// What to watch.
 #[derive(Debug, Clone)]
 pub struct WatchConfig {
+    /// Every decoded batch is also given to this, after the verifier.
+    pub tap: Option<Tap>,
     /// The endpoint's engine release.
     pub contract: Contract,
     /// The rule's settings and the verifier's bounds.
@@ -48,6 +61,7 @@ impl WatchConfig {
     /// Defaults: no time limit, drain every 200 ms, 5 s deadlines, status every second.
     pub fn new(contract: Contract, drift: DriftConfig, source: EventSource) -> WatchConfig {
         WatchConfig {
+            tap: None,
             contract,
             drift,
             source,
@@ -155,7 +169,10 @@ pub fn run(
                         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
                         match events::decode_frames_schema(&schema, &refs, &Limits::default()) {
                             Ok(batch) => {
-                                v.feed_payload(&batch, refs.get(2).copied().unwrap_or(&[]))
+                                v.feed_payload(&batch, refs.get(2).copied().unwrap_or(&[]));
+                                if let Some(t) = &cfg.tap {
+                                    (t.0)(&batch);
+                                }
                             }
                             Err(e) => {
                                 undecodable += 1;
@@ -193,6 +210,9 @@ pub fn run(
                                     }
                                 }
                                 v.feed(&batch);
+                                if let Some(t) = &cfg.tap {
+                                    (t.0)(&batch);
+                                }
                             }
                             Err(e) => {
                                 undecodable += 1;
