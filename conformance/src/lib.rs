@@ -8,6 +8,8 @@
 //! * [`events`]: decoding the KV-event vector files and comparing field by field.
 //! * [`templates`]: the template vector files and the gateway's chat-template fixtures,
 //!   through the renderer, the tokenizer and the strict encoder.
+//! * [`nonjinja`]: the vector files of models the engines do not render with Jinja (gpt-oss
+//!   through harmony on vLLM, Mistral through mistral_common), per engine path.
 //! * [`parity`]: one vector file of any of these formats, checked under the contract of the
 //!   release it names — what `kvexact parity` prints.
 //! * [`emulator`]: a loopback engine emulator (HTTP server, ZMQ PUB, event writer) for the
@@ -20,6 +22,7 @@
 pub mod emulator;
 pub mod events;
 pub mod hashes;
+pub mod nonjinja;
 pub mod parity;
 pub mod templates;
 

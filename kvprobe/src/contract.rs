@@ -138,6 +138,16 @@ impl Contract {
         self.chat.as_ref()
     }
 
+    /// The chat renderer this release uses for a model whose `config.json` `model_type` is
+    /// `model_type` (catalog `chat.renderers`, docs/contracts/templates.md §13): `Some("harmony")`
+    /// for gpt-oss on vLLM 0.31.0/0.33.0; `None` = the checkpoint's Jinja template (also when
+    /// no chat rules are proven for this version, or the model type is unknown).
+    pub fn chat_renderer(&self, model_type: Option<&str>) -> Option<&'static str> {
+        let version = self.version.as_deref()?;
+        let rules = self.release.chat_for(version)?;
+        rules.renderers.get(model_type?).map(String::as_str)
+    }
+
     /// The strict-rule refusal codes an encoder for this contract may lift (the release's
     /// `chat.liftable`), where its chat rules are proven ([`Contract::chat`]); otherwise none.
     /// `kvprobe::bridge::encoder_with_lifts` refuses any other lift.
@@ -335,6 +345,16 @@ fn chat_rules(r: &Release, version: Option<&str>) -> Result<Option<ChatRules>, E
         .with_tool_serialization(c.tool_serialization.parse().map_err(|e| bad(r, e))?)
         .with_template_error_class(c.template_error_class.parse().map_err(|e| bad(r, e))?);
     rules.check_engine(engine).map_err(|e| bad(r, e))?;
+    for (model_type, renderer) in &c.renderers {
+        if renderer != "harmony" || engine != kvtemplate::Engine::Vllm {
+            return Err(bad(
+                r,
+                format!(
+                    "chat.renderers.{model_type}: {renderer} is not a renderer kvtemplate has for {engine} (harmony on vllm)"
+                ),
+            ));
+        }
+    }
     let proven = match version {
         Some(v) => r.chat_for(v).is_some(),
         // By id: only when the rules are proven for every version of the release.
