@@ -239,6 +239,7 @@ fn release_json(r: &Release) -> Value {
             "template_error_class": c.template_error_class,
             "liftable": c.liftable,
             "vectors": c.vectors,
+            "renderers": c.renderers,
         })
     });
     json!({
