@@ -195,6 +195,21 @@ fn bounds_are_checked_before_the_work() {
         small.engine_chat(long.as_bytes(), Some(NOW_MS)),
         Err(Error::InputTooLarge(_))
     ));
+    // One long word: over the fallback bound before the stock tokenizer sees it.
+    let tight = encoder()
+        .reconfigured(HarmonyConfig::vllm())
+        .with_limits(InputLimits {
+            max_fallback_bytes: 1000,
+            ..InputLimits::default()
+        });
+    let word = format!(
+        r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "y".repeat(2000)
+    );
+    match tight.engine_chat(word.as_bytes(), Some(NOW_MS)) {
+        Err(Error::InputTooLarge(hit)) => assert_eq!(hit.limit, kvtemplate::Limit::FallbackBytes),
+        other => panic!("want input_too_large, got {other:?}"),
+    }
 }
 
 /// Realistic traffic: each turn of a growing conversation (no reasoning to drop) renders to

@@ -149,7 +149,9 @@ impl HarmonyEncoder {
     /// `now_unix_ms`: `rendered` is the text form of the ids (harmony's `decode_utf8`). A
     /// request vLLM refuses fails with [`Error::EngineRequest`] (vLLM's text); a request shape
     /// the vectors do not cover with [`Error::Unsupported`]; a body over a bound with
-    /// [`Error::InputTooLarge`]; no instant and no fixed start date with [`Error::Clock`].
+    /// [`Error::InputTooLarge`] (the body, the messages, the rendered prompt, and — while
+    /// the o200k encoder has no fast path — each text piece against
+    /// [`InputLimits::max_fallback_bytes`], all checked before encoding); no instant and no fixed start date with [`Error::Clock`].
     pub fn engine_chat(&self, body: &[u8], now_unix_ms: Option<i64>) -> Result<EngineChat, Error> {
         if let Some(hit) = LimitHit::check(Limit::BodyBytes, &self.limits, body.len()) {
             return Err(Error::InputTooLarge(hit));
@@ -179,6 +181,20 @@ impl HarmonyEncoder {
         let rendered = render::text_of(&pieces);
         if let Some(hit) = LimitHit::check(Limit::RenderedBytes, &self.limits, rendered.len()) {
             return Err(Error::InputTooLarge(hit));
+        }
+        // The stock tokenizer (no fast path for o200k yet) sees each piece whole: bound it.
+        if !self.ordinary.is_fast() {
+            let longest = pieces
+                .iter()
+                .map(|p| match p {
+                    Piece::Text(t) => t.len(),
+                    Piece::Special(_) => 0,
+                })
+                .max()
+                .unwrap_or(0);
+            if let Some(hit) = LimitHit::check(Limit::FallbackBytes, &self.limits, longest) {
+                return Err(Error::InputTooLarge(hit));
+            }
         }
         let mut ids = Vec::with_capacity(rendered.len() / 3);
         for p in &pieces {
