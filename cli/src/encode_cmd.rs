@@ -226,8 +226,10 @@ pub fn run(args: &Args) -> ExitCode {
             Ok(t) => t,
             Err(e) => return fail(e.to_string(), e.class().code()),
         };
-        if let Some(renderer) = contract.chat_renderer(model_type.as_deref()) {
-            return run_harmony(args, dir, renderer, now_ms);
+        match contract.chat_renderer(model_type.as_deref()) {
+            Ok(Some(renderer)) => return run_harmony(args, dir, renderer, now_ms),
+            Ok(None) => {}
+            Err(e) => return fail(format!("REFUSED {}: {e}", e.code()), -3),
         }
     }
     let built = match (&args.model_dir, &args.registry) {

@@ -424,4 +424,19 @@ fn gptoss_chat_takes_the_releases_renderer() {
     assert_eq!(rc, 0, "{v}");
     assert_eq!(v["renderer"], serde_json::Value::Null);
     assert_eq!(v["token_ids"], case["engine_token_ids"]["sglang"]);
+    // A vLLM release whose vectors do not prove the renderer of gpt_oss: refused, not Jinja.
+    let (rc, v) = encode(
+        &[
+            "--engine",
+            "vllm",
+            "--engine-version",
+            "0.29.0",
+            "--now",
+            now,
+        ],
+        "openai__gpt-oss-20b",
+        body,
+    );
+    assert_eq!(rc, 1, "{v}");
+    assert!(v["error"].as_str().unwrap_or("").contains("gpt_oss"), "{v}");
 }

@@ -109,10 +109,13 @@ fn check_nonjinja(bytes: &[u8], opts: Options<'_>) -> Result<FileReport, String>
         let c = contract_of(engine.as_str(), version)?;
         let rules = c.chat().copied();
         let renderer = match (c.chat_renderer(model_type), rules) {
-            (Some("harmony"), _) => nonjinja::PathRenderer::Harmony,
-            (Some(_), _) => nonjinja::PathRenderer::Unsupported("a renderer kvexact lacks"),
-            (None, Some(r)) => nonjinja::PathRenderer::Jinja(r),
-            (None, None) => {
+            (Ok(Some("harmony")), _) => nonjinja::PathRenderer::Harmony,
+            (Ok(Some(_)), _) => nonjinja::PathRenderer::Unsupported("a renderer kvexact lacks"),
+            (Err(_), _) => nonjinja::PathRenderer::Unsupported(
+                "no vectors prove this release's renderer for the model type",
+            ),
+            (Ok(None), Some(r)) => nonjinja::PathRenderer::Jinja(r),
+            (Ok(None), None) => {
                 nonjinja::PathRenderer::Unsupported("no chat rules proven for this release")
             }
         };
