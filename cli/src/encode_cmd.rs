@@ -10,6 +10,12 @@
 //! serving path does. A code the release's contract does not list as liftable is refused
 //! before anything is read (`REFUSED LIFT_NOT_ALLOWED`, exit 2), as is an unknown code name.
 //!
+//! A model directory whose `config.json` `model_type` the release renders with another
+//! renderer than Jinja (catalog `chat.renderers`: gpt-oss on vLLM 0.31.0/0.33.0 = harmony,
+//! docs/contracts/templates.md §13) is encoded, for chat, by that renderer: the engine's
+//! serving path, with kvexact's own refusals (`unsupported`) for request shapes no vector
+//! covers; `--allow` does not apply to it.
+//!
 //! Work is bounded (`--max-body-bytes`, `--max-messages`, `--max-rendered-bytes`,
 //! `--max-word-bytes`, `--max-fallback-bytes`; defaults as the C ABI's): at most the body bound
 //! plus one byte is read, and a request over a bound prints `{"refusal": "input_too_large",
@@ -215,6 +221,17 @@ pub fn run(args: &Args) -> ExitCode {
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(0),
     };
+    if let (Some(dir), Api::Chat) = (&args.model_dir, args.api) {
+        let model_type = match kvtemplate::model_type_of_dir(dir) {
+            Ok(t) => t,
+            Err(e) => return fail(e.to_string(), e.class().code()),
+        };
+        match contract.chat_renderer(model_type.as_deref()) {
+            Ok(Some(renderer)) => return run_harmony(args, dir, renderer, now_ms),
+            Ok(None) => {}
+            Err(e) => return fail(format!("REFUSED {}: {e}", e.code()), -3),
+        }
+    }
     let built = match (&args.model_dir, &args.registry) {
         (Some(dir), _) => {
             match spec_from_model_dir_for(dir, engine, contract.added_tokens_rule()) {
@@ -288,6 +305,48 @@ pub fn run(args: &Args) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(Outcome::Refused(r)) => refused(r, scratch.limit_hit()),
+        Err(e) => fail(e.to_string(), e.class().code()),
+    }
+}
+
+/// Chat through the release's non-Jinja renderer (`renderer`, catalog `chat.renderers`).
+fn run_harmony(args: &Args, dir: &std::path::Path, renderer: &str, now_ms: i64) -> ExitCode {
+    if renderer != "harmony" {
+        return fail(format!("renderer {renderer} is not one kvexact has"), -3);
+    }
+    let path = dir.join("tokenizer.json");
+    let tok = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) => return fail(format!("{}: {e}", path.display()), -3),
+    };
+    let limits = args.limits();
+    let enc = match kvtemplate::harmony::HarmonyEncoder::from_tokenizer_json(
+        &tok,
+        kvtemplate::harmony::HarmonyConfig::vllm(),
+    ) {
+        Ok(e) => e.with_limits(limits),
+        Err(e) => return fail(e.to_string(), e.class().code()),
+    };
+    let body = match read_bounded(&args.file, limits.max_body_bytes) {
+        Ok(b) => b,
+        Err(Ok(hit)) => return refused(Refusal::InputTooLarge, Some(hit)),
+        Err(Err(msg)) => {
+            eprintln!("{msg}");
+            return ExitCode::from(2);
+        }
+    };
+    match enc.engine_chat(&body, Some(now_ms)) {
+        Ok(chat) => {
+            let mut ids = chat.ids.unwrap_or_default();
+            let truncated = ids.len() > args.max_ids;
+            ids.truncate(args.max_ids);
+            println!(
+                "{}",
+                json!({ "rendered": chat.rendered, "token_ids": ids, "truncated": truncated, "renderer": "harmony" })
+            );
+            ExitCode::SUCCESS
+        }
+        Err(kvtemplate::Error::InputTooLarge(hit)) => refused(Refusal::InputTooLarge, Some(hit)),
         Err(e) => fail(e.to_string(), e.class().code()),
     }
 }

@@ -372,3 +372,71 @@ fn the_bounds_are_flags() {
     let (rc, v) = encode(&["--engine", "vllm"], "Qwen__Qwen2.5-7B-Instruct", body);
     assert_eq!(rc, 0, "{v}");
 }
+
+/// gpt-oss on vLLM 0.31.0 renders through harmony (catalog `chat.renderers`), on SGLang
+/// through the Jinja template: the ids of templates-nonjinja/gptoss-20b-v1.json#system_user.
+#[test]
+fn gptoss_chat_takes_the_releases_renderer() {
+    let body = r#"{"messages":[{"role":"system","content":"You are a terse assistant. Answer in one sentence."},{"role":"user","content":"What is 2+2?"}]}"#;
+    let bytes = std::fs::read(
+        Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../testdata/vectors/templates-nonjinja"
+        ))
+        .join("gptoss-20b-v1.json"),
+    )
+    .unwrap_or_default();
+    let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let case = doc["cases"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["id"] == "system_user"))
+        .cloned()
+        .unwrap_or_default();
+    let now = "2026-03-14T09:30:00Z";
+    let (rc, v) = encode(
+        &[
+            "--engine",
+            "vllm",
+            "--engine-version",
+            "0.31.0",
+            "--now",
+            now,
+        ],
+        "openai__gpt-oss-20b",
+        body,
+    );
+    assert_eq!(rc, 0, "{v}");
+    assert_eq!(v["renderer"], "harmony");
+    assert_eq!(v["token_ids"], case["engine_token_ids"]["vllm"]);
+    assert_ne!(case["engine_token_ids"]["vllm"], serde_json::Value::Null);
+    let (rc, v) = encode(
+        &[
+            "--engine",
+            "sglang",
+            "--engine-version",
+            "0.5.19",
+            "--now",
+            now,
+        ],
+        "openai__gpt-oss-20b",
+        body,
+    );
+    assert_eq!(rc, 0, "{v}");
+    assert_eq!(v["renderer"], serde_json::Value::Null);
+    assert_eq!(v["token_ids"], case["engine_token_ids"]["sglang"]);
+    // A vLLM release whose vectors do not prove the renderer of gpt_oss: refused, not Jinja.
+    let (rc, v) = encode(
+        &[
+            "--engine",
+            "vllm",
+            "--engine-version",
+            "0.29.0",
+            "--now",
+            now,
+        ],
+        "openai__gpt-oss-20b",
+        body,
+    );
+    assert_eq!(rc, 1, "{v}");
+    assert!(v["error"].as_str().unwrap_or("").contains("gpt_oss"), "{v}");
+}

@@ -10,6 +10,8 @@
 //!   through the renderer, the tokenizer and the strict encoder.
 //! * [`cachehit`]: the cache-hit replays through `kvindex`, query by query and endpoint by
 //!   endpoint.
+//! * [`nonjinja`]: the vector files of models the engines do not render with Jinja (gpt-oss
+//!   through harmony on vLLM, Mistral through mistral_common), per engine path.
 //! * [`parity`]: one vector file of any of these formats, checked under the contract of the
 //!   release it names — what `kvexact parity` prints.
 //! * [`routing`]: the routing replay (an agentic workload over emulated engines that evict,
@@ -25,6 +27,7 @@ pub mod cachehit;
 pub mod emulator;
 pub mod events;
 pub mod hashes;
+pub mod nonjinja;
 pub mod parity;
 pub mod routing;
 pub mod templates;

@@ -10,7 +10,7 @@
 //! fixtures name no engine version: they are plain blocks from a given parent, which hash the
 //! same under every release's rules.
 
-use crate::{cachehit, events, hashes, templates, FileReport};
+use crate::{cachehit, events, hashes, nonjinja, templates, FileReport};
 use serde_json::Value;
 use std::path::Path;
 
@@ -56,6 +56,8 @@ pub fn check_bytes(bytes: &[u8], opts: Options<'_>) -> Result<FileReport, String
         check_hashes(&doc)
     } else if events::is_kv_events_file(&doc) {
         check_events(&doc)
+    } else if nonjinja::detect(&doc) {
+        check_nonjinja(bytes, opts)
     } else if templates::detect(&doc).is_some() {
         check_templates(bytes, &doc, opts)
     } else {
@@ -107,6 +109,31 @@ fn check_events(doc: &Value) -> Result<FileReport, String> {
             schema.format()
         )],
     })
+}
+
+/// Non-Jinja template vectors: each engine path through the renderer its release's catalog
+/// entry names for the model's `model_type` (`chat.renderers`), Jinja otherwise.
+fn check_nonjinja(bytes: &[u8], opts: Options<'_>) -> Result<FileReport, String> {
+    let models = opts
+        .models
+        .ok_or("template vectors need --models DIR (folders of <org>__<name>/ model files)")?;
+    let resolve = |engine: kvtemplate::Engine, version: &str, model_type: Option<&str>| {
+        let c = contract_of(engine.as_str(), version)?;
+        let rules = c.chat().copied();
+        let renderer = match (c.chat_renderer(model_type), rules) {
+            (Ok(Some("harmony")), _) => nonjinja::PathRenderer::Harmony,
+            (Ok(Some(_)), _) => nonjinja::PathRenderer::Unsupported("a renderer kvexact lacks"),
+            (Err(_), _) => nonjinja::PathRenderer::Unsupported(
+                "no vectors prove this release's renderer for the model type",
+            ),
+            (Ok(None), Some(r)) => nonjinja::PathRenderer::Jinja(r),
+            (Ok(None), None) => {
+                nonjinja::PathRenderer::Unsupported("no chat rules proven for this release")
+            }
+        };
+        Ok((renderer, rules))
+    };
+    nonjinja::check_file(bytes, models, &resolve)
 }
 
 /// Template vectors must be read from the bytes with key order kept (tool schemas are

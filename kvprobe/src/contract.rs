@@ -138,6 +138,41 @@ impl Contract {
         self.chat.as_ref()
     }
 
+    /// The chat renderer this release uses for a model whose `config.json` `model_type` is
+    /// `model_type` (catalog `chat.renderers`, docs/contracts/templates.md §13):
+    /// `Ok(Some("harmony"))` for gpt-oss on vLLM 0.31.0/0.33.0; `Ok(None)` = the checkpoint's
+    /// Jinja template (a model type no release of the engine renders otherwise, or no model
+    /// type). A model type that some release of the engine renders without Jinja is an error
+    /// on every version whose vectors do not prove its renderer: kvexact cannot know it.
+    pub fn chat_renderer(&self, model_type: Option<&str>) -> Result<Option<&'static str>, Error> {
+        let Some(t) = model_type else {
+            return Ok(None);
+        };
+        let proven = self
+            .version
+            .as_deref()
+            .and_then(|v| self.release.chat_for(v))
+            .and_then(|rules| rules.renderers.get(t));
+        if let Some(r) = proven {
+            return Ok(Some(r.as_str()));
+        }
+        let engine = self.release.engine;
+        let elsewhere = kvprofile_core::contracts::builtin().map_or(true, |c| {
+            c.releases.iter().any(|r| {
+                r.engine == engine && r.chat.as_ref().is_some_and(|c| c.renderers.contains_key(t))
+            })
+        });
+        if elsewhere {
+            return Err(Error::Config(format!(
+                "{} {}: no vectors prove how it renders chat for model_type {t} (other releases \
+                 of {engine} do not use its Jinja template)",
+                self.release_id(),
+                self.version.as_deref().unwrap_or("(no version)")
+            )));
+        }
+        Ok(None)
+    }
+
     /// The strict-rule refusal codes an encoder for this contract may lift (the release's
     /// `chat.liftable`), where its chat rules are proven ([`Contract::chat`]); otherwise none.
     /// `kvprobe::bridge::encoder_with_lifts` refuses any other lift.
@@ -229,6 +264,7 @@ fn release_json(r: &Release) -> Value {
             "template_error_class": c.template_error_class,
             "liftable": c.liftable,
             "vectors": c.vectors,
+            "renderers": c.renderers,
         })
     });
     json!({
@@ -335,6 +371,16 @@ fn chat_rules(r: &Release, version: Option<&str>) -> Result<Option<ChatRules>, E
         .with_tool_serialization(c.tool_serialization.parse().map_err(|e| bad(r, e))?)
         .with_template_error_class(c.template_error_class.parse().map_err(|e| bad(r, e))?);
     rules.check_engine(engine).map_err(|e| bad(r, e))?;
+    for (model_type, renderer) in &c.renderers {
+        if renderer != "harmony" || engine != kvtemplate::Engine::Vllm {
+            return Err(bad(
+                r,
+                format!(
+                    "chat.renderers.{model_type}: {renderer} is not a renderer kvtemplate has for {engine} (harmony on vllm)"
+                ),
+            ));
+        }
+    }
     let proven = match version {
         Some(v) => r.chat_for(v).is_some(),
         // By id: only when the rules are proven for every version of the release.
@@ -523,6 +569,27 @@ pub fn normalise_version(version: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// gpt-oss renders with harmony on the vLLM releases whose templates-nonjinja vectors
+    /// prove it (0.31.0, 0.33.0), with its Jinja template everywhere else.
+    #[test]
+    fn chat_renderer_is_per_release_and_model_type() {
+        let r = |e, v: &str, t: Option<&str>| resolve(e, v).unwrap().chat_renderer(t);
+        assert_eq!(
+            r(Engine::Vllm, "0.31.0", Some("gpt_oss")).unwrap(),
+            Some("harmony")
+        );
+        assert_eq!(
+            r(Engine::Vllm, "0.33.0", Some("gpt_oss")).unwrap(),
+            Some("harmony")
+        );
+        assert!(r(Engine::Vllm, "0.32.0", Some("gpt_oss")).is_err());
+        assert!(r(Engine::Vllm, "0.29.0", Some("gpt_oss")).is_err());
+        assert_eq!(r(Engine::Vllm, "0.31.0", Some("qwen2")).unwrap(), None);
+        assert_eq!(r(Engine::Vllm, "0.29.0", Some("qwen2")).unwrap(), None);
+        assert_eq!(r(Engine::Vllm, "0.31.0", None).unwrap(), None);
+        assert_eq!(r(Engine::Sglang, "0.5.19", Some("gpt_oss")).unwrap(), None);
+    }
 
     #[test]
     fn every_builtin_release_converts() {

@@ -173,6 +173,12 @@ pub struct ChatRules {
     /// prove the engine's behaviour; empty (the default) = nothing liftable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub liftable: Vec<String>,
+    /// Chat renderers other than the checkpoint's Jinja template, by the model's
+    /// `config.json` `model_type` (`gpt_oss: harmony`, docs/contracts/templates.md §13); a
+    /// model type not listed renders with its Jinja template. Proven by the
+    /// `templates-nonjinja` vectors of these versions.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub renderers: std::collections::BTreeMap<String, String>,
 }
 
 impl Release {

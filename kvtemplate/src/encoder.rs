@@ -548,11 +548,37 @@ impl Encoder {
             }
             Some(_) => return Err(bad("tools must be a list".into())),
         };
-        let kwargs = match req.body.get("chat_template_kwargs") {
+        let mut kwargs = match req.body.get("chat_template_kwargs") {
             None | Some(Json::Null) => None,
             Some(v @ Json::Object(_)) => Some(v.to_value()),
             Some(_) => return Err(bad("chat_template_kwargs must be an object".into())),
         };
+        // SGLang hands the request's `reasoning_effort` to the template as a variable
+        // (docs/contracts/templates.md §13.5; gpt-oss's template reads it).
+        if e == Engine::Sglang {
+            if let Some(Json::Str(effort)) = req.body.get("reasoning_effort") {
+                let has = kwargs.as_ref().is_some_and(|k| {
+                    k.get_attr("reasoning_effort")
+                        .is_ok_and(|v| !v.is_undefined())
+                });
+                if !has {
+                    let mut pairs: Vec<(Value, Value)> = Vec::new();
+                    if let Some(k) = &kwargs {
+                        if let Ok(keys) = k.try_iter() {
+                            for key in keys {
+                                let v = k.get_item(&key).unwrap_or_default();
+                                pairs.push((key, v));
+                            }
+                        }
+                    }
+                    pairs.push((
+                        Value::from("reasoning_effort"),
+                        Value::from(effort.as_ref()),
+                    ));
+                    kwargs = Some(map_value(pairs));
+                }
+            }
+        }
         let last_is_assistant = messages.last().is_some_and(|m| role_is(m, "assistant"));
         let raised = self.chat_rules.template_error_class;
         if e != Engine::Sglang {

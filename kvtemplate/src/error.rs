@@ -47,6 +47,10 @@ pub enum Error {
     /// tokenization); only vLLM, SGLang and TensorRT-LLM encoders exist.
     #[error("{0} has no chat path kvexact reproduces (vllm, sglang, trtllm)")]
     NoChatPath(kvprofile_core::Engine),
+    /// A request shape kvexact cannot reproduce exactly for this renderer (no vector proves
+    /// what the engine does with it): refused rather than guessed.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
     /// The caller's "now" is outside the representable date range.
     #[error("clock value out of range: {0} ms")]
     Clock(i64),
@@ -60,9 +64,10 @@ impl Error {
             Error::TokenizerLoad(_) | Error::Tokenize(_) => ResultClass::Tokenizer,
             Error::ModelDir { .. } | Error::Spec(_) | Error::NoChatPath(_) => ResultClass::Profile,
             Error::EngineRequest(_) | Error::Request(_) | Error::Clock(_) => ResultClass::Request,
-            Error::TemplateRender(_) | Error::RenderBudget | Error::InputTooLarge(_) => {
-                ResultClass::Unsupported
-            }
+            Error::TemplateRender(_)
+            | Error::RenderBudget
+            | Error::InputTooLarge(_)
+            | Error::Unsupported(_) => ResultClass::Unsupported,
         }
     }
 }

@@ -49,6 +49,7 @@ mod encoder;
 mod engine;
 mod env;
 mod error;
+pub mod harmony;
 pub mod json;
 mod limits;
 mod loader;
@@ -76,7 +77,9 @@ pub use limits::{
 };
 pub use loader::{effective_tokenizer_json, AddedTokensRule};
 pub use loader_ambiguity::LoaderAmbiguity;
-pub use model_dir::{spec_from_model_dir, spec_from_model_dir_for, validate_artifacts};
+pub use model_dir::{
+    model_type_of_dir, spec_from_model_dir, spec_from_model_dir_for, validate_artifacts,
+};
 pub use profile::{
     added_tokens_rule_of, encoder_from_loaded, encoder_from_profile, spec_from_loaded,
     spec_from_profile, KvtemplateValidator, ParsedTokenizer,

@@ -167,6 +167,26 @@ pub fn spec_from_model_dir_for(
     Ok(spec)
 }
 
+/// The model's `config.json` `model_type` (what an engine release's chat renderer is keyed by,
+/// docs/contracts/templates.md §13), `None` when the directory has no `config.json`; a
+/// `config.json` that is not a JSON object, or whose `model_type` is not a string, is an error.
+pub fn model_type_of_dir(dir: &Path) -> Result<Option<String>, Error> {
+    let path = dir.join("config.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(&path).map_err(|e| dir_err(&path, e.to_string()))?;
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(serde_json::Value::Object(m)) => match m.get("model_type") {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::String(t)) => Ok(Some(t.clone())),
+            Some(_) => Err(dir_err(&path, "model_type is not a string")),
+        },
+        Ok(_) => Err(dir_err(&path, "not a JSON object")),
+        Err(e) => Err(dir_err(&path, e.to_string())),
+    }
+}
+
 /// The registry's publish-time check (docs/contracts/registry.md §2): the template compiles (with the
 /// clock policy agreeing with it both ways), `tokenizer.json` loads, and — when a
 /// `completionsBos` quirk is declared — the BOS token resolves to exactly one special added

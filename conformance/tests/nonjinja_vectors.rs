@@ -1,0 +1,65 @@
+//! The vectors of models the engines do not render with Jinja (testdata copies of
+//! `templates-nonjinja/`), through `kvexact parity`'s dispatch (catalog-resolved renderer per
+//! engine path): gpt-oss must pass on every engine path with truth in the file (vLLM chat via
+//! harmony, vLLM `/tokenize` and SGLang via the Jinja template, completions); the Mistral files
+//! have no renderer in kvexact yet and every one of their cases must fail as `unsupported`,
+//! never pass.
+
+use kvexact_conformance::parity::{check_path, Options};
+use std::path::{Path, PathBuf};
+
+fn testdata(rel: &str) -> PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata")).join(rel)
+}
+
+fn report(file: &str) -> kvexact_conformance::FileReport {
+    let models = testdata("models");
+    let opts = Options {
+        models: Some(&models),
+        lifted: false,
+    };
+    check_path(&testdata(file), opts).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+#[test]
+fn gptoss_every_engine_path() {
+    let r = report("vectors/templates-nonjinja/gptoss-20b-v1.json");
+    let failed: Vec<String> = r
+        .cases
+        .iter()
+        .filter_map(|c| c.failure.as_ref().map(|f| format!("{}: {f}", c.name)))
+        .collect();
+    // 41 chat cases × 3 paths + 6 completion cases × 2 engines.
+    assert_eq!(r.cases.len(), 41 * 3 + 6 * 2, "{:?}", r.notes);
+    for path in ["/vllm", "/vllm_tokenize", "/sglang"] {
+        assert!(r.cases.iter().any(|c| c.name.ends_with(path)), "{path}");
+    }
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("vllm (vllm 0.31.0) via harmony")),
+        "{:?}",
+        r.notes
+    );
+    assert!(
+        failed.is_empty(),
+        "{} failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}
+
+#[test]
+fn mistral_files_are_refused_not_passed() {
+    for file in [
+        "vectors/templates-nonjinja/mistral-tekken-v1.json",
+        "vectors/templates-nonjinja/mistral-spm-v7-v1.json",
+    ] {
+        let r = report(file);
+        assert!(r.cases.len() >= 41, "{file}");
+        for c in &r.cases {
+            let f = c.failure.as_deref().unwrap_or("passed");
+            assert!(f.starts_with("unsupported: "), "{file}: {}: {f}", c.name);
+        }
+    }
+}
