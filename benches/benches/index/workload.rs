@@ -283,7 +283,7 @@ fn new_conv(systems: &[Vec<Block>], endpoints: usize, rng: &mut Rng) -> Conv {
 /// requests, then the queries.
 pub fn generate(endpoints: usize, seed: u64) -> Workload {
     let mut rng = Rng::new(seed ^ endpoints as u64);
-    let capacity = 2048usize;
+    let capacity = 512usize;
     let requests = endpoints * 48;
     let systems: Vec<Vec<Block>> = (0..6 + endpoints / 16)
         .map(|_| {
