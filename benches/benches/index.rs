@@ -121,7 +121,6 @@ fn request<'a>(q: &Query, chains: &'a [u64]) -> Request<'a> {
     Request {
         block_hashes: chains,
         prompt_tokens: q.prompt_tokens,
-        lora: false,
         skip_prefix_cache: false,
     }
 }
