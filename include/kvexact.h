@@ -13,7 +13,8 @@
  *    terminator is needed. Strings returned by libkvexact are NUL-terminated UTF-8.
  *  - Errors: every constructor (kvexact_*_new*, kvexact_*_load) and every call whose failure
  *    needs more than its status (registry checks and admission, contract resolution, event
- *    decoding, drift feeding and its Prometheus text, route keys, the readiness ladder,
+ *    decoding, drift feeding and its Prometheus text, route keys, the prefix index's
+ *    construction, endpoints, feeding, predictions and observations, the readiness ladder,
  *    refusal-name parsing) takes a last `kvexact_error **err` parameter: on failure, when err is not NULL,
  *    it receives a new error object the caller frees with kvexact_error_free (on success it is
  *    left untouched). The other calls (per-request encode/render/hash calls, lookups,
@@ -31,7 +32,9 @@
  *    manifest and fixture-set handles are reference-counted, immutable and safe to share
  *    between threads. Event decoders, challenges and rank-coverage trackers have one owner
  *    at a time (move them between threads, never use one from two at once); a drift verifier
- *    serialises concurrent calls itself. Error objects belong to the caller.
+ *    serialises concurrent calls itself; a prefix index (kvexact_index) is reference-counted
+ *    and safe to share: predictions run while other threads feed it. Error objects belong to
+ *    the caller.
  *  - Enumerations (kvexact_engine, kvexact_api_mode, kvexact_hash_algo, kvexact_refusal,
  *    kvexact_event_kind) are integer typedefs with #define'd values, not C enums: their size
  *    is fixed and an out-of-range argument is KVEXACT_ERR_INVALID_ARGUMENT (the functions
