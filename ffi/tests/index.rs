@@ -710,3 +710,117 @@ fn options_and_endpoints_are_checked() {
         .contains("kvexact_index_in_step{endpoint=\"x\",rank=\"0\"} 1"));
     unsafe { kvexact_index_free(ix) };
 }
+
+/// Request threads predict through the ABI while an event thread feeds one shared index: in
+/// the shared-prefix replay nothing is ever removed, so each endpoint's count for a fixed
+/// request can only grow while it is fed, each answer reflects whole batches (a multiple of
+/// the block size), and every thread ends at the count of the fully fed index.
+#[test]
+fn predictions_run_while_events_are_fed() {
+    let path = repo().join("testdata/vectors/cachehit/vllm-0.31.0-shared-prefix.json");
+    let doc: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let release = release_of(KVEXACT_VLLM, "0.31.0");
+    let h = hasher_for_contract(
+        release.to_str().unwrap(),
+        None,
+        KVEXACT_SHA256_CBOR,
+        16,
+        Some("0"),
+        &hasher_options(None, null()),
+    );
+    let ix = Shared(new_index(&release, 16, &[]));
+    let names: Vec<String> = doc["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    let ids: HashMap<String, u32> = names
+        .iter()
+        .map(|n| (n.clone(), add(ix.0, n, 4095)))
+        .collect();
+    let steps = doc["steps"].as_array().unwrap();
+    // Every query's keys; the threads ask them all, round after round.
+    let queries: Vec<(Vec<u64>, usize)> = steps
+        .iter()
+        .filter(|s| s["kind"] == "query")
+        .map(|s| {
+            let toks: Vec<u32> = s["token_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_u64().unwrap() as u32)
+                .collect();
+            let mut hashes = vec![0u64; toks.len() / 16];
+            let n = unsafe {
+                kvexact_block_hashes_u64(
+                    h,
+                    toks.as_ptr(),
+                    toks.len(),
+                    1,
+                    hashes.as_mut_ptr(),
+                    hashes.len(),
+                )
+            };
+            assert_eq!(n as usize, hashes.len());
+            (hashes, toks.len())
+        })
+        .collect();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let seen: Vec<Vec<Vec<u64>>> = std::thread::scope(|sc| {
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                let (ix, queries, done) = (&ix, &queries, &done);
+                sc.spawn(move || {
+                    let mut last = vec![vec![0u64; 3]; queries.len()];
+                    loop {
+                        let finished = done.load(std::sync::atomic::Ordering::Acquire);
+                        for (q, (hashes, prompt)) in queries.iter().enumerate() {
+                            let p = predict(ix.0, hashes, *prompt);
+                            for (e, pr) in p.iter().enumerate() {
+                                assert_eq!(pr.status, KVEXACT_PREDICTION_CACHED);
+                                assert_eq!(pr.tokens % 16, 0);
+                                assert!(
+                                    pr.tokens >= last[q][e],
+                                    "query {q} endpoint {e}: {} after {}",
+                                    pr.tokens,
+                                    last[q][e]
+                                );
+                                last[q][e] = pr.tokens;
+                            }
+                        }
+                        if finished {
+                            return last;
+                        }
+                    }
+                })
+            })
+            .collect();
+        for s in steps.iter().filter(|s| s["kind"] == "events") {
+            let seq = hex::decode(s["seq_frame_hex"].as_str().unwrap()).unwrap();
+            let payload = hex::decode(s["payload_hex"].as_str().unwrap()).unwrap();
+            feed(
+                ix.0,
+                ids[s["endpoint"].as_str().unwrap()],
+                0,
+                b"",
+                &seq,
+                &payload,
+            );
+        }
+        done.store(true, std::sync::atomic::Ordering::Release);
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let fed: Vec<Vec<u64>> = queries
+        .iter()
+        .map(|(hs, n)| predict(ix.0, hs, *n).iter().map(|p| p.tokens).collect())
+        .collect();
+    assert!(fed.iter().flatten().any(|&t| t > 0));
+    for s in &seen {
+        assert_eq!(s, &fed);
+    }
+    unsafe {
+        kvexact_index_free(ix.0);
+        kvexact_hasher_free(h);
+    }
+}
