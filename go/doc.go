@@ -26,6 +26,11 @@
 // [Encoder.RouteKeys] does all of it in one call. [EventDecoder] decodes the engines' KV
 // events ([NewEventDecoder]), [DriftVerifier] re-derives their hashes, and the probe types
 // ([Fixtures], [Manifest], [Challenge], [RankCoverage]) and [EvaluateReadiness] drive readiness.
+// An [Index] turns the engines' KV events into the routing decision: fed each endpoint's
+// frames ([Index.FeedFrames]), it predicts the cached tokens each engine replica will report
+// for a request's keys ([Index.Predict]), or routes and predicts in one call
+// ([Index.RoutePredict]), and checks its predictions against the engines' reports
+// ([Index.Observe], [Index.PredictionDrift]).
 //
 // # Handles, memory and concurrency
 //
@@ -33,7 +38,8 @@
 // (idempotent; a finalizer is only a safety net). Go memory is passed to C for the duration
 // of one call and never kept. Registry, Profile, Encoder, Hasher, Manifest and Fixtures are
 // immutable and safe for concurrent use; an EventDecoder, Challenge or RankCoverage has one
-// user at a time; a DriftVerifier serialises concurrent calls itself.
+// user at a time; a DriftVerifier serialises concurrent calls itself; an Index is safe for
+// concurrent use (predictions while events are fed).
 //
 // # Errors
 //

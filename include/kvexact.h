@@ -13,7 +13,8 @@
  *    terminator is needed. Strings returned by libkvexact are NUL-terminated UTF-8.
  *  - Errors: every constructor (kvexact_*_new*, kvexact_*_load) and every call whose failure
  *    needs more than its status (registry checks and admission, contract resolution, event
- *    decoding, drift feeding and its Prometheus text, route keys, the readiness ladder,
+ *    decoding, drift feeding and its Prometheus text, route keys, the prefix index's
+ *    construction, endpoints, feeding, predictions and observations, the readiness ladder,
  *    refusal-name parsing) takes a last `kvexact_error **err` parameter: on failure, when err is not NULL,
  *    it receives a new error object the caller frees with kvexact_error_free (on success it is
  *    left untouched). The other calls (per-request encode/render/hash calls, lookups,
@@ -31,7 +32,9 @@
  *    manifest and fixture-set handles are reference-counted, immutable and safe to share
  *    between threads. Event decoders, challenges and rank-coverage trackers have one owner
  *    at a time (move them between threads, never use one from two at once); a drift verifier
- *    serialises concurrent calls itself. Error objects belong to the caller.
+ *    serialises concurrent calls itself; a prefix index (kvexact_index) is reference-counted
+ *    and safe to share: predictions run while other threads feed it. Error objects belong to
+ *    the caller.
  *  - Enumerations (kvexact_engine, kvexact_api_mode, kvexact_hash_algo, kvexact_refusal,
  *    kvexact_event_kind) are integer typedefs with #define'd values, not C enums: their size
  *    is fixed and an out-of-range argument is KVEXACT_ERR_INVALID_ARGUMENT (the functions
@@ -150,6 +153,29 @@
 #define KVEXACT_PREFIX_CACHE_MAX_ENTRIES 4194304
 
 /**
+ * Default `kvexact_index_options.max_slots`: 1,024 endpoint × rank slots.
+ */
+#define KVEXACT_INDEX_DEFAULT_MAX_SLOTS 1024
+
+/**
+ * Largest `kvexact_index_options.max_slots`: 1,048,576.
+ */
+#define KVEXACT_INDEX_MAX_SLOTS (1 << 20)
+
+/**
+ * Flags of a request (`kvexact_index_predict`'s `flags`): it skips reading the prefix cache
+ * (vLLM `prompt_logprobs`): no hit. (A request's LoRA adapter and `cache_salt` are in its
+ * hashes where the release's events show them; where they do not, endpoints with adapters
+ * loaded are `KVEXACT_UNKNOWN_LORA_NOT_IN_EVENTS` whatever the request names.)
+ */
+#define KVEXACT_PREDICT_SKIP_PREFIX_CACHE 2
+
+/**
+ * `kvexact_index_rank_status.endpoint` of an endpoint removed while the status was read.
+ */
+#define KVEXACT_INDEX_NO_ENDPOINT UINT32_MAX
+
+/**
  * The lift bit of `KVEXACT_REFUSAL_TOOLS` (`1 << code`), for `kvexact_encoder_options.lifted`.
  */
 #define KVEXACT_REFUSAL_BIT_TOOLS (1 << KVEXACT_REFUSAL_TOOLS)
@@ -242,6 +268,15 @@ typedef struct kvexact_fixtures kvexact_fixtures;
  * `kvexact_hasher_free`.
  */
 typedef struct kvexact_hasher kvexact_hasher;
+
+/**
+ * The exact prefix index of one model pool under one engine release: per endpoint × DP
+ * rank × KV-cache group × medium, the blocks the engine holds, from its own KV events.
+ * Opaque, reference-counted and safe to share between threads (predict on request threads
+ * while event threads feed). Free each reference (from `kvexact_index_new` or
+ * `kvexact_index_retain`) once with `kvexact_index_free`.
+ */
+typedef struct kvexact_index kvexact_index;
 
 /**
  * A profile's engine manifest (`manifests/<profile-id>.yaml`, docs/contracts/registry.md §4), the trust
@@ -839,6 +874,289 @@ typedef struct {
 } kvexact_event;
 
 /**
+ * The kind of a KV-cache group (`kvexact_index_group.kind`): `KVEXACT_GROUP_FULL_ATTENTION`
+ * or `KVEXACT_GROUP_SLIDING_WINDOW`.
+ */
+typedef uint32_t kvexact_group_kind;
+
+/**
+ * One KV-cache group of the served model, in the engine's order (vLLM `group_idx`).
+ */
+typedef struct {
+  /**
+   * `KVEXACT_GROUP_FULL_ATTENTION` or `KVEXACT_GROUP_SLIDING_WINDOW`.
+   */
+  kvexact_group_kind kind;
+  /**
+   * Tokens per block of this group (the replays prove only the hash block size).
+   */
+  uint32_t block_size;
+  /**
+   * Sliding-window groups: the window in tokens (vLLM `sliding_window`, >= 1); 0 for
+   * full attention.
+   */
+  uint32_t sliding_window;
+} kvexact_index_group;
+
+/**
+ * Options of `kvexact_index_new`. Zero-initialise it and set `struct_size` to
+ * `sizeof(kvexact_index_options)`: every zero field is the default, and NULL instead of the
+ * struct means all defaults. The struct only ever grows at its end.
+ */
+typedef struct {
+  /**
+   * `sizeof(kvexact_index_options)` as the caller compiled it.
+   */
+  uint32_t struct_size;
+  /**
+   * The most endpoint × rank slots the index holds (a hard bound on its bookkeeping);
+   * 0 = `KVEXACT_INDEX_DEFAULT_MAX_SLOTS`, at most `KVEXACT_INDEX_MAX_SLOTS`.
+   */
+  uint32_t max_slots;
+  /**
+   * The served model's KV-cache groups, group 0 first (borrowed for the call); NULL with
+   * `n_groups` 0 = one full-attention group of the index's block size.
+   */
+  const kvexact_index_group *groups;
+  /**
+   * Number of `groups` (at most 8).
+   */
+  size_t n_groups;
+} kvexact_index_options;
+
+/**
+ * One endpoint (an engine replica) for `kvexact_index_add_endpoint`. Zero-initialise it and
+ * set `struct_size` to `sizeof(kvexact_index_endpoint)`; the struct only ever grows at its
+ * end.
+ */
+typedef struct {
+  /**
+   * `sizeof(kvexact_index_endpoint)` as the caller compiled it.
+   */
+  uint32_t struct_size;
+  /**
+   * Data-parallel ranks, 1..=1024: each rank is its own cache and its own event stream.
+   */
+  uint32_t dp_ranks;
+  /**
+   * The name the gateway knows it by (UTF-8, unique in the index; borrowed for the call).
+   */
+  const uint8_t *name;
+  /**
+   * Length of `name` in bytes.
+   */
+  size_t name_len;
+  /**
+   * Per-rank blocks of the engine's GPU pool (vLLM `num_gpu_blocks - 1`, SGLang
+   * `max_total_num_tokens / page_size`, TensorRT-LLM's primary blocks), >= 1: a stream
+   * that stores more has lost removals and is `unknown` until its cache is known again.
+   */
+  uint64_t gpu_blocks;
+  /**
+   * Per-rank blocks in every other medium together (CPU offloading, HiCache).
+   */
+  uint64_t other_blocks;
+  /**
+   * 1: LoRA adapters are loaded on the endpoint (under a release whose events do not show
+   * the adapter, its predictions are then `unknown`, reason
+   * `KVEXACT_UNKNOWN_LORA_NOT_IN_EVENTS`). 0 or 1.
+   */
+  uint8_t lora_adapters;
+  /**
+   * 1: the engine keeps a replay buffer the caller can ask after a gap (vLLM / SGLang
+   * `replay_endpoint`): a gap is then `KVEXACT_APPLIED_REPLAY_FROM`, else
+   * `KVEXACT_APPLIED_LOST`. 0 or 1.
+   */
+  uint8_t replay;
+  /**
+   * 1: the engine starts now with an empty cache (just launched or reset): the first
+   * batch of any sequence number starts the stream. 0: the stream must show its start
+   * (sequence 0, `AllBlocksCleared`, TensorRT-LLM `created`) before the endpoint is
+   * predicted. 0 or 1.
+   */
+  uint8_t starts_empty;
+} kvexact_index_endpoint;
+
+/**
+ * What became of one fed batch (`kvexact_index_applied.outcome`).
+ */
+typedef uint32_t kvexact_applied_outcome;
+
+/**
+ * The outcome of a feed call. Set `struct_size` to `sizeof(kvexact_index_applied)` before
+ * the call; written only on success; the struct only ever grows at its end.
+ */
+typedef struct {
+  /**
+   * `sizeof(kvexact_index_applied)` as the caller compiled it (kept as is).
+   */
+  uint32_t struct_size;
+  /**
+   * `KVEXACT_APPLIED`, `KVEXACT_APPLIED_DUPLICATE`, `KVEXACT_APPLIED_REPLAY_FROM` or
+   * `KVEXACT_APPLIED_LOST`.
+   */
+  kvexact_applied_outcome outcome;
+  /**
+   * `KVEXACT_APPLIED`: block copies stored; else 0.
+   */
+  uint64_t stored;
+  /**
+   * `KVEXACT_APPLIED`: block copies removed; else 0.
+   */
+  uint64_t removed;
+  /**
+   * `KVEXACT_APPLIED_REPLAY_FROM`: the first missing sequence number; else 0.
+   */
+  uint64_t replay_from;
+} kvexact_index_applied;
+
+/**
+ * What a prediction says (`kvexact_index_prediction.status`).
+ */
+typedef uint32_t kvexact_prediction_status;
+
+/**
+ * Why a prediction is unknown (`kvexact_index_prediction.unknown_reason`).
+ */
+typedef uint32_t kvexact_unknown_reason;
+
+/**
+ * One endpoint rank's prediction for a request. A fixed layout (an array element: it has no
+ * `struct_size` and never changes).
+ */
+typedef struct {
+  /**
+   * The endpoint's id.
+   */
+  uint32_t endpoint;
+  /**
+   * The data-parallel rank.
+   */
+  uint32_t rank;
+  /**
+   * `KVEXACT_PREDICTION_CACHED` or `KVEXACT_PREDICTION_UNKNOWN`.
+   */
+  kvexact_prediction_status status;
+  /**
+   * `KVEXACT_UNKNOWN_NONE` when cached, else why it is unknown (`KVEXACT_UNKNOWN_*`).
+   */
+  kvexact_unknown_reason unknown_reason;
+  /**
+   * Cached: 1 when a cache-hit replay of the release proves its rule, 0 when the rule is
+   * predicted unproven. 0 when unknown.
+   */
+  uint32_t proven;
+  /**
+   * Always 0.
+   */
+  uint32_t reserved;
+  /**
+   * Cached: the cached tokens the engine will report (its GPU prefix-cache hit); 0 when
+   * unknown.
+   */
+  uint64_t tokens;
+  /**
+   * Cached: further prompt tokens held in other media (CPU offloading, HiCache) right after
+   * the GPU hit, never part of `tokens`; -1 where the rule does not say (several KV-cache
+   * groups) or the prediction is unknown.
+   */
+  int64_t other_media_tokens;
+} kvexact_index_prediction;
+
+/**
+ * How the engine's reported count compared with the prediction (`kvexact_index_observe`).
+ */
+typedef uint32_t kvexact_observation;
+
+/**
+ * Where a rank's event stream stands (`kvexact_index_rank_status.stream`).
+ */
+typedef uint32_t kvexact_stream_state;
+
+/**
+ * One rank's inventory and counters (`kvexact_index_status`). A fixed layout (an array
+ * element: no `struct_size`). Counters count from the endpoint's addition.
+ */
+typedef struct {
+  /**
+   * The endpoint's id (`KVEXACT_INDEX_NO_ENDPOINT` if it was removed meanwhile).
+   */
+  uint32_t endpoint;
+  /**
+   * The data-parallel rank.
+   */
+  uint32_t rank;
+  /**
+   * `KVEXACT_STREAM_IN_STEP`, `_UNSYNCED`, `_REPLAYING` or `_OUT_OF_STEP`.
+   */
+  kvexact_stream_state stream;
+  /**
+   * 1 when the stream stored more than the engine's pool (removals lost), else 0.
+   */
+  uint32_t overflow;
+  /**
+   * Block copies held on the GPU.
+   */
+  uint64_t held_gpu;
+  /**
+   * Block copies held in every other medium together.
+   */
+  uint64_t held_other;
+  /**
+   * Event batches seen.
+   */
+  uint64_t batches;
+  /**
+   * Block copies stored.
+   */
+  uint64_t stored;
+  /**
+   * Block copies removed.
+   */
+  uint64_t removed;
+  /**
+   * Removals of blocks the rank did not hold.
+   */
+  uint64_t removed_unknown;
+  /**
+   * Stores whose parent block the rank did not hold (kept: the engine holds them).
+   */
+  uint64_t stored_orphan;
+  /**
+   * Sequence gaps found.
+   */
+  uint64_t gaps;
+  /**
+   * Batches refused (not decodable, or not for this geometry).
+   */
+  uint64_t rejected;
+  /**
+   * Times the stream stored more than the pool holds.
+   */
+  uint64_t overflows;
+  /**
+   * Engine restarts seen (sequence back at 0).
+   */
+  uint64_t restarts;
+  /**
+   * Observations judged exact.
+   */
+  uint64_t observed_exact;
+  /**
+   * Observations where the index predicted more than the engine had.
+   */
+  uint64_t observed_over;
+  /**
+   * Observations where the index predicted less than the engine had.
+   */
+  uint64_t observed_under;
+  /**
+   * Observations of unknown predictions.
+   */
+  uint64_t observed_unjudged;
+} kvexact_index_rank_status;
+
+/**
  * What a challenge needs from the rule besides the encoder and hasher.
  */
 typedef struct {
@@ -1088,6 +1406,121 @@ typedef struct {
  * cached and reusable, so a prefix index may skip it.
  */
 #define KVEXACT_EVENT_UPDATED 4
+
+/**
+ * A full-attention KV-cache group (a hit is a chained prefix of cached blocks).
+ */
+#define KVEXACT_GROUP_FULL_ATTENTION 0
+
+/**
+ * A sliding-window KV-cache group (`kvexact_index_group.sliding_window` tokens); only
+ * releases whose catalog rule states such groups accept it.
+ */
+#define KVEXACT_GROUP_SLIDING_WINDOW 1
+
+/**
+ * Applied: the rank is in step (or still catching up on a replay).
+ */
+#define KVEXACT_APPLIED 0
+
+/**
+ * Already applied (a replay overlapping the live stream): ignored.
+ */
+#define KVEXACT_APPLIED_DUPLICATE 1
+
+/**
+ * A gap before this batch: ask the engine's replay endpoint for every batch from
+ * `kvexact_index_applied.replay_from` on and feed them; the rank is `unknown` until they are
+ * in (or `kvexact_index_replay_failed`).
+ */
+#define KVEXACT_APPLIED_REPLAY_FROM 2
+
+/**
+ * Batches were lost and cannot be replayed: the rank is `unknown` until the engine's cache
+ * is known again (`AllBlocksCleared`, a restart).
+ */
+#define KVEXACT_APPLIED_LOST 3
+
+/**
+ * The engine will report `tokens` cached tokens.
+ */
+#define KVEXACT_PREDICTION_CACHED 0
+
+/**
+ * The index cannot know: see `unknown_reason`. Never route on it as a hit.
+ */
+#define KVEXACT_PREDICTION_UNKNOWN 1
+
+/**
+ * Not unknown (the prediction is `KVEXACT_PREDICTION_CACHED`).
+ */
+#define KVEXACT_UNKNOWN_NONE 0
+
+/**
+ * The stream has not shown a point where the engine's cache was known (joined midway).
+ */
+#define KVEXACT_UNKNOWN_UNSYNCED 1
+
+/**
+ * Batches were lost; a replay was asked for and has not caught up yet.
+ */
+#define KVEXACT_UNKNOWN_REPLAYING 2
+
+/**
+ * Batches were lost and cannot be replayed (no replay buffer, or a rejected batch).
+ */
+#define KVEXACT_UNKNOWN_OUT_OF_STEP 3
+
+/**
+ * The stream stored more than the engine's pool holds: removals were lost.
+ */
+#define KVEXACT_UNKNOWN_OVERFLOW 4
+
+/**
+ * Adapters are loaded and the release's events do not tell adapter blocks from base blocks
+ * (the catalog's `loraInHashes: false`, e.g. SGLang 0.5.19): explained by the catalog.
+ */
+#define KVEXACT_UNKNOWN_LORA_NOT_IN_EVENTS 5
+
+/**
+ * Predicted = reported.
+ */
+#define KVEXACT_OBSERVATION_EXACT 0
+
+/**
+ * The index predicted more than the engine had.
+ */
+#define KVEXACT_OBSERVATION_OVER 1
+
+/**
+ * The index predicted less than the engine had.
+ */
+#define KVEXACT_OBSERVATION_UNDER 2
+
+/**
+ * The prediction was unknown: nothing to judge.
+ */
+#define KVEXACT_OBSERVATION_UNJUDGED 3
+
+/**
+ * Every batch since a point where the engine's cache was known has been applied.
+ */
+#define KVEXACT_STREAM_IN_STEP 0
+
+/**
+ * No point where the engine's cache was known has been seen yet.
+ */
+#define KVEXACT_STREAM_UNSYNCED 1
+
+/**
+ * Batches were lost and have been asked for again (replay).
+ */
+#define KVEXACT_STREAM_REPLAYING 2
+
+/**
+ * Batches were lost and cannot be replayed.
+ */
+#define KVEXACT_STREAM_OUT_OF_STEP 3
 
 /**
  * No refusal (the call succeeded, or failed for another reason). Name: `"none"`.
@@ -1371,6 +1804,25 @@ typedef struct {
  * encoder is built, never at request time.
  */
 #define KVEXACT_ERR_LIFT_NOT_ALLOWED (-142)
+
+/**
+ * The engine release has no prefix-hit rule in the contract catalog, or the index's KV-cache
+ * groups are outside what its rule states (error code `"PREFIX_HIT_RULE"`): the prefix
+ * index refuses rather than guess the engine's hit rule (`kvexact_index_new`).
+ */
+#define KVEXACT_ERR_PREFIX_HIT_RULE (-160)
+
+/**
+ * No endpoint with this id in the prefix index (never added, or removed); error code
+ * `"UNKNOWN_ENDPOINT"`.
+ */
+#define KVEXACT_ERR_UNKNOWN_ENDPOINT (-161)
+
+/**
+ * An endpoint of this name is already in the prefix index (`kvexact_index_add_endpoint`);
+ * error code `"DUPLICATE_ENDPOINT"`.
+ */
+#define KVEXACT_ERR_DUPLICATE_ENDPOINT (-162)
 
 #ifdef __cplusplus
 extern "C" {
@@ -2226,6 +2678,356 @@ int32_t kvexact_block_hashes_strided(const kvexact_hasher *hasher,
                                      uint8_t *out,
                                      size_t stride,
                                      size_t max_blocks);
+
+/**
+ * Creates a prefix index for the endpoints of one model pool under one engine release. The
+ * release is named by `contract_id` and `engine_version` exactly as for
+ * `kvexact_hasher_new_for_contract` (a release id with `engine_version` NULL, or a contract
+ * id with the version the engine reports); the index decodes events with the release's exact
+ * schema and predicts with the release's prefix-hit rule from the contract catalog
+ * (`prefixHit`: the longest chained prefix, the last prompt token never a hit, block/page
+ * alignment, hybrid groups combined as the engine combines them). A release whose rule no
+ * cache-hit replay proves predicts with `proven = 0`.
+ *
+ * `block_size`: tokens per hashed block (vLLM `--block-size`, SGLang page size, TensorRT-LLM
+ * tokens per block), >= 1, the block size of the request keys. `options`: NULL or a
+ * `kvexact_index_options` (KV-cache groups, max slots).
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`; otherwise, with an error object: the
+ * release statuses of `kvexact_hasher_new_for_contract` (`KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`,
+ * `KVEXACT_ERR_CONTRACT_MISMATCH`, `KVEXACT_ERR_NOT_FOUND`), `KVEXACT_ERR_PREFIX_HIT_RULE`
+ * (the release has no prefix-hit rule, or the groups are outside what it states),
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (block size 0, bad options, a release without KV events),
+ * `KVEXACT_ERR_NULL_ARGUMENT`. `*out` is not written on failure.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_index_free`) and `*err`; the strings
+ * and options are only read during the call.
+ *
+ * # Safety
+ * `contract_id` and `engine_version` are NULL or NUL-terminated; `options` is NULL or valid
+ * for its `struct_size` bytes with `groups` valid for `n_groups` reads; `out` and `err` are
+ * NULL or valid for one write.
+ */
+kvexact_status kvexact_index_new(const char *contract_id,
+                                 const char *engine_version,
+                                 uint32_t block_size,
+                                 const kvexact_index_options *options,
+                                 kvexact_index **out,
+                                 kvexact_error **err);
+
+/**
+ * Takes another reference to `index` (each freed once with `kvexact_index_free`); returns
+ * `index`, or NULL when `index` is NULL.
+ *
+ * # Safety
+ * `index` is NULL or a live index.
+ */
+const kvexact_index *kvexact_index_retain(const kvexact_index *index);
+
+/**
+ * Releases one reference to `index`; the last one frees it. NULL is ignored.
+ *
+ * # Safety
+ * `index` is NULL or a live reference, not released before.
+ */
+void kvexact_index_free(const kvexact_index *index);
+
+/**
+ * Adds an endpoint (one slot per data-parallel rank) and writes its id to `*id`.
+ *
+ * Returns `KVEXACT_OK`, or with an error object: `KVEXACT_ERR_DUPLICATE_ENDPOINT` (the name
+ * is taken), `KVEXACT_ERR_INVALID_ARGUMENT` (`dp_ranks` outside 1..=1024, `gpu_blocks` 0,
+ * a flag other than 0/1, the name not UTF-8, `struct_size` too small, no free slots left
+ * under `max_slots`: code `"INVALID_OPTIONS"`), `KVEXACT_ERR_NULL_ARGUMENT`. `*id` is written
+ * only on success.
+ *
+ * # Safety
+ * `index` is NULL or a live index; `endpoint` is NULL or valid for its `struct_size` bytes
+ * with `name` valid for `name_len` bytes; `id` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_index_add_endpoint(const kvexact_index *index,
+                                          const kvexact_index_endpoint *endpoint,
+                                          uint32_t *id,
+                                          kvexact_error **err);
+
+/**
+ * Removes endpoint `id` and everything it held. Returns `KVEXACT_OK`,
+ * `KVEXACT_ERR_UNKNOWN_ENDPOINT` or `KVEXACT_ERR_NULL_ARGUMENT` (with an error object).
+ *
+ * # Safety
+ * `index` is NULL or a live index; `err` is NULL or valid for one write.
+ */
+kvexact_status kvexact_index_remove_endpoint(const kvexact_index *index,
+                                             uint32_t id,
+                                             kvexact_error **err);
+
+/**
+ * Endpoint `id` restarted (a new identity, an empty cache): drops what it held and starts
+ * each rank's stream afresh, in step from its next batch. Statuses as
+ * `kvexact_index_remove_endpoint`.
+ *
+ * # Safety
+ * As `kvexact_index_remove_endpoint`.
+ */
+kvexact_status kvexact_index_reset_endpoint(const kvexact_index *index,
+                                            uint32_t id,
+                                            kvexact_error **err);
+
+/**
+ * The caller could not get the replay `KVEXACT_APPLIED_REPLAY_FROM` asked for (the
+ * engine's buffer no longer reaches back): rank `rank` of endpoint `id` stays `unknown`
+ * until its cache is known again. Returns `KVEXACT_OK`, `KVEXACT_ERR_UNKNOWN_ENDPOINT`,
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (code `"UNKNOWN_RANK"`) or `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * As `kvexact_index_remove_endpoint`.
+ */
+kvexact_status kvexact_index_replay_failed(const kvexact_index *index,
+                                           uint32_t id,
+                                           uint32_t rank,
+                                           kvexact_error **err);
+
+/**
+ * The id of the endpoint named `name` (UTF-8, `len` bytes) in `*id`. Returns `KVEXACT_OK`,
+ * `KVEXACT_ERR_NOT_FOUND` (no such endpoint), `KVEXACT_ERR_INVALID_ARGUMENT` (not UTF-8) or
+ * `KVEXACT_ERR_NULL_ARGUMENT`; `*id` is written only on success.
+ *
+ * # Safety
+ * `index` is NULL or a live index; `name` is NULL or valid for `len` bytes; `id` is NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_index_endpoint_id(const kvexact_index *index,
+                                         const uint8_t *name,
+                                         size_t len,
+                                         uint32_t *id);
+
+/**
+ * Feeds one ZMQ multipart message of endpoint `id`'s rank `rank` — the three frames
+ * `[topic, seq, payload]` as received (vLLM / SGLang publishers) — decoded with the index
+ * release's exact event schema and applied whole, with the engine's semantics (duplicate
+ * stores counted per copy, `AllBlocksCleared`, stores with an unknown parent, removals of
+ * unknown blocks) and stream health (sequence gaps, replays, restarts). The outcome goes to
+ * `*applied` (`struct_size` set by the caller).
+ *
+ * Returns `KVEXACT_OK`; otherwise, with an error object: `KVEXACT_ERR_EVENT_SCHEMA` /
+ * `KVEXACT_ERR_EVENT_DECODE` (the frames do not decode: the batch is lost, and the rank is
+ * `unknown` until its cache is known again — a rejected batch is counted), code
+ * `"EVENT_REJECTED"` under `KVEXACT_ERR_EVENT_SCHEMA` (a KV-cache group or medium the index
+ * was not configured for), `KVEXACT_ERR_UNKNOWN_ENDPOINT`, `KVEXACT_ERR_INVALID_ARGUMENT`
+ * (`"UNKNOWN_RANK"`; `applied.struct_size` too small), `KVEXACT_ERR_NULL_ARGUMENT`.
+ * `*applied` is written only on success.
+ *
+ * # Safety
+ * `index` is NULL or a live index; each frame pointer is NULL or valid for its length;
+ * `applied` is NULL or valid for its `struct_size` bytes; `err` is NULL or valid for one
+ * write.
+ */
+kvexact_status kvexact_index_feed_frames(const kvexact_index *index,
+                                         uint32_t id,
+                                         uint32_t rank,
+                                         const uint8_t *topic,
+                                         size_t topic_len,
+                                         const uint8_t *seq,
+                                         size_t seq_len,
+                                         const uint8_t *payload,
+                                         size_t payload_len,
+                                         kvexact_index_applied *applied,
+                                         kvexact_error **err);
+
+/**
+ * `kvexact_index_feed_frames` for a payload whose sequence number is given apart (a replay
+ * reply's `(seq, payload)`, or a subscriber that split the frames itself). Statuses as
+ * `kvexact_index_feed_frames`.
+ *
+ * # Safety
+ * As `kvexact_index_feed_frames`.
+ */
+kvexact_status kvexact_index_feed_payload(const kvexact_index *index,
+                                          uint32_t id,
+                                          uint32_t rank,
+                                          uint64_t seq,
+                                          const uint8_t *payload,
+                                          size_t payload_len,
+                                          kvexact_index_applied *applied,
+                                          kvexact_error **err);
+
+/**
+ * Feeds one drained TensorRT-LLM `/kv_cache_events` body (JSON, `len` bytes) of endpoint
+ * `id`: each event goes to the rank its `attention_dp_rank` names (0 when absent); event ids
+ * must follow each other (a gap — another reader drained them — leaves every rank `unknown`
+ * until the engine's next `created`: `KVEXACT_APPLIED_LOST`). Statuses as
+ * `kvexact_index_feed_frames`.
+ *
+ * # Safety
+ * As `kvexact_index_feed_frames`.
+ */
+kvexact_status kvexact_index_feed_json(const kvexact_index *index,
+                                       uint32_t id,
+                                       const uint8_t *body,
+                                       size_t len,
+                                       kvexact_index_applied *applied,
+                                       kvexact_error **err);
+
+/**
+ * Predicts, for a request's block keys, the cached tokens every endpoint rank of the index
+ * will report, by the release's hit rule (one entry per endpoint and rank, endpoints in the
+ * order they were added, ranks in order).
+ *
+ * `hashes` / `n_hashes`: the request's full-block chain hashes at the index's block size, in
+ * the engine's event integer form, as `kvexact_block_hashes_u64` (full blocks only) of a
+ * hasher of the same release writes them; at least `(prompt_tokens - 1) / block_size` of
+ * them (the blocks a hit may reach) and at most `prompt_tokens / block_size`.
+ * `prompt_tokens`: the prompt's token count. `flags`:
+ * `KVEXACT_PREDICT_SKIP_PREFIX_CACHE` or 0.
+ *
+ * On success returns `KVEXACT_OK`, writes `*count` predictions to `out` (capacity `cap`)
+ * and the count to `*count`. `KVEXACT_ERR_BUFFER_TOO_SMALL`: `cap` is below the number of
+ * endpoint ranks, which is written to `*count` (nothing else is written; `(NULL, 0)` asks
+ * for it). Otherwise, with an error object: `KVEXACT_ERR_INVALID_ARGUMENT` (code
+ * `"INVALID_REQUEST"`: a hash count outside the range above; unknown flag bits),
+ * `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * Thread safety: any number of threads may predict while others feed; each rank's answer
+ * reflects whole batches only. Nothing is allocated per block or per call once a thread's
+ * scratch has grown to the endpoint count.
+ *
+ * # Safety
+ * `index` is NULL or a live index; `hashes` is NULL or valid for `n_hashes` reads; `out` is
+ * NULL or valid for `cap` writes; `count` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_index_predict(const kvexact_index *index,
+                                     const uint64_t *hashes,
+                                     size_t n_hashes,
+                                     size_t prompt_tokens,
+                                     uint32_t flags,
+                                     kvexact_index_prediction *out,
+                                     size_t cap,
+                                     size_t *count,
+                                     kvexact_error **err);
+
+/**
+ * The gateway's hot path in one call, without entering any other runtime: exactly
+ * `kvexact_route_keys(encoder, hasher, body, len, now_unix_ms, ids_out, max_ids, hashes_out,
+ * max_blocks, n_ids, n_blocks, refusal_out, err)` — the refusal scan, render, tokenization
+ * and full-block hashes of the chat request — then `kvexact_index_predict(index, hashes_out,
+ * *n_blocks, *n_ids, flags, out, cap, count, err)` on the keys just written.
+ *
+ * `hasher` must be of the index's release and block size (a block size other than the
+ * index's is `KVEXACT_ERR_INVALID_ARGUMENT`); `max_blocks` must reach the blocks a hit may
+ * reach (`(n_ids - 1) / block_size`), else the prediction is refused as
+ * `kvexact_index_predict` refuses it.
+ *
+ * Returns `KVEXACT_OK` with `*n_ids`, `*n_blocks`, `*count` and the predictions written.
+ * Otherwise the statuses of `kvexact_route_keys` (then nothing of the prediction is written)
+ * or of `kvexact_index_predict` (then `ids_out` and `hashes_out` hold the request's keys but
+ * `*n_ids` and `*n_blocks` are not written; `KVEXACT_ERR_BUFFER_TOO_SMALL` writes the needed
+ * prediction count to `*count`), with an error object in `*err` when `err` is not NULL.
+ * `refusal_out` may be NULL; when not NULL it is always written, as by `kvexact_route_keys`.
+ *
+ * Thread safety: any number of threads at once on the same handles.
+ *
+ * # Safety
+ * `index`, `encoder` and `hasher` are NULL or live handles; `body` is valid for `len` bytes;
+ * `ids_out` for `max_ids` writes, `hashes_out` for `max_blocks` writes and `out` for `cap`
+ * writes (none aliasing another); `n_ids`, `n_blocks`, `count`, `refusal_out` and `err` are
+ * NULL or valid for one write.
+ */
+kvexact_status kvexact_index_route_predict(const kvexact_index *index,
+                                           const kvexact_encoder *encoder,
+                                           const kvexact_hasher *hasher,
+                                           const uint8_t *body,
+                                           size_t len,
+                                           int64_t now_unix_ms,
+                                           uint32_t flags,
+                                           uint32_t *ids_out,
+                                           size_t max_ids,
+                                           uint64_t *hashes_out,
+                                           size_t max_blocks,
+                                           size_t *n_ids,
+                                           size_t *n_blocks,
+                                           kvexact_index_prediction *out,
+                                           size_t cap,
+                                           size_t *count,
+                                           kvexact_refusal *refusal_out,
+                                           kvexact_error **err);
+
+/**
+ * Records the engine's reported cached tokens for a request routed to `prediction`'s
+ * endpoint and rank (what the engine puts in its response:
+ * `usage.prompt_tokens_details.cached_tokens` on the OpenAI routes where enabled, SGLang's
+ * `meta_info.cached_tokens` on its native route) against `prediction`, the entry
+ * `kvexact_index_predict` wrote for it when it was routed. `request` / `request_len`: the
+ * caller's label of the request (UTF-8; its first 256 characters are kept), named by the
+ * `prediction_drift` finding when this is the first wrong prediction.
+ *
+ * Writes `KVEXACT_OBSERVATION_EXACT`, `_OVER`, `_UNDER` or `_UNJUDGED` (an unknown
+ * prediction) to `*observation` and counts it per rank. Returns `KVEXACT_OK`; otherwise,
+ * with an error object: `KVEXACT_ERR_UNKNOWN_ENDPOINT`, `KVEXACT_ERR_INVALID_ARGUMENT`
+ * (`"UNKNOWN_RANK"`; a status or reason code libkvexact does not define; the label not
+ * UTF-8), `KVEXACT_ERR_NULL_ARGUMENT`. `*observation` is written only on success.
+ *
+ * # Safety
+ * `index` is NULL or a live index; `prediction` is NULL or valid for one read; `request` is
+ * NULL or valid for `request_len` bytes; `observation` and `err` are NULL or valid for one
+ * write.
+ */
+kvexact_status kvexact_index_observe(const kvexact_index *index,
+                                     const kvexact_index_prediction *prediction,
+                                     const uint8_t *request,
+                                     size_t request_len,
+                                     uint64_t reported_tokens,
+                                     kvexact_observation *observation,
+                                     kvexact_error **err);
+
+/**
+ * Every rank's inventory and counters, endpoints in the order they were added: writes
+ * `*count` entries to `out` (capacity `cap`) and returns `KVEXACT_OK`.
+ * `KVEXACT_ERR_BUFFER_TOO_SMALL`: `cap` is below the number of ranks, written to `*count`
+ * with nothing else (`(NULL, 0)` asks for it); `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `index` is NULL or a live index; `out` is NULL or valid for `cap` writes; `count` is NULL
+ * or valid for one write.
+ */
+kvexact_status kvexact_index_status(const kvexact_index *index,
+                                    kvexact_index_rank_status *out,
+                                    size_t cap,
+                                    size_t *count);
+
+/**
+ * The first prediction the engine contradicted (`kvexact_index_observe` judged it over or
+ * under), as compact UTF-8 JSON, no NUL: `{"finding":"prediction_drift","endpoint":…,
+ * "rank":…,"request":…,"predicted":…,"reported":…,"release":…,"message":…}`. When no
+ * prediction was contradicted, `*len` is 0 and nothing is written (`KVEXACT_OK`).
+ *
+ * Size query and statuses as `kvexact_contracts_json`: `KVEXACT_OK` or
+ * `KVEXACT_ERR_BUFFER_TOO_SMALL` with `*len` the document's length (`(NULL, 0)` asks for
+ * it), `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `index` is NULL or a live index; `buf` is NULL or valid for `cap` writes; `len` is NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_index_prediction_drift(const kvexact_index *index,
+                                              uint8_t *buf,
+                                              size_t cap,
+                                              size_t *len);
+
+/**
+ * The Prometheus text exposition of every rank's gauges and counters
+ * (`kvexact_index_blocks_held`, `kvexact_index_in_step`, `kvexact_index_*_total`,
+ * `kvexact_index_observed_total`, `kvexact_index_table_bytes`,
+ * `kvexact_index_prediction_drift`), UTF-8, no NUL. Size query and statuses as
+ * `kvexact_index_prediction_drift` (the text can grow between a size query and the call:
+ * retry on `KVEXACT_ERR_BUFFER_TOO_SMALL`).
+ *
+ * # Safety
+ * As `kvexact_index_prediction_drift`.
+ */
+kvexact_status kvexact_index_prometheus(const kvexact_index *index,
+                                        uint8_t *buf,
+                                        size_t cap,
+                                        size_t *len);
 
 /**
  * Arms a challenge: grows the nonce prompt through `encoder`'s completions encoding (the

@@ -155,7 +155,7 @@ pub unsafe extern "C" fn kvexact_hasher_cache_clear(
 }
 
 /// One request: encode `body` into `ids`, hash the ids written into `hashes`; the counts.
-fn route_one(
+pub(crate) fn route_one(
     enc: &crate::encoder::EncoderInner,
     h: &Hasher,
     body: &[u8],

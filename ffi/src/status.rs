@@ -79,6 +79,16 @@ pub const KVEXACT_ERR_CONTRACT_MISMATCH: kvexact_status = -141;
 /// `"LIFT_NOT_ALLOWED"`, its message naming the code, the release and why): refused when the
 /// encoder is built, never at request time.
 pub const KVEXACT_ERR_LIFT_NOT_ALLOWED: kvexact_status = -142;
+/// The engine release has no prefix-hit rule in the contract catalog, or the index's KV-cache
+/// groups are outside what its rule states (error code `"PREFIX_HIT_RULE"`): the prefix
+/// index refuses rather than guess the engine's hit rule (`kvexact_index_new`).
+pub const KVEXACT_ERR_PREFIX_HIT_RULE: kvexact_status = -160;
+/// No endpoint with this id in the prefix index (never added, or removed); error code
+/// `"UNKNOWN_ENDPOINT"`.
+pub const KVEXACT_ERR_UNKNOWN_ENDPOINT: kvexact_status = -161;
+/// An endpoint of this name is already in the prefix index (`kvexact_index_add_endpoint`);
+/// error code `"DUPLICATE_ENDPOINT"`.
+pub const KVEXACT_ERR_DUPLICATE_ENDPOINT: kvexact_status = -162;
 
 /// Every status with its stable name, in one table (names are the `kvexact_error_code` of
 /// errors that carry no finer code).
@@ -114,6 +124,9 @@ const NAMES: &[(kvexact_status, &str)] = &[
     ),
     (KVEXACT_ERR_CONTRACT_MISMATCH, "contract_mismatch\0"),
     (KVEXACT_ERR_LIFT_NOT_ALLOWED, "lift_not_allowed\0"),
+    (KVEXACT_ERR_PREFIX_HIT_RULE, "prefix_hit_rule\0"),
+    (KVEXACT_ERR_UNKNOWN_ENDPOINT, "unknown_endpoint\0"),
+    (KVEXACT_ERR_DUPLICATE_ENDPOINT, "duplicate_endpoint\0"),
 ];
 
 /// The stable name of a status (with its NUL terminator), or `None` for an unknown value.

@@ -212,3 +212,10 @@ fn c_route_keys() {
 fn c_lifted() {
     run_static("lifted", &[]);
 }
+
+/// The prefix index from C: a cache-hit replay's frames fed, every prediction equal to the
+/// engine's own count, its error paths (ffi/tests/c/index.c).
+#[test]
+fn c_index() {
+    run_static("index", &[]);
+}

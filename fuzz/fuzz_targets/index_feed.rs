@@ -1,0 +1,125 @@
+//! The prefix index fed arbitrary bytes in any order (issue 27): ZMQ frames, payloads with a
+//! sequence number, TensorRT-LLM JSON bodies, resets, failed replays, predictions and
+//! observations, interleaved over two endpoints of two ranks each, under the vLLM, SGLang and
+//! TensorRT-LLM releases' schemas and rules. Every call returns Ok or a typed error, never a
+//! panic; after every step each rank holds at most its capacity (GPU and other media) and
+//! the table holds no more holders than the ranks' capacities together (the memory cap).
+#![no_main]
+
+use kvindex::{
+    Capacity, EndpointConfig, EndpointId, GroupKind, GroupSpec, HitRule, Index, IndexOptions,
+    Outcome, Request,
+};
+use libfuzzer_sys::fuzz_target;
+
+const GPU: u64 = 24;
+const OTHER: u64 = 8;
+
+fn index(release: &str) -> Option<Index> {
+    let contract = kvprobe::contract::resolve_within(release, None).ok()?;
+    let index = Index::new(IndexOptions {
+        rule: HitRule::for_release_id(release).ok()?,
+        schema: contract.events()?.clone(),
+        block_size: 16,
+        groups: vec![GroupSpec {
+            kind: GroupKind::FullAttention,
+            block_size: 16,
+        }],
+        max_slots: 8,
+    })
+    .ok()?;
+    for (i, replay) in [(0, true), (1, false)] {
+        index
+            .add_endpoint(EndpointConfig {
+                name: format!("e{i}"),
+                dp_ranks: 2,
+                capacity: Capacity {
+                    gpu_blocks: GPU,
+                    other_blocks: OTHER,
+                },
+                lora_adapters: i == 1,
+                replay,
+                starts_empty: replay,
+            })
+            .ok()?;
+    }
+    Some(index)
+}
+
+fn check_bounds(index: &Index) {
+    for r in index.status() {
+        let gpu = r.held.first().map_or(0, |(_, n)| *n);
+        let other: u64 = r.held.iter().skip(1).map(|(_, n)| *n).sum();
+        assert!(gpu <= GPU, "{}: {gpu} GPU blocks held", r.endpoint);
+        assert!(other <= OTHER, "{}: {other} other blocks held", r.endpoint);
+    }
+    let (_, pairs, _) = index.memory();
+    assert!(pairs as u64 <= 4 * (GPU + OTHER), "{pairs} holders");
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some(&choice) = data.first() else { return };
+    let release = match choice % 3 {
+        0 => "vllm-kv-map-v3-r0.31",
+        1 => "sglang-kv-rank-v2-r0.5.19",
+        _ => "trtllm-kv-http-v1-r1.2.1",
+    };
+    let index = index(release).expect("the release builds an index");
+    let mut rest = &data[1..];
+    let mut preds = Vec::new();
+    while let [op, ep, rank, l0, l1, tail @ ..] = rest {
+        let len = usize::from(u16::from_le_bytes([*l0, *l1])).min(tail.len());
+        let (chunk, next) = tail.split_at(len);
+        rest = next;
+        let ep = EndpointId(u32::from(*ep % 3)); // 2 = unknown endpoint
+        let rank = u32::from(*rank % 3); // 2 = unknown rank
+        match op % 8 {
+            0 => {
+                let a = chunk
+                    .first()
+                    .map_or(0, |&b| usize::from(b))
+                    .min(chunk.len());
+                let b = (a + 8).min(chunk.len());
+                let _ = index.apply_frames(ep, rank, &[&chunk[..a], &chunk[a..b], &chunk[b..]]);
+            }
+            1 => {
+                let seq = chunk
+                    .iter()
+                    .take(2)
+                    .fold(0u64, |s, &b| s * 256 + u64::from(b));
+                let _ = index.apply_payload(ep, rank, seq, chunk);
+            }
+            2 => {
+                let _ = index.apply_json(ep, chunk);
+            }
+            3 => {
+                let _ = index.reset_endpoint(ep);
+            }
+            4 => {
+                let _ = index.replay_failed(ep, rank);
+            }
+            _ => {
+                // A request: hashes from the chunk (small values collide with stored ones).
+                let hashes: Vec<u64> = chunk.iter().map(|&b| u64::from(b % 16)).collect();
+                let prompt = hashes.len() * 16 + usize::from(*op % 17);
+                let req = Request {
+                    block_hashes: &hashes,
+                    prompt_tokens: prompt,
+                    lora: op & 1 == 1,
+                    skip_prefix_cache: op & 2 == 2,
+                };
+                if index.predict(&req, &mut preds).is_ok() {
+                    for p in &preds {
+                        if let Outcome::Cached { tokens, .. } = p.outcome {
+                            assert!(tokens as usize <= prompt.saturating_sub(1));
+                        }
+                        let _ = index.observe(p.endpoint, p.rank, "f", p.outcome, u64::from(*op));
+                    }
+                }
+            }
+        }
+        check_bounds(&index);
+    }
+    let _ = index.prometheus();
+    let _ = index.prediction_drift();
+});
