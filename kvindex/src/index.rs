@@ -61,8 +61,9 @@ thread_local! {
 }
 
 impl Index {
-    /// An empty index. Refused when the groups are outside the rule ([`HitRule::check_groups`]
-    /// (crate::HitRule::check_groups)), the block size is 0, or `max_slots` is 0 or above 2^20.
+    /// An empty index. Refused when the groups are outside the rule
+    /// ([`crate::HitRule::check_groups`]), the block size is 0, or `max_slots` is 0 or above
+    /// 2^20.
     pub fn new(opts: IndexOptions) -> Result<Self, Error> {
         if opts.block_size == 0 {
             return Err(Error::Options("block size 0".into()));
