@@ -2915,7 +2915,9 @@ kvexact_status kvexact_index_predict(const kvexact_index *index,
  * `hasher` must be of the index's release and block size (a block size other than the
  * index's is `KVEXACT_ERR_INVALID_ARGUMENT`); `max_blocks` must reach the blocks a hit may
  * reach (`(n_ids - 1) / block_size`), else the prediction is refused as
- * `kvexact_index_predict` refuses it.
+ * `kvexact_index_predict` refuses it. A prompt with more ids than `max_ids` (which
+ * `kvexact_route_keys` cuts) is `KVEXACT_ERR_INVALID_ARGUMENT`: its length, and so the
+ * engine's hit, is not known.
  *
  * Returns `KVEXACT_OK` with `*n_ids`, `*n_blocks`, `*count` and the predictions written.
  * Otherwise the statuses of `kvexact_route_keys` (then nothing of the prediction is written)

@@ -11,6 +11,7 @@
 //! passes only when it gives exactly the recorded ids, or refuses where the engine refused.
 //! A path kvexact has no renderer for fails with the reason (`unsupported: …`), never passes.
 
+use crate::templates::{first_diff, ids_of, slug};
 use crate::{CaseResult, FileReport};
 use kvtemplate::harmony::{HarmonyConfig, HarmonyEncoder};
 use kvtemplate::json::{Json, JsonObject};
@@ -44,51 +45,6 @@ pub fn detect(doc: &serde_json::Value) -> bool {
             doc.get("renderer").and_then(|r| r.as_str()),
             Some("harmony" | "mistral_common")
         )
-}
-
-fn slug(model: &str) -> String {
-    model.replace('/', "__")
-}
-
-fn ids_of(v: Option<&Json<'_>>) -> Option<Vec<u32>> {
-    v?.as_array()?
-        .iter()
-        .map(|x| match x {
-            Json::U64(n) => u32::try_from(*n).ok(),
-            _ => None,
-        })
-        .collect()
-}
-
-fn first_diff(want: &[u32], got: &[u32]) -> String {
-    let at = want
-        .iter()
-        .zip(got)
-        .position(|(a, b)| a != b)
-        .unwrap_or(want.len().min(got.len()));
-    format!(
-        "ids differ at {at} (want {} ids, got {}): want {:?} got {:?}",
-        want.len(),
-        got.len(),
-        want.get(at..(at + 6).min(want.len())).unwrap_or(&[]),
-        got.get(at..(at + 6).min(got.len())).unwrap_or(&[]),
-    )
-}
-
-/// `YYYY-MM-DDTHH:MM:SS` (the vectors' naive local time, the servers run in UTC) as Unix ms.
-fn parse_clock(s: &str) -> Option<i64> {
-    let num = |a: usize, b: usize| s.get(a..b)?.parse::<i64>().ok();
-    let (y, mo, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
-    let (h, mi, se) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
-    // days_from_civil (Howard Hinnant).
-    let y2 = if mo <= 2 { y - 1 } else { y };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 24 + h) * 60 + mi) * 60_000 + se * 1000)
 }
 
 /// The engine paths of a chat case and the engine each runs on.
@@ -131,7 +87,11 @@ pub fn check_file(
         .and_then(Json::as_object)
         .and_then(|c| c.get("value"))
         .and_then(Json::as_str)
-        .map(|v| parse_clock(v).ok_or_else(|| format!("harmony.fixed_clock.value {v:?}")))
+        .map(|v| {
+            // The vectors' naive local time; the servers run in UTC.
+            kvtemplate::parse_rfc3339(&format!("{v}Z"))
+                .ok_or_else(|| format!("harmony.fixed_clock.value {v:?}"))
+        })
         .transpose()?;
     let engines = top
         .get("engine_truth")
@@ -380,17 +340,5 @@ fn check_completion_path(c: &JsonObject<'_>, path: &str, enc: &Encoder) -> Resul
         (Ok(ids), None) => Err(format!("encoded {} ids, but the engine refuses", ids.len())),
         (Err(_), None) => Ok(()),
         (Err(e), Some(_)) => Err(format!("failed: {e}")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clock_parses_as_utc() {
-        assert_eq!(parse_clock("1970-01-01T00:00:01"), Some(1000));
-        assert_eq!(parse_clock("2026-03-14T09:30:00"), Some(1_773_480_600_000));
-        assert_eq!(parse_clock("nope"), None);
     }
 }

@@ -158,11 +158,11 @@ pub fn check_file_with(
     }
 }
 
-fn slug(model: &str) -> String {
+pub(crate) fn slug(model: &str) -> String {
     model.replace('/', "__")
 }
 
-fn ids_of(v: Option<&Json<'_>>) -> Option<Vec<u32>> {
+pub(crate) fn ids_of(v: Option<&Json<'_>>) -> Option<Vec<u32>> {
     v?.as_array()?
         .iter()
         .map(|x| match x {
@@ -176,7 +176,7 @@ fn obj_str<'j>(o: Option<&'j JsonObject<'_>>, key: &str) -> Option<&'j str> {
     o?.get(key)?.as_str()
 }
 
-fn first_diff(want: &[u32], got: &[u32]) -> String {
+pub(crate) fn first_diff(want: &[u32], got: &[u32]) -> String {
     let at = want
         .iter()
         .zip(got)

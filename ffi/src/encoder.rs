@@ -274,14 +274,14 @@ pub(crate) fn chat_ids(
     now_unix_ms: i64,
     out: &mut [u32],
     refusal: &mut kvexact_refusal,
-) -> Result<usize, Failure> {
+) -> Result<(usize, bool), Failure> {
     let (res, hit, token) = with_scratch(|s| {
         let r = enc.encoder.encode_chat(body, now_unix_ms, out, s);
         let token = ambiguous_token(&enc.encoder, &r, s.rendered());
         (r, s.limit_hit(), token)
     });
     match res {
-        Ok(Outcome::Done(e)) => Ok(e.written),
+        Ok(Outcome::Done(e)) => Ok((e.written, e.truncated)),
         Ok(Outcome::Refused(r)) => {
             *refusal = refusal_value(r);
             Err(refused(r, hit, token))
@@ -523,7 +523,7 @@ pub unsafe extern "C" fn kvexact_encode_chat(
         let body = unsafe { in_slice(body, len, "body") }?;
         let cap = (max_ids as usize).min(i32::MAX as usize);
         let out = unsafe { out_slice(out_ids, cap, "out_ids") }?;
-        let n = chat_ids(enc, body, now_unix_ms, out, &mut refusal)?;
+        let (n, _) = chat_ids(enc, body, now_unix_ms, out, &mut refusal)?;
         Ok(i32::try_from(n).unwrap_or(i32::MAX))
     });
     if !refusal_out.is_null() {

@@ -275,7 +275,9 @@ pub unsafe extern "C" fn kvexact_index_predict(
 /// `hasher` must be of the index's release and block size (a block size other than the
 /// index's is `KVEXACT_ERR_INVALID_ARGUMENT`); `max_blocks` must reach the blocks a hit may
 /// reach (`(n_ids - 1) / block_size`), else the prediction is refused as
-/// `kvexact_index_predict` refuses it.
+/// `kvexact_index_predict` refuses it. A prompt with more ids than `max_ids` (which
+/// `kvexact_route_keys` cuts) is `KVEXACT_ERR_INVALID_ARGUMENT`: its length, and so the
+/// engine's hit, is not known.
 ///
 /// Returns `KVEXACT_OK` with `*n_ids`, `*n_blocks`, `*count` and the predictions written.
 /// Otherwise the statuses of `kvexact_route_keys` (then nothing of the prediction is written)
@@ -337,7 +339,16 @@ pub unsafe extern "C" fn kvexact_index_route_predict(
                     ),
                 ));
             }
-            let (ni, nb) = route_one(enc, h, body, now_unix_ms, ids, hashes, &mut refusal)?;
+            let (ni, nb, truncated) =
+                route_one(enc, h, body, now_unix_ms, ids, hashes, &mut refusal)?;
+            if truncated {
+                // The prompt is longer than `ids_out`: its length, and so the engine's hit
+                // (which never covers the last prompt token), is not known here.
+                return Err(Failure::invalid(
+                    "max_ids",
+                    format_args!("the prompt has more than {max_ids} ids; its hit is unknown"),
+                ));
+            }
             let req = Request {
                 block_hashes: hashes.get(..nb).unwrap_or(&[]),
                 prompt_tokens: ni,

@@ -154,7 +154,8 @@ pub unsafe extern "C" fn kvexact_hasher_cache_clear(
     })
 }
 
-/// One request: encode `body` into `ids`, hash the ids written into `hashes`; the counts.
+/// One request: encode `body` into `ids`, hash the ids written into `hashes`; the counts, and
+/// whether the prompt had more ids than `ids` holds (the rest cut).
 pub(crate) fn route_one(
     enc: &crate::encoder::EncoderInner,
     h: &Hasher,
@@ -163,11 +164,11 @@ pub(crate) fn route_one(
     ids: &mut [u32],
     hashes: &mut [u64],
     refusal: &mut kvexact_refusal,
-) -> Result<(usize, usize), Failure> {
-    let n = chat_ids(enc, body, now_unix_ms, ids, refusal)?;
+) -> Result<(usize, usize, bool), Failure> {
+    let (n, truncated) = chat_ids(enc, body, now_unix_ms, ids, refusal)?;
     let written = ids.get(..n).unwrap_or(&[]);
     let blocks = h.hash_u64(written, true, hashes)?;
-    Ok((n, blocks))
+    Ok((n, blocks, truncated))
 }
 
 /// The gateway's hot path in one call: the strict refusal scan of the raw chat request
@@ -232,7 +233,7 @@ pub unsafe extern "C" fn kvexact_route_keys(
             let hashes = out_slice(hashes_out, max_blocks, "hashes_out")?;
             let n_ids = out_param(n_ids, "n_ids")?;
             let n_blocks = out_param(n_blocks, "n_blocks")?;
-            let (ni, nb) = route_one(enc, h, body, now_unix_ms, ids, hashes, &mut refusal)?;
+            let (ni, nb, _) = route_one(enc, h, body, now_unix_ms, ids, hashes, &mut refusal)?;
             n_ids.write(ni);
             n_blocks.write(nb);
             Ok(KVEXACT_OK)
@@ -357,7 +358,7 @@ pub unsafe extern "C" fn kvexact_route_keys_batch(
                     )
                 }));
                 *res = match outcome {
-                    Ok(Ok((ni, nb))) => kvexact_route_result {
+                    Ok(Ok((ni, nb, _))) => kvexact_route_result {
                         status: KVEXACT_OK,
                         refusal,
                         n_ids: ni,

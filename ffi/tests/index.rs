@@ -460,6 +460,10 @@ fn route_predict_is_route_keys_then_predict_and_the_prefix_walk() {
         let body = chat_body(MODEL, &msgs, "");
         let one = route_predict(ix, enc, h, &body, 4096, 256, 8);
         assert_eq!(one.status, KVEXACT_OK);
+        // Ids cut at max_ids: the prompt's length, so its hit, is unknown — refused, never a
+        // count from the cut prompt.
+        let cut = route_predict(ix, enc, h, &body, one.n_ids - 1, 256, 8);
+        assert_eq!(cut.status, KVEXACT_ERR_INVALID_ARGUMENT, "turn {t}");
         // The separate calls.
         let keys = route(enc, h, &body, 4096, 256);
         assert_eq!(keys.status, KVEXACT_OK);
