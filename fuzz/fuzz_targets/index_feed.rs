@@ -3,7 +3,8 @@
 //! observations, interleaved over two endpoints of two ranks each, under the vLLM, SGLang and
 //! TensorRT-LLM releases' schemas and rules. Every call returns Ok or a typed error, never a
 //! panic; after every step each rank holds at most its capacity (GPU and other media) and
-//! the table holds no more holders than the ranks' capacities together (the memory cap).
+//! the table holds no more holders than the ranks' capacities together (the memory cap), and
+//! the run-compressed chains agree with the holder table (`Index::self_check`).
 #![no_main]
 
 use kvindex::{
@@ -55,6 +56,10 @@ fn check_bounds(index: &Index) {
     }
     let (_, pairs, _) = index.memory();
     assert!(pairs as u64 <= 4 * (GPU + OTHER), "{pairs} holders");
+    // The run-compressed chains agree with the holder table.
+    if let Err(e) = index.self_check() {
+        panic!("chains differ from the table: {e}");
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -105,7 +110,6 @@ fuzz_target!(|data: &[u8]| {
                 let req = Request {
                     block_hashes: &hashes,
                     prompt_tokens: prompt,
-                    lora: op & 1 == 1,
                     skip_prefix_cache: op & 2 == 2,
                 };
                 if index.predict(&req, &mut preds).is_ok() {

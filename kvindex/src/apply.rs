@@ -5,8 +5,9 @@
 //! `created` emptying the rank, and a batch applied whole or not at all.
 
 use crate::endpoint::{Counters, Endpoint, RankState, MAX_MEDIA};
+use crate::runs::{chain_key, Writer};
 use crate::stream::{Step, StreamState};
-use crate::table::{Key, Medium};
+use crate::table::{Key, Loc, Medium};
 use crate::{Error, Index};
 use kvhash::events::{self, EventBatch, EventKind, Limits};
 
@@ -35,7 +36,9 @@ pub enum Applied {
 
 /// One event reduced to what the index keeps.
 enum Op {
-    Store(Key),
+    /// A stored block and its chain parent (the block before it in its event, or the
+    /// event's parent).
+    Store(Key, Option<u64>),
     /// A store's parent: counted when the rank does not hold it.
     Parent(Key),
     Remove(Key),
@@ -214,20 +217,26 @@ impl Index {
                 EventKind::BlockStored(s) => {
                     let g = self.group_of(s.group_idx, s.kv_cache_spec_kind, Some(s.block_size))?;
                     let m = self.medium_of(s.medium)?;
-                    if let Some(p) = s.parent_block_hash {
+                    let mut parent = s.parent_block_hash.map(|p| p.to_u64());
+                    if let Some(p) = parent {
                         ops.push(Op::Parent(Key {
-                            hash: p.to_u64(),
+                            hash: p,
                             group: g,
                             medium: m,
                         }));
                     }
-                    ops.extend(s.block_hashes.iter().map(|h| {
-                        Op::Store(Key {
-                            hash: h.to_u64(),
-                            group: g,
-                            medium: m,
-                        })
-                    }));
+                    for h in &s.block_hashes {
+                        let hash = h.to_u64();
+                        ops.push(Op::Store(
+                            Key {
+                                hash,
+                                group: g,
+                                medium: m,
+                            },
+                            parent,
+                        ));
+                        parent = Some(hash);
+                    }
                 }
                 EventKind::BlockRemoved(s) => {
                     let g = self.group_of(s.group_idx, None, None)?;
@@ -276,6 +285,7 @@ impl Index {
             }
         };
         let mut g = ep.lock();
+        let mut w = self.runs.writer();
         let st = &mut g[r];
         let step = st.stream.step(seq, ep.config.replay);
         let c = &ep.counters[r];
@@ -288,9 +298,9 @@ impl Index {
                 ep.begin(r);
                 if step == Step::Restart {
                     Counters::bump(&c.restarts, 1);
-                    self.clear_rank(ep, r, st);
+                    self.clear_rank(&mut w, ep, r, st);
                 }
-                let (stored, removed) = self.run_ops(ep, r, st, &ops);
+                let (stored, removed) = self.run_ops(&mut w, ep, r, st, &ops);
                 st.stream = st.stream.applied(seq);
                 Applied::Applied { stored, removed }
             }
@@ -305,7 +315,7 @@ impl Index {
                 // A batch that empties the cache makes it known again from there on.
                 match ops.iter().rposition(|o| matches!(o, Op::Clear)) {
                     Some(i) => {
-                        let (stored, removed) = self.run_ops(ep, r, st, &ops[i..]);
+                        let (stored, removed) = self.run_ops(&mut w, ep, r, st, &ops[i..]);
                         st.stream = StreamState::InStep {
                             next: Some(seq.saturating_add(1)),
                         };
@@ -327,25 +337,89 @@ impl Index {
         Ok(out)
     }
 
-    /// Runs ops on one rank (under its lock, inside begin/end).
-    fn run_ops(&self, ep: &Endpoint, r: usize, st: &mut RankState, ops: &[Op]) -> (u64, u64) {
+    /// Whether a key sits in the chains.
+    #[inline]
+    fn in_chains(&self, k: &Key) -> bool {
+        self.chains && k.group == 0 && k.medium == 0
+    }
+
+    /// One more copy of `k` in `slot`, kept in the chains too; returns the key's place
+    /// (`last`: the place of the block just stored or named, to chain the next one on
+    /// without a probe).
+    fn add_key(
+        &self,
+        w: &mut Writer,
+        k: Key,
+        parent: Option<u64>,
+        last: Option<(u64, Loc)>,
+        slot: u32,
+    ) -> Option<(u64, Loc)> {
+        if !self.in_chains(&k) {
+            self.table.add(k, slot, || Loc::NONE);
+            return None;
+        }
+        let parent_loc = parent.and_then(|p| match last {
+            Some((h, l)) if h == p => Some(l),
+            _ => self.table.loc(&chain_key(p)),
+        });
+        let added = self.table.add(k, slot, || {
+            self.runs.place_new(w, k.hash, parent, parent_loc, slot)
+        });
+        let loc = if !added.new_key && added.first_for_slot {
+            self.runs
+                .change(w, &self.table, k.hash, added.loc, slot, true, parent_loc)
+        } else {
+            added.loc
+        };
+        Some((k.hash, loc))
+    }
+
+    /// One copy fewer of `k` in `slot`, kept in the chains too; false when it held none.
+    fn remove_key(&self, w: &mut Writer, k: Key, slot: u32) -> bool {
+        let Some(r) = self.table.remove(k, slot) else {
+            return false;
+        };
+        if r.last_for_slot && self.in_chains(&k) {
+            if r.key_gone {
+                self.runs.drop_key(w, &self.table, r.loc);
+            } else {
+                self.runs
+                    .change(w, &self.table, k.hash, r.loc, slot, false, None);
+            }
+        }
+        true
+    }
+
+    /// Runs ops on one rank (under its lock and the writers' mutex, inside begin/end).
+    fn run_ops(
+        &self,
+        w: &mut Writer,
+        ep: &Endpoint,
+        r: usize,
+        st: &mut RankState,
+        ops: &[Op],
+    ) -> (u64, u64) {
         let slot = ep.first_slot + r as u32;
         let c = &ep.counters[r];
         let (mut stored, mut removed) = (0u64, 0u64);
+        let mut last: Option<(u64, Loc)> = None;
         for op in ops {
             match *op {
                 Op::Clear => {
                     Counters::bump(&c.cleared, 1);
-                    self.clear_rank(ep, r, st);
+                    self.clear_rank(w, ep, r, st);
                     st.stream = StreamState::InStep { next: None };
+                    last = None;
                 }
                 _ if st.overflow => {}
                 Op::Parent(k) => {
-                    if !self.table.holds(&k, slot) {
+                    let (held, loc) = self.table.holds_at(&k, slot);
+                    if !held {
                         Counters::bump(&c.stored_orphan, 1);
                     }
+                    last = loc.filter(|_| self.in_chains(&k)).map(|l| (k.hash, l));
                 }
-                Op::Store(k) => {
+                Op::Store(k, parent) => {
                     let m = usize::from(k.medium);
                     let cap = if m == 0 {
                         ep.config.capacity.gpu_blocks
@@ -362,16 +436,17 @@ impl Index {
                         // rank holds can be trusted; drop it all (the memory bound) and say
                         // unknown until the cache is known again.
                         Counters::bump(&c.overflows, 1);
-                        self.clear_rank(ep, r, st);
+                        self.clear_rank(w, ep, r, st);
                         st.overflow = true;
                         continue;
                     }
-                    self.table.add(k, slot);
+                    last = self.add_key(w, k, parent, last, slot);
                     st.held[m] += 1;
                     stored += 1;
                 }
                 Op::Remove(k) => {
-                    if self.table.remove(k, slot) {
+                    last = None;
+                    if self.remove_key(w, k, slot) {
                         st.held[usize::from(k.medium)] -= 1;
                         removed += 1;
                     } else {
@@ -379,8 +454,10 @@ impl Index {
                     }
                 }
                 Op::RemoveAnyMedium(h, g) => {
+                    last = None;
                     let hit = (0..MAX_MEDIA as u8).find(|&m| {
-                        self.table.remove(
+                        self.remove_key(
+                            w,
                             Key {
                                 hash: h,
                                 group: g,
@@ -430,12 +507,17 @@ impl Index {
             match &e.kind {
                 EventKind::Created(_) => ops.push(Op::Clear),
                 EventKind::Stored(s) => {
+                    let mut parent = s.parent_hash;
                     for b in &s.blocks {
-                        ops.push(Op::Store(Key {
-                            hash: b.block_hash,
-                            group: g,
-                            medium: level(b.cache_level)?,
-                        }));
+                        ops.push(Op::Store(
+                            Key {
+                                hash: b.block_hash,
+                                group: g,
+                                medium: level(b.cache_level)?,
+                            },
+                            parent,
+                        ));
+                        parent = Some(b.block_hash);
                     }
                 }
                 EventKind::BlockRemoved(s) => {
@@ -454,11 +536,14 @@ impl Index {
                                 group: g,
                                 medium: old,
                             }));
-                            ops.push(Op::Store(Key {
-                                hash: u.block_hash,
-                                group: g,
-                                medium: new,
-                            }));
+                            ops.push(Op::Store(
+                                Key {
+                                    hash: u.block_hash,
+                                    group: g,
+                                    medium: new,
+                                },
+                                None,
+                            ));
                         }
                     }
                 }
@@ -470,6 +555,7 @@ impl Index {
         }
         let mut next = ep.trt_next_event.lock().unwrap_or_else(|e| e.into_inner());
         let mut g = ep.lock();
+        let mut w = self.runs.writer();
         for r in 0..ranks {
             ep.begin(r);
         }
@@ -500,7 +586,7 @@ impl Index {
             *next = Some(id.saturating_add(1));
             let st = &mut g[*rank];
             if clears || st.stream.in_step() {
-                let (s, rm) = self.run_ops(ep, *rank, st, ops);
+                let (s, rm) = self.run_ops(&mut w, ep, *rank, st, ops);
                 stored += s;
                 removed += rm;
                 if clears {

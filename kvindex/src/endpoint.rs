@@ -5,8 +5,8 @@
 use crate::config::EndpointConfig;
 use crate::prediction::UnknownReason;
 use crate::stream::StreamState;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// An endpoint's handle in one index (never reused while the index lives).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -74,16 +74,70 @@ pub(crate) struct RankState {
     pub overflow: bool,
 }
 
+/// One word per slot, in one array for the whole index (the prediction reads every slot's
+/// word in a row): a seqlock version (bits 8.., odd while the rank's state is being changed)
+/// and the rank's status code (bits 0..8: 0 in step, else the unknown reason's code).
+pub(crate) type SlotWords = Arc<[AtomicU64]>;
+
+/// The version in a slot word.
+#[inline]
+pub(crate) fn word_version(word: u64) -> u64 {
+    word >> 8
+}
+
+/// The status code in a slot word.
+#[inline]
+pub(crate) fn word_code(word: u64) -> u8 {
+    word as u8
+}
+
+/// What the prediction needs of an endpoint, kept in a row with the others.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EpView {
+    pub id: EndpointId,
+    pub first_slot: u32,
+    pub ranks: u32,
+    pub lora_adapters: bool,
+}
+
+/// The endpoint list one prediction reads: the endpoints and their views, in the order they
+/// were added (dereferences to the endpoints).
+#[derive(Default)]
+pub(crate) struct Endpoints {
+    pub list: Vec<Arc<Endpoint>>,
+    pub views: Vec<EpView>,
+}
+
+impl Endpoints {
+    pub fn new(list: Vec<Arc<Endpoint>>) -> Self {
+        let views = list
+            .iter()
+            .map(|e| EpView {
+                id: e.id,
+                first_slot: e.first_slot,
+                ranks: e.config.dp_ranks,
+                lora_adapters: e.config.lora_adapters,
+            })
+            .collect();
+        Endpoints { list, views }
+    }
+}
+
+impl std::ops::Deref for Endpoints {
+    type Target = [Arc<Endpoint>];
+    fn deref(&self) -> &[Arc<Endpoint>] {
+        &self.list
+    }
+}
+
 /// One endpoint.
 pub(crate) struct Endpoint {
     pub id: EndpointId,
     pub config: EndpointConfig,
     /// Slot of rank 0; rank `r` is `first_slot + r`.
     pub first_slot: u32,
-    /// Seqlock per rank: odd while the rank's state is being changed.
-    pub versions: Box<[AtomicU64]>,
-    /// Per rank: 0 in step, else the unknown reason's code.
-    pub status: Box<[AtomicU8]>,
+    /// The index's slot words (this endpoint's are `first_slot..first_slot + dp_ranks`).
+    words: SlotWords,
     pub counters: Box<[Counters]>,
     pub inner: Mutex<Vec<RankState>>,
     /// TensorRT-LLM: the next drained event id (one drain per endpoint); `None` before the
@@ -92,7 +146,7 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    pub fn new(id: EndpointId, config: EndpointConfig, first_slot: u32) -> Self {
+    pub fn new(id: EndpointId, config: EndpointConfig, first_slot: u32, words: SlotWords) -> Self {
         let ranks = config.dp_ranks as usize;
         let start = if config.starts_empty {
             StreamState::InStep { next: None }
@@ -100,11 +154,19 @@ impl Endpoint {
             StreamState::Unsynced
         };
         let code = status_code(&start, false);
+        for w in &words[first_slot as usize..first_slot as usize + ranks] {
+            // A new version (a slot reused from a removed endpoint reads as changed) and the
+            // starting status.
+            let cur = w.load(Ordering::Acquire);
+            w.store(
+                (cur & !0xff).wrapping_add(2 << 8) | u64::from(code),
+                Ordering::Release,
+            );
+        }
         Endpoint {
             id,
             first_slot,
-            versions: (0..ranks).map(|_| AtomicU64::new(0)).collect(),
-            status: (0..ranks).map(|_| AtomicU8::new(code)).collect(),
+            words,
             counters: (0..ranks).map(|_| Counters::default()).collect(),
             inner: Mutex::new(vec![
                 RankState {
@@ -123,18 +185,32 @@ impl Endpoint {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Publishes a rank's status after a change made under the lock.
+    #[inline]
+    fn word(&self, rank: usize) -> &AtomicU64 {
+        &self.words[self.first_slot as usize + rank]
+    }
+
+    /// A rank's status code.
+    pub fn code(&self, rank: usize) -> u8 {
+        word_code(self.word(rank).load(Ordering::Acquire))
+    }
+
+    /// Publishes a rank's status after a change made under the lock (only the lock's
+    /// holder writes the rank's word).
     pub fn publish(&self, rank: usize, st: &RankState) {
-        self.status[rank].store(status_code(&st.stream, st.overflow), Ordering::Release);
+        let w = self.word(rank);
+        let cur = w.load(Ordering::Acquire);
+        let code = status_code(&st.stream, st.overflow);
+        w.store((cur & !0xff) | u64::from(code), Ordering::Release);
     }
 
     /// Marks the start of a change to `rank` (seqlock odd).
     pub fn begin(&self, rank: usize) {
-        self.versions[rank].fetch_add(1, Ordering::AcqRel);
+        self.word(rank).fetch_add(1 << 8, Ordering::AcqRel);
     }
 
     /// Marks the end of a change to `rank` (seqlock even).
     pub fn end(&self, rank: usize) {
-        self.versions[rank].fetch_add(1, Ordering::Release);
+        self.word(rank).fetch_add(1 << 8, Ordering::Release);
     }
 }

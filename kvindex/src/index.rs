@@ -1,29 +1,43 @@
 //! The index: endpoints in, predictions out.
 
 use crate::config::{EndpointConfig, IndexOptions};
-use crate::endpoint::{status_reason, Endpoint, EndpointId, MAX_MEDIA};
+use crate::endpoint::{
+    status_reason, word_code, word_version, Endpoint, EndpointId, Endpoints, EpView, SlotWords,
+    MAX_MEDIA,
+};
 use crate::feedback::PredictionDrift;
 use crate::lookup;
 use crate::prediction::{Outcome, Prediction, Request, UnknownReason};
 use crate::rule::{GroupKind, Lookup};
+use crate::runs::{chain_key, Runs, Writer};
 use crate::table::{Key, Table};
 use crate::Error;
 use arc_swap::ArcSwap;
 use std::cell::RefCell;
-use std::sync::atomic::{fence, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// The prefix index of one model pool under one engine release (see [`IndexOptions`]).
 ///
 /// `Send + Sync`: request threads call [`Index::predict`] while event threads apply batches.
 /// A prediction takes no lock shared by all endpoints: it loads the endpoint list lock-free,
-/// looks each block up once in a sharded table (one shard's read lock at a time) and checks
-/// each rank's sequence counter, so every rank's answer reflects whole batches only (a rank
-/// changed during the walk is answered again under its own endpoint's lock).
+/// walks the request's blocks once for every endpoint — through the run-compressed chains
+/// (`runs.rs`: one sharded-table probe per run of blocks with one holder set) for an index of
+/// one full-attention group, else one probe per block — taking one shard's read lock at a
+/// time, and checks each rank's sequence counter, so every rank's answer reflects whole
+/// batches only (a rank changed during the walk is answered again under its own endpoint's
+/// lock). Writers (event application) hold one mutex per batch.
 pub struct Index {
     pub(crate) opts: IndexOptions,
     pub(crate) table: Table,
-    pub(crate) endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
+    /// The chains of GPU keys, kept when the index has one full-attention group.
+    pub(crate) runs: Runs,
+    pub(crate) chains: bool,
+    /// Walks that met a place a writer was moving and walked the table instead.
+    fallbacks: AtomicU64,
+    pub(crate) endpoints: ArcSwap<Endpoints>,
+    /// Every slot's seqlock version and status ([`crate::endpoint::SlotWords`]).
+    words: SlotWords,
     admin: Mutex<Admin>,
     /// Medium names by index; 0 is the GPU.
     pub(crate) media: RwLock<Vec<String>>,
@@ -42,6 +56,8 @@ struct Admin {
 #[derive(Clone, Copy)]
 struct Cand {
     ep: usize,
+    /// Its entry in the output.
+    at: usize,
     rank: u32,
     slot: u32,
     version: u64,
@@ -54,6 +70,9 @@ struct Scratch {
     active: Vec<usize>,
     mark: Vec<u32>,
     stamp: u32,
+    /// Candidate slots still matching (bitset), and each slot's candidate.
+    alive: Vec<u64>,
+    cand_of: Vec<u32>,
 }
 
 thread_local! {
@@ -72,9 +91,15 @@ impl Index {
             return Err(Error::Options("max_slots must be in 1..=1048576".into()));
         }
         opts.rule.check_groups(opts.block_size, &opts.groups)?;
+        let chains =
+            opts.groups.len() == 1 && matches!(opts.groups[0].kind, GroupKind::FullAttention);
         Ok(Index {
             table: Table::new(),
-            endpoints: ArcSwap::from_pointee(Vec::new()),
+            runs: Runs::new(),
+            chains,
+            fallbacks: AtomicU64::new(0),
+            endpoints: ArcSwap::from_pointee(Endpoints::default()),
+            words: (0..opts.max_slots).map(|_| AtomicU64::new(0)).collect(),
             admin: Mutex::new(Admin {
                 next_id: 0,
                 used: vec![false; opts.max_slots as usize],
@@ -113,10 +138,10 @@ impl Index {
             .for_each(|u| *u = true);
         let id = EndpointId(admin.next_id);
         admin.next_id += 1;
-        let ep = Arc::new(Endpoint::new(id, config, first as u32));
+        let ep = Arc::new(Endpoint::new(id, config, first as u32, self.words.clone()));
         let mut next: Vec<Arc<Endpoint>> = eps.iter().cloned().collect();
         next.push(ep);
-        self.endpoints.store(Arc::new(next));
+        self.endpoints.store(Arc::new(Endpoints::new(next)));
         Ok(id)
     }
 
@@ -130,11 +155,12 @@ impl Index {
             .cloned()
             .ok_or(Error::UnknownEndpoint(id.0))?;
         let next: Vec<Arc<Endpoint>> = eps.iter().filter(|e| e.id != id).cloned().collect();
-        self.endpoints.store(Arc::new(next));
+        self.endpoints.store(Arc::new(Endpoints::new(next)));
         let _g = ep.lock();
+        let mut w = self.runs.writer();
         let mut dropped = [0u64; MAX_MEDIA];
         for r in 0..ep.config.dp_ranks {
-            self.table.clear_slot(ep.first_slot + r, &mut dropped);
+            self.clear_slot(&mut w, ep.first_slot + r, &mut dropped);
         }
         let f = ep.first_slot as usize;
         admin.used[f..f + ep.config.dp_ranks as usize]
@@ -148,9 +174,10 @@ impl Index {
     pub fn reset_endpoint(&self, id: EndpointId) -> Result<(), Error> {
         let ep = self.endpoint(id)?;
         let mut g = ep.lock();
+        let mut w = self.runs.writer();
         for (r, st) in g.iter_mut().enumerate() {
             ep.begin(r);
-            self.clear_rank(&ep, r, st);
+            self.clear_rank(&mut w, &ep, r, st);
             st.stream = crate::stream::StreamState::InStep { next: None };
             ep.publish(r, st);
             ep.end(r);
@@ -213,13 +240,46 @@ impl Index {
         Ok(rank as usize)
     }
 
-    /// Drops what a rank holds (under the endpoint's lock, inside begin/end).
-    pub(crate) fn clear_rank(&self, ep: &Endpoint, r: usize, st: &mut crate::endpoint::RankState) {
+    /// Drops what a rank holds (under the endpoint's lock and the writers' mutex, inside
+    /// begin/end).
+    pub(crate) fn clear_rank(
+        &self,
+        w: &mut Writer,
+        ep: &Endpoint,
+        r: usize,
+        st: &mut crate::endpoint::RankState,
+    ) {
         let mut dropped = [0u64; MAX_MEDIA];
-        self.table
-            .clear_slot(ep.first_slot + r as u32, &mut dropped);
+        self.clear_slot(w, ep.first_slot + r as u32, &mut dropped);
         st.held = [0; MAX_MEDIA];
         st.overflow = false;
+    }
+
+    /// Drops every copy a slot holds, from the table and the chains.
+    fn clear_slot(&self, w: &mut Writer, slot: u32, dropped: &mut [u64]) {
+        self.table.clear_slot(slot, dropped);
+        if self.chains {
+            self.runs.clear_slot(w, slot);
+        }
+    }
+
+    /// Checks the index's own bookkeeping: every GPU key's place in the chains holds it under
+    /// a cover equal to its holders, and the chains hold nothing else (`Err` names the first
+    /// difference). For tests and the fuzz target: it reads the whole table.
+    #[doc(hidden)]
+    pub fn self_check(&self) -> Result<(), String> {
+        if self.chains {
+            self.runs.check(&self.table)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Walks that met a place a writer was moving and walked the table block by block
+    /// instead (0 on an index nobody writes to while it predicts).
+    #[doc(hidden)]
+    pub fn walk_fallbacks(&self) -> u64 {
+        self.fallbacks.load(Ordering::Relaxed)
     }
 
     fn check_request(&self, req: &Request<'_>) -> Result<(), Error> {
@@ -244,7 +304,7 @@ impl Index {
         let eps = self.endpoints.load();
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            self.predict_into(&eps, req, &mut s, out);
+            self.predict_into(&eps.views, &eps, req, &mut s, out);
         });
         Ok(())
     }
@@ -257,17 +317,25 @@ impl Index {
     ) -> Result<Vec<Prediction>, Error> {
         self.check_request(req)?;
         let ep = self.endpoint(id)?;
+        let view = [EpView {
+            id: ep.id,
+            first_slot: ep.first_slot,
+            ranks: ep.config.dp_ranks,
+            lora_adapters: ep.config.lora_adapters,
+        }];
         let one = [ep];
         let mut out = Vec::new();
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            self.predict_into(&one, req, &mut s, &mut out);
+            self.predict_into(&view, &one, req, &mut s, &mut out);
         });
         Ok(out)
     }
 
+    /// Predictions for the endpoints `views` describes (`eps` in the same order).
     fn predict_into(
         &self,
+        views: &[EpView],
         eps: &[Arc<Endpoint>],
         req: &Request<'_>,
         s: &mut Scratch,
@@ -278,14 +346,13 @@ impl Index {
         // apart on an endpoint with adapters loaded, whichever the request uses.
         let lora_unknown = !self.opts.rule.lora_in_hashes;
         s.cands.clear();
-        for (ei, ep) in eps.iter().enumerate() {
-            for r in 0..ep.config.dp_ranks {
-                let ri = r as usize;
-                let version = ep.versions[ri].load(Ordering::Acquire);
-                let code = ep.status[ri].load(Ordering::Acquire);
-                let outcome = if let Some(reason) = status_reason(code) {
+        for (ei, ep) in views.iter().enumerate() {
+            for r in 0..ep.ranks {
+                let slot = ep.first_slot + r;
+                let word = self.words[slot as usize].load(Ordering::Acquire);
+                let outcome = if let Some(reason) = status_reason(word_code(word)) {
                     Some(Outcome::Unknown(reason))
-                } else if lora_unknown && ep.config.lora_adapters {
+                } else if lora_unknown && ep.lora_adapters {
                     Some(Outcome::Unknown(UnknownReason::LoraNotInEvents))
                 } else if req.skip_prefix_cache {
                     Some(Outcome::Cached {
@@ -296,27 +363,33 @@ impl Index {
                 } else {
                     None
                 };
+                if outcome.is_none() {
+                    s.cands.push(Cand {
+                        ep: ei,
+                        at: out.len(),
+                        rank: r,
+                        slot,
+                        version: word_version(word),
+                        hit: 0,
+                    });
+                }
                 out.push(Prediction {
                     endpoint: ep.id,
                     rank: r,
                     outcome: outcome.unwrap_or(Outcome::Unknown(UnknownReason::Unsynced)),
                 });
-                if outcome.is_none() {
-                    s.cands.push(Cand {
-                        ep: ei,
-                        rank: r,
-                        slot: ep.first_slot + r,
-                        version,
-                        hit: 0,
-                    });
-                }
             }
         }
         if s.cands.is_empty() {
             return;
         }
         let single_full = self.opts.groups.len() == 1;
-        if single_full {
+        if self.chains {
+            if !self.walk_runs(req, s) {
+                self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                self.walk_prefix(req, s);
+            }
+        } else if single_full {
             self.walk_prefix(req, s);
         } else {
             for i in 0..s.cands.len() {
@@ -324,23 +397,16 @@ impl Index {
             }
         }
         fence(Ordering::Acquire);
-        // Map predictions back: out holds one entry per (endpoint, rank) in order; the
-        // candidates are a subsequence of it.
-        let mut oi = 0usize;
         let media = self.media_count.load(Ordering::Acquire);
         for c in s.cands.iter() {
-            let ep = &eps[c.ep];
-            while !(out[oi].endpoint == ep.id && out[oi].rank == c.rank) {
-                oi += 1;
-            }
-            let ri = c.rank as usize;
-            let now = ep.versions[ri].load(Ordering::Relaxed);
+            let now = word_version(self.words[c.slot as usize].load(Ordering::Relaxed));
             let outcome = if now == c.version && c.version % 2 == 0 {
                 self.cached(req, c.slot, c.hit, single_full, media, proven)
             } else {
                 // Changed during the walk: answer again under the endpoint's lock.
+                let ep = &eps[c.ep];
                 let _g = ep.lock();
-                match status_reason(ep.status[ri].load(Ordering::Acquire)) {
+                match status_reason(ep.code(c.rank as usize)) {
                     Some(reason) => Outcome::Unknown(reason),
                     None => {
                         let hit = self.slot_hit(req, c.slot);
@@ -348,7 +414,7 @@ impl Index {
                     }
                 }
             };
-            out[oi].outcome = outcome;
+            out[c.at].outcome = outcome;
         }
     }
 
@@ -420,6 +486,75 @@ impl Index {
                 lookup::prefix_hit(max_blocks, |j| present(0, j))
             }
         }
+    }
+
+    /// Every candidate's prefix hit (one full-attention group) through the chains: one table
+    /// probe per run the request's blocks pass through, the run's hashes compared in a loop
+    /// and its cover ANDed with the candidates once. False when a place read was being moved
+    /// by a writer (the caller then walks the table; the hits written so far are overwritten).
+    fn walk_runs(&self, req: &Request<'_>, s: &mut Scratch) -> bool {
+        let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
+        let slots = self.opts.max_slots as usize;
+        if s.cand_of.len() < slots {
+            s.cand_of.resize(slots, 0);
+        }
+        s.alive.clear();
+        for (ci, c) in s.cands.iter().enumerate() {
+            let w = c.slot as usize / 64;
+            if s.alive.len() <= w {
+                s.alive.resize(w + 1, 0);
+            }
+            s.alive[w] |= 1u64 << (c.slot % 64);
+            s.cand_of[c.slot as usize] = ci as u32;
+        }
+        let hashes = &req.block_hashes[..max_blocks];
+        let (cands, alive, cand_of) = (&mut s.cands, &mut s.alive, &s.cand_of);
+        let mut j = 0usize;
+        while j < max_blocks && alive.iter().any(|&a| a != 0) {
+            let h = hashes[j];
+            let Some(loc) = self.table.loc(&chain_key(h)) else {
+                break;
+            };
+            let next = self
+                .runs
+                .read(loc.run, |run| {
+                    let i = run.index_of(loc.pos)?;
+                    let hs = run.hashes();
+                    if hs[i] != h {
+                        return None;
+                    }
+                    for (w, a) in alive.iter_mut().enumerate() {
+                        let c = run.cover_word(w);
+                        let mut gone = *a & !c;
+                        while gone != 0 {
+                            let b = gone.trailing_zeros() as usize;
+                            gone &= gone - 1;
+                            cands[cand_of[w * 64 + b] as usize].hit = j;
+                        }
+                        *a &= c;
+                    }
+                    let more = hs[i + 1..]
+                        .iter()
+                        .zip(&hashes[j + 1..])
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                    Some(j + 1 + more)
+                })
+                .flatten();
+            match next {
+                Some(n) => j = n,
+                None => return false,
+            }
+        }
+        for (w, &a) in alive.iter().enumerate() {
+            let mut left = a;
+            while left != 0 {
+                let b = left.trailing_zeros() as usize;
+                left &= left - 1;
+                cands[cand_of[w * 64 + b] as usize].hit = j;
+            }
+        }
+        true
     }
 
     /// Every candidate's prefix hit (one full-attention group) in one walk: each block is

@@ -14,19 +14,28 @@
 //!   ([`Index::apply_frames`], [`Index::apply_payload`], [`Index::apply_json`]), with stream
 //!   health ([`StreamState`]: sequence gaps, replay, restarts), a hard per-rank capacity
 //!   ([`Capacity`]), [`Index::predict`] (one walk over the request's blocks for all
-//!   endpoints, no lock shared by all endpoints), feedback from the engine's reported counts
+//!   endpoints, one table probe per run of blocks with one holder set, no lock shared by
+//!   all endpoints), feedback from the engine's reported counts
 //!   ([`Index::observe`], [`PredictionDrift`]) and the inventory ([`Index::status`],
 //!   [`Index::prometheus`]).
 //! * [`lookup`]: the hit rules themselves, as pure functions (the slow, obvious form the
 //!   index's walk is tested against).
 //!
 //! Memory: one table entry per distinct held block key — 16 bytes of key (hash, group,
-//! medium) and 16 of holders (the first holder inline), about [`BYTES_PER_KEY`] = 37 bytes
-//! with the hash map's control byte at its 7/8 load factor (up to twice that right after the
-//! map grew); a key held by several slots moves its holders to one heap vector
-//! ([`BYTES_PER_HOLDER`] = 8 bytes each). Per rank, the GPU capacity bounds the entries: a
-//! stream that stores more than the engine's pool holds has lost removals, and the rank's
-//! entries are dropped ([`UnknownReason::Overflow`]) until its cache is known again.
+//! medium), 16 of holders (the first holder inline) and 8 of its place in the chains, about
+//! [`BYTES_PER_KEY`] = 46 bytes with the hash map's control byte at its 7/8 load factor (up to
+//! twice that right after the map grew); a key held by several slots moves its holders to one
+//! heap vector ([`BYTES_PER_HOLDER`] = 8 bytes each). An index of one full-attention group
+//! also keeps its GPU keys as run-compressed chains (`runs.rs`): 8 bytes per distinct block
+//! in its run's array (up to twice that in a run that grew at the front) and about 100 bytes
+//! per run (header, cover, the writers' child list); [`Index::memory`] counts both. Per rank,
+//! the GPU capacity bounds the entries: a stream that stores more than the engine's pool
+//! holds has lost removals, and the rank's entries are dropped ([`UnknownReason::Overflow`])
+//! until its cache is known again.
+//!
+//! Locking: a prediction takes no lock shared by all endpoints (the read locks of the shards
+//! it visits, one at a time); event application holds the index's writers' mutex for a batch
+//! (batches apply one at a time, whichever endpoint sends them).
 //!
 //! Where the events cannot show what the engine keys on, a prediction is
 //! [`Outcome::Unknown`] with its [`UnknownReason`], never a count.
@@ -62,7 +71,9 @@
 #![warn(missing_docs)]
 
 mod apply;
+mod blocks;
 mod config;
+mod cover;
 mod endpoint;
 mod error;
 mod feedback;
@@ -70,6 +81,7 @@ mod index;
 pub mod lookup;
 mod prediction;
 mod rule;
+mod runs;
 mod status;
 mod stream;
 mod table;

@@ -54,10 +54,16 @@ impl Index {
         out
     }
 
-    /// Table memory: (keys held, key × holder pairs, approximate bytes).
+    /// Memory: (keys held, key × holder pairs, approximate bytes of the table and the
+    /// chains).
     pub fn memory(&self) -> (usize, usize, usize) {
         let (keys, pairs) = self.table.sizes();
-        (keys, pairs, keys * BYTES_PER_KEY + pairs * BYTES_PER_HOLDER)
+        let chains = if self.chains { self.runs.sizes().2 } else { 0 };
+        (
+            keys,
+            pairs,
+            keys * BYTES_PER_KEY + pairs * BYTES_PER_HOLDER + chains,
+        )
     }
 
     /// The Prometheus text exposition of every rank's gauges and counters.

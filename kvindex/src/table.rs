@@ -1,5 +1,6 @@
 //! The holder table: for every cached block key (hash, KV-cache group, medium), which slots
-//! (endpoint × data-parallel rank) hold it and how many copies each holds.
+//! (endpoint × data-parallel rank) hold it and how many copies each holds, and for the keys
+//! of the run-compressed chains ([`crate::runs`]) where the key sits in them.
 //!
 //! One table serves every endpoint of an index, so a prediction walks the request's blocks
 //! once for all endpoints (one lookup per block, not one per block and endpoint). The table
@@ -125,15 +126,60 @@ impl Holders {
     }
 }
 
-type Shard = HashMap<Key, Holders, BuildKeyHasher>;
+/// Where a chain key sits in the run-compressed chains: run id and logical position
+/// ([`crate::runs`]); [`Loc::NONE`] for keys outside the chains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Loc {
+    pub run: u32,
+    pub pos: u32,
+}
+
+impl Loc {
+    /// No place in the chains.
+    pub const NONE: Loc = Loc {
+        run: u32::MAX,
+        pos: 0,
+    };
+}
+
+/// One held key: its holders and its place in the chains.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    holders: Holders,
+    loc: Loc,
+}
+
+/// What [`Table::add`] did.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Added {
+    /// The slot held no copy before.
+    pub first_for_slot: bool,
+    /// No slot held the key before (its place was made by the `place` closure).
+    pub new_key: bool,
+    /// The key's place in the chains.
+    pub loc: Loc,
+}
+
+/// What [`Table::remove`] did (when the slot held a copy).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Removed {
+    /// The slot holds no copy now.
+    pub last_for_slot: bool,
+    /// No slot holds the key now (its entry is gone).
+    pub key_gone: bool,
+    /// The key's place in the chains (before the removal).
+    pub loc: Loc,
+}
+
+type Shard = HashMap<Key, Entry, BuildKeyHasher>;
 
 const SHARD_BITS: u32 = 6;
 const SHARDS: usize = 1 << SHARD_BITS;
 
-/// Bytes the table spends per held key besides the holder list's heap part: key, `Vec`
-/// header and the hash map's control byte, at the map's load factor (7/8).
+/// Bytes the table spends per held key besides the holder list's heap part: key, holders,
+/// place in the chains and the hash map's control byte, at the map's load factor (7/8).
 pub const BYTES_PER_KEY: usize =
-    (std::mem::size_of::<Key>() + std::mem::size_of::<Holders>() + 1) * 8 / 7;
+    (std::mem::size_of::<Key>() + std::mem::size_of::<Entry>() + 1) * 8 / 7;
 /// Heap bytes per (key, holder) pair.
 pub const BYTES_PER_HOLDER: usize = std::mem::size_of::<(u32, u32)>();
 
@@ -173,8 +219,34 @@ impl Table {
     pub fn with_holders<R>(&self, key: &Key, f: impl FnOnce(&[(u32, u32)]) -> R) -> R {
         let shard = self.read(Self::shard_of(key));
         match shard.get(key) {
-            Some(h) => f(h.as_slice()),
+            Some(e) => f(e.holders.as_slice()),
             None => f(&[]),
+        }
+    }
+
+    /// The key's place in the chains, when some slot holds it.
+    #[inline]
+    pub fn loc(&self, key: &Key) -> Option<Loc> {
+        self.read(Self::shard_of(key)).get(key).map(|e| e.loc)
+    }
+
+    /// Moves a held key to another place in the chains.
+    pub fn set_loc(&self, key: &Key, loc: Loc) {
+        if let Some(e) = self.write(Self::shard_of(key)).get_mut(key) {
+            e.loc = loc;
+        }
+    }
+
+    /// Whether `slot` holds `key`, and the key's place in the chains when some slot does.
+    #[inline]
+    pub fn holds_at(&self, key: &Key, slot: u32) -> (bool, Option<Loc>) {
+        let shard = self.read(Self::shard_of(key));
+        match shard.get(key) {
+            Some(e) => (
+                e.holders.as_slice().iter().any(|&(s, _)| s == slot),
+                Some(e.loc),
+            ),
+            None => (false, None),
         }
     }
 
@@ -183,46 +255,77 @@ impl Table {
         self.with_holders(key, |h| h.iter().any(|&(s, _)| s == slot))
     }
 
-    /// One more copy of `key` in `slot`.
-    pub fn add(&self, key: Key, slot: u32) {
+    /// One more copy of `key` in `slot`. A key nobody held gets the place `place` makes
+    /// (called under the shard's write lock, so no reader sees the key before its place).
+    pub fn add(&self, key: Key, slot: u32, place: impl FnOnce() -> Loc) -> Added {
         let mut shard = self.write(Self::shard_of(&key));
         match shard.entry(key) {
             std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(Holders::One([(slot, 1)]));
+                let loc = place();
+                e.insert(Entry {
+                    holders: Holders::One([(slot, 1)]),
+                    loc,
+                });
+                Added {
+                    first_for_slot: true,
+                    new_key: true,
+                    loc,
+                }
             }
             std::collections::hash_map::Entry::Occupied(mut e) => {
-                let h = e.get_mut();
-                match h.as_mut_slice().iter_mut().find(|(s, _)| *s == slot) {
-                    Some((_, n)) => *n += 1,
-                    None => h.push((slot, 1)),
+                let e = e.get_mut();
+                let first = match e
+                    .holders
+                    .as_mut_slice()
+                    .iter_mut()
+                    .find(|(s, _)| *s == slot)
+                {
+                    Some((_, n)) => {
+                        *n += 1;
+                        false
+                    }
+                    None => {
+                        e.holders.push((slot, 1));
+                        true
+                    }
+                };
+                Added {
+                    first_for_slot: first,
+                    new_key: false,
+                    loc: e.loc,
                 }
             }
         }
     }
 
-    /// One copy fewer of `key` in `slot`; false when `slot` held none.
-    pub fn remove(&self, key: Key, slot: u32) -> bool {
+    /// One copy fewer of `key` in `slot`; `None` when `slot` held none.
+    pub fn remove(&self, key: Key, slot: u32) -> Option<Removed> {
         let i = Self::shard_of(&key);
         let mut shard = self.write(i);
-        let Some(h) = shard.get_mut(&key) else {
-            return false;
-        };
-        let Some(pos) = h.as_slice().iter().position(|(s, _)| *s == slot) else {
-            return false;
-        };
-        let n = &mut h.as_mut_slice()[pos].1;
+        let e = shard.get_mut(&key)?;
+        let pos = e.holders.as_slice().iter().position(|(s, _)| *s == slot)?;
+        let loc = e.loc;
+        let n = &mut e.holders.as_mut_slice()[pos].1;
         *n -= 1;
-        if *n == 0 && !h.remove_at(pos) {
+        let last = *n == 0;
+        let mut gone = false;
+        if last && !e.holders.remove_at(pos) {
             shard.remove(&key);
+            gone = true;
         }
-        true
+        Some(Removed {
+            last_for_slot: last,
+            key_gone: gone,
+            loc,
+        })
     }
 
     /// Drops every copy `slot` holds; returns how many copies per medium were dropped.
     pub fn clear_slot(&self, slot: u32, dropped: &mut [u64]) {
         for i in 0..SHARDS {
             let mut shard = self.write(i);
-            shard.retain(|k, h| {
+            shard.retain(|k, e| {
+                let h = &mut e.holders;
                 let Some(pos) = h.as_slice().iter().position(|(s, _)| *s == slot) else {
                     return true;
                 };
@@ -234,6 +337,16 @@ impl Table {
         }
     }
 
+    /// Calls `f` with every held key, its holders and its place (the self-check).
+    pub fn for_each(&self, mut f: impl FnMut(&Key, &[(u32, u32)], Loc)) {
+        for i in 0..SHARDS {
+            let shard = self.read(i);
+            for (k, e) in shard.iter() {
+                f(k, e.holders.as_slice(), e.loc);
+            }
+        }
+    }
+
     /// Keys held and (key, holder) pairs, for the memory figure.
     pub fn sizes(&self) -> (usize, usize) {
         let mut keys = 0;
@@ -241,7 +354,10 @@ impl Table {
         for i in 0..SHARDS {
             let shard = self.read(i);
             keys += shard.len();
-            pairs += shard.values().map(|h| h.as_slice().len()).sum::<usize>();
+            pairs += shard
+                .values()
+                .map(|e| e.holders.as_slice().len())
+                .sum::<usize>();
         }
         (keys, pairs)
     }
@@ -255,7 +371,8 @@ mod tests {
     fn the_stated_sizes_hold() {
         assert_eq!(std::mem::size_of::<Key>(), 16);
         assert_eq!(std::mem::size_of::<Holders>(), 16);
-        assert_eq!(BYTES_PER_KEY, 37);
+        assert_eq!(std::mem::size_of::<Entry>(), 24);
+        assert_eq!(BYTES_PER_KEY, 46);
     }
 
     #[test]
@@ -266,17 +383,21 @@ mod tests {
             group: 0,
             medium: 0,
         };
-        t.add(k, 1);
-        t.add(k, 2);
-        t.add(k, 2);
+        let none = || Loc::NONE;
+        assert!(t.add(k, 1, none).new_key);
+        assert!(t.add(k, 2, none).first_for_slot);
+        assert!(!t.add(k, 2, none).first_for_slot);
         t.with_holders(&k, |h| assert_eq!(h.len(), 2));
-        assert!(t.remove(k, 1));
+        assert!(t
+            .remove(k, 1)
+            .is_some_and(|r| r.last_for_slot && !r.key_gone));
         t.with_holders(&k, |h| assert_eq!(h, &[(2, 2)]));
-        assert!(t.remove(k, 2) && t.remove(k, 2));
-        assert!(!t.remove(k, 2));
+        assert!(t.remove(k, 2).is_some_and(|r| !r.last_for_slot));
+        assert!(t.remove(k, 2).is_some_and(|r| r.key_gone));
+        assert!(t.remove(k, 2).is_none());
         assert_eq!(t.sizes(), (0, 0));
-        t.add(k, 3);
-        t.add(k, 4);
+        t.add(k, 3, none);
+        t.add(k, 4, none);
         let mut dropped = [0u64; 8];
         t.clear_slot(4, &mut dropped);
         assert_eq!(dropped[0], 1);

@@ -87,6 +87,8 @@ proptest! {
             let applied = matches!(feed(&index, eps[ep], seq[ep], &[ev]).unwrap(), Applied::Applied { .. });
             prop_assert!(applied);
             seq[ep] += 1;
+            // The chains agree with the table after every batch.
+            prop_assert_eq!(index.self_check(), Ok(()));
         }
         let mut out = Vec::new();
         for &(prompt, conv, blocks, extra) in &queries {
@@ -100,6 +102,114 @@ proptest! {
                 prop_assert_eq!(index.predict_endpoint(eps[i], &Request { block_hashes: &c, prompt_tokens: n, skip_prefix_cache: false }).unwrap()[0].outcome, p.outcome);
             }
         }
+        // Nothing wrote while it predicted: every walk went through the chains.
+        prop_assert_eq!(index.walk_fallbacks(), 0);
+    }
+}
+
+/// Ops on long chains: endpoints store overlapping stretches of a few long conversations on
+/// one shared system prompt, and evict stretches tail first, head first or in the middle.
+#[derive(Debug, Clone)]
+enum LongOp {
+    Store {
+        ep: usize,
+        conv: u64,
+        from: usize,
+        to: usize,
+    },
+    Evict {
+        ep: usize,
+        conv: u64,
+        from: usize,
+        to: usize,
+        tail_first: bool,
+    },
+    Clear {
+        ep: usize,
+    },
+}
+
+fn long_chain(conv: u64, len: usize) -> Vec<u64> {
+    (0..len)
+        .map(|j| {
+            if j < 24 {
+                0x5157_0000 | j as u64
+            } else {
+                (conv + 1) << 32 | j as u64
+            }
+        })
+        .collect()
+}
+
+fn long_op() -> impl Strategy<Value = LongOp> {
+    prop_oneof![
+        6 => (0..4usize, 0..3u64, 0..70usize, 1..80usize).prop_map(|(ep, conv, a, n)| LongOp::Store {
+            ep, conv, from: a, to: (a + n).min(80)
+        }),
+        4 => (0..4usize, 0..3u64, 0..80usize, 1..40usize, any::<bool>()).prop_map(|(ep, conv, a, n, tail_first)| LongOp::Evict {
+            ep, conv, from: a, to: (a + n).min(80), tail_first
+        }),
+        1 => (0..4usize).prop_map(|ep| LongOp::Clear { ep }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The chains under long runs that split, shrink and join, with endpoints on slots in
+    /// three words of the cover bitsets: predictions equal the obvious count, the chains equal
+    /// the table after every batch, and no walk falls back.
+    #[test]
+    fn long_chains_split_and_join_exactly(ops in prop::collection::vec(long_op(), 1..40),
+                                           queries in prop::collection::vec((0..3u64, 1..81usize, 0..16usize), 1..8)) {
+        let index = index_of("vllm-kv-map-v3-r0.31", 200);
+        let mut eps = Vec::new();
+        for i in 0..131 {
+            let id = index.add_endpoint(endpoint(&format!("e{i}"), 1 << 20)).unwrap();
+            if [0, 1, 64, 130].contains(&i) {
+                eps.push((i, id));
+            }
+        }
+        let mut model: Vec<HashMap<u64, u32>> = vec![HashMap::new(); 4];
+        let mut seq = [0u64; 4];
+        for op in &ops {
+            let (ep, evs) = match *op {
+                LongOp::Store { ep, conv, from, to } => {
+                    let c = long_chain(conv, to);
+                    for &h in &c[from..to] { *model[ep].entry(h).or_default() += 1; }
+                    (ep, vec![stored(&c[from..to], from.checked_sub(1).map(|p| c[p]))])
+                }
+                LongOp::Evict { ep, conv, from, to, tail_first } => {
+                    let c = long_chain(conv, to);
+                    let mut held: Vec<u64> = c[from..to].iter().copied().filter(|h| model[ep].contains_key(h)).collect();
+                    if tail_first { held.reverse(); }
+                    for h in &held {
+                        let n = model[ep].get_mut(h).unwrap();
+                        *n -= 1;
+                        if *n == 0 { model[ep].remove(h); }
+                    }
+                    if held.is_empty() { continue; }
+                    // One event per block, as vLLM's free queue evicts them.
+                    (ep, held.iter().map(|h| removed(&[*h])).collect())
+                }
+                LongOp::Clear { ep } => { model[ep].clear(); (ep, vec![Ev::Cleared]) }
+            };
+            let applied = matches!(feed(&index, eps[ep].1, seq[ep], &evs).unwrap(), Applied::Applied { .. });
+            prop_assert!(applied);
+            seq[ep] += 1;
+            prop_assert_eq!(index.self_check(), Ok(()));
+        }
+        let mut out = Vec::new();
+        for &(conv, blocks, extra) in &queries {
+            let c = long_chain(conv, blocks);
+            let n = blocks * 16 + extra;
+            index.predict(&Request { block_hashes: &c, prompt_tokens: n, skip_prefix_cache: false }, &mut out).unwrap();
+            for (k, &(i, _)) in eps.iter().enumerate() {
+                let want = kvindex::lookup::prefix_hit(n.saturating_sub(1) / 16, |j| model[k].contains_key(&c[j])) * 16;
+                prop_assert_eq!(out[i].outcome.tokens(), Some(want as u64), "endpoint {} query {:?}", i, (conv, blocks, extra));
+            }
+        }
+        prop_assert_eq!(index.walk_fallbacks(), 0);
     }
 }
 
@@ -412,5 +522,48 @@ fn predictions_see_whole_batches_while_events_are_applied() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for r in readers {
         r.join().unwrap();
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// A hostile stream: hashes from a tiny set, parents that name the block itself, a later
+    /// block or nothing (cycles), duplicates and removals of blocks never stored. The chains
+    /// stay equal to the table after every batch and predictions equal the obvious count.
+    #[test]
+    fn hostile_parents_keep_the_chains_exact(
+        ops in prop::collection::vec((0..3usize, prop::collection::vec(0..8u64, 1..6), prop::option::of(0..8u64), any::<bool>()), 1..50),
+        query in prop::collection::vec(0..8u64, 1..6),
+    ) {
+        let index = index_of("vllm-kv-map-v3-r0.31", 8);
+        let eps: Vec<_> = (0..3).map(|i| index.add_endpoint(endpoint(&format!("e{i}"), 1 << 20)).unwrap()).collect();
+        let mut model: Vec<HashMap<u64, u32>> = vec![HashMap::new(); 3];
+        let mut seq = [0u64; 3];
+        for (ep, hashes, parent, store) in &ops {
+            let ev = if *store {
+                for h in hashes { *model[*ep].entry(*h).or_default() += 1; }
+                stored(hashes, *parent)
+            } else {
+                for h in hashes {
+                    if let Some(n) = model[*ep].get_mut(h) {
+                        *n -= 1;
+                        if *n == 0 { model[*ep].remove(h); }
+                    }
+                }
+                removed(hashes)
+            };
+            feed(&index, eps[*ep], seq[*ep], &[ev]).unwrap();
+            seq[*ep] += 1;
+            prop_assert_eq!(index.self_check(), Ok(()));
+        }
+        let n = query.len() * 16 + 3;
+        let mut out = Vec::new();
+        index.predict(&Request { block_hashes: &query, prompt_tokens: n, skip_prefix_cache: false }, &mut out).unwrap();
+        for (i, p) in out.iter().enumerate() {
+            let want = kvindex::lookup::prefix_hit(query.len(), |j| model[i].contains_key(&query[j])) * 16;
+            prop_assert_eq!(p.outcome.tokens(), Some(want as u64));
+        }
+        prop_assert_eq!(index.walk_fallbacks(), 0);
     }
 }

@@ -1,0 +1,734 @@
+//! Run-compressed chains: the prediction walk's fast path for an index of one
+//! full-attention group.
+//!
+//! The table answers "who holds this key" with one hash-map probe per block, so a request of a
+//! few hundred blocks costs a few hundred cache misses. The chains keep the same facts in the
+//! shape a prefix walk reads: every GPU key that some slot holds sits at one position of one
+//! *run*, a stretch of blocks each chained on the one before it (the engine's parent hash)
+//! whose holder set — the run's *cover*, a bitset of slots — is the same at every position. The
+//! walk ([`crate::Index::predict`]) probes the table once per run for the run and position of
+//! the request's block, compares the request's next hashes against the run's array and ANDs the
+//! candidates with the cover once: one probe per run instead of one per block.
+//!
+//! Exactness does not depend on the shape. A position's cover always equals the set of slots
+//! holding its key ([`crate::Index::self_check`] tests this), and the walk reaches a position
+//! only by the request's own hash, so any partition into runs gives the table's answer. The
+//! shape only buys speed: a store that extends a slot's own leaf appends to its run; a change of
+//! one position's holders isolates it (moving the shorter side of its run) and joins it with a
+//! neighbour of the same cover (moving the shorter run), so splits and joins cost the smaller
+//! half.
+//!
+//! Concurrency: writers (event application) hold one mutex ([`Runs::writer`]) for a batch;
+//! readers take only the read lock of the table shard, then of the run shard, they visit, one
+//! at a time. Every writer step changes the holders of one slot only — the slot of the rank
+//! being written, whose prediction is redone under its endpoint's lock (the seqlock in
+//! `endpoint.rs`) — and moves positions by copy, redirect, shrink: a reader that follows a
+//! stale place finds either the key under a cover that is right for every other slot, or
+//! another hash (then it walks the table block by block instead).
+
+use crate::blocks::Blocks;
+use crate::cover::Cover;
+use crate::table::{Key, Loc, Table};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+const SHARD_BITS: u32 = 6;
+const SHARDS: usize = 1 << SHARD_BITS;
+
+/// The table key of a chain position (group 0, GPU).
+#[inline]
+pub(crate) fn chain_key(hash: u64) -> Key {
+    Key {
+        hash,
+        group: 0,
+        medium: 0,
+    }
+}
+
+/// One run: consecutive chained blocks with one holder set.
+#[derive(Debug, Default)]
+pub(crate) struct Run {
+    /// The blocks' hashes in chain order; `hashes[i + 1]` was stored with parent `hashes[i]`.
+    hashes: Blocks,
+    /// Logical position of `hashes[0]`: a key's place names a logical position, which stays
+    /// put when the run grows or shrinks at either end.
+    base: u32,
+    /// Slots holding every block of the run.
+    cover: Cover,
+    /// The chain parent of `hashes[0]`, as its store named it.
+    parent: Option<u64>,
+    live: bool,
+}
+
+impl Run {
+    /// The array index of a logical position.
+    #[inline]
+    pub fn index_of(&self, pos: u32) -> Option<usize> {
+        let i = pos.wrapping_sub(self.base) as usize;
+        (self.live && i < self.hashes.len()).then_some(i)
+    }
+
+    /// The blocks' hashes.
+    #[inline]
+    pub fn hashes(&self) -> &[u64] {
+        &self.hashes
+    }
+
+    /// Word `w` of the cover.
+    #[inline]
+    pub fn cover_word(&self, w: usize) -> u64 {
+        self.cover.word(w)
+    }
+
+    fn end_pos(&self) -> u32 {
+        self.base.wrapping_add(self.hashes.len() as u32)
+    }
+}
+
+/// Hashes a block hash (a digest, or anything a hostile stream sends) for the child map.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct MixHasher(u64);
+
+impl Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        let x = self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x ^ (x >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x100_0000_01B3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 ^= v;
+    }
+}
+
+/// Builds [`MixHasher`]s.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct BuildMix;
+
+impl BuildHasher for BuildMix {
+    type Hasher = MixHasher;
+    fn build_hasher(&self) -> MixHasher {
+        MixHasher(0)
+    }
+}
+
+/// The runs starting after one parent (most parents have one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Kids {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl Kids {
+    fn add(&mut self, id: u32) {
+        match self {
+            Kids::One(a) => *self = Kids::Many(vec![*a, id]),
+            Kids::Many(v) => v.push(id),
+        }
+    }
+
+    /// Drops `id`; true when none is left.
+    fn remove(&mut self, id: u32) -> bool {
+        match self {
+            Kids::One(a) => *a == id,
+            Kids::Many(v) => {
+                v.retain(|&c| c != id);
+                match v.len() {
+                    0 => true,
+                    1 => {
+                        *self = Kids::One(v[0]);
+                        false
+                    }
+                    _ => false,
+                }
+            }
+        }
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            Kids::One(a) => std::slice::from_ref(a),
+            Kids::Many(v) => v,
+        }
+    }
+}
+
+/// The writers' side: free run ids and the runs by the parent of their first block (to join a
+/// run with the one that continues it).
+#[derive(Debug, Default)]
+pub(crate) struct Writer {
+    free: Vec<u32>,
+    next: u32,
+    children: HashMap<u64, Kids, BuildMix>,
+}
+
+impl Writer {
+    fn link(&mut self, parent: u64, id: u32) {
+        match self.children.entry(parent) {
+            std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().add(id),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Kids::One(id));
+            }
+        }
+    }
+
+    fn unlink(&mut self, parent: u64, id: u32) {
+        if let Some(k) = self.children.get_mut(&parent) {
+            if k.remove(id) {
+                self.children.remove(&parent);
+            }
+        }
+    }
+
+    /// The runs starting after `parent`.
+    fn kids(&self, parent: u64) -> Option<Kids> {
+        self.children.get(&parent).cloned()
+    }
+}
+
+/// The run store: runs sharded by id, each shard behind its own `RwLock`.
+pub(crate) struct Runs {
+    shards: Box<[RwLock<Vec<Run>>]>,
+    writer: Mutex<Writer>,
+}
+
+impl Runs {
+    pub fn new() -> Self {
+        Runs {
+            shards: (0..SHARDS).map(|_| RwLock::new(Vec::new())).collect(),
+            writer: Mutex::new(Writer::default()),
+        }
+    }
+
+    /// The writers' mutex: held by whoever changes the table's chain keys, for a whole batch.
+    pub fn writer(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    #[inline]
+    fn at(id: u32) -> (usize, usize) {
+        ((id as usize) & (SHARDS - 1), (id as usize) >> SHARD_BITS)
+    }
+
+    #[inline]
+    fn shard_read(&self, s: usize) -> RwLockReadGuard<'_, Vec<Run>> {
+        self.shards[s].read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    #[inline]
+    fn shard_write(&self, s: usize) -> RwLockWriteGuard<'_, Vec<Run>> {
+        self.shards[s].write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Calls `f` with run `id` under its shard's read lock (`None` for an id never made).
+    #[inline]
+    pub fn read<R>(&self, id: u32, f: impl FnOnce(&Run) -> R) -> Option<R> {
+        let (s, i) = Self::at(id);
+        self.shard_read(s).get(i).map(f)
+    }
+
+    fn write<R>(&self, id: u32, f: impl FnOnce(&mut Run) -> R) -> Option<R> {
+        let (s, i) = Self::at(id);
+        self.shard_write(s).get_mut(i).map(f)
+    }
+
+    fn alloc(&self, w: &mut Writer, run: Run) -> u32 {
+        let id = w.free.pop().unwrap_or_else(|| {
+            let id = w.next;
+            w.next += 1;
+            id
+        });
+        if let Some(p) = run.parent {
+            w.link(p, id);
+        }
+        let (s, i) = Self::at(id);
+        let mut g = self.shard_write(s);
+        if i == g.len() {
+            g.push(run);
+        } else {
+            g[i] = run;
+        }
+        id
+    }
+
+    fn free(&self, w: &mut Writer, id: u32) {
+        let parent = self
+            .write(id, |r| {
+                r.live = false;
+                r.hashes = Blocks::default();
+                r.cover = Cover::default();
+                r.parent.take()
+            })
+            .flatten();
+        if let Some(p) = parent {
+            w.unlink(p, id);
+        }
+        w.free.push(id);
+    }
+
+    fn set_parent(&self, w: &mut Writer, id: u32, parent: Option<u64>) {
+        let old = self
+            .write(id, |r| std::mem::replace(&mut r.parent, parent))
+            .flatten();
+        if let Some(p) = old {
+            w.unlink(p, id);
+        }
+        if let Some(p) = parent {
+            w.link(p, id);
+        }
+    }
+
+    fn redirect(table: &Table, run: u32, first: u32, hashes: &[u64]) {
+        for (k, &h) in hashes.iter().enumerate() {
+            table.set_loc(
+                &chain_key(h),
+                Loc {
+                    run,
+                    pos: first.wrapping_add(k as u32),
+                },
+            );
+        }
+    }
+
+    /// The place of a key nobody held, stored by `slot` after `parent` (whose place the
+    /// caller knows). Called under the table shard's write lock: it does not touch the table.
+    pub fn place_new(
+        &self,
+        w: &mut Writer,
+        hash: u64,
+        parent: Option<u64>,
+        parent_loc: Option<Loc>,
+        slot: u32,
+    ) -> Loc {
+        if let (Some(p), Some(pl)) = (parent, parent_loc) {
+            let appended = self
+                .write(pl.run, |x| {
+                    let at_end = x
+                        .index_of(pl.pos)
+                        .is_some_and(|i| i + 1 == x.hashes.len() && x.hashes[i] == p);
+                    (at_end && x.cover.is_only(slot)).then(|| {
+                        let pos = x.end_pos();
+                        x.hashes.push(hash);
+                        pos
+                    })
+                })
+                .flatten();
+            if let Some(pos) = appended {
+                return Loc { run: pl.run, pos };
+            }
+        }
+        let run = self.alloc(
+            w,
+            Run {
+                hashes: Blocks::one(hash),
+                base: 0,
+                cover: Cover::default().with(slot, true),
+                parent,
+                live: true,
+            },
+        );
+        Loc { run, pos: 0 }
+    }
+
+    /// `slot` now holds (`on`) or no longer holds a key at `loc` that other slots still hold.
+    /// The position takes its new cover: in place when it is its run's only block; moved to
+    /// the end of the run before it or the front of a run after it when that run has the new
+    /// cover (a slot storing or evicting a shared chain block by block); else isolated in a
+    /// run of its own and joined with neighbours of the same cover. `parent_hint`: where the
+    /// block's parent sits, when the caller knows (checked before use). Returns the key's
+    /// new place.
+    #[allow(clippy::too_many_arguments)]
+    pub fn change(
+        &self,
+        w: &mut Writer,
+        table: &Table,
+        hash: u64,
+        loc: Loc,
+        slot: u32,
+        on: bool,
+        parent_hint: Option<Loc>,
+    ) -> Loc {
+        let Some((n, i, cover, parent)) = self
+            .read(loc.run, |r| {
+                r.index_of(loc.pos).map(|i| {
+                    let parent = if i == 0 {
+                        r.parent
+                    } else {
+                        Some(r.hashes[i - 1])
+                    };
+                    (r.hashes.len(), i, r.cover.with(slot, on), parent)
+                })
+            })
+            .flatten()
+        else {
+            return loc;
+        };
+        if n == 1 {
+            self.write(loc.run, |r| r.cover = cover);
+            let s = self.join_prev(w, table, loc.run, parent_hint);
+            self.join_next(w, table, s);
+            return table.loc(&chain_key(hash)).unwrap_or(Loc::NONE);
+        }
+        if i == 0 {
+            if let Some(p) = parent {
+                let pl = parent_hint.or_else(|| table.loc(&chain_key(p)));
+                if let Some(pl) = pl.filter(|pl| pl.run != loc.run) {
+                    let moved = self
+                        .write(pl.run, |x| {
+                            let ends = x
+                                .index_of(pl.pos)
+                                .is_some_and(|k| k + 1 == x.hashes.len() && x.hashes[k] == p);
+                            (ends && x.cover == cover).then(|| {
+                                let pos = x.end_pos();
+                                x.hashes.push(hash);
+                                pos
+                            })
+                        })
+                        .flatten();
+                    if let Some(pos) = moved {
+                        let to = Loc { run: pl.run, pos };
+                        table.set_loc(&chain_key(hash), to);
+                        self.write(loc.run, |r| {
+                            r.hashes.drain_front(1);
+                            r.base = r.base.wrapping_add(1);
+                        });
+                        self.set_parent(w, loc.run, Some(hash));
+                        return to;
+                    }
+                }
+            }
+        }
+        if i + 1 == n {
+            if let Some(kids) = w.kids(hash) {
+                for &y in kids.as_slice() {
+                    if y == loc.run {
+                        continue;
+                    }
+                    let moved = self
+                        .write(y, |r| {
+                            (r.live && r.parent == Some(hash) && r.cover == cover).then(|| {
+                                r.hashes.prepend(&[hash]);
+                                r.base = r.base.wrapping_sub(1);
+                                r.base
+                            })
+                        })
+                        .flatten();
+                    if let Some(pos) = moved {
+                        let to = Loc { run: y, pos };
+                        table.set_loc(&chain_key(hash), to);
+                        self.write(loc.run, |r| r.hashes.pop());
+                        self.set_parent(w, y, parent);
+                        return to;
+                    }
+                }
+            }
+        }
+        let s = self.alloc(
+            w,
+            Run {
+                hashes: Blocks::one(hash),
+                base: 0,
+                cover,
+                parent,
+                live: true,
+            },
+        );
+        table.set_loc(&chain_key(hash), Loc { run: s, pos: 0 });
+        self.cut(w, table, loc.run, i);
+        let s = self.join_prev(w, table, s, None);
+        self.join_next(w, table, s);
+        table.loc(&chain_key(hash)).unwrap_or(Loc::NONE)
+    }
+
+    /// Nobody holds the key at `loc` any more (its table entry is gone): its position goes.
+    pub fn drop_key(&self, w: &mut Writer, table: &Table, loc: Loc) {
+        if let Some(i) = self.read(loc.run, |r| r.index_of(loc.pos)).flatten() {
+            self.cut(w, table, loc.run, i);
+        }
+    }
+
+    /// Takes array index `i` out of run `id` (its key has been moved or dropped): the run
+    /// shrinks at an end or splits, moving its shorter side to a new run.
+    fn cut(&self, w: &mut Writer, table: &Table, id: u32, i: usize) {
+        let Some(n) = self.read(id, |r| r.hashes.len()) else {
+            return;
+        };
+        if n <= 1 {
+            self.free(w, id);
+        } else if i + 1 == n {
+            self.write(id, |r| r.hashes.pop());
+        } else if i == 0 {
+            let h = self
+                .write(id, |r| {
+                    let h = r.hashes[0];
+                    r.base = r.base.wrapping_add(1);
+                    r.hashes.drain_front(1);
+                    h
+                })
+                .unwrap_or_default();
+            self.set_parent(w, id, Some(h));
+        } else if n - i - 1 <= i {
+            // Move the suffix.
+            let Some((suffix, cover, at)) = self.read(id, |r| {
+                (r.hashes[i + 1..].to_vec(), r.cover.clone(), r.hashes[i])
+            }) else {
+                return;
+            };
+            let t = self.alloc(
+                w,
+                Run {
+                    hashes: Blocks::from_slice(&suffix),
+                    base: 0,
+                    cover,
+                    parent: Some(at),
+                    live: true,
+                },
+            );
+            Self::redirect(table, t, 0, &suffix);
+            self.write(id, |r| r.hashes.truncate(i));
+        } else {
+            // Move the prefix.
+            let Some((prefix, cover, at, parent)) = self.read(id, |r| {
+                (
+                    r.hashes[..i].to_vec(),
+                    r.cover.clone(),
+                    r.hashes[i],
+                    r.parent,
+                )
+            }) else {
+                return;
+            };
+            let t = self.alloc(
+                w,
+                Run {
+                    hashes: Blocks::from_slice(&prefix),
+                    base: 0,
+                    cover,
+                    parent,
+                    live: true,
+                },
+            );
+            Self::redirect(table, t, 0, &prefix);
+            self.write(id, |r| {
+                r.hashes.drain_front(i + 1);
+                r.base = r.base.wrapping_add(i as u32 + 1);
+            });
+            self.set_parent(w, id, Some(at));
+        }
+    }
+
+    /// Joins run `s` with the run it continues, when that run ends at `s`'s parent under the
+    /// same cover. Returns the run holding `s`'s blocks.
+    fn join_prev(&self, w: &mut Writer, table: &Table, s: u32, hint: Option<Loc>) -> u32 {
+        let Some((Some(p), cover)) = self
+            .read(s, |r| r.live.then(|| (r.parent, r.cover.clone())))
+            .flatten()
+        else {
+            return s;
+        };
+        let Some(pl) = hint.or_else(|| table.loc(&chain_key(p))) else {
+            return s;
+        };
+        if pl.run == s {
+            return s;
+        }
+        let fits = self
+            .read(pl.run, |x| {
+                x.index_of(pl.pos)
+                    .is_some_and(|i| i + 1 == x.hashes.len() && x.hashes[i] == p)
+                    && x.cover == cover
+            })
+            .unwrap_or(false);
+        if fits {
+            self.join(w, table, pl.run, s)
+        } else {
+            s
+        }
+    }
+
+    /// Joins run `s` with a run that continues it under the same cover, if any.
+    fn join_next(&self, w: &mut Writer, table: &Table, s: u32) -> u32 {
+        let Some((last, cover)) = self
+            .read(s, |r| {
+                (r.live && !r.hashes.is_empty())
+                    .then(|| (r.hashes[r.hashes.len() - 1], r.cover.clone()))
+            })
+            .flatten()
+        else {
+            return s;
+        };
+        let Some(kids) = w.kids(last) else {
+            return s;
+        };
+        for &y in kids.as_slice() {
+            let fits = y != s
+                && self
+                    .read(y, |r| r.live && r.parent == Some(last) && r.cover == cover)
+                    .unwrap_or(false);
+            if fits {
+                return self.join(w, table, s, y);
+            }
+        }
+        s
+    }
+
+    /// Joins `y` onto `x` (`y` continues `x`, same cover), moving the shorter run's blocks.
+    fn join(&self, w: &mut Writer, table: &Table, x: u32, y: u32) -> u32 {
+        let lx = self.read(x, |r| r.hashes.len()).unwrap_or(0);
+        let ly = self.read(y, |r| r.hashes.len()).unwrap_or(0);
+        if ly <= lx {
+            let ys = self.read(y, |r| r.hashes.to_vec()).unwrap_or_default();
+            let Some(first) = self.write(x, |r| {
+                let first = r.end_pos();
+                r.hashes.extend(&ys);
+                first
+            }) else {
+                return y;
+            };
+            Self::redirect(table, x, first, &ys);
+            self.free(w, y);
+            x
+        } else {
+            let Some((xs, parent)) = self.read(x, |r| (r.hashes.to_vec(), r.parent)) else {
+                return y;
+            };
+            let Some(first) = self.write(y, |r| {
+                r.hashes.prepend(&xs);
+                r.base = r.base.wrapping_sub(xs.len() as u32);
+                r.base
+            }) else {
+                return y;
+            };
+            Self::redirect(table, y, first, &xs);
+            self.free(w, x);
+            self.set_parent(w, y, parent);
+            y
+        }
+    }
+
+    /// Drops `slot` from every cover; runs nobody holds any more go (their keys' table
+    /// entries are gone with the slot's).
+    pub fn clear_slot(&self, w: &mut Writer, slot: u32) {
+        let mut dead = Vec::new();
+        for s in 0..SHARDS {
+            let mut g = self.shard_write(s);
+            for (i, r) in g.iter_mut().enumerate() {
+                if r.live && r.cover.has(slot) {
+                    r.cover = r.cover.with(slot, false);
+                    if r.cover.is_empty() {
+                        dead.push((i << SHARD_BITS | s) as u32);
+                    }
+                }
+            }
+        }
+        for id in dead {
+            self.free(w, id);
+        }
+    }
+
+    /// (live runs, positions, approximate bytes: arrays, covers, run headers, the writers'
+    /// child lists).
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        let (mut runs, mut positions, mut bytes) = (0, 0, 0);
+        for s in 0..SHARDS {
+            let g = self.shard_read(s);
+            bytes += g.capacity() * std::mem::size_of::<Run>();
+            for r in g.iter().filter(|r| r.live) {
+                runs += 1;
+                positions += r.hashes.len();
+                bytes += r.hashes.heap_bytes() + r.cover.heap_bytes();
+            }
+        }
+        let w = self.writer();
+        bytes += w.children.capacity() * (8 + std::mem::size_of::<Kids>() + 1)
+            + w.children
+                .values()
+                .map(|k| match k {
+                    Kids::One(_) => 0,
+                    Kids::Many(v) => v.capacity() * 4,
+                })
+                .sum::<usize>()
+            + w.free.capacity() * 4;
+        (runs, positions, bytes)
+    }
+
+    /// Checks the chains against the table: every chain key sits at exactly one position whose
+    /// cover is its holder set, every position is its key's place, and the child lists name
+    /// exactly the live runs by their parents.
+    pub fn check(&self, table: &Table) -> Result<(), String> {
+        let w = self.writer();
+        let mut keys = 0usize;
+        let mut err = None;
+        table.for_each(|k, holders, loc| {
+            if err.is_some() || k.group != 0 || k.medium != 0 {
+                return;
+            }
+            keys += 1;
+            let found = self
+                .read(loc.run, |r| {
+                    let i = r.index_of(loc.pos)?;
+                    (r.hashes[i] == k.hash).then(|| r.cover.clone())
+                })
+                .flatten();
+            let Some(cover) = found else {
+                err = Some(format!("key {:#x}: place {loc:?} does not hold it", k.hash));
+                return;
+            };
+            let want = holders
+                .iter()
+                .fold(Cover::default(), |c, &(s, _)| c.with(s, true));
+            if want != cover {
+                err = Some(format!(
+                    "key {:#x}: cover {cover:?}, holders {holders:?}",
+                    k.hash
+                ));
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        let mut positions = 0usize;
+        let mut by_parent: HashMap<u64, Vec<u32>> = HashMap::new();
+        for s in 0..SHARDS {
+            let g = self.shard_read(s);
+            for (i, r) in g.iter().enumerate().filter(|(_, r)| r.live) {
+                let id = (i << SHARD_BITS | s) as u32;
+                if r.hashes.is_empty() || r.cover.is_empty() {
+                    return Err(format!("run {id}: no blocks or no holder"));
+                }
+                for (k, &h) in r.hashes.iter().enumerate() {
+                    let want = Loc {
+                        run: id,
+                        pos: r.base.wrapping_add(k as u32),
+                    };
+                    if table.loc(&chain_key(h)) != Some(want) {
+                        return Err(format!("run {id}: block {h:#x} is placed elsewhere"));
+                    }
+                }
+                positions += r.hashes.len();
+                if let Some(p) = r.parent {
+                    by_parent.entry(p).or_default().push(id);
+                }
+            }
+        }
+        if positions != keys {
+            return Err(format!("{positions} positions for {keys} chain keys"));
+        }
+        let mut have: HashMap<u64, Vec<u32>> = w
+            .children
+            .iter()
+            .map(|(&p, k)| (p, k.as_slice().to_vec()))
+            .collect();
+        for v in have.values_mut().chain(by_parent.values_mut()) {
+            v.sort_unstable();
+        }
+        if have != by_parent {
+            return Err("the child lists differ from the runs' parents".into());
+        }
+        Ok(())
+    }
+}
