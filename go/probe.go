@@ -197,6 +197,42 @@ func (e *Encoder) JudgeTokenize(fx *Fixtures, i int, httpStatus int, body []byte
 	return goFinding(&f), nil
 }
 
+// FixtureProbe is where and what to POST to probe fixture i under this encoder: the
+// tokenize route with the fixture's request verbatim, or, for chat under a renderer the
+// tokenize route does not take (harmony on vLLM), "/v1/chat/completions" with one generated
+// token and return_token_ids (docs/contracts/templates.md §13.8). Judge the answer with
+// JudgeProbe.
+func (e *Encoder) FixtureProbe(fx *Fixtures, i int) (path string, body []byte, err error) {
+	var p *C.char
+	var n C.size_t
+	st := C.kvexact_fixture_probe(e.p, fx.p, C.size_t(i), &p, nil, 0, &n)
+	if st != C.KVEXACT_OK && st != C.KVEXACT_ERR_BUFFER_TOO_SMALL {
+		return "", nil, Status(st)
+	}
+	buf := make([]byte, int(n)+1)
+	st = C.kvexact_fixture_probe(e.p, fx.p, C.size_t(i), &p, (*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n)
+	runtime.KeepAlive(e)
+	runtime.KeepAlive(fx)
+	if st != C.KVEXACT_OK {
+		return "", nil, Status(st)
+	}
+	return C.GoString(p), buf[:int(n)], nil
+}
+
+// JudgeProbe judges the engine's answer to FixtureProbe's request for fixture i, answered
+// at nowUnixMs.
+func (e *Encoder) JudgeProbe(fx *Fixtures, i int, httpStatus int, body []byte, nowUnixMs int64) (Finding, error) {
+	var f C.kvexact_finding
+	st := C.kvexact_judge_probe(e.p, fx.p, C.size_t(i), C.int32_t(httpStatus), bytesPtr(body), C.size_t(len(body)), C.int64_t(nowUnixMs), &f)
+	runtime.KeepAlive(e)
+	runtime.KeepAlive(fx)
+	runtime.KeepAlive(body)
+	if st != C.KVEXACT_OK {
+		return Finding{}, Status(st)
+	}
+	return goFinding(&f), nil
+}
+
 // JudgeOracle is TensorRT-LLM's approved oracle over the fixtures of mode's surfaces.
 func (e *Encoder) JudgeOracle(fx *Fixtures, model string, mode APIMode, nowUnixMs int64) (Finding, error) {
 	b := []byte(model)

@@ -66,6 +66,14 @@ func TestProbesAndChallenge(t *testing.T) {
 		if f, err := enc.JudgeTokenize(fx, i, 200, answer(exp.IDs), 0); err != nil || !f.OK {
 			t.Fatalf("%s: %+v %v", info.Name, f, err)
 		}
+		// A Jinja template's chat path is the tokenize route's: the probe is the request, as is.
+		path, body, err := enc.FixtureProbe(fx, i)
+		if err != nil || path != "/tokenize" || string(body) != string(req) {
+			t.Fatalf("%s: probe %q %q %v", info.Name, path, body, err)
+		}
+		if f, err := enc.JudgeProbe(fx, i, 200, answer(exp.IDs), 0); err != nil || !f.OK {
+			t.Fatalf("%s: probe judged %+v %v", info.Name, f, err)
+		}
 		bad := append([]uint32(nil), exp.IDs...)
 		bad[0]++
 		if f, _ := enc.JudgeTokenize(fx, i, 200, answer(bad), 0); f.OK || f.Reason != "token_mismatch" {

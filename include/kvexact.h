@@ -3246,7 +3246,9 @@ const char *kvexact_served_model_path(kvexact_engine engine);
  * len(tokens)` (else `probe_schema_mismatch`), whose tokens equal the expected ids exactly
  * (else `token_mismatch` naming the first differing index). A clock fixture's ids are
  * re-derived by `encoder` at `now_unix_ms` (the answer's time, Unix ms UTC), once more a minute
- * earlier when the UTC date rolled over in between.
+ * earlier when the UTC date rolled over in between. A chat fixture whose requests the
+ * tokenize route renders another way under `encoder` (harmony on vLLM: probe it with
+ * `kvexact_fixture_probe` / `kvexact_judge_probe`) fails `profile_resolution_fault`.
  *
  * Writes the finding to `*out` and returns `KVEXACT_OK`; `KVEXACT_ERR_NULL_ARGUMENT` /
  * `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range, status outside 0..=65535) write nothing.
@@ -3476,6 +3478,59 @@ kvexact_status kvexact_readiness_evaluate(const uint8_t *evidence_json,
                                           size_t cap,
                                           size_t *len,
                                           kvexact_error **err);
+
+/**
+ * Where and what to POST to probe fixture `i` under `encoder`: `*path` gets the route
+ * (static, never free it): the tokenize route (`"/tokenize"`, `"/v1/tokenize"`) for
+ * completions fixtures and for chat under the Jinja template, `"/v1/chat/completions"` for
+ * chat under a renderer the tokenize route does not take (harmony on vLLM 0.31/0.33, catalog
+ * `chat.probeRoutes`); the body goes to `body` under the size-query convention (`*len` holds
+ * its length whenever the call returns `KVEXACT_OK` or `KVEXACT_ERR_BUFFER_TOO_SMALL`; `body`
+ * may be NULL with `cap` 0): the fixture's request verbatim on the tokenize route, with
+ * `max_tokens` 1, `return_token_ids` and no streaming on the chat route. Judge the answer
+ * with `kvexact_judge_probe`.
+ *
+ * `KVEXACT_ERR_UNSUPPORTED` (nothing written): no route shows the ids chat requests get
+ * (the encoder's chat renderer is unknown), or the engine has no tokenize route
+ * (TensorRT-LLM: `kvexact_judge_oracle`). `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range).
+ *
+ * # Safety
+ * `encoder` and `fixtures` are NULL or live; `path` and `len` are NULL or valid for one
+ * write; `body` is NULL or valid for `cap` writes.
+ */
+kvexact_status kvexact_fixture_probe(const kvexact_encoder *encoder,
+                                     const kvexact_fixtures *fixtures,
+                                     size_t i,
+                                     const char **path,
+                                     uint8_t *body,
+                                     size_t cap,
+                                     size_t *len);
+
+/**
+ * Judges the engine's answer to the probe `kvexact_fixture_probe` gave for fixture `i`: on
+ * the tokenize route as `kvexact_judge_tokenize`; on the chat route a 200 JSON object whose
+ * `prompt_token_ids` (an engine that ignores `return_token_ids` has none:
+ * `probe_schema_mismatch`) equal the expected ids exactly (else `token_mismatch` naming the
+ * first differing index). A clock fixture's ids are re-derived at `now_unix_ms` (once more a
+ * minute earlier across a UTC midnight). Where no route shows the chat path's ids the finding
+ * fails (`profile_resolution_fault`): a probe of another path proves nothing.
+ *
+ * Writes the finding to `*out` and returns `KVEXACT_OK`; `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT` write nothing.
+ *
+ * # Safety
+ * `encoder` and `fixtures` are NULL or live; `body` is valid for `len` bytes; `out` is NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_judge_probe(const kvexact_encoder *encoder,
+                                   const kvexact_fixtures *fixtures,
+                                   size_t i,
+                                   int32_t http_status,
+                                   const uint8_t *body,
+                                   size_t len,
+                                   int64_t now_unix_ms,
+                                   kvexact_finding *out);
 
 /**
  * The lift bit of any refusal code: `1 << refusal` for a code libkvexact defines

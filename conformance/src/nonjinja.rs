@@ -217,8 +217,9 @@ pub fn check_file(
     Ok(report)
 }
 
-/// The OpenAI body the generator sent on `path` (`engine_truth.request_rule`).
-fn body_for(c: &JsonObject<'_>, path: &str) -> String {
+/// The OpenAI body the generator sent on `path` (`engine_truth.request_rule`) for the case
+/// `c` of a non-Jinja vector file.
+pub fn body_for(c: &JsonObject<'_>, path: &str) -> String {
     let mut body: Vec<(Cow<'_, str>, Json<'_>)> =
         vec![(Cow::Borrowed("model"), Json::Str(Cow::Borrowed("model")))];
     let msgs = c

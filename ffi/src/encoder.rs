@@ -37,6 +37,10 @@ pub struct EncoderInner {
     pub profile: Arc<ProfileView>,
     /// The engine contract the encoder was built for (its quirks drive the challenge).
     pub contract_id: String,
+    /// The route whose ids chat requests get, for token probes (catalog `chat.probeRoutes`:
+    /// the tokenize route for the Jinja template, the chat route for harmony on vLLM
+    /// 0.31/0.33); `None` where no route is known to take the chat path.
+    pub chat_route: Option<kvprobe::contract::ProbeRoute>,
 }
 
 impl ArcHandle for kvexact_encoder {
@@ -247,10 +251,11 @@ fn build_encoder(
 ) -> Result<Encoder, Failure> {
     let lp = &view.profile;
     let mut encoder = match (opts.engine_version, opts.lifted.is_empty()) {
-        // Exactly what kvexact_encoder_new has always built.
-        (None, true) => {
-            kvtemplate::encoder_from_loaded(lp, contract_id).map_err(|e| template_failure(&e))?
-        }
+        // The strict path (the chat rules do not matter to it), with the renderer the
+        // catalog names for the profile's model type (gpt-oss on vLLM 0.31/0.33: harmony;
+        // unknown where the id names no release that proves one: chat refused).
+        (None, true) => kvprobe::bridge::encoder_for_id(lp, contract_id)
+            .map_err(|e| crate::contract::contract_failure(&e))?,
         (None, false) => kvprobe::bridge::encoder_for_id_with_lifts(lp, contract_id, opts.lifted)
             .map_err(|e| crate::contract::contract_failure(&e))?,
         (Some(v), _) => {
@@ -263,6 +268,27 @@ fn build_encoder(
     encoder.enable_segment_cache(opts.segment_cache_bytes);
     encoder.set_limits(opts.limits);
     Ok(encoder)
+}
+
+/// The token-probe route of chat requests on `encoder`, built for `contract_id` (and
+/// `engine_version`).
+fn chat_route_of(
+    encoder: &Encoder,
+    contract_id: &str,
+    engine_version: Option<&str>,
+) -> Option<kvprobe::contract::ProbeRoute> {
+    let renderer = encoder.renderer();
+    match renderer {
+        kvtemplate::ChatRenderer::Jinja => Some(kvprobe::contract::ProbeRoute::Tokenize),
+        kvtemplate::ChatRenderer::Unknown(_) => None,
+        kvtemplate::ChatRenderer::Harmony(_) => {
+            let c = match engine_version {
+                Some(v) => kvprobe::contract::resolve_within(contract_id, Some(v)),
+                None => kvprobe::contract::by_id(contract_id),
+            };
+            c.ok().and_then(|c| c.probe_route(&renderer))
+        }
+    }
 }
 
 /// The chat call shared by `kvexact_encode_chat`, `kvexact_route_keys` and its batch form:
@@ -417,10 +443,12 @@ pub unsafe extern "C" fn kvexact_encoder_new_with_options(
             let opts = encoder_options(options)?;
             let out = out_param(out, "out")?;
             let encoder = build_encoder(&view, contract, &opts)?;
+            let chat_route = chat_route_of(&encoder, contract, opts.engine_version);
             out.write(arc_into_raw(Arc::new(EncoderInner {
                 encoder,
                 profile: view,
                 contract_id: contract.to_string(),
+                chat_route,
             })));
             Ok(KVEXACT_OK)
         })

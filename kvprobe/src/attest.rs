@@ -5,6 +5,7 @@
 
 use crate::bridge;
 use crate::challenge::{self, observe_event, Challenge, ChallengeSpec, RankCoverage};
+use crate::chat_route;
 use crate::contract::Contract;
 use crate::fixtures::{self, ApiMode};
 use crate::identity::{self, Geometry, MAX_PROBE_BODY};
@@ -296,13 +297,25 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
         }
     };
     let parity = match fixtures::tokenize_path(cfg.engine) {
-        Some(path) => {
+        Some(_) => {
             let mut result = None;
             let probed = fixtures::probed(&set, mode);
+            // Each fixture on the route whose ids its requests get (catalog chat.probeRoutes).
+            let chat_route = contract.probe_route(&encoder.renderer());
             for fx in &probed {
-                let f = match http.post_json(path, &fx.request_bytes) {
-                    Ok(r) => fixtures::judge_fixture(&encoder, fx, r.status, &r.body, now_ms()),
+                let f = match chat_route::probe_for(cfg.engine, chat_route, fx) {
                     Err(f) => f,
+                    Ok(p) => match http.post_json(p.path, &p.body) {
+                        Ok(r) => chat_route::judge_probe(
+                            &encoder,
+                            fx,
+                            p.route,
+                            r.status,
+                            &r.body,
+                            now_ms(),
+                        ),
+                        Err(f) => f,
+                    },
                 };
                 if !f.ok {
                     result = Some(f);

@@ -69,7 +69,34 @@ pub fn encoder_from_spec(
     if let Some(rules) = contract.chat_or_reference() {
         spec.chat_rules = Some(rules);
     }
+    spec.renderer = renderer_of(contract, spec.model_type.as_deref())?;
     Ok(Encoder::new(spec)?)
+}
+
+/// The chat renderer of a model type on a release (catalog `chat.renderers`, proven by the
+/// release's templates-nonjinja vectors): harmony with vLLM's default server settings for
+/// gpt-oss on vLLM 0.31.0/0.33.0, Jinja for a model type no release of the engine renders
+/// otherwise; [`kvtemplate::ChatRenderer::Unknown`] (chat refused, completions kept) where no
+/// vectors prove the release's renderer ([`Contract::chat_renderer`]).
+pub fn renderer_of(
+    contract: &Contract,
+    model_type: Option<&str>,
+) -> Result<kvtemplate::ChatRenderer, Error> {
+    let known = match contract.chat_renderer(model_type) {
+        Ok(r) => r,
+        // Completions stay exact; chat is refused with the reason.
+        Err(e) => return Ok(kvtemplate::ChatRenderer::Unknown(e.to_string())),
+    };
+    match known {
+        None => Ok(kvtemplate::ChatRenderer::Jinja),
+        Some("harmony") => Ok(kvtemplate::ChatRenderer::Harmony(
+            kvtemplate::harmony::HarmonyConfig::vllm(),
+        )),
+        Some(other) => Err(Error::Config(format!(
+            "{}: chat renderer {other} is not one kvtemplate has",
+            contract.release_id()
+        ))),
+    }
 }
 
 /// The encoder of a published profile for a contract or release id (the admission check, the
@@ -78,7 +105,26 @@ pub fn encoder_from_spec(
 pub fn encoder_for_id(profile: &LoadedProfile, contract_id: &str) -> Result<Encoder, Error> {
     match crate::contract::by_id(contract_id) {
         Ok(c) => encoder(profile, &c),
-        Err(_) => Ok(kvtemplate::encoder_from_loaded(profile, contract_id)?),
+        Err(_) => {
+            let mut spec = kvtemplate::spec_from_loaded(profile, contract_id)?;
+            // No release named: for a model type some release of the engine renders without
+            // its Jinja template, which renderer serves chat is unknown.
+            if let Some(t) = profile.profile.model_type.as_deref() {
+                let catalog = kvprofile_core::contracts::builtin()
+                    .map_err(|e| Error::Config(format!("engine-contract catalog: {e}")))?;
+                if catalog.releases.iter().any(|r| {
+                    r.engine == spec.engine
+                        && r.chat.as_ref().is_some_and(|c| c.renderers.contains_key(t))
+                }) {
+                    spec.renderer = kvtemplate::ChatRenderer::Unknown(format!(
+                        "{contract_id}: model_type {t} is rendered without its Jinja template by \
+                         some {} releases: name the engine release",
+                        spec.engine
+                    ));
+                }
+            }
+            Ok(Encoder::new(spec)?)
+        }
     }
 }
 

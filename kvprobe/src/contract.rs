@@ -41,6 +41,35 @@ pub enum HashContract {
     Trtllm(Option<SaltVariant>),
 }
 
+/// A token-probe route (catalog `chat.probeRoutes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeRoute {
+    /// The engine's tokenize route (vLLM `POST /tokenize`, SGLang `POST /v1/tokenize`).
+    Tokenize,
+    /// The chat route with `return_token_ids` (vLLM `POST /v1/chat/completions`, one token
+    /// generated): the response's `prompt_token_ids` are the ids of the chat path itself.
+    ChatCompletions,
+}
+
+impl ProbeRoute {
+    /// The catalog name's route (`tokenize`, `chat-completions`).
+    pub fn parse(s: &str) -> Option<ProbeRoute> {
+        match s {
+            "tokenize" => Some(ProbeRoute::Tokenize),
+            "chat-completions" => Some(ProbeRoute::ChatCompletions),
+            _ => None,
+        }
+    }
+
+    /// The catalog name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeRoute::Tokenize => "tokenize",
+            ProbeRoute::ChatCompletions => "chat-completions",
+        }
+    }
+}
+
 /// One engine release's contract, typed.
 #[derive(Debug, Clone)]
 pub struct Contract {
@@ -148,12 +177,7 @@ impl Contract {
         let Some(t) = model_type else {
             return Ok(None);
         };
-        let proven = self
-            .version
-            .as_deref()
-            .and_then(|v| self.release.chat_for(v))
-            .and_then(|rules| rules.renderers.get(t));
-        if let Some(r) = proven {
+        if let Some(r) = self.proven_chat_entry(|rules| rules.renderers.get(t)) {
             return Ok(Some(r.as_str()));
         }
         let engine = self.release.engine;
@@ -171,6 +195,41 @@ impl Contract {
             )));
         }
         Ok(None)
+    }
+
+    /// The route whose token ids take the path of chat requests rendered by `renderer` on
+    /// this release (catalog `chat.probeRoutes`, docs/contracts/templates.md §13.8): the
+    /// tokenize route for the Jinja template; for harmony on vLLM 0.31.0/0.33.0 the chat route
+    /// (`/tokenize` renders gpt-oss with its Jinja template). `None`: no route is known to take
+    /// that path (a probe of it proves nothing; the ladder must not pass on it).
+    pub fn probe_route(&self, renderer: &kvtemplate::ChatRenderer) -> Option<ProbeRoute> {
+        let name = match renderer {
+            kvtemplate::ChatRenderer::Jinja => return Some(ProbeRoute::Tokenize),
+            kvtemplate::ChatRenderer::Harmony(_) => "harmony",
+            kvtemplate::ChatRenderer::Unknown(_) => return None,
+        };
+        self.proven_chat_entry(|rules| rules.probe_routes.get(name))
+            .and_then(|s| ProbeRoute::parse(s))
+    }
+
+    /// An entry of the release's proven chat rules: of the contract's version, or — with no
+    /// version — the same entry for every version of the release (else `None`).
+    fn proven_chat_entry(
+        &self,
+        get: impl Fn(&'static kvprofile_core::releases::ChatRules) -> Option<&'static String>,
+    ) -> Option<&'static String> {
+        let release: &'static Release = self.release;
+        match self.version.as_deref() {
+            Some(v) => release.chat_for(v).and_then(&get),
+            None => {
+                let mut all = release
+                    .versions
+                    .iter()
+                    .map(|v| release.chat_for(v).and_then(&get));
+                let first = all.next()??;
+                all.all(|x| x == Some(first)).then_some(first)
+            }
+        }
     }
 
     /// The strict-rule refusal codes an encoder for this contract may lift (the release's
@@ -265,6 +324,7 @@ fn release_json(r: &Release) -> Value {
             "liftable": c.liftable,
             "vectors": c.vectors,
             "renderers": c.renderers,
+            "probe_routes": c.probe_routes,
         })
     });
     json!({
@@ -377,6 +437,35 @@ fn chat_rules(r: &Release, version: Option<&str>) -> Result<Option<ChatRules>, E
                 r,
                 format!(
                     "chat.renderers.{model_type}: {renderer} is not a renderer kvtemplate has for {engine} (harmony on vllm)"
+                ),
+            ));
+        }
+        match c.probe_routes.get(renderer).map(|s| ProbeRoute::parse(s)) {
+            Some(Some(_)) => {}
+            Some(None) => {
+                return Err(bad(
+                    r,
+                    format!(
+                        "chat.probeRoutes.{renderer}: not a route (chat-completions, tokenize)"
+                    ),
+                ))
+            }
+            None => {
+                return Err(bad(
+                    r,
+                    format!(
+                        "chat.renderers.{model_type}: {renderer} has no chat.probeRoutes entry"
+                    ),
+                ))
+            }
+        }
+    }
+    for (renderer, route) in &c.probe_routes {
+        if !c.renderers.values().any(|x| x == renderer) || ProbeRoute::parse(route).is_none() {
+            return Err(bad(
+                r,
+                format!(
+                    "chat.probeRoutes.{renderer}: {route} (a renderer of chat.renderers, a route)"
                 ),
             ));
         }

@@ -27,6 +27,7 @@ pub mod admission;
 pub mod bridge;
 pub mod cadence;
 pub mod challenge;
+pub mod chat_route;
 pub mod contract;
 pub mod drift;
 pub mod error;

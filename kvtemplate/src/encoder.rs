@@ -23,6 +23,23 @@ pub enum SpecialTokenValue {
     List(Vec<String>),
 }
 
+/// How an encoder renders chat (docs/contracts/templates.md §13): chosen from the engine
+/// release's catalog entry (`chat.renderers`) and the model's `config.json` `model_type`
+/// (`kvprobe::bridge`), never from a model name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ChatRenderer {
+    /// The checkpoint's Jinja chat template.
+    #[default]
+    Jinja,
+    /// gpt-oss harmony as vLLM renders it, with the server's settings.
+    Harmony(crate::harmony::HarmonyConfig),
+    /// No vectors prove how the engine release renders this model's chat (e.g. a model type
+    /// some release renders without Jinja, on a release or contract that names no proven
+    /// renderer): every chat call fails with [`Error::Unsupported`] giving the reason;
+    /// completions are unaffected.
+    Unknown(String),
+}
+
 /// Everything an [`Encoder`] is built from. kvprofile-core's profile maps onto it field by field
 /// (docs/contracts/registry.md §2); [`crate::spec_from_model_dir`] builds one from a model directory.
 #[derive(Debug, Clone)]
@@ -74,6 +91,13 @@ pub struct EncoderSpec {
     /// engine's loader may or may not keep ([`crate::LoaderAmbiguity`]): set when the profile
     /// pins no `tokenizer_config.json` and the release's loader reads it.
     pub refuse_loader_ambiguity: bool,
+    /// The model's `config.json` `model_type` (the profile's `modelType`): with the engine
+    /// release, it selects [`EncoderSpec::renderer`].
+    pub model_type: Option<String>,
+    /// How chat is rendered ([`ChatRenderer::Jinja`] by default). Harmony needs
+    /// [`EncoderSpec::tokenizer_json`] (its formatting tokens' ids and the ordinary-text
+    /// encoder come from it).
+    pub renderer: ChatRenderer,
 }
 
 impl EncoderSpec {
@@ -96,6 +120,8 @@ impl EncoderSpec {
             lifted: RefusalSet::EMPTY,
             limits: InputLimits::default(),
             refuse_loader_ambiguity: false,
+            model_type: None,
+            renderer: ChatRenderer::Jinja,
         }
     }
 
@@ -203,6 +229,11 @@ pub struct Encoder {
     pub(crate) all_specials: Vec<(Value, Value)>,
     /// The added tokens in doubt, when [`EncoderSpec::refuse_loader_ambiguity`].
     pub(crate) loader_ambiguity: Option<crate::LoaderAmbiguity>,
+    /// The harmony renderer, when [`EncoderSpec::renderer`] is [`ChatRenderer::Harmony`]:
+    /// chat requests take it instead of the template.
+    pub(crate) harmony: Option<crate::harmony::HarmonyEncoder>,
+    /// Why chat cannot be rendered ([`ChatRenderer::Unknown`]).
+    pub(crate) chat_unknown: Option<String>,
 }
 
 const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
@@ -307,7 +338,31 @@ impl Encoder {
             .as_ref()
             .filter(|_| spec.refuse_loader_ambiguity)
             .and_then(|t| crate::LoaderAmbiguity::of(t.inner()));
+        let harmony = match &spec.renderer {
+            ChatRenderer::Jinja | ChatRenderer::Unknown(_) => None,
+            ChatRenderer::Harmony(config) => {
+                if spec.engine != Engine::Vllm {
+                    return Err(Error::Spec(format!(
+                        "harmony is vLLM's renderer, not {}'s",
+                        spec.engine.as_str()
+                    )));
+                }
+                let bytes = spec.tokenizer_json.as_deref().ok_or_else(|| {
+                    Error::Spec("harmony needs the tokenizer.json bytes".to_string())
+                })?;
+                Some(
+                    crate::harmony::HarmonyEncoder::from_tokenizer_json(bytes, config.clone())?
+                        .with_limits(spec.limits),
+                )
+            }
+        };
+        let chat_unknown = match &spec.renderer {
+            ChatRenderer::Unknown(why) => Some(why.clone()),
+            _ => None,
+        };
         Ok(Encoder {
+            harmony,
+            chat_unknown,
             loader_ambiguity,
             engine: spec.engine,
             chat_rules,
@@ -321,6 +376,23 @@ impl Encoder {
             strict_specials,
             all_specials,
         })
+    }
+
+    /// How this encoder renders chat.
+    pub fn renderer(&self) -> ChatRenderer {
+        match (&self.harmony, &self.chat_unknown) {
+            (Some(h), _) => ChatRenderer::Harmony(h.config().clone()),
+            (None, Some(why)) => ChatRenderer::Unknown(why.clone()),
+            (None, None) => ChatRenderer::Jinja,
+        }
+    }
+
+    /// [`Error::Unsupported`] when this encoder's chat renderer is unknown.
+    pub(crate) fn check_chat_known(&self) -> Result<(), Error> {
+        match &self.chat_unknown {
+            Some(why) => Err(Error::Unsupported(why.clone())),
+            None => Ok(()),
+        }
     }
 
     /// The engine family this encoder emulates.
@@ -484,9 +556,14 @@ impl Encoder {
 
     /// What the engine renders and tokenizes for a raw OpenAI chat body (full engine
     /// behaviour: tools, `chat_template_kwargs`, `continue_final_message`, …; no strict rules),
-    /// under this encoder's [`ChatRules`]. A template that raises fails with
+    /// under this encoder's [`ChatRules`] (a harmony encoder: vLLM's harmony render,
+    /// [`crate::harmony::HarmonyEncoder::engine_chat`]). A template that raises fails with
     /// [`Error::TemplateRender`] holding the engine's text, `"<class>: <message>"`.
     pub fn engine_chat(&self, body: &[u8], now_unix_ms: Option<i64>) -> Result<EngineChat, Error> {
+        self.check_chat_known()?;
+        if let Some(h) = &self.harmony {
+            return h.engine_chat(body, now_unix_ms);
+        }
         let prompt = self.engine_prompt(body, now_unix_ms, None)?;
         let ids = match &self.tokenizer {
             Some(_) => {

@@ -65,7 +65,7 @@ mod template_facts;
 mod tokenize;
 
 pub use chat_rules::{ChatRules, TemplateErrorClass, ToolSerialization, UnknownRule};
-pub use encoder::{Encoder, EncoderSpec, Rendered, ScratchBuf, SpecialTokenValue};
+pub use encoder::{ChatRenderer, Encoder, EncoderSpec, Rendered, ScratchBuf, SpecialTokenValue};
 pub use engine::{text_part_separator, ChatRequest, Engine, EngineChat};
 pub use env::{ChatTemplate, RenderFailure, DEFAULT_FUEL};
 pub use error::Error;

@@ -77,6 +77,7 @@ pub fn spec_from_model_dir_for(
         return Err(dir_err(dir, "not a directory"));
     }
     let mut spec = EncoderSpec::new(engine);
+    spec.model_type = model_type_of_dir(dir)?;
     let tok_path = dir.join("tokenizer.json");
     if tok_path.is_file() {
         spec.tokenizer_json =

@@ -68,9 +68,23 @@ fn spec_with(
     // known; texts holding one in doubt are refused (`ambiguous_added_token`).
     spec.refuse_loader_ambiguity =
         artifacts.tokenizer_config.is_none() && rule != AddedTokensRule::TokenizerJson;
+    // A model some engine release renders without Jinja (catalog `chat.renderers`): that
+    // renderer builds its own encoder from the tokenizer bytes, so they go into the spec.
+    spec.model_type = profile.model_type.clone();
+    let non_jinja = profile.model_type.as_deref().is_some_and(|t| {
+        catalog
+            .releases
+            .iter()
+            .any(|r| r.chat.as_ref().is_some_and(|c| c.renderers.contains_key(t)))
+    });
     match (effective, parsed) {
         (Some(bytes), _) => spec.tokenizer_json = Some(bytes),
-        (None, Some(p)) => spec.parsed_tokenizer = Some(p),
+        (None, Some(p)) => {
+            spec.parsed_tokenizer = Some(p);
+            if non_jinja {
+                spec.tokenizer_json = Some(artifacts.tokenizer.bytes.to_vec());
+            }
+        }
         (None, None) => spec.tokenizer_json = Some(artifacts.tokenizer.bytes.to_vec()),
     }
     spec.template_source = match &artifacts.template {

@@ -144,14 +144,14 @@ enum Plan {
 
 /// One pass of the §9.2 scan: the codes it may lift, the lifted codes it hit, and (for
 /// [`Encoder::refusals_hit`]) every code it hit.
-struct Scan {
+pub(crate) struct Scan {
     lifted: RefusalSet,
     used: RefusalSet,
     collect: Option<RefusalSet>,
 }
 
 impl Scan {
-    fn new(lifted: RefusalSet) -> Scan {
+    pub(crate) fn new(lifted: RefusalSet) -> Scan {
         Scan {
             lifted,
             used: RefusalSet::EMPTY,
@@ -315,7 +315,7 @@ impl Encoder {
         }
         let mut scan = Scan::new(RefusalSet::EMPTY);
         scan.collect = Some(RefusalSet::EMPTY);
-        self.scan_top_level(&top, &messages, &mut scan);
+        self.scan_top_level(&top, &messages, &mut scan, self.harmony.is_some());
         self.scan_messages(&messages, template.source(), self.facts.as_ref(), &mut scan);
         Ok(scan.collect.unwrap_or_default())
     }
@@ -348,7 +348,7 @@ impl Encoder {
             return Ok(too_large(scratch, hit));
         }
         let mut scan = Scan::new(self.lifted);
-        if let Some(r) = self.scan_top_level(&top, &messages, &mut scan) {
+        if let Some(r) = self.scan_top_level(&top, &messages, &mut scan, false) {
             return Ok(Outcome::Refused(r));
         }
         if let Some(r) = self.scan_messages(&messages, template.source(), facts, &mut scan) {
@@ -533,6 +533,10 @@ impl Encoder {
         cap: usize,
         scratch: &mut ScratchBuf,
     ) -> Result<Outcome<Encoded>, Error> {
+        self.check_chat_known()?;
+        if let Some(h) = &self.harmony {
+            return self.harmony_chat(h, body, now_unix_ms, cap, scratch);
+        }
         let tok = self.tokenizer()?;
         let plan = match self.prepare_chat(body, now_unix_ms, scratch)? {
             Outcome::Done(p) => p,
@@ -665,11 +669,14 @@ impl Encoder {
         map_value(ctx)
     }
 
-    fn scan_top_level(
+    /// The §9.2 scan of the top-level keys. `renders_effort`: the renderer takes
+    /// `reasoning_effort` itself (harmony), so it is no refusal.
+    pub(crate) fn scan_top_level(
         &self,
         top: &RawObject<'_>,
         messages: &[StrictMessage<'_, '_>],
         scan: &mut Scan,
+        renders_effort: bool,
     ) -> Option<Refusal> {
         if (top.present("tools") || top.present("tool_choice"))
             && scan.stop(Refusal::Tools, || tools_in_scope(top))
@@ -704,6 +711,9 @@ impl Encoder {
             return Some(Refusal::AddSpecialTokens);
         }
         for (k, r) in LATE_PRESENT_REFUSALS {
+            if renders_effort && r == Refusal::ReasoningEffort {
+                continue;
+            }
             if top.present(k) && scan.stop(r, || false) {
                 return Some(r);
             }
@@ -780,7 +790,7 @@ fn message_value(role: &str, content: Value) -> Value {
 }
 
 /// Copies the capped ids into the caller's buffer (`ids` holds at most `out.len()`).
-fn copy_ids(ids: &[u32], out: &mut [u32]) {
+pub(crate) fn copy_ids(ids: &[u32], out: &mut [u32]) {
     let n = ids.len().min(out.len());
     if let (Some(dst), Some(src)) = (out.get_mut(..n), ids.get(..n)) {
         dst.copy_from_slice(src);
@@ -812,7 +822,7 @@ fn finish_ids(
 }
 
 /// Records `hit` in `scratch` and refuses [`Refusal::InputTooLarge`].
-fn too_large<T>(scratch: &mut ScratchBuf, hit: LimitHit) -> Outcome<T> {
+pub(crate) fn too_large<T>(scratch: &mut ScratchBuf, hit: LimitHit) -> Outcome<T> {
     scratch.ids.clear();
     scratch.limit = Some(hit);
     Outcome::Refused(Refusal::InputTooLarge)

@@ -10,6 +10,7 @@
 //! Every thread stops by itself when [`EmulatorConfig::lifetime`] (default 30 s) is over, and
 //! when the [`Emulator`] is dropped.
 
+pub mod gptoss;
 pub mod http;
 pub mod msgpack;
 pub mod pool;
@@ -59,6 +60,9 @@ pub struct Faults {
     pub drift: Option<DriftFault>,
     /// Completions served correctly before [`Faults::drift`] applies.
     pub drift_after: u64,
+    /// The chat route answers with the tokenize route's ids (a chat path rendered as the
+    /// tokenize route renders it, e.g. gpt-oss through its Jinja template).
+    pub chat_like_tokenize: bool,
 }
 
 /// A way the engine's hashes drift from its release's contract (what `kvprobe::drift` must
@@ -105,6 +109,10 @@ pub struct EmulatorConfig {
     pub revision: Option<String>,
     /// The engine's tokenization (completions and chat).
     pub encoder: Arc<Encoder>,
+    /// The tokenize route's own chat render where it differs from the chat route's (vLLM's
+    /// `/tokenize` renders gpt-oss with its Jinja template, its chat route with harmony);
+    /// `None`: the tokenize route renders as [`EmulatorConfig::encoder`].
+    pub tokenize_encoder: Option<Arc<Encoder>>,
     /// Tokens per KV block.
     pub block_size: usize,
     /// vLLM `PYTHONHASHSEED`.
@@ -187,12 +195,23 @@ impl EmulatorConfig {
         };
         let contract = contract::resolve(engine, &version)?;
         let encoder = bridge::encoder(loaded, &contract)?;
+        // The tokenize route never takes a non-Jinja renderer (templates.md §13.1).
+        let tokenize_encoder = match encoder.renderer() {
+            kvtemplate::ChatRenderer::Jinja => None,
+            _ => {
+                let mut spec = kvtemplate::spec_from_loaded(loaded, contract.release_id())?;
+                spec.chat_rules = contract.chat_or_reference().or(spec.chat_rules);
+                spec.renderer = kvtemplate::ChatRenderer::Jinja;
+                Some(Arc::new(Encoder::new(spec)?))
+            }
+        };
         Ok(EmulatorConfig {
             engine,
             model: loaded.profile.base_model.clone(),
             version,
             revision: manifest.and_then(|m| m.manifest.model_revision),
             encoder: Arc::new(encoder),
+            tokenize_encoder,
             block_size: if engine == Engine::Trtllm { 32 } else { 16 },
             hash_seed: Some("0".to_string()),
             contract,
@@ -418,6 +437,7 @@ fn route(sh: &Shared, r: &Request) -> Response {
         ("POST", "/tokenize", Engine::Vllm)
         | ("POST", "/tokenize" | "/v1/tokenize", Engine::Sglang) => tokenize(cfg, r),
         ("POST", "/v1/completions", _) => completions(sh, r),
+        ("POST", "/v1/chat/completions", Engine::Vllm | Engine::Sglang) => chat(sh, r),
         ("POST", "/kv_cache_events", Engine::Trtllm) => {
             let mut q = sh.trt_queue.lock().unwrap_or_else(|p| p.into_inner());
             let events: Vec<Value> = q.drain(..).collect();
@@ -459,7 +479,8 @@ fn tokenize(cfg: &EmulatorConfig, r: &Request) -> Response {
         };
         res.map_err(|e| e.to_string())
     } else if body.contains_key("messages") {
-        match cfg.encoder.engine_chat(&r.body, Some(now_ms())) {
+        let enc = cfg.tokenize_encoder.as_ref().unwrap_or(&cfg.encoder);
+        match enc.engine_chat(&r.body, Some(now_ms())) {
             Ok(c) => c.ids.ok_or_else(|| "no tokenizer".to_string()),
             Err(e) => Err(e.to_string()),
         }
@@ -504,6 +525,41 @@ fn completions(sh: &Shared, r: &Request) -> Response {
         "choices": [{ "index": 0, "text": " ok", "finish_reason": "length" }],
         "usage": { "prompt_tokens": ids.len(), "completion_tokens": 1, "total_tokens": ids.len() + 1 }
     }))
+}
+
+/// The chat route: the chat path's prompt ids (the engine's renderer), published as a
+/// completion's are; `prompt_token_ids` in the answer when the request asks
+/// `return_token_ids` (vLLM).
+fn chat(sh: &Shared, r: &Request) -> Response {
+    let cfg = &sh.cfg;
+    let Some(body) = body_json(r) else {
+        return Response::error(400, "body is not a JSON object");
+    };
+    if body.get("model").and_then(Value::as_str) != Some(cfg.model.as_str()) {
+        return Response::error(404, "model not served");
+    }
+    let enc = if cfg.faults.chat_like_tokenize {
+        cfg.tokenize_encoder.as_ref().unwrap_or(&cfg.encoder)
+    } else {
+        &cfg.encoder
+    };
+    let ids = match enc.engine_chat(&r.body, Some(now_ms())) {
+        Ok(c) => match c.ids {
+            Some(ids) => ids,
+            None => return Response::error(500, "no tokenizer"),
+        },
+        Err(e) => return Response::error(400, &e.to_string()),
+    };
+    publish_stored(sh, &ids, None);
+    let mut v = json!({
+        "id": "chatcmpl-emulator", "object": "chat.completion", "created": 0, "model": cfg.model,
+        "choices": [{ "index": 0, "message": { "role": "assistant", "content": "ok" }, "finish_reason": "length" }],
+        "usage": { "prompt_tokens": ids.len(), "completion_tokens": 1, "total_tokens": ids.len() + 1 }
+    });
+    if cfg.engine == Engine::Vllm && body.get("return_token_ids") == Some(&Value::Bool(true)) {
+        v["prompt_token_ids"] = json!(ids);
+    }
+    Response::json(&v)
 }
 
 fn publish_stored(sh: &Shared, ids: &[u32], lora: Option<&str>) {

@@ -22,7 +22,7 @@ use super::fixtures::{fixture_at, kvexact_fixtures};
 use super::manifest::kvexact_manifest;
 
 /// An HTTP status from C (`http_status` arguments), refused outside 0..=65535.
-fn status_u16(status: i32) -> Result<u16, Failure> {
+pub(crate) fn status_u16(status: i32) -> Result<u16, Failure> {
     u16::try_from(status).map_err(|_| {
         Failure::invalid(
             "http_status",
@@ -71,7 +71,9 @@ pub extern "C" fn kvexact_served_model_path(engine: kvexact_engine) -> *const c_
 /// len(tokens)` (else `probe_schema_mismatch`), whose tokens equal the expected ids exactly
 /// (else `token_mismatch` naming the first differing index). A clock fixture's ids are
 /// re-derived by `encoder` at `now_unix_ms` (the answer's time, Unix ms UTC), once more a minute
-/// earlier when the UTC date rolled over in between.
+/// earlier when the UTC date rolled over in between. A chat fixture whose requests the
+/// tokenize route renders another way under `encoder` (harmony on vLLM: probe it with
+/// `kvexact_fixture_probe` / `kvexact_judge_probe`) fails `profile_resolution_fault`.
 ///
 /// Writes the finding to `*out` and returns `KVEXACT_OK`; `KVEXACT_ERR_NULL_ARGUMENT` /
 /// `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range, status outside 0..=65535) write nothing.
@@ -97,10 +99,11 @@ pub unsafe extern "C" fn kvexact_judge_tokenize(
         let out = unsafe { out_param(out, "out") }?;
         let status = status_u16(http_status)?;
         let f = fixture_at(fx, i)?;
-        write_finding(
-            out,
-            &fixtures::judge_fixture(&enc.encoder, f, status, body, now_unix_ms),
-        )
+        let finding = match super::route::on_tokenize_route(enc, f) {
+            Ok(()) => fixtures::judge_fixture(&enc.encoder, f, status, body, now_unix_ms),
+            Err(finding) => finding,
+        };
+        write_finding(out, &finding)
     })
 }
 

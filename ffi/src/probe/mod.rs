@@ -19,6 +19,7 @@ pub mod judge;
 pub mod manifest;
 pub mod rank_coverage;
 pub mod readiness;
+pub mod route;
 
 pub use challenge::*;
 pub use finding::*;
@@ -27,3 +28,4 @@ pub use judge::*;
 pub use manifest::*;
 pub use rank_coverage::*;
 pub use readiness::*;
+pub use route::*;

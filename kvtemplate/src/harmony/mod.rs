@@ -17,6 +17,7 @@
 
 mod render;
 mod request;
+mod route;
 mod typescript;
 
 use crate::engine::{ChatRequest, EngineChat};

@@ -1,0 +1,76 @@
+//! The gateway's chat call on a harmony encoder (docs/contracts/templates.md §13.5): the
+//! §9.2 scan of the top-level keys, then vLLM's harmony render straight to ids.
+//!
+//! What the scan keeps: the codes that change more than the prompt text (`cache_salt`,
+//! `prompt_embeds`, `prompt_token_ids`, …) and the shapes the gateway's strict path refuses
+//! unless the release lifts them (`tools`, `add_generation_prompt`, `continue_final_message`,
+//! `chat_template_kwargs`), exactly as for a Jinja encoder. What it drops: `reasoning_effort`,
+//! harmony's own parameter (the system message carries it; vLLM validates it, and its refusal
+//! is the engine's). The message-level scan is the Jinja template's business; the harmony
+//! conversation builder refuses every message shape its vectors do not prove
+//! ([`crate::Error::Unsupported`]).
+
+use super::HarmonyEncoder;
+use crate::json::{Json, RawObject};
+use crate::limits::{Limit, LimitHit};
+use crate::refusal::{Outcome, Refusal};
+use crate::strict::{parse_messages, too_large, Encoded, Scan};
+use crate::{Encoder, Error, ScratchBuf};
+
+impl Encoder {
+    /// [`Encoder::encode_chat_capped`] on a harmony encoder: the first `cap` ids in
+    /// `scratch`, the rendered text beside them.
+    pub(crate) fn harmony_chat(
+        &self,
+        h: &HarmonyEncoder,
+        body: &[u8],
+        now_unix_ms: i64,
+        cap: usize,
+        scratch: &mut ScratchBuf,
+    ) -> Result<Outcome<Encoded>, Error> {
+        scratch.limit = None;
+        scratch.ids.clear();
+        scratch.rendered.clear();
+        if let Some(hit) = LimitHit::check(Limit::BodyBytes, &self.limits, body.len()) {
+            return Ok(too_large(scratch, hit));
+        }
+        let Ok(Some(top)) = RawObject::parse(body) else {
+            return Ok(Outcome::Refused(Refusal::Unparseable));
+        };
+        let Some(raw_msgs) = top.get("messages") else {
+            return Ok(Outcome::Refused(Refusal::Unparseable));
+        };
+        let Ok(msgs_json) = serde_json::from_str::<Json<'_>>(raw_msgs.get()) else {
+            return Ok(Outcome::Refused(Refusal::Unparseable));
+        };
+        let Some(messages) = parse_messages(&msgs_json) else {
+            return Ok(Outcome::Refused(Refusal::Unparseable));
+        };
+        let mut scan = Scan::new(self.lifted);
+        if let Some(r) = self.scan_top_level(&top, &messages, &mut scan, true) {
+            return Ok(Outcome::Refused(r));
+        }
+        let chat = match h.engine_chat(body, Some(now_unix_ms)) {
+            Ok(c) => c,
+            // vLLM answers HTTP 400: no prompt is cached.
+            Err(Error::EngineRequest(_) | Error::Request(_)) => {
+                return Ok(Outcome::Refused(Refusal::TemplateRaised))
+            }
+            Err(Error::InputTooLarge(hit)) => return Ok(too_large(scratch, hit)),
+            Err(e) => return Err(e),
+        };
+        if chat.rendered.contains('\0') {
+            return Ok(Outcome::Refused(Refusal::NulByte));
+        }
+        let ids = chat
+            .ids
+            .ok_or_else(|| Error::Tokenize("harmony produced no ids".to_string()))?;
+        let truncated = ids.len() > cap;
+        scratch.ids.extend_from_slice(&ids[..ids.len().min(cap)]);
+        scratch.rendered = chat.rendered;
+        Ok(Outcome::Done(Encoded {
+            written: scratch.ids.len(),
+            truncated,
+        }))
+    }
+}
