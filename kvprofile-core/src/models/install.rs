@@ -495,8 +495,9 @@ pub fn select<'a>(
 /// Refuses, before anything of the refused model is written: `UNKNOWN_ENGINE`, `UNSAFE_PATH`
 /// (a root that is relative or has `..`; a symlink at or below a root), `SNAPSHOT_MISSING`,
 /// `TOKEN_FILE_MODE` / `TOKEN_FILE_EMPTY`, `UNKNOWN_MODEL`, then per model the pin refusals of
-/// the module docs, the download refusals and `WRITE_FAILED`, `DISK_SPACE`,
-/// `WEIGHT_SHA_MISMATCH`. Models before a refused one stay installed.
+/// the module docs (`TOKENIZER_CONFIG_SHA_MISMATCH` among them), the download refusals and
+/// `WRITE_FAILED`, `DISK_SPACE`, `WEIGHT_SHA_MISMATCH`. Models before a refused one stay
+/// installed.
 pub fn install(
     tree: &SourceTree,
     opts: &InstallOptions,
