@@ -443,4 +443,24 @@ mod tests {
         }
         assert_eq!(pinned, 13);
     }
+
+    #[test]
+    fn a_catalog_value_that_is_neither_a_sha256_nor_none_is_a_schema_error() {
+        let t = crate::models::testtree::TestTree::new();
+        let text = std::fs::read_to_string(t.catalog()).unwrap();
+        for bad in ["NONE", "sha256:abc", "''"] {
+            let edited = text.replacen(
+                "    tuples:\n",
+                &format!("    tokenizerConfigSha256: {bad}\n    tuples:\n"),
+                1,
+            );
+            crate::models::testtree::write(&t.catalog(), edited.as_bytes());
+            let e = super::super::source_tree::SourceTree::load(&t.catalog()).unwrap_err();
+            assert_eq!(e.code(), "MANIFEST_SCHEMA", "{bad}");
+            assert!(
+                e.to_string().contains("64 lowercase hex digits or `none`"),
+                "{e}"
+            );
+        }
+    }
 }
