@@ -1020,6 +1020,14 @@ fn gemma2_is_installed_with_its_config_pinned_and_gives_the_engines_ids_instead_
         );
     }
 
+    // The operator's check loads it with no loader-ambiguity warning.
+    let mut c = kvexact();
+    c.args(["registry", "verify"]).arg(&reg);
+    let r = run(c);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("gemma2-9b-it-v1"), "{}", r.stdout);
+    assert!(!r.stdout.contains("WARNING"), "{}", r.stdout);
+
     // The same profile without the pin (the gateway's format, what the installer staged before)
     // refuses the texts it cannot know: the test above can fail.
     let gateway: String = staged
@@ -1034,6 +1042,15 @@ fn gemma2_is_installed_with_its_config_pinned_and_gives_the_engines_ids_instead_
     eprintln!("gateway format on vLLM 0.28.0: {exact} exact, {refused} refused");
     assert_eq!(exact + refused, 999);
     assert!(refused > 0, "{refused}");
+    let mut c = kvexact();
+    c.args(["registry", "verify"]).arg(&reg);
+    let r = run(c);
+    assert!(
+        r.stdout
+            .contains("WARNING gemma2-9b-it-v1: no tokenizerConfigArtifact"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]
