@@ -836,3 +836,261 @@ fn an_air_gapped_host_installs_from_a_snapshot_and_dropped_fixtures_disappear() 
         r.stderr
     );
 }
+
+/// The loader vectors of google/gemma-2-9b-it: (text, the engine's ids under transformers 5).
+fn gemma_cases() -> Vec<(String, Vec<u32>)> {
+    let doc: serde_json::Value = serde_json::from_slice(&read(
+        &testdata().join("vectors/loader/gemma2-9b-it-added-tokens.json"),
+    ))
+    .unwrap();
+    doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let ids = c["ids"]["tf5"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect();
+            (c["text"].as_str().unwrap().to_string(), ids)
+        })
+        .collect()
+}
+
+/// A synthetic tree whose one model is google/gemma-2-9b-it with its real tokenizer.json,
+/// tokenizer_config.json and chat template (`testdata/models/google__gemma-2-9b-it`; the
+/// revision is made up), pinned as a catalog pins them.
+fn gemma_tree(root: &Path) -> (Tree, Vec<u8>) {
+    let dir = testdata().join("models/google__gemma-2-9b-it");
+    let cfg = read(&dir.join("tokenizer_config.json"));
+    let m = Model {
+        id: "gemma2-9b-it-v1",
+        repo: "google/gemma-2-9b-it",
+        rev: "3".repeat(40),
+        gated: false,
+        tokenizer: read(&dir.join("tokenizer.json")),
+        template: read(&dir.join("chat_template.hf.jinja")),
+        files: vec![
+            (
+                "config.json".into(),
+                br#"{"model_type":"gemma2"}"#.to_vec(),
+                false,
+            ),
+            ("tokenizer_config.json".into(), cfg.clone(), false),
+        ],
+        config_decl: Some(sha(&cfg)),
+    };
+    let t = Tree::with_models(root, vec![m.clone()]);
+    // The committed profile as the gateway's generator writes it (tokenizer.json alone).
+    let profile = format!(
+        "profileId: {id}\nbaseModel: {repo}\nmodelType: gemma2\ntokenizerRevision: {rev}\n\
+         tokenizerArtifact: sha256/{tok}\ntokenizerSha256: {tok}\ntemplateArtifact: sha256/{tpl}\n\
+         templateSha256: {tpl}\ntemplateContentFormat: string\nrenderPolicy:\n  addGenerationPrompt: true\n\
+         \x20 bosToken: \"<bos>\"\n  eosToken: \"<eos>\"\nsupportedApis:\n  - completions\n  - chat\n\
+         aliasPolicy: base_model_only\n",
+        id = m.id,
+        repo = m.repo,
+        rev = m.rev,
+        tok = sha(&m.tokenizer),
+        tpl = sha(&m.template)
+    );
+    write(
+        &t.fx().join("profiles/gemma2-9b-it-v1.yaml"),
+        profile.as_bytes(),
+    );
+    (t, cfg)
+}
+
+fn publish(reg: &Path) -> std::sync::Arc<kvprofile_core::Generation> {
+    Registry::new()
+        .publish(
+            reg,
+            &LoadOptions {
+                policy: TrustPolicy::for_current_user(),
+                attestation: AttestationCheck::AtPublish,
+            },
+            &kvtemplate::KvtemplateValidator,
+        )
+        .unwrap_or_else(|e| panic!("{} {e}", e.code()))
+}
+
+/// Completions-encodes every loader case under `release`: (exact, ambiguous_added_token
+/// refusals); any other outcome or other ids fail.
+fn encode_cases(
+    g: &kvprofile_core::Generation,
+    engine: kvprobe::Engine,
+    version: &str,
+    cases: &[(String, Vec<u32>)],
+) -> (usize, usize) {
+    let c = kvprobe::contract::resolve(engine, version).unwrap();
+    let enc = kvprobe::bridge::encoder(g.profile("gemma2-9b-it-v1").unwrap(), &c).unwrap();
+    let (mut exact, mut refused) = (0, 0);
+    let mut out = vec![0u32; 1 << 14];
+    for (text, want) in cases {
+        match enc.encode_completions(text, &mut out).unwrap() {
+            kvtemplate::Outcome::Done(e) => {
+                // vLLM and SGLang encode a completions prompt with the BOS (<bos> = 2) first.
+                let got = &out[..e.written];
+                assert_eq!(got.first(), Some(&2), "{version} {text:?}");
+                assert_eq!(&got[1..], &want[..], "{version} {text:?}: other ids");
+                exact += 1;
+            }
+            kvtemplate::Outcome::Refused(r) => {
+                assert_eq!(r, kvtemplate::Refusal::AmbiguousAddedToken, "{text:?}");
+                refused += 1;
+            }
+        }
+    }
+    (exact, refused)
+}
+
+#[test]
+fn gemma2_is_installed_with_its_config_pinned_and_gives_the_engines_ids_instead_of_refusing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path();
+    let (tree, cfg) = gemma_tree(&base.join("repo"));
+    let (reg, tok) = (base.join("etc/kvprofiles"), base.join("etc/tokenizers"));
+    let hub = TestHub::start(HubConfig {
+        files: tree.hub_files(),
+        ..Default::default()
+    });
+    let mut c = kvexact();
+    c.args([
+        "models",
+        "install",
+        "--include-candidates",
+        "--json",
+        "--catalog",
+    ])
+    .arg(tree.catalog())
+    .arg("--registry-dir")
+    .arg(&reg)
+    .arg("--tokenizer-dir")
+    .arg(&tok)
+    .env("HF_ENDPOINT", hub.url());
+    let r = run(c);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let cfg_sha = sha(&cfg);
+    assert_eq!(
+        cfg_sha,
+        "ee86abd85a5ddbbf0801ba60c8589953adf81f950fe140f31c2285f750dc8264"
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["models"][0]["tokenizerConfigSha256"], cfg_sha.as_str());
+    assert_eq!(v["models"][0]["staged"].as_array().unwrap().len(), 19);
+    assert_eq!(
+        read(&reg.join("artifacts/sha256").join(&cfg_sha)),
+        cfg,
+        "the config artifact"
+    );
+    assert_eq!(
+        read(&tok.join("google__gemma-2-9b-it/tokenizer_config.json")),
+        cfg
+    );
+    assert!(hub.seen().iter().any(|s| s
+        .path
+        .ends_with("/resolve/3333333333333333333333333333333333333333/tokenizer_config.json")
+        && s.status == 200));
+    let staged = String::from_utf8(read(&reg.join("gemma2-9b-it-v1.yaml"))).unwrap();
+    assert!(
+        staged.contains(&format!(
+            "tokenizerConfigArtifact: sha256/{cfg_sha}\ntokenizerConfigSha256: {cfg_sha}\n"
+        )),
+        "{staged}"
+    );
+
+    // The staged registry publishes under the trust policy, and the catalog's engine
+    // (vLLM 0.28.0, transformers 5) and SGLang 0.5.18 encode every text of the loader corpus
+    // (122 with tab runs, 126 with newlines) with the engine's ids, never refusing.
+    let cases = gemma_cases();
+    assert_eq!(cases.len(), 999);
+    assert_eq!(cases.iter().filter(|c| c.0.contains('\t')).count(), 122);
+    assert_eq!(cases.iter().filter(|c| c.0.contains('\n')).count(), 126);
+    let g = publish(&reg);
+    for (engine, version) in [
+        (kvprobe::Engine::Vllm, "0.28.0"),
+        (kvprobe::Engine::Sglang, "0.5.18"),
+    ] {
+        assert_eq!(
+            encode_cases(&g, engine, version, &cases),
+            (999, 0),
+            "{version}"
+        );
+    }
+
+    // The operator's check loads it with no loader-ambiguity warning.
+    let mut c = kvexact();
+    c.args(["registry", "verify"]).arg(&reg);
+    let r = run(c);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("gemma2-9b-it-v1"), "{}", r.stdout);
+    assert!(!r.stdout.contains("WARNING"), "{}", r.stdout);
+
+    // The same profile without the pin (the gateway's format, what the installer staged before)
+    // refuses the texts it cannot know: the test above can fail.
+    let gateway: String = staged
+        .lines()
+        .filter(|l| !l.starts_with("tokenizerConfig"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(gateway, staged);
+    fs::write(reg.join("gemma2-9b-it-v1.yaml"), gateway).unwrap();
+    let g = publish(&reg);
+    let (exact, refused) = encode_cases(&g, kvprobe::Engine::Vllm, "0.28.0", &cases);
+    eprintln!("gateway format on vLLM 0.28.0: {exact} exact, {refused} refused");
+    assert_eq!(exact + refused, 999);
+    assert!(refused > 0, "{refused}");
+    let mut c = kvexact();
+    c.args(["registry", "verify"]).arg(&reg);
+    let r = run(c);
+    assert!(
+        r.stdout
+            .contains("WARNING gemma2-9b-it-v1: no tokenizerConfigArtifact"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_gemma2_config_that_differs_from_its_pin_is_refused_with_nothing_staged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path();
+    let (tree, cfg) = gemma_tree(&base.join("repo"));
+    let (reg, tok) = (base.join("etc/kvprofiles"), base.join("etc/tokenizers"));
+    // The hub serves the config with one byte changed (same size): e.g. a newer revision's
+    // added tokens.
+    let mut files = tree.hub_files();
+    let path = format!(
+        "/google/gemma-2-9b-it/resolve/{}/tokenizer_config.json",
+        "3".repeat(40)
+    );
+    let mut other = cfg.clone();
+    let at = other.len() / 2;
+    other[at] ^= 0x01;
+    files.insert(path, other);
+    let hub = TestHub::start(HubConfig {
+        files,
+        ..Default::default()
+    });
+    let mut c = kvexact();
+    c.args(["models", "install", "--include-candidates", "--catalog"])
+        .arg(tree.catalog())
+        .arg("--registry-dir")
+        .arg(&reg)
+        .arg("--tokenizer-dir")
+        .arg(&tok)
+        .env("HF_ENDPOINT", hub.url());
+    let r = run(c);
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    assert!(
+        r.stderr.starts_with(
+            "REFUSED TOKENIZER_CONFIG_SHA_MISMATCH: gemma2-9b-it-v1: downloaded tokenizer_config.json has gitblob "
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(listing(&reg).is_empty(), "{:?}", listing(&reg));
+    assert!(listing(&tok).is_empty(), "{:?}", listing(&tok));
+}

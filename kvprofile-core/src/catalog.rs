@@ -166,8 +166,60 @@ pub struct ModelEntry {
     pub template_sha256: String,
     /// `weightsIndexSha256`.
     pub weights_index_sha256: String,
+    /// `tokenizerConfigSha256` (kvexact addition, docs/contracts/registry.md §10.1): the
+    /// sha256 of the upstream `tokenizer_config.json` at `revision`, or `none` when the
+    /// repository has none. Absent (`None`) in catalogs written without it (the gateway's):
+    /// then the weights index, itself pinned, is the only pin of the config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_config_sha256: Option<ConfigPin>,
     /// `tuples`.
     pub tuples: Vec<Tuple>,
+}
+
+/// A catalog's `tokenizerConfigSha256`: the sha256 of the upstream `tokenizer_config.json`,
+/// or `none` (the repository has no such file).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum ConfigPin {
+    /// 64 lowercase hex digits.
+    Sha256(String),
+    /// `none`: the upstream repository has no `tokenizer_config.json`.
+    NoneUpstream,
+}
+
+impl ConfigPin {
+    /// The pinned sha256, if any.
+    pub fn sha256(&self) -> Option<&str> {
+        match self {
+            ConfigPin::Sha256(s) => Some(s),
+            ConfigPin::NoneUpstream => None,
+        }
+    }
+}
+
+impl TryFrom<String> for ConfigPin {
+    type Error = String;
+
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        if s == "none" {
+            Ok(ConfigPin::NoneUpstream)
+        } else if is_sha256_hex(&s) {
+            Ok(ConfigPin::Sha256(s))
+        } else {
+            Err(format!(
+                "tokenizerConfigSha256 {s:?} must be 64 lowercase hex digits or `none`"
+            ))
+        }
+    }
+}
+
+impl From<ConfigPin> for String {
+    fn from(p: ConfigPin) -> String {
+        match p {
+            ConfigPin::Sha256(s) => s,
+            ConfigPin::NoneUpstream => "none".into(),
+        }
+    }
 }
 
 /// The whole `validated-models.yaml`.
@@ -495,6 +547,11 @@ impl WeightsIndex {
     pub fn total_size(&self) -> u64 {
         self.entries.iter().map(|e| e.size).sum()
     }
+
+    /// The line of the top-level file `name`, if the index lists it.
+    pub fn entry(&self, name: &str) -> Option<&WeightsEntry> {
+        self.entries.iter().find(|e| e.name == name)
+    }
 }
 
 /// Support-catalog promotion state.
@@ -673,6 +730,35 @@ mod tests {
         ] {
             assert!(WeightsIndex::parse(bad.as_bytes(), "w").is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn tokenizer_config_pins() {
+        let entry = |pin: &str| {
+            let doc = format!(
+                "profileId: m-v1\nrepo: o/m\nrevision: {}\ngated: false\n\
+                 tokenizerSha256: {h}\ntemplateSha256: {h}\nweightsIndexSha256: {h}\n{pin}tuples: []\n",
+                "1".repeat(40),
+                h = "a".repeat(64)
+            );
+            serde_yaml::from_str::<ModelEntry>(&doc).map(|m| m.tokenizer_config_sha256)
+        };
+        assert_eq!(entry("").unwrap(), None);
+        assert_eq!(
+            entry("tokenizerConfigSha256: none\n").unwrap(),
+            Some(ConfigPin::NoneUpstream)
+        );
+        let hex = "b".repeat(64);
+        let pin = entry(&format!("tokenizerConfigSha256: {hex}\n")).unwrap();
+        assert_eq!(pin.as_ref().and_then(ConfigPin::sha256), Some(hex.as_str()));
+        for bad in ["None", "\"\"", &"B".repeat(64), &"b".repeat(63)] {
+            let e = entry(&format!("tokenizerConfigSha256: {bad}\n")).unwrap_err();
+            assert!(
+                e.to_string().contains("64 lowercase hex digits or `none`"),
+                "{e}"
+            );
+        }
+        assert_eq!(String::from(ConfigPin::NoneUpstream), "none");
     }
 
     #[test]

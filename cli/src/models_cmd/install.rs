@@ -78,6 +78,7 @@ fn record_json(r: &ModelRecord) -> serde_json::Value {
         "action": r.action.as_str(),
         "detail": r.detail,
         "staged": r.staged,
+        "tokenizerConfigSha256": r.tokenizer_config_sha256,
         "weights": weights,
     })
 }

@@ -21,8 +21,11 @@
 //! `COMMITTED_FILE`, `UNKNOWN_MODEL`, `UNKNOWN_ENGINE`, `NO_ENGINE_MANIFEST`,
 //! `TEMPLATE_SHA_MISMATCH`, `PROFILE_DRIFT`, `INDEX_SHA_MISMATCH`, `TOKENIZER_SHA_MISMATCH`,
 //! `DISK_SPACE`, `WEIGHT_SHA_MISMATCH`) plus `WRITE_FAILED` (a local write failed: disk,
-//! permissions) and `SNAPSHOT_MISSING` (`--from-snapshot` lacks a file). With `--json` the
-//! refusal is also printed on stdout as `{"ok":false,"refused":{"code":…,"detail":…}}`.
+//! permissions), `SNAPSHOT_MISSING` (`--from-snapshot` lacks a file) and
+//! `TOKENIZER_CONFIG_SHA_MISMATCH` (the upstream `tokenizer_config.json` is not the one the
+//! weights index and the catalog's `tokenizerConfigSha256` pin, or those two disagree). With
+//! `--json` the refusal is also printed on stdout as
+//! `{"ok":false,"refused":{"code":…,"detail":…}}`.
 //!
 //! # Output formats (human; `--json` prints one JSON document on stdout instead)
 //!
@@ -40,8 +43,11 @@
 //! - `install`: per model `<id>: SKIP_<WHY> …` or `<id>: <repo>@<rev12> for <engine> (<state>)`
 //!   followed by indented progress lines, then `installed N model(s), skipped M.` (`would
 //!   install` with `--dry-run`) and, when something was installed, the restart reminder.
+//!   A model whose repository has a `tokenizer_config.json` gets it staged beside
+//!   `tokenizer.json` and pinned in its profile (`tokenizerConfigArtifact`); one without says
+//!   so (`tokenizer_config.json: none upstream …`).
 //!   JSON: `{"ok":true,"engine","dryRun","installed","skipped","models":[{"profileId","action",
-//!   "detail","staged":[…],"weights":{…}}]}`.
+//!   "detail","staged":[…],"tokenizerConfigSha256":…|null,"weights":{…}}]}`.
 
 mod check;
 mod hub;

@@ -102,6 +102,9 @@ pub struct Model {
     pub template: Vec<u8>,
     /// Snapshot files (name, bytes, LFS?) besides tokenizer.json.
     pub files: Vec<(String, Vec<u8>, bool)>,
+    /// The catalog's `tokenizerConfigSha256` value (`None`: the key is left out, as in the
+    /// gateway's catalogs).
+    pub config_decl: Option<String>,
 }
 
 impl Model {
@@ -157,6 +160,7 @@ pub fn model_a() -> Model {
             ("config.json".into(), br#"{"model_type":"tiny"}"#.to_vec(), false),
             ("model.safetensors".into(), bytes(7, 3 * 1024 * 1024 + 123), true),
         ],
+        config_decl: None,
     }
 }
 
@@ -169,6 +173,7 @@ pub fn model_g() -> Model {
         tokenizer: br#"{"version":"1.0","model":{"type":"BPE","vocab":{"g":0}},"added_tokens":[]}"#.to_vec(),
         template: b"{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}".to_vec(),
         files: vec![("config.json".into(), br#"{"model_type":"tiny-g"}"#.to_vec(), false)],
+        config_decl: None,
     }
 }
 
@@ -199,9 +204,15 @@ pub fn expect(req: &[u8], chat: bool) -> Vec<u8> {
 
 impl Tree {
     pub fn new(root: &Path) -> Tree {
+        Tree::with_models(root, vec![model_a(), model_g()])
+    }
+
+    /// A tree of `models` (each gets a vLLM candidate row; tiny-a also its SGLang and
+    /// TensorRT-LLM rows).
+    pub fn with_models(root: &Path, models: Vec<Model>) -> Tree {
         let t = Tree {
             root: root.to_path_buf(),
-            models: vec![model_a(), model_g()],
+            models,
         };
         t.write_all();
         t
@@ -223,9 +234,13 @@ impl Tree {
         s += "\nlaunchAll:\n  - \"KV block size 16.\"\n\nexcludedFeatures:\n  - \"Tools: `tools`.\"\n\nmodels:\n";
         for m in &self.models {
             s += &format!(
-                "  - profileId: {}\n    repo: {}\n    revision: {}\n    gated: {}\n    tokenizerSha256: {}\n    templateSha256: {}\n    weightsIndexSha256: {}\n    tuples:\n",
+                "  - profileId: {}\n    repo: {}\n    revision: {}\n    gated: {}\n    tokenizerSha256: {}\n    templateSha256: {}\n    weightsIndexSha256: {}\n",
                 m.id, m.repo, m.rev, m.gated, sha(&m.tokenizer), sha(&m.template), sha(m.index().as_bytes())
             );
+            if let Some(d) = &m.config_decl {
+                s += &format!("    tokenizerConfigSha256: {d}\n");
+            }
+            s += "    tuples:\n";
             s += "      - engine: vllm\n        engineVersion: v0.28.0\n        state: candidate\n        modes: [converged, pd]\n        apis: [completions, chat]\n        evidence: {renderDifferential: pass, pdChat: pass, pdCompletions: pass, abPerf: not_run}\n        lastValidated: \"2026-10-01\"\n";
             if m.id == "tiny-a-v1" {
                 s += "      - engine: sglang\n        engineVersion: v0.5.18\n        state: blocked\n        reason: architecture_unsupported\n        detail: \"no `TinyForCausalLM`.\"\n";

@@ -7,7 +7,9 @@
 //!   profile parses strictly and carries the catalog's repo, revision, tokenizer and template pins;
 //! - `fixtures/templates/SOURCES.json` provenance and the banked `chat_template.jinja` bytes;
 //! - committed probe fixtures (`fixtures/probefixtures/<id>/`);
-//! - weights index parse, its sha256 = `weightsIndexSha256`, its `tokenizer.json` line;
+//! - weights index parse, its sha256 = `weightsIndexSha256`, its `tokenizer.json` line; its
+//!   `tokenizer_config.json` line (or none) agrees with the catalog's `tokenizerConfigSha256`
+//!   and with the committed profile's, when they carry one;
 //! - per non-blocked row: APIs ⊆ the profile's `supportedApis`; the engine manifest of the row's
 //!   engine set parses and carries the engine digest, the version without `v`, the revision;
 //! - the page (`docs/SUPPORTED-MODELS.md` or another path) is byte-for-byte the catalog's render.
@@ -18,6 +20,7 @@ use std::path::Path;
 use super::api_str;
 use super::page::render;
 use super::source_tree::{manifest_set, read_file, SourceTree};
+use super::tokenizer_config::{self, ConfigPlan};
 use crate::catalog::{Promotion, SupportCatalog, TupleState, WeightsAlgo};
 use crate::ids::{sha256_hex, slug};
 use crate::{EngineManifest, Profile};
@@ -219,6 +222,27 @@ pub fn drift(tree: &SourceTree, doc: &Path) -> Vec<String> {
                         "{pid}: weights index tokenizer.json is missing or is not tokenizerSha256"
                     ));
                 }
+                match tokenizer_config::plan(pid, m.tokenizer_config_sha256.as_ref(), &idx) {
+                    Err(e) => errs.push(e.to_string()),
+                    Ok(plan) => {
+                        let have = profile
+                            .as_ref()
+                            .and_then(|p| p.tokenizer_config_sha256.as_deref());
+                        match (&plan, have) {
+                            (ConfigPlan::NoneUpstream { .. }, Some(h)) => errs.push(format!(
+                                "{pid}: profile tokenizerConfigSha256 {h} but the repository has no tokenizer_config.json"
+                            )),
+                            (ConfigPlan::Pinned { sha256: Some(want), .. }, Some(h))
+                                if h != want =>
+                            {
+                                errs.push(format!(
+                                    "{pid}: catalog tokenizerConfigSha256 {want} != profile tokenizerConfigSha256 {h}"
+                                ))
+                            }
+                            _ => {}
+                        }
+                    }
+                }
             }
         }
         for t in &m.tuples {
@@ -388,5 +412,58 @@ mod tests {
         );
         // The snapshot sizes (and so the page) did not change.
         assert_eq!(got.len(), 4, "{got:?}");
+    }
+
+    #[test]
+    fn the_config_pins_of_catalog_index_and_profile_must_agree() {
+        let cfg: &[u8] = br#"{"added_tokens_decoder": {}}"#;
+        let t = TestTree::with(|ms| ms[0] = ms[0].clone().with_config(cfg));
+        let tree = t.load();
+        assert_eq!(drift(&tree, &tree.doc_path()), Vec::<String>::new());
+        // The committed profile pins another config.
+        let prof = t.fx().join("profiles/tiny-a-v1.yaml");
+        let text = std::fs::read_to_string(&prof).unwrap().replace(
+            "templateArtifact:",
+            &format!(
+                "tokenizerConfigArtifact: sha256/{h}\ntokenizerConfigSha256: {h}\ntemplateArtifact:",
+                h = "f".repeat(64)
+            ),
+        );
+        write(&prof, text.as_bytes());
+        assert_eq!(
+            drift(&tree, &tree.doc_path()),
+            [format!(
+                "tiny-a-v1: catalog tokenizerConfigSha256 {} != profile tokenizerConfigSha256 {}",
+                crate::models::testtree::sha(cfg),
+                "f".repeat(64)
+            )]
+        );
+        // The catalog says `none` while the index lists the file; a profile pinning a config
+        // the repository does not have.
+        let t = TestTree::with(|ms| {
+            ms[0] = ms[0].clone().with_config(cfg);
+            ms[0].config_decl = Some("none".into());
+        });
+        let prof = t.fx().join("profiles/tiny-g-v1.yaml");
+        write(
+            &prof,
+            text.replace("tiny-a-v1", "tiny-g-v1")
+                .replace("org-a/Tiny-A", "org-g/Tiny-G")
+                .as_bytes(),
+        );
+        let tree = t.load();
+        let got = drift(&tree, &tree.doc_path());
+        assert_eq!(
+            got[0],
+            "tiny-a-v1: the catalog's tokenizerConfigSha256 is `none` but the weights index lists tokenizer_config.json"
+        );
+        assert!(
+            got.iter().any(|d| d
+                == &format!(
+                    "tiny-g-v1: profile tokenizerConfigSha256 {} but the repository has no tokenizer_config.json",
+                    "f".repeat(64)
+                )),
+            "{got:?}"
+        );
     }
 }

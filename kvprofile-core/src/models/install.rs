@@ -6,19 +6,29 @@
 //! repo, revision, tokenizer and template pins; the engine manifest of the engine's set must
 //! parse and carry the engine digest, version (without `v`) and revision; the weights index must
 //! hash to `weightsIndexSha256`; the tokenizer (already staged, from `--from-snapshot`, or
-//! downloaded) must hash to `tokenizerSha256`. Then every destination is checked for symlinks,
-//! the fixture directory is wiped (dropped fixtures disappear) and each file is written
-//! atomically (`0644`, directories `0755`):
+//! downloaded) must hash to `tokenizerSha256`. When the repository has a
+//! `tokenizer_config.json` (its weights-index line; the catalog's `tokenizerConfigSha256` must
+//! agree: [`super::tokenizer_config`]), it is found the same way and must match the index line
+//! (size and digest) and the catalog's sha256; the staged profile then pins it
+//! (`tokenizerConfigArtifact` / `tokenizerConfigSha256` inserted after `tokenizerSha256`), so
+//! that the encoder loads the added tokens the engine's transformers 5 loads. Then every
+//! destination is checked for symlinks, the fixture directory is wiped (dropped fixtures
+//! disappear) and each file is written atomically (`0644`, directories `0755`):
 //!
 //! ```text
 //! <registry>/artifacts/sha256/<tokenizerSha256>     tokenizer.json bytes
+//! <registry>/artifacts/sha256/<configSha256>        tokenizer_config.json bytes (when upstream has one)
 //! <registry>/artifacts/sha256/<templateSha256>      banked chat_template.jinja bytes
-//! <registry>/<id>.yaml                              committed profile
+//! <registry>/<id>.yaml                              committed profile (+ the config pin)
 //! <registry>/manifests/<id>.yaml                    engine manifest of --engine's set
 //! <registry>/probefixtures/<id>/{,sglang/,trtllm/}  committed *.json fixtures
 //! <tokenizers>/<org>__<name>/tokenizer.json         same tokenizer bytes
+//! <tokenizers>/<org>__<name>/tokenizer_config.json  same config bytes (when upstream has one)
 //! <weights>/<org>__<name>/<rev>/<file>              with --weights-dir: every indexed file
 //! ```
+//!
+//! Nothing of a model is written before all of its pins verify: a config that does not match
+//! is `TOKENIZER_CONFIG_SHA_MISMATCH` with nothing staged.
 //!
 //! Weights: files that already verify are skipped; the rest need free space ≥ remaining + 1 GiB;
 //! downloads resume `.part` files with HTTP Range; a file that does not verify is renamed
@@ -42,6 +52,7 @@ use super::fsops::{
 };
 use super::hub::{part_path, read_token, Fetch, Hub};
 use super::source_tree::{manifest_set, read_file, SourceTree, FIXTURE_SUBDIRS};
+use super::tokenizer_config::{self as tcfg, ConfigPlan};
 use super::weights::{check_file, FileCheck};
 use super::{gb, refuse, rev12, state_str, RefusalCode};
 use crate::catalog::{ModelEntry, SupportedModels, Tuple, TupleState, WeightsIndex};
@@ -147,6 +158,19 @@ pub enum InstallEvent {
         /// Its pinned sha256.
         sha256: String,
     },
+    /// The upstream `tokenizer_config.json` verifies against its pins and will be pinned in
+    /// the profile.
+    TokenizerConfig {
+        /// Where it came from.
+        source: ConfigSource,
+        /// Its sha256.
+        sha256: String,
+    },
+    /// The repository has no `tokenizer_config.json`: the profile pins none.
+    NoTokenizerConfig {
+        /// Whether the catalog says `none` (else only the weights index lists none).
+        declared: bool,
+    },
     /// The registry files were staged (or would be, in a dry run).
     Registry {
         /// Whether this is a dry run.
@@ -189,6 +213,17 @@ pub enum InstallEvent {
     },
 }
 
+/// Where a verified `tokenizer_config.json` came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// Already staged in the tokenizer directory.
+    Staged,
+    /// The `--from-snapshot` directory.
+    Snapshot,
+    /// Downloaded from the hub.
+    Downloaded,
+}
+
 impl InstallEvent {
     /// Whether this is a download progress note (the command prints those on stderr, even
     /// with `--json`; every other event is a human stdout line).
@@ -228,6 +263,25 @@ impl fmt::Display for InstallEvent {
                 f,
                 "  tokenizer.json downloaded and verified ({})",
                 rev12(sha256)
+            ),
+            InstallEvent::TokenizerConfig { source, sha256 } => write!(
+                f,
+                "  tokenizer_config.json {} and verified ({}); the profile pins it",
+                match source {
+                    ConfigSource::Staged => "already staged",
+                    ConfigSource::Snapshot => "taken from the snapshot",
+                    ConfigSource::Downloaded => "downloaded",
+                },
+                rev12(sha256)
+            ),
+            InstallEvent::NoTokenizerConfig { declared } => write!(
+                f,
+                "  tokenizer_config.json: none upstream ({}); the profile keeps tokenizer.json's added tokens",
+                if *declared {
+                    "catalog: none; weights index: none"
+                } else {
+                    "weights index: none"
+                }
             ),
             InstallEvent::Registry {
                 dry_run,
@@ -317,6 +371,10 @@ pub struct ModelRecord {
     pub detail: String,
     /// Every staged (or would-be staged) path; empty for a skip.
     pub staged: Vec<String>,
+    /// The sha256 of the `tokenizer_config.json` pinned in the staged profile (`None`: the
+    /// repository has none, a skip, or a dry run that has not seen the bytes and whose
+    /// catalog declares no sha256).
+    pub tokenizer_config_sha256: Option<String>,
     /// The weights outcome (with a weights directory; never for a skip).
     pub weights: Option<WeightsOutcome>,
 }
@@ -437,8 +495,9 @@ pub fn select<'a>(
 /// Refuses, before anything of the refused model is written: `UNKNOWN_ENGINE`, `UNSAFE_PATH`
 /// (a root that is relative or has `..`; a symlink at or below a root), `SNAPSHOT_MISSING`,
 /// `TOKEN_FILE_MODE` / `TOKEN_FILE_EMPTY`, `UNKNOWN_MODEL`, then per model the pin refusals of
-/// the module docs, the download refusals and `WRITE_FAILED`, `DISK_SPACE`,
-/// `WEIGHT_SHA_MISMATCH`. Models before a refused one stay installed.
+/// the module docs (`TOKENIZER_CONFIG_SHA_MISMATCH` among them), the download refusals and
+/// `WRITE_FAILED`, `DISK_SPACE`, `WEIGHT_SHA_MISMATCH`. Models before a refused one stay
+/// installed.
 pub fn install(
     tree: &SourceTree,
     opts: &InstallOptions,
@@ -501,6 +560,7 @@ pub fn install(
             action: RecordAction::Skip,
             detail: why,
             staged: Vec::new(),
+            tokenizer_config_sha256: None,
             weights: None,
         };
         let t = match action {
@@ -812,32 +872,133 @@ fn tokenizer(ctx: &Ctx, m: &ModelEntry, ev: Events<'_>) -> Result<Option<Vec<u8>
     Ok(Some(b))
 }
 
+/// Finds the `tokenizer_config.json` bytes the plan pins: already staged beside the tokenizer,
+/// from the snapshot, or downloaded (bounded by the indexed size); each checked against both
+/// pins before anything is staged. `None`: the repository has none, or a dry run that would
+/// download it.
+fn tokenizer_config(
+    ctx: &Ctx,
+    m: &ModelEntry,
+    plan: &ConfigPlan,
+    ev: Events<'_>,
+) -> Result<Option<(Vec<u8>, String)>> {
+    let pid = &m.profile_id;
+    let (entry, want) = match plan {
+        ConfigPlan::NoneUpstream { declared } => {
+            ev(&InstallEvent::NoTokenizerConfig {
+                declared: *declared,
+            });
+            return Ok(None);
+        }
+        ConfigPlan::Pinned { entry, sha256 } => (entry, sha256.as_deref()),
+    };
+    let found = |b: Vec<u8>, from: &str, source: ConfigSource, ev: Events<'_>| {
+        let sha = tcfg::verify(pid, entry, want, &b, from)?;
+        ev(&InstallEvent::TokenizerConfig {
+            source,
+            sha256: sha.clone(),
+        });
+        Ok(Some((b, sha)))
+    };
+    let staged_rel = Path::new(&slug(&m.repo)).join(tcfg::FILE);
+    no_symlink_below(&ctx.tokdir, &staged_rel)?;
+    let staged = ctx.tokdir.join(&staged_rel);
+    if fs::symlink_metadata(&staged).is_ok_and(|md| md.is_file() && md.len() == entry.size) {
+        if let Ok(b) = read_file(&staged) {
+            if tcfg::verify(pid, entry, want, &b, "staged").is_ok() {
+                return found(b, "staged", ConfigSource::Staged, ev);
+            }
+        }
+    }
+    if let Some(snap) = &ctx.snapshot {
+        let src = snap.join(slug(&m.repo)).join(&m.revision).join(tcfg::FILE);
+        let b = read_file(&src).map_err(|e| {
+            refuse(
+                RefusalCode::SnapshotMissing,
+                format!("{}: {e}", src.display()),
+            )
+        })?;
+        return found(b, "snapshot", ConfigSource::Snapshot, ev);
+    }
+    let url = ctx.hub.resolve_url(&m.repo, &m.revision, tcfg::FILE);
+    if ctx.opts.dry_run {
+        ev(&InstallEvent::WouldDownload { url });
+        return Ok(None);
+    }
+    let dest = ctx.work.0.join(format!("{pid}.{}", tcfg::FILE));
+    ctx.hub
+        .download(&url, &dest, Some(entry.size), &mut |s: &str| {
+            ev(&InstallEvent::DownloadNote {
+                file: tcfg::FILE.into(),
+                weights: false,
+                note: s.to_string(),
+            })
+        })?;
+    let b = read_file(&dest).map_err(|e| {
+        refuse(
+            RefusalCode::DownloadFailed,
+            format!("{}: {e}", dest.display()),
+        )
+    })?;
+    found(b, "downloaded", ConfigSource::Downloaded, ev)
+}
+
 /// Checks and stages one model (and its weights); returns its record.
 fn install_one(ctx: &Ctx, m: &ModelEntry, t: &Tuple, ev: Events<'_>) -> Result<ModelRecord> {
     let pid = &m.profile_id;
     let c = load_committed(ctx.tree, m, t)?;
+    let cfg_plan = tcfg::plan(pid, m.tokenizer_config_sha256.as_ref(), &c.index)?;
     let tok = tokenizer(ctx, m, ev)?;
+    let cfg = tokenizer_config(ctx, m, &cfg_plan, ev)?;
     let dry = ctx.opts.dry_run;
+    // The config's sha256: verified bytes, else (a dry run) the catalog's pin.
+    let cfg_sha: Option<String> = match (&cfg, &cfg_plan) {
+        (Some((_, sha)), _) => Some(sha.clone()),
+        (None, ConfigPlan::Pinned { sha256, .. }) => sha256.clone(),
+        (None, ConfigPlan::NoneUpstream { .. }) => None,
+    };
+    let profile = match (&cfg, &cfg_plan) {
+        (Some((_, sha)), _) => tcfg::staged_profile(pid, &c.profile, Some(sha))?,
+        (None, ConfigPlan::NoneUpstream { .. }) => tcfg::staged_profile(pid, &c.profile, None)?,
+        // A dry run that has not seen the config: the profile would be pinned then.
+        (None, ConfigPlan::Pinned { .. }) => c.profile.clone(),
+    };
     let empty: &[u8] = &[];
     let tok_bytes: &[u8] = tok.as_deref().unwrap_or(empty);
-    let mut plan: Vec<(&Path, PathBuf, &[u8])> = vec![
-        (
+    let mut plan: Vec<(&Path, PathBuf, &[u8])> = vec![(
+        &ctx.reg,
+        Path::new("artifacts/sha256").join(&m.tokenizer_sha256),
+        tok_bytes,
+    )];
+    let pinned = matches!(cfg_plan, ConfigPlan::Pinned { .. });
+    let cfg_bytes: &[u8] = cfg.as_ref().map_or(empty, |(b, _)| b);
+    if pinned {
+        let name = cfg_sha
+            .clone()
+            .unwrap_or_else(|| "<sha256 of tokenizer_config.json>".into());
+        plan.push((
             &ctx.reg,
-            Path::new("artifacts/sha256").join(&m.tokenizer_sha256),
-            tok_bytes,
-        ),
+            Path::new("artifacts/sha256").join(name),
+            cfg_bytes,
+        ));
+    }
+    plan.extend([
         (
-            &ctx.reg,
+            &*ctx.reg,
             Path::new("artifacts/sha256").join(&m.template_sha256),
-            &c.template,
+            &c.template[..],
         ),
-        (&ctx.reg, PathBuf::from(format!("{pid}.yaml")), &c.profile),
         (
-            &ctx.reg,
-            Path::new("manifests").join(format!("{pid}.yaml")),
-            &c.manifest,
+            &*ctx.reg,
+            PathBuf::from(format!("{pid}.yaml")),
+            &profile[..],
         ),
-    ];
+        (
+            &*ctx.reg,
+            Path::new("manifests").join(format!("{pid}.yaml")),
+            &c.manifest[..],
+        ),
+    ]);
     for (rel, bytes) in &c.fixtures {
         plan.push((&ctx.reg, rel.clone(), bytes));
     }
@@ -846,6 +1007,13 @@ fn install_one(ctx: &Ctx, m: &ModelEntry, t: &Tuple, ev: Events<'_>) -> Result<M
         Path::new(&slug(&m.repo)).join("tokenizer.json"),
         tok_bytes,
     ));
+    if pinned {
+        plan.push((
+            &ctx.tokdir,
+            Path::new(&slug(&m.repo)).join(tcfg::FILE),
+            cfg_bytes,
+        ));
+    }
     let fixture_dir = Path::new("probefixtures").join(pid);
     no_symlink_below(&ctx.reg, &fixture_dir)?;
     for (root, rel, _) in &plan {
@@ -886,6 +1054,7 @@ fn install_one(ctx: &Ctx, m: &ModelEntry, t: &Tuple, ev: Events<'_>) -> Result<M
             state_str(t.state)
         ),
         staged,
+        tokenizer_config_sha256: cfg_sha,
         weights,
     })
 }
@@ -1080,13 +1249,16 @@ mod tests {
         let reg = e.out.path().join("reg");
         let tok_sha = sha(&a.tokenizer);
         assert_eq!(
-            lines[..3],
+            lines[..4],
             [
                 "tiny-a-v1: org-a/Tiny-A@111111111111 for vllm (candidate)".to_string(),
                 format!(
                     "  tokenizer.json downloaded and verified ({})",
                     &tok_sha[..12]
                 ),
+                "  tokenizer_config.json: none upstream (weights index: none); the profile keeps \
+                 tokenizer.json's added tokens"
+                    .to_string(),
                 format!(
                     "  staged 9 registry files under {} and {}",
                     reg.display(),
@@ -1372,9 +1544,9 @@ mod tests {
         assert_eq!((r.installed, r.skipped), (2, 0));
         assert_eq!(r.models[0].action, RecordAction::WouldInstall);
         assert!(lines[1].starts_with("  would download http://hub.invalid/org-a/Tiny-A/resolve/"));
-        assert!(lines[2].starts_with("  would stage 9 registry files under "));
+        assert!(lines[3].starts_with("  would stage 9 registry files under "));
         assert!(
-            lines[3].starts_with("  weights: 0/3 files already verified, 0.0 GB to download into ")
+            lines[4].starts_with("  weights: 0/3 files already verified, 0.0 GB to download into ")
         );
         assert!(!e.out.path().join("reg").exists());
         assert!(!e.out.path().join("w").exists());
@@ -1394,7 +1566,7 @@ mod tests {
         assert_eq!(r.unwrap().installed, 2);
         assert!(hub.seen().is_empty());
         assert!(lines[1].starts_with("  tokenizer.json taken from the snapshot and verified"));
-        assert!(lines[3].contains(" to copy into "), "{lines:?}");
+        assert!(lines[4].contains(" to copy into "), "{lines:?}");
         // Dropped fixtures disappear on the next install.
         let fx = e.out.path().join("reg/probefixtures/tiny-a-v1/stale.json");
         write(&fx, b"{}");
@@ -1423,6 +1595,296 @@ mod tests {
         assert_eq!(
             image_plan(&c, "trtllm").unwrap_err().code(),
             "UNKNOWN_ENGINE"
+        );
+    }
+
+    /// An upstream `tokenizer_config.json` with an added token tokenizer.json lacks.
+    const CFG: &[u8] =
+        br#"{"added_tokens_decoder": {"0": {"content": "a", "special": false}}, "model_max_length": 4096}"#;
+
+    /// The tree with tiny-a given [`CFG`] upstream (pinned by the index and the catalog).
+    fn with_config() -> Env {
+        Env {
+            t: TestTree::with(|ms| ms[0] = ms[0].clone().with_config(CFG)),
+            out: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn cfg_url(e: &Env) -> String {
+        format!(
+            "{ENDPOINT}/org-a/Tiny-A/resolve/{}/tokenizer_config.json",
+            e.t.models[0].rev
+        )
+    }
+
+    #[test]
+    fn the_upstream_config_is_downloaded_verified_and_pinned_in_the_profile() {
+        let e = with_config();
+        let hub = FakeHub::for_tree(&e.t);
+        let mut o = e.opts();
+        o.models = vec!["tiny-a-v1".into()];
+        let (r, lines) = e.run(&o, &hub);
+        let r = r.unwrap();
+        let cfg_sha = sha(CFG);
+        assert_eq!(
+            lines[2],
+            format!(
+                "  tokenizer_config.json downloaded and verified ({}); the profile pins it",
+                &cfg_sha[..12]
+            )
+        );
+        assert!(
+            lines[3].starts_with("  staged 11 registry files under "),
+            "{lines:?}"
+        );
+        let rec = &r.models[0];
+        assert_eq!(
+            rec.tokenizer_config_sha256.as_deref(),
+            Some(cfg_sha.as_str())
+        );
+        let reg = e.out.path().join("reg");
+        let tok = e.out.path().join("tok/org-a__Tiny-A");
+        assert_eq!(
+            std::fs::read(reg.join("artifacts/sha256").join(&cfg_sha)).unwrap(),
+            CFG
+        );
+        assert_eq!(
+            std::fs::read(tok.join("tokenizer_config.json")).unwrap(),
+            CFG
+        );
+        assert_eq!(mode(&tok.join("tokenizer_config.json")), 0o644);
+        assert!(rec
+            .staged
+            .contains(&tok.join("tokenizer_config.json").display().to_string()));
+        // The staged profile is the committed one with the two pin lines after tokenizerSha256.
+        let committed = TestTree::profile_text(&e.t.models[0]);
+        let tok_line = format!("tokenizerSha256: {}\n", sha(&e.t.models[0].tokenizer));
+        let want = committed.replace(
+            &tok_line,
+            &format!(
+                "{tok_line}tokenizerConfigArtifact: sha256/{cfg_sha}\ntokenizerConfigSha256: {cfg_sha}\n"
+            ),
+        );
+        assert_ne!(want, committed);
+        assert_eq!(
+            std::fs::read_to_string(reg.join("tiny-a-v1.yaml")).unwrap(),
+            want
+        );
+        // The staged registry publishes under the trust policy, the config verified with it.
+        let g = crate::Registry::new()
+            .publish(
+                &reg,
+                &crate::LoadOptions {
+                    policy: crate::TrustPolicy::for_current_user(),
+                    ..crate::LoadOptions::default()
+                },
+                &crate::StructuralValidator,
+            )
+            .unwrap_or_else(|e| panic!("{} {e}", e.code()));
+        let p = g.profile("tiny-a-v1").unwrap();
+        let cfg = p
+            .artifacts
+            .tokenizer_config
+            .as_ref()
+            .expect("config loaded");
+        assert_eq!(&cfg.bytes[..], CFG);
+        // A second run finds the config staged and fetches nothing.
+        let before = hub.seen().len();
+        let (r2, lines2) = e.run(&o, &hub);
+        r2.unwrap();
+        assert!(
+            lines2[2].starts_with("  tokenizer_config.json already staged and verified"),
+            "{lines2:?}"
+        );
+        assert_eq!(hub.seen().len(), before);
+        assert_eq!(
+            hub.seen().iter().filter(|s| s.url == cfg_url(&e)).count(),
+            1
+        );
+        // A dry run names both downloads and the same files.
+        let e = with_config();
+        let mut o = e.opts();
+        o.models = vec!["tiny-a-v1".into()];
+        o.dry_run = true;
+        let (r, lines) = e.run(&o, &FakeHub::for_tree(&e.t));
+        assert_eq!(lines[2], format!("  would download {}", cfg_url(&e)));
+        assert!(
+            lines[3].starts_with("  would stage 11 registry files"),
+            "{lines:?}"
+        );
+        assert_eq!(
+            r.unwrap().models[0].tokenizer_config_sha256.as_deref(),
+            Some(cfg_sha.as_str())
+        );
+        assert!(!e.out.path().join("reg").exists());
+    }
+
+    #[test]
+    fn a_config_that_is_not_its_pin_is_refused_with_nothing_staged() {
+        let nothing_staged = |e: &Env| {
+            assert!(!e.out.path().join("reg").exists());
+            assert!(!e.out.path().join("tok").exists());
+        };
+        // Other bytes of the same size: the index's git blob id differs.
+        let e = with_config();
+        let mut hub = FakeHub::for_tree(&e.t);
+        let mut other = CFG.to_vec();
+        let at = other.len() - 5;
+        other[at] = b'8';
+        hub.files.insert(cfg_url(&e), other.clone());
+        let err = e.run(&e.opts(), &hub).0.map(|_| ()).unwrap_err();
+        assert_eq!(err.code(), "TOKENIZER_CONFIG_SHA_MISMATCH");
+        assert!(
+            err.to_string()
+                .starts_with("tiny-a-v1: downloaded tokenizer_config.json has gitblob "),
+            "{err}"
+        );
+        nothing_staged(&e);
+        // A longer file is cut at the indexed size (the download's cap) and never staged.
+        let mut hub = FakeHub::for_tree(&e.t);
+        hub.files.insert(cfg_url(&e), [CFG, b" "].concat());
+        let err = e.run(&e.opts(), &hub).0.map(|_| ()).unwrap_err();
+        assert_eq!(err.code(), "DOWNLOAD_FAILED");
+        assert!(err.to_string().contains("more than the"), "{err}");
+        nothing_staged(&e);
+        // The index and the bytes agree but the catalog pins another sha256.
+        let e = Env {
+            t: TestTree::with(|ms| {
+                ms[0] = ms[0].clone().with_config(CFG);
+                ms[0].config_decl = Some("e".repeat(64));
+            }),
+            out: tempfile::tempdir().unwrap(),
+        };
+        let err = e
+            .run(&e.opts(), &FakeHub::for_tree(&e.t))
+            .0
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(err.code(), "TOKENIZER_CONFIG_SHA_MISMATCH");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "tiny-a-v1: downloaded tokenizer_config.json hashes to {}, pinned {}",
+                sha(CFG),
+                "e".repeat(64)
+            )
+        );
+        nothing_staged(&e);
+        // A catalog that says `none` while the index lists one: refused before any download.
+        let e = Env {
+            t: TestTree::with(|ms| {
+                ms[0] = ms[0].clone().with_config(CFG);
+                ms[0].config_decl = Some("none".into());
+            }),
+            out: tempfile::tempdir().unwrap(),
+        };
+        let hub = FakeHub::for_tree(&e.t);
+        let err = e.run(&e.opts(), &hub).0.map(|_| ()).unwrap_err();
+        assert_eq!(err.code(), "TOKENIZER_CONFIG_SHA_MISMATCH");
+        assert!(hub.seen().is_empty());
+        nothing_staged(&e);
+        // A committed profile pinning another config is drift.
+        let e = with_config();
+        let prof = e.t.fx().join("profiles/tiny-a-v1.yaml");
+        let text = std::fs::read_to_string(&prof).unwrap().replace(
+            "templateArtifact:",
+            &format!(
+                "tokenizerConfigArtifact: sha256/{h}\ntokenizerConfigSha256: {h}\ntemplateArtifact:",
+                h = "f".repeat(64)
+            ),
+        );
+        write(&prof, text.as_bytes());
+        let err = e
+            .run(&e.opts(), &FakeHub::for_tree(&e.t))
+            .0
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(err.code(), "PROFILE_DRIFT");
+        nothing_staged(&e);
+        // From a snapshot: the same pins; a snapshot without the file names it.
+        let e = with_config();
+        let snap = e.out.path().join("snap");
+        e.t.write_snapshot(&snap);
+        let mut o = e.opts();
+        o.from_snapshot = Some(snap.clone());
+        let cfg_path = snap
+            .join("org-a__Tiny-A")
+            .join(&e.t.models[0].rev)
+            .join("tokenizer_config.json");
+        write(&cfg_path, &other);
+        let err = e.run(&o, &FakeHub::default()).0.map(|_| ()).unwrap_err();
+        assert_eq!(err.code(), "TOKENIZER_CONFIG_SHA_MISMATCH");
+        assert!(
+            err.to_string().contains("snapshot tokenizer_config.json"),
+            "{err}"
+        );
+        nothing_staged(&e);
+        std::fs::remove_file(&cfg_path).unwrap();
+        let err = e.run(&o, &FakeHub::default()).0.map(|_| ()).unwrap_err();
+        assert_eq!(err.code(), "SNAPSHOT_MISSING");
+        nothing_staged(&e);
+        write(&cfg_path, CFG);
+        let (r, lines) = e.run(&o, &FakeHub::default());
+        assert_eq!(r.unwrap().installed, 2);
+        assert!(
+            lines[2].starts_with("  tokenizer_config.json taken from the snapshot and verified"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn a_model_without_a_config_upstream_is_staged_as_before() {
+        for (decl, why) in [
+            (None, "weights index: none"),
+            (Some("none"), "catalog: none; weights index: none"),
+        ] {
+            let e = Env {
+                t: TestTree::with(|ms| ms[0].config_decl = decl.map(str::to_string)),
+                out: tempfile::tempdir().unwrap(),
+            };
+            let hub = FakeHub::for_tree(&e.t);
+            let mut o = e.opts();
+            o.models = vec!["tiny-a-v1".into()];
+            let (r, lines) = e.run(&o, &hub);
+            let r = r.unwrap();
+            assert_eq!(
+                lines[2],
+                format!(
+                    "  tokenizer_config.json: none upstream ({why}); the profile keeps \
+                     tokenizer.json's added tokens"
+                )
+            );
+            assert_eq!(r.models[0].tokenizer_config_sha256, None);
+            assert_eq!(r.models[0].staged.len(), 9);
+            assert_eq!(
+                std::fs::read_to_string(e.out.path().join("reg/tiny-a-v1.yaml")).unwrap(),
+                TestTree::profile_text(&e.t.models[0])
+            );
+            assert!(!e
+                .out
+                .path()
+                .join("tok/org-a__Tiny-A/tokenizer_config.json")
+                .exists());
+            assert!(hub
+                .seen()
+                .iter()
+                .all(|s| !s.url.ends_with("tokenizer_config.json")));
+        }
+        // A catalog pinning a config the index does not list is refused.
+        let e = Env {
+            t: TestTree::with(|ms| ms[0].config_decl = Some(sha(CFG))),
+            out: tempfile::tempdir().unwrap(),
+        };
+        let err = e
+            .run(&e.opts(), &FakeHub::for_tree(&e.t))
+            .0
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(err.code(), "TOKENIZER_CONFIG_SHA_MISMATCH");
+        assert!(
+            err.to_string()
+                .ends_with("but the weights index lists no tokenizer_config.json"),
+            "{err}"
         );
     }
 }

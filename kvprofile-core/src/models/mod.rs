@@ -10,6 +10,8 @@
 //! - [`drift`]: the drift gate (every disagreement between the catalog and what it describes);
 //! - [`page`]: the page `docs/SUPPORTED-MODELS.md` as a pure function of the catalog;
 //! - [`install`]: staging the profile registry (and the pinned weights) for one engine;
+//! - [`tokenizer_config`]: the pinned upstream `tokenizer_config.json` the installer stages and
+//!   pins in each profile;
 //! - [`weights`]: checking a snapshot directory against a weights index;
 //! - [`hub`]: resumable downloads through a caller-supplied [`hub::Fetch`] (this crate holds no
 //!   network client); [`fsops`]: the installer's safe local writes.
@@ -46,6 +48,7 @@ pub mod hub;
 pub mod install;
 pub mod page;
 pub mod source_tree;
+pub mod tokenizer_config;
 pub mod weights;
 
 #[cfg(test)]
@@ -58,8 +61,9 @@ use crate::error::RegistryError;
 use crate::profile::Api;
 
 /// The stable refusal codes of `kvexact models` (docs/contracts/registry.md §11), plus
-/// `WRITE_FAILED` (a local write failed: disk, permissions) and `SNAPSHOT_MISSING`
-/// (`--from-snapshot` lacks a file).
+/// `WRITE_FAILED` (a local write failed: disk, permissions), `SNAPSHOT_MISSING`
+/// (`--from-snapshot` lacks a file) and `TOKENIZER_CONFIG_SHA_MISMATCH` (the pinned
+/// `tokenizer_config.json`, a kvexact addition).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RefusalCode {
     /// `MANIFEST_SCHEMA`: the catalog cannot be read or decoded.
@@ -96,6 +100,9 @@ pub enum RefusalCode {
     IndexShaMismatch,
     /// `TOKENIZER_SHA_MISMATCH`: the tokenizer is not `tokenizerSha256`.
     TokenizerShaMismatch,
+    /// `TOKENIZER_CONFIG_SHA_MISMATCH`: the `tokenizer_config.json` is not the one pinned
+    /// (`tokenizerConfigSha256` and the weights index's line), or the two pins disagree.
+    TokenizerConfigShaMismatch,
     /// `DISK_SPACE`: not enough free space for the weights (remaining + 1 GiB).
     DiskSpace,
     /// `WEIGHT_SHA_MISMATCH`: a fetched weights file does not verify.
@@ -108,7 +115,7 @@ pub enum RefusalCode {
 
 impl RefusalCode {
     /// Every code, in the order of §11.
-    pub const ALL: [RefusalCode; 21] = [
+    pub const ALL: [RefusalCode; 22] = [
         RefusalCode::ManifestSchema,
         RefusalCode::ManifestInvalid,
         RefusalCode::IndexInvalid,
@@ -126,6 +133,7 @@ impl RefusalCode {
         RefusalCode::ProfileDrift,
         RefusalCode::IndexShaMismatch,
         RefusalCode::TokenizerShaMismatch,
+        RefusalCode::TokenizerConfigShaMismatch,
         RefusalCode::DiskSpace,
         RefusalCode::WeightShaMismatch,
         RefusalCode::WriteFailed,
@@ -152,6 +160,7 @@ impl RefusalCode {
             RefusalCode::ProfileDrift => "PROFILE_DRIFT",
             RefusalCode::IndexShaMismatch => "INDEX_SHA_MISMATCH",
             RefusalCode::TokenizerShaMismatch => "TOKENIZER_SHA_MISMATCH",
+            RefusalCode::TokenizerConfigShaMismatch => "TOKENIZER_CONFIG_SHA_MISMATCH",
             RefusalCode::DiskSpace => "DISK_SPACE",
             RefusalCode::WeightShaMismatch => "WEIGHT_SHA_MISMATCH",
             RefusalCode::WriteFailed => "WRITE_FAILED",

@@ -40,11 +40,22 @@ pub struct Model {
     pub template: Vec<u8>,
     /// Snapshot files besides tokenizer.json: (name, bytes, LFS?).
     pub files: Vec<(String, Vec<u8>, bool)>,
+    /// The catalog's `tokenizerConfigSha256` value (`None`: the key is left out).
+    pub config_decl: Option<String>,
 }
 
 impl Model {
     pub fn slug(&self) -> String {
         self.repo.replace('/', "__")
+    }
+
+    /// Gives the model an upstream `tokenizer_config.json` (a git blob in the snapshot) and
+    /// pins its sha256 in the catalog.
+    pub fn with_config(mut self, bytes: &[u8]) -> Model {
+        self.files
+            .push(("tokenizer_config.json".into(), bytes.to_vec(), false));
+        self.config_decl = Some(sha(bytes));
+        self
     }
 
     /// Every snapshot file including tokenizer.json, sorted by name.
@@ -91,6 +102,7 @@ fn model_a() -> Model {
                 true,
             ),
         ],
+        config_decl: None,
     }
 }
 
@@ -108,6 +120,7 @@ fn model_g() -> Model {
             br#"{"model_type":"g"}"#.to_vec(),
             false,
         )],
+        config_decl: None,
     }
 }
 
@@ -125,9 +138,16 @@ pub fn write(p: &Path, bytes: &[u8]) {
 
 impl TestTree {
     pub fn new() -> TestTree {
+        TestTree::with(|_| {})
+    }
+
+    /// The tree after `edit` changed its models (before anything is written).
+    pub fn with(edit: impl FnOnce(&mut Vec<Model>)) -> TestTree {
+        let mut models = vec![model_a(), model_g()];
+        edit(&mut models);
         let t = TestTree {
             dir: tempfile::tempdir().unwrap(),
-            models: vec![model_a(), model_g()],
+            models,
         };
         t.write_all();
         let tree = t.load();
@@ -159,9 +179,13 @@ impl TestTree {
         s += "\nlaunchAll:\n  - \"KV block size 16.\"\n\nexcludedFeatures:\n  - \"Tools: `tools`.\"\n\nmodels:\n";
         for m in &self.models {
             s += &format!(
-                "  - profileId: {}\n    repo: {}\n    revision: {}\n    gated: {}\n    tokenizerSha256: {}\n    templateSha256: {}\n    weightsIndexSha256: {}\n    tuples:\n",
+                "  - profileId: {}\n    repo: {}\n    revision: {}\n    gated: {}\n    tokenizerSha256: {}\n    templateSha256: {}\n    weightsIndexSha256: {}\n",
                 m.id, m.repo, m.rev, m.gated, sha(&m.tokenizer), sha(&m.template), sha(m.index().as_bytes())
             );
+            if let Some(d) = &m.config_decl {
+                s += &format!("    tokenizerConfigSha256: {d}\n");
+            }
+            s += "    tuples:\n";
             let ab = if m.id == "tiny-a-v1" {
                 "pass"
             } else {
