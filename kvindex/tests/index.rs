@@ -525,6 +525,74 @@ fn predictions_see_whole_batches_while_events_are_applied() {
     }
 }
 
+#[test]
+fn predictions_of_endpoints_sharing_a_chain_stay_whole_while_its_runs_split_and_join() {
+    // Four endpoints store and remove different-length prefixes of one chain (the shared
+    // blocks' holder sets differ block by block, so the chains split, move and join on every
+    // batch, tail first and head first): each endpoint's prediction, taken while all four
+    // write, is 0 or its whole prefix.
+    let index = std::sync::Arc::new(index_of("vllm-kv-map-v3-r0.31", 8));
+    let lens = [24usize, 17, 9, 30];
+    let eps: Vec<_> = (0..4)
+        .map(|i| {
+            index
+                .add_endpoint(endpoint(&format!("e{i}"), 1 << 20))
+                .unwrap()
+        })
+        .collect();
+    let c: Vec<u64> = (0..30).map(|j| 0xAB00_0000 | j).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = eps
+        .iter()
+        .zip(lens)
+        .enumerate()
+        .map(|(k, (&ep, n))| {
+            let (index, c) = (index.clone(), c.clone());
+            std::thread::spawn(move || {
+                for seq in 0..600u64 {
+                    let ev = if seq % 2 == 0 {
+                        stored(&c[..n], None)
+                    } else if k % 2 == 0 {
+                        // Tail first, as vLLM frees a request's blocks.
+                        let mut r = c[..n].to_vec();
+                        r.reverse();
+                        removed(&r)
+                    } else {
+                        removed(&c[..n])
+                    };
+                    feed(&index, ep, seq, &[ev]).unwrap();
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (index, c, stop) = (index.clone(), c.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    index.predict(&req(&c, 30 * 16 + 1), &mut out).unwrap();
+                    for (p, n) in out.iter().zip(lens) {
+                        let t = p.outcome.tokens().unwrap();
+                        assert!(
+                            t == 0 || t == (n * 16) as u64,
+                            "a prediction saw part of a batch: {t} of {n} blocks"
+                        );
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert_eq!(index.self_check(), Ok(()));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
