@@ -274,10 +274,18 @@ impl Runs {
         let old = self
             .write(id, |r| std::mem::replace(&mut r.parent, parent))
             .flatten();
+        Self::relink(w, id, old, parent);
+    }
+
+    /// Moves run `id` in the child lists from parent `old` to parent `new`.
+    fn relink(w: &mut Writer, id: u32, old: Option<u64>, new: Option<u64>) {
+        if old == new {
+            return;
+        }
         if let Some(p) = old {
             w.unlink(p, id);
         }
-        if let Some(p) = parent {
+        if let Some(p) = new {
             w.link(p, id);
         }
     }
@@ -392,11 +400,14 @@ impl Runs {
                     if let Some(pos) = moved {
                         let to = Loc { run: pl.run, pos };
                         table.set_loc(&chain_key(hash), to);
-                        self.write(loc.run, |r| {
-                            r.hashes.drain_front(1);
-                            r.base = r.base.wrapping_add(1);
-                        });
-                        self.set_parent(w, loc.run, Some(hash));
+                        let old = self
+                            .write(loc.run, |r| {
+                                r.hashes.drain_front(1);
+                                r.base = r.base.wrapping_add(1);
+                                std::mem::replace(&mut r.parent, Some(hash))
+                            })
+                            .flatten();
+                        Self::relink(w, loc.run, old, Some(hash));
                         return to;
                     }
                 }
