@@ -139,8 +139,10 @@ impl Contract {
     }
 
     /// The chat renderer this release uses for a model whose `config.json` `model_type` is
-    /// `model_type` (catalog `chat.renderers`, docs/contracts/templates.md §13):
-    /// `Ok(Some("harmony"))` for gpt-oss on vLLM 0.31.0/0.33.0; `Ok(None)` = the checkpoint's
+    /// `model_type` (catalog `chat.renderers`, docs/contracts/templates.md §13), or of the
+    /// checkpoint-layout key `files:tekken.json` (`kvtemplate::mistral::checkpoint_key`):
+    /// `Ok(Some("harmony"))` for gpt-oss on vLLM 0.31.0/0.33.0, `Ok(Some("mistral-tekken-v3"))`
+    /// for a bare-tekken checkpoint on them; `Ok(None)` = the checkpoint's
     /// Jinja template (a model type no release of the engine renders otherwise, or no model
     /// type). A model type that some release of the engine renders without Jinja is an error
     /// on every version whose vectors do not prove its renderer: kvexact cannot know it.
@@ -372,11 +374,16 @@ fn chat_rules(r: &Release, version: Option<&str>) -> Result<Option<ChatRules>, E
         .with_template_error_class(c.template_error_class.parse().map_err(|e| bad(r, e))?);
     rules.check_engine(engine).map_err(|e| bad(r, e))?;
     for (model_type, renderer) in &c.renderers {
-        if renderer != "harmony" || engine != kvtemplate::Engine::Vllm {
+        let known = matches!(
+            (renderer.as_str(), engine),
+            ("harmony" | "mistral-tekken-v3", kvtemplate::Engine::Vllm)
+                | ("mistral-text-tekken-v3", kvtemplate::Engine::Sglang)
+        );
+        if !known {
             return Err(bad(
                 r,
                 format!(
-                    "chat.renderers.{model_type}: {renderer} is not a renderer kvtemplate has for {engine} (harmony on vllm)"
+                    "chat.renderers.{model_type}: {renderer} is not a renderer kvtemplate has for {engine} (harmony and mistral-tekken-v3 on vllm, mistral-text-tekken-v3 on sglang)"
                 ),
             ));
         }
@@ -589,6 +596,22 @@ mod tests {
         assert_eq!(r(Engine::Vllm, "0.29.0", Some("qwen2")).unwrap(), None);
         assert_eq!(r(Engine::Vllm, "0.31.0", None).unwrap(), None);
         assert_eq!(r(Engine::Sglang, "0.5.19", Some("gpt_oss")).unwrap(), None);
+        // A bare-tekken checkpoint: mistral_common ids on vLLM, its text form on SGLang.
+        let tekken = Some(kvtemplate::mistral::TEKKEN_CHECKPOINT);
+        assert_eq!(
+            r(Engine::Vllm, "0.31.0", tekken).unwrap(),
+            Some("mistral-tekken-v3")
+        );
+        assert_eq!(
+            r(Engine::Vllm, "0.33.0", tekken).unwrap(),
+            Some("mistral-tekken-v3")
+        );
+        assert_eq!(
+            r(Engine::Sglang, "0.5.19", tekken).unwrap(),
+            Some("mistral-text-tekken-v3")
+        );
+        assert!(r(Engine::Vllm, "0.29.0", tekken).is_err());
+        assert!(r(Engine::Sglang, "0.5.18", tekken).is_err());
     }
 
     #[test]
