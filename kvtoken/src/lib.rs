@@ -17,7 +17,7 @@
 //! difference.
 //!
 //! [`Tekkenizer`] is Mistral's tekken tokenizer (`tekken.json`, tiktoken-style ranks) on the
-//! same id-based BPE.
+//! same id-based BPE; [`SpmModel`] is a SentencePiece BPE `.model` (Mistral's v7 tokenizer).
 #![warn(missing_docs)]
 
 mod bpe;
@@ -30,6 +30,7 @@ mod error;
 mod pretok;
 mod runs;
 pub mod segment_cache;
+pub mod spm;
 mod tables;
 pub mod tekken;
 
@@ -37,4 +38,5 @@ pub use config::Flavor;
 pub use encoder::{EncodeLimits, EncoderPath, FastEncoder, Scratch};
 pub use error::KvTokenError;
 pub use segment_cache::{SegmentCache, SegmentStats};
+pub use spm::SpmModel;
 pub use tekken::Tekkenizer;
