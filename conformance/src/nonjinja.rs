@@ -15,7 +15,7 @@ use crate::templates::{first_diff, ids_of, slug};
 use crate::{CaseResult, FileReport};
 use kvtemplate::harmony::{HarmonyConfig, HarmonyEncoder};
 use kvtemplate::json::{Json, JsonObject};
-use kvtemplate::mistral::{MistralEncoder, MistralPath};
+use kvtemplate::mistral::{InstructVersion, MistralEncoder, MistralPath};
 use kvtemplate::{spec_from_model_dir, ChatRules, Encoder, Engine};
 use std::borrow::Cow;
 use std::path::Path;
@@ -34,6 +34,8 @@ pub enum PathRenderer {
     /// mistral_common's text form of the same encoding, re-encoded as plain text (SGLang's
     /// bare-tekken checkpoints).
     MistralTekkenText,
+    /// mistral_common's SentencePiece v7 instruct encoding (vLLM `--tokenizer-mode mistral`).
+    MistralSpmV7,
     /// No renderer kvexact reproduces (e.g. mistral_common): every case of the path fails
     /// with this reason.
     Unsupported(&'static str),
@@ -93,9 +95,9 @@ pub fn check_file(
         .ok_or("no `model` field")?;
     let dir = models.join(slug(model));
     let model_type = kvtemplate::model_type_of_dir(&dir).map_err(|e| e.to_string())?;
-    // A checkpoint whose files decide its renderer (tekken.json alone) is looked up by that
-    // layout; other checkpoints without tokenizer.json (SentencePiece tokenizer.model.v*) have
-    // no renderer here.
+    // A checkpoint whose files decide its renderer (tekken.json or tokenizer.model.v7 alone)
+    // is looked up by that layout; other checkpoints without tokenizer.json have no renderer
+    // here.
     let layout = kvtemplate::mistral::checkpoint_key(&dir);
     let renderer_key = layout.or(model_type.as_deref());
     let no_tokenizer = layout.is_none() && !dir.join("tokenizer.json").is_file();
@@ -144,6 +146,21 @@ pub fn check_file(
     let mut report = FileReport::default();
     // One encoder per path (and one per engine for completions).
     let mut paths: Vec<(&str, Engine, PathEncoder, Option<CompletionEncoder>)> = Vec::new();
+    // The renderer the catalog names must be the instruct version the files hold.
+    let check_version = |rend: PathRenderer, enc: &MistralEncoder| -> Result<(), String> {
+        let want = match rend {
+            PathRenderer::MistralSpmV7 => InstructVersion::V7,
+            _ => InstructVersion::V3,
+        };
+        if enc.version() == want {
+            Ok(())
+        } else {
+            Err(format!(
+                "the catalog's renderer {rend:?} does not match the checkpoint's files ({:?})",
+                enc.version()
+            ))
+        }
+    };
     for (path, engine) in CHAT_PATHS {
         let Some(version) = version_of(path) else {
             continue;
@@ -151,8 +168,8 @@ pub fn check_file(
         let (rend, rules) = if no_tokenizer {
             (
                 PathRenderer::Unsupported(
-                    "no tokenizer.json and no tekken.json: the mistral_common SentencePiece \
-                     tokenizer and its instruct encoding are not implemented",
+                    "no tokenizer.json, tekken.json or tokenizer.model.v7: no tokenizer kvexact \
+                     reads",
                 ),
                 None,
             )
@@ -167,12 +184,20 @@ pub fn check_file(
             },
             (_, r) => r,
         };
+        if matches!(
+            rend,
+            PathRenderer::MistralTekken
+                | PathRenderer::MistralTekkenText
+                | PathRenderer::MistralSpmV7
+        ) {
+            check_version(rend, &*mistral_encoder()?)?;
+        }
         // Completions never render: the checkpoint's tokenizer on the prompt.
         let completions = match rend {
             PathRenderer::Unsupported(_) => None,
-            PathRenderer::MistralTekken | PathRenderer::MistralTekkenText => {
-                Some(CompletionEncoder::Mistral(mistral_encoder()?))
-            }
+            PathRenderer::MistralTekken
+            | PathRenderer::MistralTekkenText
+            | PathRenderer::MistralSpmV7 => Some(CompletionEncoder::Mistral(mistral_encoder()?)),
             _ => {
                 let mut spec = spec_from_model_dir(&dir, engine).map_err(|e| e.to_string())?;
                 spec.chat_rules = rules.or(spec.chat_rules);
@@ -194,7 +219,7 @@ pub fn check_file(
                     .map_err(|e| e.to_string())?;
                 PathEncoder::Harmony(enc)
             }
-            PathRenderer::MistralTekken => PathEncoder::Mistral(
+            PathRenderer::MistralTekken | PathRenderer::MistralSpmV7 => PathEncoder::Mistral(
                 mistral_encoder()?,
                 if path == "vllm_tokenize" {
                     MistralPath::VllmTokenize
@@ -215,7 +240,10 @@ pub fn check_file(
                 PathEncoder::Harmony(_) => "harmony",
                 PathEncoder::Mistral(_, MistralPath::SglangText) =>
                     "mistral_common's text form re-encoded as plain text (tekken)",
-                PathEncoder::Mistral(..) => "mistral_common's instruct encoding (tekken v3)",
+                PathEncoder::Mistral(m, _) => match m.version() {
+                    InstructVersion::V3 => "mistral_common's instruct encoding (tekken v3)",
+                    InstructVersion::V7 => "mistral_common's instruct encoding (SentencePiece v7)",
+                },
                 PathEncoder::Unsupported(w) => w,
             }
         ));

@@ -125,6 +125,7 @@ fn check_nonjinja(bytes: &[u8], opts: Options<'_>) -> Result<FileReport, String>
             (Ok(Some("harmony")), _) => nonjinja::PathRenderer::Harmony,
             (Ok(Some("mistral-tekken-v3")), _) => nonjinja::PathRenderer::MistralTekken,
             (Ok(Some("mistral-text-tekken-v3")), _) => nonjinja::PathRenderer::MistralTekkenText,
+            (Ok(Some("mistral-spm-v7")), _) => nonjinja::PathRenderer::MistralSpmV7,
             (Ok(Some(_)), _) => nonjinja::PathRenderer::Unsupported("a renderer kvexact lacks"),
             (Err(_), _) => nonjinja::PathRenderer::Unsupported(
                 "no vectors prove this release's renderer for the model type",

@@ -376,14 +376,16 @@ fn chat_rules(r: &Release, version: Option<&str>) -> Result<Option<ChatRules>, E
     for (model_type, renderer) in &c.renderers {
         let known = matches!(
             (renderer.as_str(), engine),
-            ("harmony" | "mistral-tekken-v3", kvtemplate::Engine::Vllm)
-                | ("mistral-text-tekken-v3", kvtemplate::Engine::Sglang)
+            (
+                "harmony" | "mistral-tekken-v3" | "mistral-spm-v7",
+                kvtemplate::Engine::Vllm
+            ) | ("mistral-text-tekken-v3", kvtemplate::Engine::Sglang)
         );
         if !known {
             return Err(bad(
                 r,
                 format!(
-                    "chat.renderers.{model_type}: {renderer} is not a renderer kvtemplate has for {engine} (harmony and mistral-tekken-v3 on vllm, mistral-text-tekken-v3 on sglang)"
+                    "chat.renderers.{model_type}: {renderer} is not a renderer kvtemplate has for {engine} (harmony, mistral-tekken-v3 and mistral-spm-v7 on vllm, mistral-text-tekken-v3 on sglang)"
                 ),
             ));
         }
@@ -611,6 +613,16 @@ mod tests {
             Some("mistral-text-tekken-v3")
         );
         assert!(r(Engine::Vllm, "0.29.0", tekken).is_err());
+        let spm = Some(kvtemplate::mistral::SPM_V7_CHECKPOINT);
+        assert_eq!(
+            r(Engine::Vllm, "0.31.0", spm).unwrap(),
+            Some("mistral-spm-v7")
+        );
+        assert_eq!(
+            r(Engine::Vllm, "0.33.0", spm).unwrap(),
+            Some("mistral-spm-v7")
+        );
+        assert!(r(Engine::Vllm, "0.32.0", spm).is_err());
         assert!(r(Engine::Sglang, "0.5.18", tekken).is_err());
     }
 

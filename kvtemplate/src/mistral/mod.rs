@@ -44,11 +44,27 @@ pub const TEKKEN_CHECKPOINT: &str = "files:tekken.json";
 
 /// The catalog key of the model directory `dir` when its files, not its `config.json`
 /// `model_type`, decide the renderer: [`TEKKEN_CHECKPOINT`] for `tekken.json` without
-/// `tokenizer.json`; `None` otherwise.
+/// `tokenizer.json`, [`SPM_V7_CHECKPOINT`] for `tokenizer.model.v7` alone; `None` otherwise.
 pub fn checkpoint_key(dir: &Path) -> Option<&'static str> {
-    (dir.join("tekken.json").is_file() && !dir.join("tokenizer.json").is_file())
-        .then_some(TEKKEN_CHECKPOINT)
+    if dir.join("tokenizer.json").is_file() {
+        return None;
+    }
+    if dir.join("tekken.json").is_file() {
+        Some(TEKKEN_CHECKPOINT)
+    } else if dir.join(SPM_V7_FILE).is_file() {
+        Some(SPM_V7_CHECKPOINT)
+    } else {
+        None
+    }
 }
+
+/// The SentencePiece v7 tokenizer file of a Mistral checkpoint.
+pub const SPM_V7_FILE: &str = "tokenizer.model.v7";
+
+/// The catalog key of a checkpoint whose tokenizer is `tokenizer.model.v7` alone (no
+/// `tokenizer.json`, no `tekken.json`): what vLLM's `tokenizer_mode=auto` serves with its
+/// mistral mode (mistral-spm-v7-v1 vectors, `mistral_common.checkpoint_layout`).
+pub const SPM_V7_CHECKPOINT: &str = "files:tokenizer.model.v7";
 
 /// The engine path whose rendering is reproduced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +78,44 @@ pub enum MistralPath {
     SglangText,
 }
 
-/// A control token of the v3 instruct encoding.
+/// The instruct encoding's version (mistral_common's `InstructTokenizerV3` / `V7`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstructVersion {
+    /// Tekken v3: the system prompt folded into the last user turn.
+    V3,
+    /// SentencePiece v7: `[SYSTEM_PROMPT]` in place, tool results with their id.
+    V7,
+}
+
+/// The tokenizer of a Mistral checkpoint.
+#[derive(Debug, Clone)]
+enum Tok {
+    Tekken(Arc<kvtoken::Tekkenizer>),
+    Spm(Arc<kvtoken::SpmModel>),
+}
+
+impl Tok {
+    fn encode_into(&self, text: &str, out: &mut Vec<u32>) -> Result<(), Error> {
+        match self {
+            Tok::Tekken(t) => t
+                .encode_into(text, out)
+                .map_err(|e| Error::Tokenize(e.to_string())),
+            Tok::Spm(m) => {
+                m.encode_into(text, out);
+                Ok(())
+            }
+        }
+    }
+
+    fn special_id(&self, name: &str) -> Option<u32> {
+        match self {
+            Tok::Tekken(t) => t.special_id(name),
+            Tok::Spm(m) => m.piece_id(name),
+        }
+    }
+}
+
+/// A control token of the instruct encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Control {
     Bos,
@@ -74,10 +127,13 @@ enum Control {
     Results,
     EndResults,
     Calls,
+    System,
+    EndSystem,
+    ToolContent,
 }
 
 impl Control {
-    const ALL: [Control; 9] = [
+    const ALL: [Control; 12] = [
         Control::Bos,
         Control::Eos,
         Control::Inst,
@@ -87,6 +143,9 @@ impl Control {
         Control::Results,
         Control::EndResults,
         Control::Calls,
+        Control::System,
+        Control::EndSystem,
+        Control::ToolContent,
     ];
 
     fn name(self) -> &'static str {
@@ -100,6 +159,9 @@ impl Control {
             Control::Results => "[TOOL_RESULTS]",
             Control::EndResults => "[/TOOL_RESULTS]",
             Control::Calls => "[TOOL_CALLS]",
+            Control::System => "[SYSTEM_PROMPT]",
+            Control::EndSystem => "[/SYSTEM_PROMPT]",
+            Control::ToolContent => "[TOOL_CONTENT]",
         }
     }
 }
@@ -111,11 +173,13 @@ enum Piece {
     Text(String),
 }
 
-/// The tekken v3 instruct encoder; `Send + Sync`, share it with `Arc`.
+/// The mistral instruct encoder of one checkpoint (tekken v3 or SentencePiece v7); `Send +
+/// Sync`, share it with `Arc`.
 pub struct MistralEncoder {
-    tok: Arc<kvtoken::Tekkenizer>,
+    tok: Tok,
+    version: InstructVersion,
     /// Ids of [`Control::ALL`], in that order.
-    controls: [u32; 9],
+    controls: [u32; 12],
     limits: InputLimits,
 }
 
@@ -123,6 +187,7 @@ impl std::fmt::Debug for MistralEncoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MistralEncoder")
             .field("tokenizer", &self.tok)
+            .field("version", &self.version)
             .finish_non_exhaustive()
     }
 }
@@ -137,12 +202,44 @@ impl MistralEncoder {
         Self::from_tekkenizer(Arc::new(tok))
     }
 
-    /// Builds the encoder from a model directory's `tekken.json`.
+    /// Builds the encoder from a model directory: its `tekken.json` (v3), else its
+    /// `tokenizer.model.v7` (SentencePiece v7).
     pub fn from_model_dir(dir: &Path) -> Result<MistralEncoder, Error> {
-        let path = dir.join("tekken.json");
-        let tok = kvtoken::Tekkenizer::from_file(&path)
-            .map_err(|e| Error::TokenizerLoad(format!("{}: {e}", path.display())))?;
-        Self::from_tekkenizer(Arc::new(tok))
+        let tekken = dir.join("tekken.json");
+        if tekken.is_file() {
+            let tok = kvtoken::Tekkenizer::from_file(&tekken)
+                .map_err(|e| Error::TokenizerLoad(format!("{}: {e}", tekken.display())))?;
+            return Self::from_tekkenizer(Arc::new(tok));
+        }
+        let spm = dir.join(SPM_V7_FILE);
+        let model = kvtoken::SpmModel::from_file(&spm)
+            .map_err(|e| Error::TokenizerLoad(format!("{}: {e}", spm.display())))?;
+        Self::from_spm_v7(Arc::new(model))
+    }
+
+    /// Builds the v7 encoder over a SentencePiece `tokenizer.model.v7`.
+    pub fn from_spm_v7(model: Arc<kvtoken::SpmModel>) -> Result<MistralEncoder, Error> {
+        Self::with_tok(Tok::Spm(model), InstructVersion::V7)
+    }
+
+    fn with_tok(tok: Tok, version: InstructVersion) -> Result<MistralEncoder, Error> {
+        let mut controls = [0u32; 12];
+        for (slot, c) in controls.iter_mut().zip(Control::ALL) {
+            *slot = tok.special_id(c.name()).ok_or_else(|| {
+                Error::TokenizerLoad(format!("no control token {} in the tokenizer", c.name()))
+            })?;
+        }
+        Ok(MistralEncoder {
+            tok,
+            version,
+            controls,
+            limits: InputLimits::default(),
+        })
+    }
+
+    /// The instruct version this encoder reproduces.
+    pub fn version(&self) -> InstructVersion {
+        self.version
     }
 
     /// Builds the encoder over a loaded tekken tokenizer (version `v3`).
@@ -153,17 +250,7 @@ impl MistralEncoder {
                 tok.version()
             )));
         }
-        let mut controls = [0u32; 9];
-        for (slot, c) in controls.iter_mut().zip(Control::ALL) {
-            *slot = tok.special_id(c.name()).ok_or_else(|| {
-                Error::TokenizerLoad(format!("no control token {} in tekken.json", c.name()))
-            })?;
-        }
-        Ok(MistralEncoder {
-            tok,
-            controls,
-            limits: InputLimits::default(),
-        })
+        Self::with_tok(Tok::Tekken(tok), InstructVersion::V3)
     }
 
     /// This encoder with the work bounds `limits`.
@@ -173,9 +260,12 @@ impl MistralEncoder {
         self
     }
 
-    /// The tekken tokenizer.
-    pub fn tokenizer(&self) -> &kvtoken::Tekkenizer {
-        &self.tok
+    /// The ids of `text` as ordinary text (mistral_common `encode(text, bos=False,
+    /// eos=False)`).
+    pub fn encode_text(&self, text: &str) -> Result<Vec<u32>, Error> {
+        let mut out = Vec::new();
+        self.tok.encode_into(text, &mut out)?;
+        Ok(out)
     }
 
     fn control_id(&self, c: Control) -> u32 {
@@ -197,9 +287,14 @@ impl MistralEncoder {
         if let Some(hit) = LimitHit::check(Limit::Messages, &self.limits, n) {
             return Err(Error::InputTooLarge(hit));
         }
-        let request = request::request(&req, path)?;
+        if path == MistralPath::SglangText && self.version != InstructVersion::V3 {
+            return Err(Error::Unsupported(
+                "mistral: SGLang's text path is proven for tekken v3 only".to_string(),
+            ));
+        }
+        let request = request::request(&req, path, self.version)?;
         let pieces = self.pieces(&request)?;
-        let rendered: String = pieces
+        let text_form: String = pieces
             .iter()
             .map(|p| match p {
                 Piece::Control(c) => c.name(),
@@ -210,16 +305,12 @@ impl MistralEncoder {
         if let Some(hit) = LimitHit::check(
             Limit::RenderedBytes,
             &self.limits,
-            rendered.len() + prefix_len,
+            text_form.len() + prefix_len,
         ) {
             return Err(Error::InputTooLarge(hit));
         }
-        let encode = |text: &str, out: &mut Vec<u32>| {
-            self.tok
-                .encode_into(text, out)
-                .map_err(|e| Error::Tokenize(e.to_string()))
-        };
-        let mut ids = Vec::with_capacity(rendered.len() / 3 + 8);
+        let encode = |text: &str, out: &mut Vec<u32>| self.tok.encode_into(text, out);
+        let mut ids = Vec::with_capacity(text_form.len() / 3 + 8);
         match path {
             MistralPath::VllmChat | MistralPath::VllmTokenize => {
                 for p in &pieces {
@@ -230,12 +321,18 @@ impl MistralEncoder {
                 }
             }
             MistralPath::SglangText => {
-                encode(&rendered, &mut ids)?;
+                encode(&text_form, &mut ids)?;
                 if let Some(prefix) = &request.sglang_prefix {
                     encode(prefix, &mut ids)?;
                 }
             }
         }
+        // mistral_common's text form: the pieces' text (SentencePiece pieces keep U+2581 and
+        // `<0xXX>`), which for tekken is the text of the pieces above.
+        let rendered = match &self.tok {
+            Tok::Tekken(_) => text_form,
+            Tok::Spm(m) => ids.iter().filter_map(|&i| m.piece(i)).collect(),
+        };
         Ok(EngineChat {
             rendered,
             ids: Some(ids),
@@ -253,19 +350,23 @@ impl MistralEncoder {
             return Err(Error::InputTooLarge(hit));
         }
         let mut ids = vec![self.control_id(Control::Bos)];
-        self.tok
-            .encode_into(prompt, &mut ids)
-            .map_err(|e| Error::Tokenize(e.to_string()))?;
+        self.tok.encode_into(prompt, &mut ids)?;
         Ok(ids)
     }
 
-    /// mistral_common's v3 `encode_instruct`: the pieces of the normalised request.
+    /// mistral_common's `encode_instruct` (v3 or v7): the pieces of the normalised request.
     fn pieces(&self, request: &request::Request<'_>) -> Result<Vec<Piece>, Error> {
-        let (system_prompt, messages) = request::normalise(&request.messages)?;
+        let v7 = self.version == InstructVersion::V7;
+        let (system_prompt, messages) = request::normalise(&request.messages, self.version)?;
         let last_user = messages.iter().rposition(|m| matches!(m, Norm::User(_)));
         let mut out = vec![Piece::Control(Control::Bos)];
         for (i, m) in messages.iter().enumerate() {
             match m {
+                Norm::System(content) => {
+                    out.push(Piece::Control(Control::System));
+                    out.push(Piece::Text(content.clone()));
+                    out.push(Piece::Control(Control::EndSystem));
+                }
                 Norm::User(content) => {
                     let is_last = Some(i) == last_user;
                     if is_last && !request.tools.is_empty() {
@@ -286,6 +387,12 @@ impl MistralEncoder {
                     prefix,
                 } => {
                     match (content.is_empty(), calls.is_empty()) {
+                        // v7: the text, then the calls.
+                        (false, false) if v7 => {
+                            out.push(Piece::Text(content.trim_end_matches(' ').to_string()));
+                            out.push(Piece::Control(Control::Calls));
+                            out.push(Piece::Text(request::calls_json(calls)?));
+                        }
                         (true, false) => {
                             out.push(Piece::Control(Control::Calls));
                             out.push(Piece::Text(request::calls_json(calls)?));
@@ -309,6 +416,13 @@ impl MistralEncoder {
                     if !prefix {
                         out.push(Piece::Control(Control::Eos));
                     }
+                }
+                Norm::Tool { id, content } if v7 => {
+                    out.push(Piece::Control(Control::Results));
+                    out.push(Piece::Text(id.clone()));
+                    out.push(Piece::Control(Control::ToolContent));
+                    out.push(Piece::Text(content.clone()));
+                    out.push(Piece::Control(Control::EndResults));
                 }
                 Norm::Tool { id, content } => {
                     out.push(Piece::Control(Control::Results));

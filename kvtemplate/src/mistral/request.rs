@@ -10,7 +10,7 @@
 
 use super::pyjson;
 use super::schema;
-use super::MistralPath;
+use super::{InstructVersion, MistralPath};
 use crate::engine::ChatRequest;
 use crate::json::Json;
 use crate::Error;
@@ -420,7 +420,11 @@ fn check_fields(req: &ChatRequest<'_>, path: MistralPath) -> Result<(), Error> {
 }
 
 /// The request as the engine path hands it to mistral_common, validated.
-pub(crate) fn request<'a>(req: &ChatRequest<'a>, path: MistralPath) -> Result<Request<'a>, Error> {
+pub(crate) fn request<'a>(
+    req: &ChatRequest<'a>,
+    path: MistralPath,
+    version: InstructVersion,
+) -> Result<Request<'a>, Error> {
     check_fields(req, path)?;
     let add_generation_prompt = req
         .flag("add_generation_prompt", true)
@@ -509,7 +513,7 @@ pub(crate) fn request<'a>(req: &ChatRequest<'a>, path: MistralPath) -> Result<Re
             }
         }
     }
-    validate(&messages)?;
+    validate(&messages, version)?;
     Ok(Request {
         messages,
         tools,
@@ -517,8 +521,9 @@ pub(crate) fn request<'a>(req: &ChatRequest<'a>, path: MistralPath) -> Result<Re
     })
 }
 
-/// mistral_common's v3 validator in test mode.
-fn validate(messages: &[Msg]) -> Result<(), Error> {
+/// mistral_common's validator in test mode: v3's, and for v7 v5's (an assistant message may
+/// carry both content and tool calls).
+fn validate(messages: &[Msg], version: InstructVersion) -> Result<(), Error> {
     let structure = |m: &str| refused(m.to_string());
     match messages {
         [] => return Err(structure("Conversation must have at least one message")),
@@ -576,7 +581,7 @@ fn validate(messages: &[Msg]) -> Result<(), Error> {
             Msg::Assistant { content, calls, .. } => {
                 let has_content = content.as_ref().is_some_and(|c| !c.is_empty());
                 let has_calls = calls.as_ref().is_some_and(|c| !c.is_empty());
-                if has_content == has_calls {
+                if version == InstructVersion::V3 && has_content == has_calls {
                     return Err(structure(
                         "Assistant message must have either content or tool_calls, but not \
                          both.",
@@ -617,6 +622,8 @@ fn validate(messages: &[Msg]) -> Result<(), Error> {
 /// A normalised message (mistral_common `InstructRequest`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Norm {
+    /// v7 only: a system message in place.
+    System(String),
     User(String),
     Assistant {
         content: String,
@@ -657,7 +664,10 @@ pub(crate) fn normalise_json(text: &str) -> Result<String, Error> {
 }
 
 /// The system prompt and the normalised messages.
-pub(crate) fn normalise(messages: &[Msg]) -> Result<(Option<String>, Vec<Norm>), Error> {
+pub(crate) fn normalise(
+    messages: &[Msg],
+    version: InstructVersion,
+) -> Result<(Option<String>, Vec<Norm>), Error> {
     let system: Vec<String> = messages
         .iter()
         .filter_map(|m| match m {
@@ -674,7 +684,9 @@ pub(crate) fn normalise(messages: &[Msg]) -> Result<(Option<String>, Vec<Norm>),
     {
         return Err(unsupported("an empty system message"));
     }
-    let system_prompt = (!system.is_empty()).then(|| system.join("\n\n"));
+    // v3 folds the system messages into one prompt; v7 keeps each in place.
+    let system_prompt =
+        (version == InstructVersion::V3 && !system.is_empty()).then(|| system.join("\n\n"));
     let mut out: Vec<Norm> = Vec::new();
     let mut i = 0;
     while i < messages.len() {
@@ -726,16 +738,34 @@ pub(crate) fn normalise(messages: &[Msg]) -> Result<(Option<String>, Vec<Norm>),
                     if let Msg::Tool { id, content } = m {
                         out.push(Norm::Tool {
                             id: id.clone(),
-                            content: normalise_json(content)?,
+                            // v7 keeps the tool content as posted.
+                            content: match version {
+                                InstructVersion::V3 => normalise_json(content)?,
+                                InstructVersion::V7 => content.clone(),
+                            },
                         });
                     }
                 }
             }
-            _ => {}
+            _ => {
+                if version == InstructVersion::V7 {
+                    for m in group {
+                        if let Msg::System(c) = m {
+                            out.push(Norm::System(join_texts(c.iter().map(String::as_str))));
+                        }
+                    }
+                }
+            }
         }
         i = j;
     }
-    if !matches!(out.first(), Some(Norm::User(_))) {
+    // v3: an empty user message first when the first message is not a user message; v7
+    // only when there is no message at all.
+    let insert = match version {
+        InstructVersion::V3 => !matches!(out.first(), Some(Norm::User(_))),
+        InstructVersion::V7 => out.is_empty(),
+    };
+    if insert {
         out.insert(0, Norm::User(String::new()));
     }
     Ok((system_prompt, out))
