@@ -1,5 +1,5 @@
 //! Mistral's tekken tokenizer (`tekken.json`): tiktoken-style byte-level BPE
-//! (docs/contracts/templates.md §13.5).
+//! (docs/contracts/templates.md §13.7).
 //!
 //! A `tekken.json` holds a vocabulary of base64 token bytes with their ranks, the
 //! pre-tokenizer pattern, and (in newer files) the control tokens. mistral_common's

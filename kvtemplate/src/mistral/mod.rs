@@ -1,5 +1,5 @@
 //! Mistral chat as the engines render it: mistral_common's instruct encoding, not a Jinja
-//! template (docs/contracts/templates.md §13.5–§13.7).
+//! template (docs/contracts/templates.md §13.6–§13.10).
 //!
 //! vLLM (`--tokenizer-mode mistral`, what `auto` picks for a checkpoint with `tekken.json`)
 //! hands the request to mistral_common, which builds the ids piece by piece: control tokens
@@ -15,6 +15,12 @@
 //! * vLLM's chat route first cuts tool-call ids to their last 9 characters; ids mistral_common
 //!   rejects then (not 9 letters/digits) are refused; its `/tokenize` route does not cut them
 //!   and refuses any assistant `tool_calls` ([`MistralPath::VllmTokenize`]).
+//!
+//! SentencePiece v7 (`tokenizer.model.v7`, [`InstructVersion::V7`]) differs: system messages
+//! stay in place as `[SYSTEM_PROMPT]…[/SYSTEM_PROMPT]`, an assistant message may carry text
+//! and tool calls, a tool result is `[TOOL_RESULTS]` id `[TOOL_CONTENT]` content
+//! `[/TOOL_RESULTS]`, and every text piece gets SentencePiece's dummy prefix
+//! (docs/contracts/templates.md §13.10).
 //!
 //! SGLang 0.5.19 has no mistral tokenizer mode: it takes mistral_common's TEXT form of the
 //! same encoding and tokenizes it as ordinary text (control-token strings become ordinary

@@ -1,5 +1,5 @@
 //! JSON the way mistral_common round-trips it: Python `json.loads` then
-//! `json.dumps(..., ensure_ascii=False)` (docs/contracts/templates.md §13.6).
+//! `json.dumps(..., ensure_ascii=False)` (docs/contracts/templates.md §13.8).
 //!
 //! kvexact's JSON reader keeps duplicate keys and reads numbers as `serde_json` does; where
 //! that could differ from Python (duplicate keys, integers beyond 64 bits, `-0.0`, `NaN`,

@@ -1,5 +1,5 @@
 //! An OpenAI chat request turned into mistral_common's instruct request the way each engine
-//! path does it (docs/contracts/templates.md §13.6): the path's request fix-ups, mistral_common's
+//! path does it (docs/contracts/templates.md §13.8): the path's request fix-ups, mistral_common's
 //! validation (`ValidationMode.test`, v3 validator) and normalisation (system prompts
 //! aggregated, consecutive messages of one role merged, JSON content normalised).
 //!

@@ -1,6 +1,6 @@
 //! mistral_common checks every tool's `parameters` against the JSON Schema draft-7
 //! meta-schema (`Draft7Validator.check_schema`) and refuses the request when it fails
-//! (docs/contracts/templates.md §13.6). kvexact accepts a schema only when it can see that
+//! (docs/contracts/templates.md §13.8). kvexact accepts a schema only when it can see that
 //! it is valid: every draft-7 keyword with a constraint is checked; keywords whose check
 //! needs a format (regular expressions, URIs: `pattern`, `patternProperties`, `$ref`, `$id`,
 //! `$schema`, `propertyNames`) are refused as unsupported, as is nesting deeper than
