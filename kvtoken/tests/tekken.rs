@@ -242,3 +242,25 @@ proptest! {
         prop_assert_eq!(t.encode(&s).unwrap(), t.encode_slow(&s).unwrap());
     }
 }
+
+/// Long runs of white space and of one letter (the pattern's `\s+(?!\S)` / `\s*[\r\n]+`
+/// backtrack over them): an answer, ids or a typed error, in bounded time.
+#[test]
+fn long_runs_are_encoded_or_refused() {
+    let t = tekken();
+    for s in [
+        " ".repeat(1 << 16),
+        "\n".repeat(1 << 16),
+        format!("{}x", " \t".repeat(1 << 15)),
+        "a".repeat(1 << 16),
+        "東".repeat(1 << 14),
+    ] {
+        let start = std::time::Instant::now();
+        match t.encode(&s) {
+            Ok(ids) => assert!(!ids.is_empty()),
+            Err(KvTokenError::Encode(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+        assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
+    }
+}
