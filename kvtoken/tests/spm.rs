@@ -168,3 +168,33 @@ fn agrees_with_the_sentencepiece_library() {
         assert_eq!(model().encode_slow(text), want, "{text:?}");
     }
 }
+
+fn model_bytes() -> &'static [u8] {
+    static B: OnceLock<Vec<u8>> = OnceLock::new();
+    B.get_or_init(|| {
+        std::fs::read(format!(
+            "{ROOT}/testdata/models/mistralai__Mistral-Large-Instruct-2411/tokenizer.model.v7"
+        ))
+        .unwrap()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// The real file cut short or with bytes changed: a model or a typed error, never a
+    /// panic (the fuzz target `spm_loader` does the same on arbitrary bytes).
+    #[test]
+    fn damaged_files_never_panic(cut in 0usize..600_000, flips in prop::collection::vec((0usize..600_000, any::<u8>()), 0..8)) {
+        let mut b = model_bytes().to_vec();
+        for (at, v) in flips {
+            let n = b.len();
+            b[at % n] = v;
+        }
+        b.truncate(cut.min(b.len()));
+        if let Ok(m) = SpmModel::from_bytes(&b) {
+            let s = "Hello [REF] 東京 ☀️";
+            prop_assert_eq!(m.encode(s), m.encode_slow(s));
+        }
+    }
+}
