@@ -200,7 +200,7 @@ func (e *Encoder) JudgeTokenize(fx *Fixtures, i int, httpStatus int, body []byte
 // FixtureProbe is where and what to POST to probe fixture i under this encoder: the
 // tokenize route with the fixture's request verbatim, or, for chat under a renderer the
 // tokenize route does not take (harmony on vLLM), "/v1/chat/completions" with one generated
-// token and return_token_ids (docs/contracts/templates.md §13.8). Judge the answer with
+// token and return_token_ids (docs/contracts/templates.md §13.12). Judge the answer with
 // JudgeProbe.
 func (e *Encoder) FixtureProbe(fx *Fixtures, i int) (path string, body []byte, err error) {
 	var p *C.char

@@ -14,7 +14,9 @@
 //! renderer than Jinja (catalog `chat.renderers`: gpt-oss on vLLM 0.31.0/0.33.0 = harmony,
 //! docs/contracts/templates.md §13) is encoded, for chat, by that renderer: the engine's
 //! serving path, with kvexact's own refusals (`unsupported`) for request shapes no vector
-//! covers; `--allow` does not apply to it.
+//! covers; `--allow` does not apply to it. A Mistral checkpoint (`tekken.json` or
+//! `tokenizer.model.v7` without `tokenizer.json`, catalog keys `files:…`) is encoded, for chat
+//! and completions, by the release's mistral_common renderer (§13.6–§13.10).
 //!
 //! Work is bounded (`--max-body-bytes`, `--max-messages`, `--max-rendered-bytes`,
 //! `--max-word-bytes`, `--max-fallback-bytes`; defaults as the C ABI's): at most the body bound
@@ -221,15 +223,27 @@ pub fn run(args: &Args) -> ExitCode {
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(0),
     };
-    if let (Some(dir), Api::Chat) = (&args.model_dir, args.api) {
+    if let Some(dir) = &args.model_dir {
+        // A checkpoint whose files decide its renderer (Mistral: tekken.json or
+        // tokenizer.model.v7 alone) is looked up by that layout, else by its model type.
+        let layout = kvtemplate::mistral::checkpoint_key(dir);
         let model_type = match kvtemplate::model_type_of_dir(dir) {
             Ok(t) => t,
-            Err(e) => return fail(e.to_string(), e.class().code()),
+            Err(e) if args.api == Api::Chat => return fail(e.to_string(), e.class().code()),
+            Err(_) => None,
         };
-        match contract.chat_renderer(model_type.as_deref()) {
-            Ok(Some(renderer)) => return run_harmony(args, dir, renderer, now_ms),
-            Ok(None) => {}
-            Err(e) => return fail(format!("REFUSED {}: {e}", e.code()), -3),
+        let key = layout.or(model_type.as_deref());
+        match (contract.chat_renderer(key), args.api) {
+            (Ok(Some(renderer)), _) if renderer.starts_with("mistral-") => {
+                return run_mistral(args, dir, renderer, engine)
+            }
+            (Ok(Some(renderer)), Api::Chat) => return run_harmony(args, dir, renderer, now_ms),
+            (Ok(_), _) => {}
+            (Err(e), Api::Chat) => return fail(format!("REFUSED {}: {e}", e.code()), -3),
+            (Err(e), Api::Completions) if layout.is_some() => {
+                return fail(format!("REFUSED {}: {e}", e.code()), -3)
+            }
+            (Err(_), Api::Completions) => {}
         }
     }
     let built = match (&args.model_dir, &args.registry) {
@@ -343,6 +357,75 @@ fn run_harmony(args: &Args, dir: &std::path::Path, renderer: &str, now_ms: i64) 
             println!(
                 "{}",
                 json!({ "rendered": chat.rendered, "token_ids": ids, "truncated": truncated, "renderer": "harmony" })
+            );
+            ExitCode::SUCCESS
+        }
+        Err(kvtemplate::Error::InputTooLarge(hit)) => refused(Refusal::InputTooLarge, Some(hit)),
+        Err(e) => fail(e.to_string(), e.class().code()),
+    }
+}
+
+/// Chat or completions for a Mistral checkpoint through the release's mistral_common renderer
+/// (`renderer`, catalog `chat.renderers`: `mistral-tekken-v3` / `mistral-spm-v7` on vLLM ids,
+/// `mistral-text-tekken-v3` SGLang's text form; docs/contracts/templates.md §13.6–§13.10).
+fn run_mistral(args: &Args, dir: &std::path::Path, renderer: &str, engine: Engine) -> ExitCode {
+    use kvtemplate::mistral::{InstructVersion, MistralEncoder, MistralPath};
+    let (path, version) = match (renderer, engine) {
+        ("mistral-tekken-v3", Engine::Vllm) => (MistralPath::VllmChat, InstructVersion::V3),
+        ("mistral-spm-v7", Engine::Vllm) => (MistralPath::VllmChat, InstructVersion::V7),
+        ("mistral-text-tekken-v3", Engine::Sglang) => {
+            (MistralPath::SglangText, InstructVersion::V3)
+        }
+        _ => {
+            return fail(
+                format!("renderer {renderer} is not one kvexact has for {engine}"),
+                -3,
+            )
+        }
+    };
+    let limits = args.limits();
+    let enc = match MistralEncoder::from_model_dir(dir) {
+        Ok(e) => e.with_limits(limits),
+        Err(e) => return fail(e.to_string(), e.class().code()),
+    };
+    if enc.version() != version {
+        return fail(
+            format!(
+                "renderer {renderer} does not match the checkpoint's files ({:?})",
+                enc.version()
+            ),
+            -3,
+        );
+    }
+    let body = match read_bounded(&args.file, limits.max_body_bytes) {
+        Ok(b) => b,
+        Err(Ok(hit)) => return refused(Refusal::InputTooLarge, Some(hit)),
+        Err(Err(msg)) => {
+            eprintln!("{msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match args.api {
+        Api::Chat => enc
+            .engine_chat(path, &body)
+            .map(|c| (c.rendered, c.ids.unwrap_or_default())),
+        Api::Completions => {
+            let prompt = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v.get("prompt").and_then(|p| p.as_str()).map(str::to_string));
+            let Some(prompt) = prompt else {
+                return fail("completions body needs a string \"prompt\"", -1);
+            };
+            enc.engine_completions(&prompt).map(|ids| (prompt, ids))
+        }
+    };
+    match result {
+        Ok((rendered, mut ids)) => {
+            let truncated = ids.len() > args.max_ids;
+            ids.truncate(args.max_ids);
+            println!(
+                "{}",
+                json!({ "rendered": rendered, "token_ids": ids, "truncated": truncated, "renderer": renderer })
             );
             ExitCode::SUCCESS
         }

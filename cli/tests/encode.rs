@@ -440,3 +440,76 @@ fn gptoss_chat_takes_the_releases_renderer() {
     assert_eq!(rc, 1, "{v}");
     assert!(v["error"].as_str().unwrap_or("").contains("gpt_oss"), "{v}");
 }
+
+/// One case of a templates-nonjinja vector file.
+fn nonjinja_case(file: &str, id: &str) -> serde_json::Value {
+    let bytes = std::fs::read(
+        Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../testdata/vectors/templates-nonjinja"
+        ))
+        .join(file),
+    )
+    .unwrap_or_default();
+    let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    doc["cases"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["id"] == id))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A Mistral checkpoint (tekken.json / tokenizer.model.v7 alone) encodes through the
+/// release's mistral_common renderer (catalog `chat.renderers."files:…"`): vLLM's ids,
+/// SGLang's text path, completions; an unproven release is refused, never Jinja.
+#[test]
+fn mistral_checkpoints_take_the_mistral_common_path() {
+    let body = r#"{"messages":[{"role":"system","content":"You are a terse assistant. Answer in one sentence."},{"role":"user","content":"What is 2+2?"}]}"#;
+    let tekken = "mistralai__Mistral-Nemo-Instruct-2407";
+    let case = nonjinja_case("mistral-tekken-v1.json", "system_user");
+    assert_ne!(case["engine_token_ids"]["vllm"], serde_json::Value::Null);
+    for (engine, version, path, renderer) in [
+        ("vllm", "0.31.0", "vllm", "mistral-tekken-v3"),
+        ("vllm", "0.33.0", "vllm", "mistral-tekken-v3"),
+        ("sglang", "0.5.19", "sglang", "mistral-text-tekken-v3"),
+    ] {
+        let (rc, v) = encode(
+            &["--engine", engine, "--engine-version", version],
+            tekken,
+            body,
+        );
+        assert_eq!(rc, 0, "{v}");
+        assert_eq!(v["renderer"], renderer);
+        assert_eq!(v["token_ids"], case["engine_token_ids"][path], "{engine}");
+    }
+    let completion = nonjinja_case("mistral-tekken-v1.json", "completion_0");
+    let (rc, v) = encode(
+        &[
+            "--engine",
+            "vllm",
+            "--engine-version",
+            "0.31.0",
+            "--api",
+            "completions",
+        ],
+        tekken,
+        &serde_json::json!({ "prompt": completion["prompt"] }).to_string(),
+    );
+    assert_eq!(rc, 0, "{v}");
+    assert_eq!(v["token_ids"], completion["engine_token_ids"]["vllm"]);
+    let (rc, v) = encode(
+        &["--engine", "vllm", "--engine-version", "0.29.0"],
+        tekken,
+        body,
+    );
+    assert_eq!(rc, 1, "{v}");
+    let spm = nonjinja_case("mistral-spm-v7-v1.json", "system_user");
+    let (rc, v) = encode(
+        &["--engine", "vllm", "--engine-version", "0.31.0"],
+        "mistralai__Mistral-Large-Instruct-2411",
+        body,
+    );
+    assert_eq!(rc, 0, "{v}");
+    assert_eq!(v["renderer"], "mistral-spm-v7");
+    assert_eq!(v["token_ids"], spm["engine_token_ids"]["vllm"]);
+}

@@ -15,9 +15,11 @@ use crate::templates::{first_diff, ids_of, slug};
 use crate::{CaseResult, FileReport};
 use kvtemplate::harmony::{HarmonyConfig, HarmonyEncoder};
 use kvtemplate::json::{Json, JsonObject};
+use kvtemplate::mistral::{InstructVersion, MistralEncoder, MistralPath};
 use kvtemplate::{spec_from_model_dir, ChatRules, Encoder, Engine};
 use std::borrow::Cow;
 use std::path::Path;
+use std::sync::Arc;
 
 /// How one engine release renders this file's model on its chat path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,14 +28,23 @@ pub enum PathRenderer {
     Jinja(ChatRules),
     /// gpt-oss harmony (vLLM).
     Harmony,
+    /// mistral_common's tekken v3 instruct encoding, ids built piece by piece (vLLM
+    /// `--tokenizer-mode mistral`).
+    MistralTekken,
+    /// mistral_common's text form of the same encoding, re-encoded as plain text (SGLang's
+    /// bare-tekken checkpoints).
+    MistralTekkenText,
+    /// mistral_common's SentencePiece v7 instruct encoding (vLLM `--tokenizer-mode mistral`).
+    MistralSpmV7,
     /// No renderer kvexact reproduces (e.g. mistral_common): every case of the path fails
     /// with this reason.
     Unsupported(&'static str),
 }
 
-/// Resolves from the contract catalog: `(engine, version, model_type)` → the chat renderer
-/// of that release for a model of that `config.json` `model_type`, and the release's chat
-/// rules (for its Jinja paths).
+/// Resolves from the contract catalog: `(engine, version, key)` → the chat renderer of that
+/// release for a model whose catalog key is `key` (the checkpoint-layout key of
+/// `kvtemplate::mistral::checkpoint_key` where the files decide, else the `config.json`
+/// `model_type`), and the release's chat rules (for its Jinja paths).
 pub type PathResolver<'r> =
     &'r dyn Fn(Engine, &str, Option<&str>) -> Result<(PathRenderer, Option<ChatRules>), String>;
 
@@ -58,7 +69,14 @@ const CHAT_PATHS: [(&str, Engine); 3] = [
 enum PathEncoder {
     Jinja(Box<Encoder>),
     Harmony(HarmonyEncoder),
+    Mistral(Arc<MistralEncoder>, MistralPath),
     Unsupported(&'static str),
+}
+
+/// How one engine path encodes a completion prompt.
+enum CompletionEncoder {
+    Jinja(Box<Encoder>),
+    Mistral(Arc<MistralEncoder>),
 }
 
 /// Checks one non-Jinja vector file against the model directories under `models`, each
@@ -77,9 +95,22 @@ pub fn check_file(
         .ok_or("no `model` field")?;
     let dir = models.join(slug(model));
     let model_type = kvtemplate::model_type_of_dir(&dir).map_err(|e| e.to_string())?;
-    // Mistral checkpoints ship tekken.json / tokenizer.model.v*, no tokenizer.json: vLLM's
-    // mistral tokenizer mode, which kvexact does not reproduce yet.
-    let no_tokenizer = !dir.join("tokenizer.json").is_file();
+    // A checkpoint whose files decide its renderer (tekken.json or tokenizer.model.v7 alone)
+    // is looked up by that layout; other checkpoints without tokenizer.json have no renderer
+    // here.
+    let layout = kvtemplate::mistral::checkpoint_key(&dir);
+    let renderer_key = layout.or(model_type.as_deref());
+    let no_tokenizer = layout.is_none() && !dir.join("tokenizer.json").is_file();
+    // One tekken encoder shared by the paths that use it, loaded on first use.
+    let mut mistral: Option<Arc<MistralEncoder>> = None;
+    let mut mistral_encoder = || -> Result<Arc<MistralEncoder>, String> {
+        if let Some(m) = &mistral {
+            return Ok(Arc::clone(m));
+        }
+        let m = Arc::new(MistralEncoder::from_model_dir(&dir).map_err(|e| e.to_string())?);
+        mistral = Some(Arc::clone(&m));
+        Ok(m)
+    };
     let now_ms = top
         .get("harmony")
         .and_then(Json::as_object)
@@ -114,7 +145,22 @@ pub fn check_file(
     };
     let mut report = FileReport::default();
     // One encoder per path (and one per engine for completions).
-    let mut paths: Vec<(&str, Engine, PathEncoder, Option<Encoder>)> = Vec::new();
+    let mut paths: Vec<(&str, Engine, PathEncoder, Option<CompletionEncoder>)> = Vec::new();
+    // The renderer the catalog names must be the instruct version the files hold.
+    let check_version = |rend: PathRenderer, enc: &MistralEncoder| -> Result<(), String> {
+        let want = match rend {
+            PathRenderer::MistralSpmV7 => InstructVersion::V7,
+            _ => InstructVersion::V3,
+        };
+        if enc.version() == want {
+            Ok(())
+        } else {
+            Err(format!(
+                "the catalog's renderer {rend:?} does not match the checkpoint's files ({:?})",
+                enc.version()
+            ))
+        }
+    };
     for (path, engine) in CHAT_PATHS {
         let Some(version) = version_of(path) else {
             continue;
@@ -122,13 +168,13 @@ pub fn check_file(
         let (rend, rules) = if no_tokenizer {
             (
                 PathRenderer::Unsupported(
-                    "no tokenizer.json: mistral_common tokenizers (tekken, SentencePiece) and \
-                     the mistral instruct encoding are not implemented",
+                    "no tokenizer.json, tekken.json or tokenizer.model.v7: no tokenizer kvexact \
+                     reads",
                 ),
                 None,
             )
         } else {
-            resolve(engine, &version, model_type.as_deref())?
+            resolve(engine, &version, renderer_key)?
         };
         // `/tokenize` never takes the harmony path (vLLM's `OnlineRenderer.preprocess_chat`).
         let rend = match (path, rend) {
@@ -138,13 +184,26 @@ pub fn check_file(
             },
             (_, r) => r,
         };
+        if matches!(
+            rend,
+            PathRenderer::MistralTekken
+                | PathRenderer::MistralTekkenText
+                | PathRenderer::MistralSpmV7
+        ) {
+            check_version(rend, &*mistral_encoder()?)?;
+        }
         // Completions never render: the checkpoint's tokenizer on the prompt.
         let completions = match rend {
             PathRenderer::Unsupported(_) => None,
+            PathRenderer::MistralTekken
+            | PathRenderer::MistralTekkenText
+            | PathRenderer::MistralSpmV7 => Some(CompletionEncoder::Mistral(mistral_encoder()?)),
             _ => {
                 let mut spec = spec_from_model_dir(&dir, engine).map_err(|e| e.to_string())?;
                 spec.chat_rules = rules.or(spec.chat_rules);
-                Some(Encoder::new(spec).map_err(|e| e.to_string())?)
+                Some(CompletionEncoder::Jinja(Box::new(
+                    Encoder::new(spec).map_err(|e| e.to_string())?,
+                )))
             }
         };
         let enc = match rend {
@@ -160,6 +219,17 @@ pub fn check_file(
                     .map_err(|e| e.to_string())?;
                 PathEncoder::Harmony(enc)
             }
+            PathRenderer::MistralTekken | PathRenderer::MistralSpmV7 => PathEncoder::Mistral(
+                mistral_encoder()?,
+                if path == "vllm_tokenize" {
+                    MistralPath::VllmTokenize
+                } else {
+                    MistralPath::VllmChat
+                },
+            ),
+            PathRenderer::MistralTekkenText => {
+                PathEncoder::Mistral(mistral_encoder()?, MistralPath::SglangText)
+            }
             PathRenderer::Unsupported(why) => PathEncoder::Unsupported(why),
         };
         report.notes.push(format!(
@@ -168,6 +238,12 @@ pub fn check_file(
             match &enc {
                 PathEncoder::Jinja(_) => "the Jinja chat template",
                 PathEncoder::Harmony(_) => "harmony",
+                PathEncoder::Mistral(_, MistralPath::SglangText) =>
+                    "mistral_common's text form re-encoded as plain text (tekken)",
+                PathEncoder::Mistral(m, _) => match m.version() {
+                    InstructVersion::V3 => "mistral_common's instruct encoding (tekken v3)",
+                    InstructVersion::V7 => "mistral_common's instruct encoding (SentencePiece v7)",
+                },
                 PathEncoder::Unsupported(w) => w,
             }
         ));
@@ -290,6 +366,14 @@ fn check_chat_path(
     let got = match enc {
         PathEncoder::Unsupported(why) => return Err(format!("unsupported: {why}")),
         PathEncoder::Jinja(e) => e.engine_chat(body.as_bytes(), now_ms),
+        PathEncoder::Mistral(m, mpath) => {
+            if c.get("engine_env")
+                .is_some_and(|e| !matches!(e, Json::Null))
+            {
+                return Err("engine_env is not modelled for mistral".to_string());
+            }
+            m.engine_chat(*mpath, body.as_bytes())
+        }
         PathEncoder::Harmony(h) => {
             let config = harmony_env(c, h.config())?;
             if config == *h.config() {
@@ -325,7 +409,11 @@ fn check_chat_path(
     }
 }
 
-fn check_completion_path(c: &JsonObject<'_>, path: &str, enc: &Encoder) -> Result<(), String> {
+fn check_completion_path(
+    c: &JsonObject<'_>,
+    path: &str,
+    enc: &CompletionEncoder,
+) -> Result<(), String> {
     let prompt = c
         .get("prompt")
         .and_then(Json::as_str)
@@ -335,7 +423,11 @@ fn check_completion_path(c: &JsonObject<'_>, path: &str, enc: &Encoder) -> Resul
             .and_then(Json::as_object)
             .and_then(|o| o.get(path)),
     );
-    match (enc.engine_completions(prompt), want) {
+    let got = match enc {
+        CompletionEncoder::Jinja(e) => e.engine_completions(prompt),
+        CompletionEncoder::Mistral(m) => m.engine_completions(prompt),
+    };
+    match (got, want) {
         (Ok(ids), Some(want)) if ids == want => Ok(()),
         (Ok(ids), Some(want)) => Err(first_diff(&want, &ids)),
         (Ok(ids), None) => Err(format!("encoded {} ids, but the engine refuses", ids.len())),

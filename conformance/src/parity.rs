@@ -112,7 +112,8 @@ fn check_events(doc: &Value) -> Result<FileReport, String> {
 }
 
 /// Non-Jinja template vectors: each engine path through the renderer its release's catalog
-/// entry names for the model's `model_type` (`chat.renderers`), Jinja otherwise.
+/// entry names for the model's catalog key (`chat.renderers`: its checkpoint layout or
+/// `model_type`), Jinja otherwise.
 fn check_nonjinja(bytes: &[u8], opts: Options<'_>) -> Result<FileReport, String> {
     let models = opts
         .models
@@ -122,6 +123,9 @@ fn check_nonjinja(bytes: &[u8], opts: Options<'_>) -> Result<FileReport, String>
         let rules = c.chat().copied();
         let renderer = match (c.chat_renderer(model_type), rules) {
             (Ok(Some("harmony")), _) => nonjinja::PathRenderer::Harmony,
+            (Ok(Some("mistral-tekken-v3")), _) => nonjinja::PathRenderer::MistralTekken,
+            (Ok(Some("mistral-text-tekken-v3")), _) => nonjinja::PathRenderer::MistralTekkenText,
+            (Ok(Some("mistral-spm-v7")), _) => nonjinja::PathRenderer::MistralSpmV7,
             (Ok(Some(_)), _) => nonjinja::PathRenderer::Unsupported("a renderer kvexact lacks"),
             (Err(_), _) => nonjinja::PathRenderer::Unsupported(
                 "no vectors prove this release's renderer for the model type",

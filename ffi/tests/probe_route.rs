@@ -1,4 +1,4 @@
-//! gpt-oss through the C entry points (templates.md §13.7–§13.8): an encoder built for vLLM
+//! gpt-oss through the C entry points (templates.md §13.11–§13.12): an encoder built for vLLM
 //! 0.31.0 renders chat with harmony (`kvexact_encode_chat` gives vLLM's chat ids), its chat
 //! fixtures are probed on `/v1/chat/completions` (`kvexact_fixture_probe`,
 //! `kvexact_judge_probe`), completions fixtures on `/tokenize`, and `kvexact_judge_tokenize`

@@ -92,8 +92,10 @@ pub fn renderer_of(
         Some("harmony") => Ok(kvtemplate::ChatRenderer::Harmony(
             kvtemplate::harmony::HarmonyConfig::vllm(),
         )),
-        Some(other) => Err(Error::Config(format!(
-            "{}: chat renderer {other} is not one kvtemplate has",
+        // mistral_common's encodings (kvtemplate::mistral) read tekken.json / the
+        // SentencePiece model, which profiles do not pin yet: not on the gateway's path.
+        Some(other) => Ok(kvtemplate::ChatRenderer::Unknown(format!(
+            "{}: chat renderer {other} is not on the gateway's encoder path",
             contract.release_id()
         ))),
     }

@@ -1,4 +1,4 @@
-//! Token probes on the path requests take (docs/contracts/templates.md §13.8). A fixture is
+//! Token probes on the path requests take (docs/contracts/templates.md §13.12). A fixture is
 //! POSTed to the route whose ids are the ones chat requests get: the tokenize route where it
 //! renders chat as the chat route does (every Jinja template), the chat route itself where it
 //! does not (vLLM renders gpt-oss chat with harmony, its `/tokenize` with the Jinja template:

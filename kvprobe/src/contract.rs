@@ -168,8 +168,10 @@ impl Contract {
     }
 
     /// The chat renderer this release uses for a model whose `config.json` `model_type` is
-    /// `model_type` (catalog `chat.renderers`, docs/contracts/templates.md §13):
-    /// `Ok(Some("harmony"))` for gpt-oss on vLLM 0.31.0/0.33.0; `Ok(None)` = the checkpoint's
+    /// `model_type` (catalog `chat.renderers`, docs/contracts/templates.md §13), or of the
+    /// checkpoint-layout key `files:tekken.json` (`kvtemplate::mistral::checkpoint_key`):
+    /// `Ok(Some("harmony"))` for gpt-oss on vLLM 0.31.0/0.33.0, `Ok(Some("mistral-tekken-v3"))`
+    /// for a bare-tekken checkpoint on them; `Ok(None)` = the checkpoint's
     /// Jinja template (a model type no release of the engine renders otherwise, or no model
     /// type). A model type that some release of the engine renders without Jinja is an error
     /// on every version whose vectors do not prove its renderer: kvexact cannot know it.
@@ -198,7 +200,7 @@ impl Contract {
     }
 
     /// The route whose token ids take the path of chat requests rendered by `renderer` on
-    /// this release (catalog `chat.probeRoutes`, docs/contracts/templates.md §13.8): the
+    /// this release (catalog `chat.probeRoutes`, docs/contracts/templates.md §13.12): the
     /// tokenize route for the Jinja template; for harmony on vLLM 0.31.0/0.33.0 the chat route
     /// (`/tokenize` renders gpt-oss with its Jinja template). `None`: no route is known to take
     /// that path (a probe of it proves nothing; the ladder must not pass on it).
@@ -432,34 +434,23 @@ fn chat_rules(r: &Release, version: Option<&str>) -> Result<Option<ChatRules>, E
         .with_template_error_class(c.template_error_class.parse().map_err(|e| bad(r, e))?);
     rules.check_engine(engine).map_err(|e| bad(r, e))?;
     for (model_type, renderer) in &c.renderers {
-        if renderer != "harmony" || engine != kvtemplate::Engine::Vllm {
+        let known = matches!(
+            (renderer.as_str(), engine),
+            (
+                "harmony" | "mistral-tekken-v3" | "mistral-spm-v7",
+                kvtemplate::Engine::Vllm
+            ) | ("mistral-text-tekken-v3", kvtemplate::Engine::Sglang)
+        );
+        if !known {
             return Err(bad(
                 r,
                 format!(
-                    "chat.renderers.{model_type}: {renderer} is not a renderer kvtemplate has for {engine} (harmony on vllm)"
+                    "chat.renderers.{model_type}: {renderer} is not a renderer kvtemplate has for {engine} (harmony, mistral-tekken-v3 and mistral-spm-v7 on vllm, mistral-text-tekken-v3 on sglang)"
                 ),
             ));
         }
-        match c.probe_routes.get(renderer).map(|s| ProbeRoute::parse(s)) {
-            Some(Some(_)) => {}
-            Some(None) => {
-                return Err(bad(
-                    r,
-                    format!(
-                        "chat.probeRoutes.{renderer}: not a route (chat-completions, tokenize)"
-                    ),
-                ))
-            }
-            None => {
-                return Err(bad(
-                    r,
-                    format!(
-                        "chat.renderers.{model_type}: {renderer} has no chat.probeRoutes entry"
-                    ),
-                ))
-            }
-        }
     }
+    // A renderer without a route has no faithful token probe: its chat fixtures never pass.
     for (renderer, route) in &c.probe_routes {
         if !c.renderers.values().any(|x| x == renderer) || ProbeRoute::parse(route).is_none() {
             return Err(bad(
@@ -678,6 +669,32 @@ mod tests {
         assert_eq!(r(Engine::Vllm, "0.29.0", Some("qwen2")).unwrap(), None);
         assert_eq!(r(Engine::Vllm, "0.31.0", None).unwrap(), None);
         assert_eq!(r(Engine::Sglang, "0.5.19", Some("gpt_oss")).unwrap(), None);
+        // A bare-tekken checkpoint: mistral_common ids on vLLM, its text form on SGLang.
+        let tekken = Some(kvtemplate::mistral::TEKKEN_CHECKPOINT);
+        assert_eq!(
+            r(Engine::Vllm, "0.31.0", tekken).unwrap(),
+            Some("mistral-tekken-v3")
+        );
+        assert_eq!(
+            r(Engine::Vllm, "0.33.0", tekken).unwrap(),
+            Some("mistral-tekken-v3")
+        );
+        assert_eq!(
+            r(Engine::Sglang, "0.5.19", tekken).unwrap(),
+            Some("mistral-text-tekken-v3")
+        );
+        assert!(r(Engine::Vllm, "0.29.0", tekken).is_err());
+        let spm = Some(kvtemplate::mistral::SPM_V7_CHECKPOINT);
+        assert_eq!(
+            r(Engine::Vllm, "0.31.0", spm).unwrap(),
+            Some("mistral-spm-v7")
+        );
+        assert_eq!(
+            r(Engine::Vllm, "0.33.0", spm).unwrap(),
+            Some("mistral-spm-v7")
+        );
+        assert!(r(Engine::Vllm, "0.32.0", spm).is_err());
+        assert!(r(Engine::Sglang, "0.5.18", tekken).is_err());
     }
 
     #[test]

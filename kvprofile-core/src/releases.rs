@@ -181,7 +181,7 @@ pub struct ChatRules {
     pub renderers: std::collections::BTreeMap<String, String>,
     /// The token-probe route that takes each renderer of [`ChatRules::renderers`]' path
     /// (`chat-completions`: the chat route with `return_token_ids`; `tokenize`: the tokenize
-    /// route), by renderer (docs/contracts/templates.md §13.8). A renderer listed there
+    /// route), by renderer (docs/contracts/templates.md §13.12). A renderer listed there
     /// must have one: a probe of another path proves nothing. The Jinja template's route is
     /// always the tokenize route.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]

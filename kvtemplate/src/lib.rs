@@ -54,6 +54,7 @@ pub mod json;
 mod limits;
 mod loader;
 mod loader_ambiguity;
+pub mod mistral;
 mod model_dir;
 mod profile;
 mod pyjson;

@@ -26,6 +26,20 @@ pub enum KvTokenError {
     /// The stock `tokenizers` encode failed.
     #[error("tokenizers encode failed: {0}")]
     Encode(String),
+    /// A `tekken.json` that is not one mistral_common loads the same way.
+    #[error("bad tekken file: {0}")]
+    Tekken(String),
+    /// A SentencePiece `.model` that is malformed or not the configuration reproduced.
+    #[error("bad SentencePiece model: {0}")]
+    Spm(String),
+    /// A tokenizer file over its size bound.
+    #[error("a tokenizer file of {bytes} bytes exceeds the {max}-byte bound")]
+    FileTooLarge {
+        /// Its size.
+        bytes: usize,
+        /// The bound.
+        max: usize,
+    },
     /// Reading a file failed.
     #[error("i/o error on {path}: {source}")]
     Io {

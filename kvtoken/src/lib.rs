@@ -15,6 +15,9 @@
 //! `tokenizers` unchanged; [`FastEncoder::path`] says which path was taken. Each encoder also
 //! checks itself against `tokenizers` on a few probe texts when built and falls back on any
 //! difference.
+//!
+//! [`Tekkenizer`] is Mistral's tekken tokenizer (`tekken.json`, tiktoken-style ranks) on the
+//! same id-based BPE; [`SpmModel`] is a SentencePiece BPE `.model` (Mistral's v7 tokenizer).
 #![warn(missing_docs)]
 
 mod bpe;
@@ -27,9 +30,13 @@ mod error;
 mod pretok;
 mod runs;
 pub mod segment_cache;
+pub mod spm;
 mod tables;
+pub mod tekken;
 
 pub use config::Flavor;
 pub use encoder::{EncodeLimits, EncoderPath, FastEncoder, Scratch};
 pub use error::KvTokenError;
 pub use segment_cache::{SegmentCache, SegmentStats};
+pub use spm::SpmModel;
+pub use tekken::Tekkenizer;

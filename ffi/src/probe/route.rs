@@ -1,4 +1,4 @@
-//! Token probes on the path requests take (docs/contracts/templates.md §13.8): which route a
+//! Token probes on the path requests take (docs/contracts/templates.md §13.12): which route a
 //! fixture goes to under an encoder, what to POST, and the judge of the answer. vLLM renders
 //! gpt-oss chat with harmony but its `/tokenize` with the Jinja template, so a harmony
 //! encoder's chat fixtures are probed on `/v1/chat/completions` (`return_token_ids`, one

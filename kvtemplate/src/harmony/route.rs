@@ -1,4 +1,4 @@
-//! The gateway's chat call on a harmony encoder (docs/contracts/templates.md §13.5): the
+//! The gateway's chat call on a harmony encoder (docs/contracts/templates.md §13.11): the
 //! §9.2 scan of the top-level keys, then vLLM's harmony render straight to ids.
 //!
 //! What the scan keeps: the codes that change more than the prompt text (`cache_salt`,
