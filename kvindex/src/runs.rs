@@ -404,7 +404,7 @@ impl Runs {
                             .write(loc.run, |r| {
                                 r.hashes.drain_front(1);
                                 r.base = r.base.wrapping_add(1);
-                                std::mem::replace(&mut r.parent, Some(hash))
+                                r.parent.replace(hash)
                             })
                             .flatten();
                         Self::relink(w, loc.run, old, Some(hash));
