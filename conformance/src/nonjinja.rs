@@ -111,19 +111,7 @@ pub fn check_file(
         mistral = Some(Arc::clone(&m));
         Ok(m)
     };
-    let now_ms = top
-        .get("harmony")
-        .and_then(Json::as_object)
-        .and_then(|h| h.get("fixed_clock"))
-        .and_then(Json::as_object)
-        .and_then(|c| c.get("value"))
-        .and_then(Json::as_str)
-        .map(|v| {
-            // The vectors' naive local time; the servers run in UTC.
-            kvtemplate::parse_rfc3339(&format!("{v}Z"))
-                .ok_or_else(|| format!("harmony.fixed_clock.value {v:?}"))
-        })
-        .transpose()?;
+    let now_ms = fixed_clock_ms(top)?;
     let engines = top
         .get("engine_truth")
         .and_then(Json::as_object)
@@ -291,6 +279,22 @@ pub fn check_file(
         }
     }
     Ok(report)
+}
+
+/// The instant the file's servers ran at (`harmony.fixed_clock`, the vectors' naive local
+/// time read as UTC: the servers run in UTC), in Unix ms; `None` when the file pins none.
+pub fn fixed_clock_ms(top: &JsonObject<'_>) -> Result<Option<i64>, String> {
+    top.get("harmony")
+        .and_then(Json::as_object)
+        .and_then(|h| h.get("fixed_clock"))
+        .and_then(Json::as_object)
+        .and_then(|c| c.get("value"))
+        .and_then(Json::as_str)
+        .map(|v| {
+            kvtemplate::parse_rfc3339(&format!("{v}Z"))
+                .ok_or_else(|| format!("harmony.fixed_clock.value {v:?}"))
+        })
+        .transpose()
 }
 
 /// The OpenAI body the generator sent on `path` (`engine_truth.request_rule`) for the case

@@ -162,7 +162,8 @@ pub(crate) fn slug(model: &str) -> String {
     model.replace('/', "__")
 }
 
-pub(crate) fn ids_of(v: Option<&Json<'_>>) -> Option<Vec<u32>> {
+/// A vector file's id array (`None` when absent or not all ids).
+pub fn ids_of(v: Option<&Json<'_>>) -> Option<Vec<u32>> {
     v?.as_array()?
         .iter()
         .map(|x| match x {

@@ -4,23 +4,14 @@
 //! gives vLLM's chat ids for every case of `templates-nonjinja/gptoss-20b-v1.json` (or refuses
 //! where vLLM refused); SGLang 0.5.19's encoder keeps the checkpoint's Jinja template.
 
-use kvexact_conformance::nonjinja::body_for;
+use kvexact_conformance::nonjinja::{body_for, fixed_clock_ms};
+use kvexact_conformance::templates::ids_of as ids;
 use kvtemplate::json::{Json, JsonObject};
 use kvtemplate::{ChatRenderer, Engine, Outcome, Refusal};
 use std::path::{Path, PathBuf};
 
 fn testdata(rel: &str) -> PathBuf {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata")).join(rel)
-}
-
-fn ids(v: Option<&Json<'_>>) -> Option<Vec<u32>> {
-    v?.as_array()?
-        .iter()
-        .map(|x| match x {
-            Json::U64(n) => u32::try_from(*n).ok(),
-            _ => None,
-        })
-        .collect()
 }
 
 fn encoder(engine: Engine, version: &str) -> kvtemplate::Encoder {
@@ -36,15 +27,7 @@ fn vllm_routes_gptoss_with_harmony_exactly() {
     let bytes = std::fs::read(testdata("vectors/templates-nonjinja/gptoss-20b-v1.json")).unwrap();
     let doc = kvtemplate::json::parse(&bytes).unwrap();
     let top = doc.as_object().unwrap();
-    let clock = top
-        .get("harmony")
-        .and_then(Json::as_object)
-        .and_then(|h| h.get("fixed_clock"))
-        .and_then(Json::as_object)
-        .and_then(|c| c.get("value"))
-        .and_then(Json::as_str)
-        .expect("harmony.fixed_clock.value");
-    let now_ms = kvtemplate::parse_rfc3339(&format!("{clock}Z")).expect("clock");
+    let now_ms = fixed_clock_ms(top).unwrap().expect("harmony.fixed_clock");
     let cases: Vec<&JsonObject<'_>> = top
         .get("cases")
         .and_then(Json::as_array)

@@ -320,15 +320,18 @@ impl Encoder {
         Ok(scan.collect.unwrap_or_default())
     }
 
-    fn prepare_chat(
+    /// The front of every chat call: the body's bound, its top-level object and messages
+    /// (`unparseable` otherwise) and the messages' bound; then `f` with them.
+    pub(crate) fn with_chat_body<T>(
         &self,
         body: &[u8],
-        now_unix_ms: i64,
         scratch: &mut ScratchBuf,
-    ) -> Result<Outcome<Plan>, Error> {
-        scratch.limit = None;
-        let template = self.template()?;
-        let facts = self.facts.as_ref();
+        f: impl FnOnce(
+            &RawObject<'_>,
+            &[StrictMessage<'_, '_>],
+            &mut ScratchBuf,
+        ) -> Result<Outcome<T>, Error>,
+    ) -> Result<Outcome<T>, Error> {
         if let Some(hit) = LimitHit::check(Limit::BodyBytes, &self.limits, body.len()) {
             return Ok(too_large(scratch, hit));
         }
@@ -347,11 +350,39 @@ impl Encoder {
         if let Some(hit) = LimitHit::check(Limit::Messages, &self.limits, messages.len()) {
             return Ok(too_large(scratch, hit));
         }
+        f(&top, &messages, scratch)
+    }
+
+    fn prepare_chat(
+        &self,
+        body: &[u8],
+        now_unix_ms: i64,
+        scratch: &mut ScratchBuf,
+    ) -> Result<Outcome<Plan>, Error> {
+        scratch.limit = None;
+        let template = self.template()?;
+        self.with_chat_body(body, scratch, |top, messages, scratch| {
+            self.prepare_parsed(template, body, now_unix_ms, top, messages, scratch)
+        })
+    }
+
+    /// [`Encoder::prepare_chat`] on the parsed body: the §9.2 scans, then the strict render
+    /// (or the lifted one).
+    fn prepare_parsed(
+        &self,
+        template: &crate::ChatTemplate,
+        body: &[u8],
+        now_unix_ms: i64,
+        top: &RawObject<'_>,
+        messages: &[StrictMessage<'_, '_>],
+        scratch: &mut ScratchBuf,
+    ) -> Result<Outcome<Plan>, Error> {
+        let facts = self.facts.as_ref();
         let mut scan = Scan::new(self.lifted);
-        if let Some(r) = self.scan_top_level(&top, &messages, &mut scan, false) {
+        if let Some(r) = self.scan_top_level(top, messages, &mut scan, false) {
             return Ok(Outcome::Refused(r));
         }
-        if let Some(r) = self.scan_messages(&messages, template.source(), facts, &mut scan) {
+        if let Some(r) = self.scan_messages(messages, template.source(), facts, &mut scan) {
             return Ok(Outcome::Refused(r));
         }
         if !scan.used.is_empty() {

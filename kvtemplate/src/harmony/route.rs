@@ -11,10 +11,8 @@
 //! ([`crate::Error::Unsupported`]).
 
 use super::HarmonyEncoder;
-use crate::json::{Json, RawObject};
-use crate::limits::{Limit, LimitHit};
 use crate::refusal::{Outcome, Refusal};
-use crate::strict::{parse_messages, too_large, Encoded, Scan};
+use crate::strict::{too_large, Encoded, Scan};
 use crate::{Encoder, Error, ScratchBuf};
 
 impl Encoder {
@@ -31,23 +29,14 @@ impl Encoder {
         scratch.limit = None;
         scratch.ids.clear();
         scratch.rendered.clear();
-        if let Some(hit) = LimitHit::check(Limit::BodyBytes, &self.limits, body.len()) {
-            return Ok(too_large(scratch, hit));
-        }
-        let Ok(Some(top)) = RawObject::parse(body) else {
-            return Ok(Outcome::Refused(Refusal::Unparseable));
-        };
-        let Some(raw_msgs) = top.get("messages") else {
-            return Ok(Outcome::Refused(Refusal::Unparseable));
-        };
-        let Ok(msgs_json) = serde_json::from_str::<Json<'_>>(raw_msgs.get()) else {
-            return Ok(Outcome::Refused(Refusal::Unparseable));
-        };
-        let Some(messages) = parse_messages(&msgs_json) else {
-            return Ok(Outcome::Refused(Refusal::Unparseable));
-        };
-        let mut scan = Scan::new(self.lifted);
-        if let Some(r) = self.scan_top_level(&top, &messages, &mut scan, true) {
+        let scanned = self.with_chat_body(body, scratch, |top, messages, _| {
+            let mut scan = Scan::new(self.lifted);
+            Ok(match self.scan_top_level(top, messages, &mut scan, true) {
+                Some(r) => Outcome::Refused(r),
+                None => Outcome::Done(()),
+            })
+        })?;
+        if let Outcome::Refused(r) = scanned {
             return Ok(Outcome::Refused(r));
         }
         let chat = match h.engine_chat(body, Some(now_unix_ms)) {
