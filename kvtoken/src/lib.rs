@@ -25,9 +25,11 @@ mod cuts;
 mod encoder;
 mod error;
 mod pretok;
+mod pretok_o200k;
 mod runs;
 pub mod segment_cache;
 mod tables;
+mod tables_o200k;
 
 pub use config::Flavor;
 pub use encoder::{EncodeLimits, EncoderPath, FastEncoder, Scratch};
