@@ -3,7 +3,8 @@
 //! the exact template rendering is kvtemplate's job; this is only input text). Throughput in
 //! bytes of prompt text; `add_special_tokens = false` (the engines' chat path).
 //!
-//! Besides chat text: gemma-2 on chat-4k (Gemma's turn format), and an adversarial mix
+//! Besides chat text: gemma-2 on chat-4k (Gemma's turn format), gpt-oss on chat-4k (harmony
+//! framing, o200k), and an adversarial mix
 //! generated here (long white-space runs, 64 KiB words, digit runs of every `Nd` digit kind,
 //! CJK without spaces, emoji ZWJ runs), whole (`*_adversarial_*`) and per class
 //! (`*_adv_<class>_*`).
@@ -99,6 +100,25 @@ fn gemma(msgs: &[(String, String)]) -> String {
         pending.clear();
     }
     s.push_str("<start_of_turn>model\n");
+    s
+}
+
+/// gpt-oss's harmony framing (the system message vLLM writes, the leading system message as
+/// developer instructions, assistant turns on the final channel).
+fn harmony(msgs: &[(String, String)]) -> String {
+    let mut s = String::from("<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: 2024-07-26\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>");
+    for (role, content) in msgs {
+        match role.as_str() {
+            "system" | "developer" => s.push_str(&format!(
+                "<|start|>developer<|message|># Instructions\n\n{content}<|end|>"
+            )),
+            "assistant" => s.push_str(&format!(
+                "<|start|>assistant<|channel|>final<|message|>{content}<|end|>"
+            )),
+            role => s.push_str(&format!("<|start|>{role}<|message|>{content}<|end|>")),
+        }
+    }
+    s.push_str("<|start|>assistant");
     s
 }
 
@@ -229,7 +249,8 @@ fn bench(c: &mut Criterion) {
     let qwen = load("Qwen__Qwen2.5-7B-Instruct");
     let llama = load("meta-llama__Llama-3.1-8B-Instruct");
     let gemma2 = load("google__gemma-2-9b-it");
-    assert!(qwen.is_fast() && llama.is_fast());
+    let gptoss = load("openai__gpt-oss-20b");
+    assert!(qwen.is_fast() && llama.is_fast() && gptoss.is_fast());
     eprintln!("gemma-2 path: {:?}", gemma2.path());
     let chat4k = messages(&workload("chat-4k.json"));
     let chat32k = messages(&workload("chat-32k.json"));
@@ -241,6 +262,7 @@ fn bench(c: &mut Criterion) {
         ("qwen25_chat32k".to_owned(), &qwen, chatml(&chat32k)),
         ("llama31_chat32k".to_owned(), &llama, llama3(&chat32k)),
         ("gemma2_chat4k".to_owned(), &gemma2, gemma(&chat4k)),
+        ("gptoss_chat4k".to_owned(), &gptoss, harmony(&chat4k)),
     ];
     for (class, text) in adversarial() {
         for (model, enc) in [("qwen25", &qwen), ("llama31", &llama)] {

@@ -195,11 +195,17 @@ fn bounds_are_checked_before_the_work() {
         small.engine_chat(long.as_bytes(), Some(NOW_MS)),
         Err(Error::InputTooLarge(_))
     ));
-    // One long word: over the fallback bound before the stock tokenizer sees it.
+    // One long word: o200k is on kvtoken's fast path, which sees pre-tokens, so the word
+    // is over the word bound before it is encoded.
+    assert!(
+        encoder().ordinary().is_fast(),
+        "{:?}",
+        encoder().ordinary().path()
+    );
     let tight = encoder()
         .reconfigured(HarmonyConfig::vllm())
         .with_limits(InputLimits {
-            max_fallback_bytes: 1000,
+            max_word_bytes: 1000,
             ..InputLimits::default()
         });
     let word = format!(
@@ -207,6 +213,36 @@ fn bounds_are_checked_before_the_work() {
         "y".repeat(2000)
     );
     match tight.engine_chat(word.as_bytes(), Some(NOW_MS)) {
+        Err(Error::InputTooLarge(hit)) => {
+            assert_eq!(hit.limit, kvtemplate::Limit::WordBytes);
+            assert_eq!((hit.max, hit.actual), (1000, 2000));
+        }
+        other => panic!("want input_too_large, got {other:?}"),
+    }
+    // The same text in words of under the bound is encoded.
+    let words = format!(
+        r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "y ".repeat(1000)
+    );
+    assert!(tight.engine_chat(words.as_bytes(), Some(NOW_MS)).is_ok());
+    // On kvtoken's fallback path (a layout it does not recognise: a Lowercase normalizer),
+    // the whole piece is over the fallback bound before the stock tokenizer sees it.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../testdata/models/openai__gpt-oss-20b/tokenizer.json"
+    );
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(path).expect("tokenizer.json")).expect("JSON");
+    json["normalizer"] = serde_json::json!({"type": "Lowercase"});
+    let bytes = serde_json::to_vec(&json).expect("JSON");
+    let slow = HarmonyEncoder::from_tokenizer_json(&bytes, HarmonyConfig::vllm())
+        .expect("loads")
+        .with_limits(InputLimits {
+            max_fallback_bytes: 1000,
+            ..InputLimits::default()
+        });
+    assert!(!slow.ordinary().is_fast(), "{:?}", slow.ordinary().path());
+    match slow.engine_chat(word.as_bytes(), Some(NOW_MS)) {
         Err(Error::InputTooLarge(hit)) => assert_eq!(hit.limit, kvtemplate::Limit::FallbackBytes),
         other => panic!("want input_too_large, got {other:?}"),
     }

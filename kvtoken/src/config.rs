@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::pretok::{LLAMA3_PATTERN, QWEN2_PATTERN};
+use crate::pretok_o200k::O200K_PATTERN;
 
 /// The pre-tokenizer configurations the fast path implements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,6 +17,9 @@ pub enum Flavor {
     /// (or a `Split` on `" "`, which the normalizer leaves nothing to split), BPE over chars
     /// with `byte_fallback`.
     SentencePieceBpe,
+    /// o200k (gpt-oss): case-aware words with trailing contractions, `\p{N}{1,3}`,
+    /// punctuation taking trailing `\r`, `\n` and `/`.
+    O200k,
 }
 
 impl Flavor {
@@ -23,7 +27,7 @@ impl Flavor {
     pub(crate) fn max_digits(self) -> usize {
         match self {
             Flavor::Qwen2 => 1,
-            Flavor::Llama3 | Flavor::SentencePieceBpe => 3,
+            Flavor::Llama3 | Flavor::SentencePieceBpe | Flavor::O200k => 3,
         }
     }
 }
@@ -139,6 +143,7 @@ pub(crate) fn recognise(json: &Value) -> Result<Recognised, String> {
     let flavor = match pattern {
         Some(QWEN2_PATTERN) => Flavor::Qwen2,
         Some(LLAMA3_PATTERN) => Flavor::Llama3,
+        Some(O200K_PATTERN) => Flavor::O200k,
         _ => {
             return Err(format!(
                 "Split pattern {} not recognised",

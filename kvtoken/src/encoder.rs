@@ -19,6 +19,7 @@ use crate::bytelevel::ByteLevel;
 use crate::config::{recognise, Flavor, Recognised};
 use crate::cuts::{Cutter, NO_TOKEN};
 use crate::pretok::{self, CharInfo};
+use crate::pretok_o200k;
 use crate::segment_cache::{SegmentCache, MIN_SEGMENT};
 use crate::KvTokenError;
 
@@ -38,6 +39,8 @@ pub enum EncoderPath {
 pub struct Scratch {
     nfc: String,
     chars: Vec<CharInfo>,
+    /// Decoded chars for [`Flavor::O200k`].
+    chars_o200k: Vec<pretok_o200k::CharInfo>,
     bpe: BpeScratch,
     caches: Vec<WordCache>,
     syms: Vec<u32>,
@@ -676,7 +679,9 @@ impl FastEncoder {
         };
         // The same dispatch as the encoder: the ASCII lane for ASCII text.
         let max_digits = fast.cfg.flavor.max_digits();
-        if text.is_ascii() {
+        if fast.cfg.flavor == Flavor::O200k {
+            pretok_o200k::split(text, &mut Vec::new(), emit);
+        } else if text.is_ascii() {
             pretok::split_ascii(text.as_bytes(), max_digits, emit);
         } else {
             let mut chars = Vec::new();
@@ -1093,6 +1098,7 @@ impl FastPath {
         let Scratch {
             nfc,
             chars,
+            chars_o200k,
             bpe,
             caches,
             syms,
@@ -1139,7 +1145,9 @@ impl FastPath {
             out.len() < limits.max_ids
         };
         let max_digits = self.cfg.flavor.max_digits();
-        if bytes.is_ascii() {
+        if self.cfg.flavor == Flavor::O200k {
+            pretok_o200k::split(text, chars_o200k, emit);
+        } else if bytes.is_ascii() {
             pretok::split_ascii(bytes, max_digits, emit);
         } else {
             pretok::scan(text, chars);
@@ -1473,6 +1481,7 @@ mod tests {
         "meta-llama__Llama-3.1-8B-Instruct",
         "LGAI-EXAONE__EXAONE-3.5-7.8B-Instruct",
         "google__gemma-2-9b-it",
+        "openai__gpt-oss-20b",
     ];
 
     /// The fast-path encoders of the shipped tokenizers (those that have a `tokenizer.json`).
@@ -1528,7 +1537,7 @@ mod tests {
         /// tokenizer, on text made of added tokens, their pieces and their lead byte.
         #[test]
         fn next_added_matches_the_automaton(parts in proptest::collection::vec((0usize..1000, 0u8..8, "[a-z<|>_ \\n\\t\\[▁’@]{0,6}"), 0..40)) {
-            prop_assert_eq!(encoders().len(), 5, "a shipped tokenizer is missing or slow");
+            prop_assert_eq!(encoders().len(), 6, "a shipped tokenizer is missing or slow");
             for enc in encoders() {
                 let Some(fast) = enc.fast.as_ref() else { continue };
                 let Some(ac) = fast.added.as_ref() else { continue };
@@ -1564,7 +1573,7 @@ mod tests {
         #[test]
         fn long_words_merge_like_the_reference(kind in 0u8..6, seed in any::<u64>(), len in 1024usize..2500) {
             let word = long_word(kind, seed, len);
-            prop_assert_eq!(encoders().len(), 5, "a shipped tokenizer is missing or slow");
+            prop_assert_eq!(encoders().len(), 6, "a shipped tokenizer is missing or slow");
             for enc in encoders() {
                 let Some(fast) = enc.fast.as_ref() else { continue };
                 let mut syms = Vec::new();
@@ -1591,7 +1600,7 @@ mod tests {
         #[test]
         fn cut_words_merge_like_whole_words(kind in 0u8..6, seed in any::<u64>(), len in 100usize..1500) {
             let word = long_word(kind, seed, len);
-            prop_assert_eq!(encoders().len(), 5, "a shipped tokenizer is missing or slow");
+            prop_assert_eq!(encoders().len(), 6, "a shipped tokenizer is missing or slow");
             for enc in encoders() {
                 let Some(fast) = enc.fast.as_ref().filter(|f| f.spm.is_none()) else { continue };
                 let bytes = word.as_bytes();
@@ -1620,7 +1629,7 @@ mod tests {
     fn runs_of_one_char_merge_run_wise() {
         assert_eq!(
             encoders().len(),
-            5,
+            6,
             "a shipped tokenizer is missing or slow"
         );
         for enc in encoders() {

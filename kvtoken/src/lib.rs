@@ -28,10 +28,12 @@ mod cuts;
 mod encoder;
 mod error;
 mod pretok;
+mod pretok_o200k;
 mod runs;
 pub mod segment_cache;
 pub mod spm;
 mod tables;
+mod tables_o200k;
 pub mod tekken;
 
 pub use config::Flavor;

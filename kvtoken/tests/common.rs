@@ -13,13 +13,15 @@ pub const MODELS: &[(&str, bool)] = &[
     ("deepseek-ai__DeepSeek-R1-Distill-Qwen-7B", true),
     ("meta-llama__Llama-3.1-8B-Instruct", true),
     ("google__gemma-2-9b-it", true),
+    ("openai__gpt-oss-20b", true),
 ];
 
 pub fn models_dir() -> &'static str {
     concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/models")
 }
 
-static ENCODERS: [OnceLock<FastEncoder>; 5] = [
+static ENCODERS: [OnceLock<FastEncoder>; 6] = [
+    OnceLock::new(),
     OnceLock::new(),
     OnceLock::new(),
     OnceLock::new(),

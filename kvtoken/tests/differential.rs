@@ -194,6 +194,7 @@ fn shipped_tokenizers_take_the_expected_path() {
         encoder(4).path(),
         &EncoderPath::Fast(Flavor::SentencePieceBpe)
     );
+    assert_eq!(encoder(5).path(), &EncoderPath::Fast(Flavor::O200k));
     assert!(matches!(fallback_encoder().path(), EncoderPath::Fallback(r) if !r.is_empty()));
 }
 

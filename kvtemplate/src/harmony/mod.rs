@@ -150,9 +150,12 @@ impl HarmonyEncoder {
     /// `now_unix_ms`: `rendered` is the text form of the ids (harmony's `decode_utf8`). A
     /// request vLLM refuses fails with [`Error::EngineRequest`] (vLLM's text); a request shape
     /// the vectors do not cover with [`Error::Unsupported`]; a body over a bound with
-    /// [`Error::InputTooLarge`] (the body, the messages, the rendered prompt, and — while
-    /// the o200k encoder has no fast path — each text piece against
-    /// [`InputLimits::max_fallback_bytes`], all checked before encoding); no instant and no fixed start date with [`Error::Clock`].
+    /// [`Error::InputTooLarge`] (the body, the messages and the rendered prompt, checked
+    /// before encoding; each pre-token against [`InputLimits::max_word_bytes`] before it is
+    /// encoded, as kvtoken's fast path for o200k sees pre-tokens; and, should the o200k
+    /// encoder be on kvtoken's fallback path, each text piece against
+    /// [`InputLimits::max_fallback_bytes`] before encoding); no instant and no fixed start
+    /// date with [`Error::Clock`].
     pub fn engine_chat(&self, body: &[u8], now_unix_ms: Option<i64>) -> Result<EngineChat, Error> {
         if let Some(hit) = LimitHit::check(Limit::BodyBytes, &self.limits, body.len()) {
             return Err(Error::InputTooLarge(hit));
@@ -183,7 +186,7 @@ impl HarmonyEncoder {
         if let Some(hit) = LimitHit::check(Limit::RenderedBytes, &self.limits, rendered.len()) {
             return Err(Error::InputTooLarge(hit));
         }
-        // The stock tokenizer (no fast path for o200k yet) sees each piece whole: bound it.
+        // On kvtoken's fallback path the stock tokenizer sees each piece whole: bound it.
         if !self.ordinary.is_fast() {
             let longest = pieces
                 .iter()
@@ -203,11 +206,30 @@ impl HarmonyEncoder {
                 Piece::Special(s) => ids.push(self.special_id(*s)),
                 Piece::Text(t) if t.is_empty() => {}
                 Piece::Text(t) => {
-                    let part = self
-                        .ordinary
-                        .encode(t, false)
-                        .map_err(|e| Error::Tokenize(e.to_string()))?;
-                    ids.extend(part);
+                    let limits = kvtoken::EncodeLimits {
+                        max_ids: usize::MAX,
+                        max_word_bytes: self.limits.max_word_bytes,
+                        max_fallback_bytes: self.limits.max_fallback_bytes,
+                    };
+                    let mut part = Vec::new();
+                    match self.ordinary.encode_limited(t, false, &limits, &mut part) {
+                        Ok(_) => ids.extend(part),
+                        Err(kvtoken::KvTokenError::WordTooLong { bytes, max }) => {
+                            return Err(Error::InputTooLarge(LimitHit {
+                                limit: Limit::WordBytes,
+                                max,
+                                actual: bytes,
+                            }))
+                        }
+                        Err(kvtoken::KvTokenError::FallbackTooLong { bytes, max }) => {
+                            return Err(Error::InputTooLarge(LimitHit {
+                                limit: Limit::FallbackBytes,
+                                max,
+                                actual: bytes,
+                            }))
+                        }
+                        Err(e) => return Err(Error::Tokenize(e.to_string())),
+                    }
                 }
             }
         }
