@@ -71,14 +71,16 @@ fn vllm_routes_gptoss_with_harmony_exactly() {
                     assert_eq!(Some(&r.ids), want.as_ref(), "{version} {id}");
                     assert!(!r.truncated);
                     exact += 1;
-                    // Cut at a cap: exactly the first ids.
-                    let cap = r.ids.len() / 2;
-                    match enc.encode_chat_to_vec(body.as_bytes(), now_ms, cap) {
-                        Ok(Outcome::Done(cut)) => {
-                            assert_eq!(cut.ids, r.ids[..cap], "{version} {id}");
-                            assert!(cut.truncated);
+                    // Cut at a cap: exactly the first ids, `truncated` exactly when more.
+                    let n = r.ids.len();
+                    for cap in [0, 1, n / 2, n - 1, n] {
+                        match enc.encode_chat_to_vec(body.as_bytes(), now_ms, cap) {
+                            Ok(Outcome::Done(cut)) => {
+                                assert_eq!(cut.ids, r.ids[..cap], "{version} {id} cap {cap}");
+                                assert_eq!(cut.truncated, cap < n, "{version} {id} cap {cap}");
+                            }
+                            other => panic!("{version} {id} cap {cap}: {other:?}"),
                         }
-                        other => panic!("{version} {id}: {other:?}"),
                     }
                 }
                 Ok(Outcome::Refused(Refusal::TemplateRaised)) => {

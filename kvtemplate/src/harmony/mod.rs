@@ -157,6 +157,19 @@ impl HarmonyEncoder {
     /// [`InputLimits::max_fallback_bytes`] before encoding); no instant and no fixed start
     /// date with [`Error::Clock`].
     pub fn engine_chat(&self, body: &[u8], now_unix_ms: Option<i64>) -> Result<EngineChat, Error> {
+        self.engine_chat_capped(body, now_unix_ms, usize::MAX)
+            .map(|(chat, _)| chat)
+    }
+
+    /// [`HarmonyEncoder::engine_chat`] stopping once the first `cap` ids are known (exactly
+    /// the first ids of the full encoding: each piece encodes on its own); the flag says
+    /// whether the prompt has more. The pieces after the cut are not encoded.
+    pub(crate) fn engine_chat_capped(
+        &self,
+        body: &[u8],
+        now_unix_ms: Option<i64>,
+        cap: usize,
+    ) -> Result<(EngineChat, bool), Error> {
         if let Some(hit) = LimitHit::check(Limit::BodyBytes, &self.limits, body.len()) {
             return Err(Error::InputTooLarge(hit));
         }
@@ -200,20 +213,32 @@ impl HarmonyEncoder {
                 return Err(Error::InputTooLarge(hit));
             }
         }
-        let mut ids = Vec::with_capacity(rendered.len() / 3);
+        let mut ids = Vec::with_capacity((rendered.len() / 3).min(cap));
+        let mut more = false;
         for p in &pieces {
+            // Every piece left gives at least one id (an empty text gives none).
+            if ids.len() >= cap && !matches!(p, Piece::Text(t) if t.is_empty()) {
+                more = true;
+                break;
+            }
             match p {
                 Piece::Special(s) => ids.push(self.special_id(*s)),
                 Piece::Text(t) if t.is_empty() => {}
                 Piece::Text(t) => {
                     let limits = kvtoken::EncodeLimits {
-                        max_ids: usize::MAX,
+                        max_ids: cap - ids.len(),
                         max_word_bytes: self.limits.max_word_bytes,
                         max_fallback_bytes: self.limits.max_fallback_bytes,
                     };
                     let mut part = Vec::new();
                     match self.ordinary.encode_limited(t, false, &limits, &mut part) {
-                        Ok(_) => ids.extend(part),
+                        Ok(cut) => {
+                            ids.extend(part);
+                            if cut {
+                                more = true;
+                                break;
+                            }
+                        }
                         Err(kvtoken::KvTokenError::WordTooLong { bytes, max }) => {
                             return Err(Error::InputTooLarge(LimitHit {
                                 limit: Limit::WordBytes,
@@ -233,10 +258,13 @@ impl HarmonyEncoder {
                 }
             }
         }
-        Ok(EngineChat {
-            rendered,
-            ids: Some(ids),
-        })
+        Ok((
+            EngineChat {
+                rendered,
+                ids: Some(ids),
+            },
+            more,
+        ))
     }
 
     fn special_id(&self, s: Special) -> u32 {

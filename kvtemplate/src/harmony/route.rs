@@ -17,7 +17,7 @@ use crate::{Encoder, Error, ScratchBuf};
 
 impl Encoder {
     /// [`Encoder::encode_chat_capped`] on a harmony encoder: the first `cap` ids in
-    /// `scratch`, the rendered text beside them.
+    /// `scratch` (the pieces past them not encoded), the rendered text beside them.
     pub(crate) fn harmony_chat(
         &self,
         h: &HarmonyEncoder,
@@ -39,7 +39,7 @@ impl Encoder {
         if let Outcome::Refused(r) = scanned {
             return Ok(Outcome::Refused(r));
         }
-        let chat = match h.engine_chat(body, Some(now_unix_ms)) {
+        let (chat, truncated) = match h.engine_chat_capped(body, Some(now_unix_ms), cap) {
             Ok(c) => c,
             // vLLM answers HTTP 400: no prompt is cached.
             Err(Error::EngineRequest(_) | Error::Request(_)) => {
@@ -54,8 +54,7 @@ impl Encoder {
         let ids = chat
             .ids
             .ok_or_else(|| Error::Tokenize("harmony produced no ids".to_string()))?;
-        let truncated = ids.len() > cap;
-        scratch.ids.extend_from_slice(&ids[..ids.len().min(cap)]);
+        scratch.ids.extend_from_slice(&ids);
         scratch.rendered = chat.rendered;
         Ok(Outcome::Done(Encoded {
             written: scratch.ids.len(),
