@@ -281,7 +281,7 @@ fn chat_route_of(
     match renderer {
         kvtemplate::ChatRenderer::Jinja => Some(kvprobe::contract::ProbeRoute::Tokenize),
         kvtemplate::ChatRenderer::Unknown(_) => None,
-        kvtemplate::ChatRenderer::Harmony(_) => {
+        kvtemplate::ChatRenderer::Harmony(_) | kvtemplate::ChatRenderer::Mistral(_) => {
             let c = match engine_version {
                 Some(v) => kvprobe::contract::resolve_within(contract_id, Some(v)),
                 None => kvprobe::contract::by_id(contract_id),

@@ -69,33 +69,51 @@ pub fn encoder_from_spec(
     if let Some(rules) = contract.chat_or_reference() {
         spec.chat_rules = Some(rules);
     }
-    spec.renderer = renderer_of(contract, spec.model_type.as_deref())?;
+    let layout = spec
+        .mistral_tokenizer
+        .as_ref()
+        .map(kvtemplate::mistral::MistralTokenizerFile::checkpoint_key);
+    spec.renderer = renderer_of(contract, spec.model_type.as_deref(), layout)?;
     Ok(Encoder::new(spec)?)
 }
 
-/// The chat renderer of a model type on a release (catalog `chat.renderers`, proven by the
-/// release's templates-nonjinja vectors): harmony with vLLM's default server settings for
-/// gpt-oss on vLLM 0.31.0/0.33.0, Jinja for a model type no release of the engine renders
-/// otherwise; [`kvtemplate::ChatRenderer::Unknown`] (chat refused, completions kept) where no
-/// vectors prove the release's renderer ([`Contract::chat_renderer`]).
+/// The chat renderer of a model on a release (catalog `chat.renderers`, proven by the
+/// release's templates-nonjinja vectors), keyed by the checkpoint's layout where its files
+/// decide (`layout`: `files:tekken.json`, `files:tokenizer.model.v7` — a profile's
+/// `tokenizerFile`), else by its `model_type`: harmony with vLLM's default server settings for
+/// gpt-oss on vLLM 0.31.0/0.33.0, mistral_common's encoding for a bare-tekken or SentencePiece
+/// v7 checkpoint where the release's vectors prove it, Jinja for a model type no release of
+/// the engine renders otherwise; [`kvtemplate::ChatRenderer::Unknown`] (chat refused;
+/// completions kept for a Jinja model, refused for a Mistral checkpoint) where no vectors prove
+/// the release's renderer ([`Contract::chat_renderer`]) or the release has none for the
+/// layout.
 pub fn renderer_of(
     contract: &Contract,
     model_type: Option<&str>,
+    layout: Option<&str>,
 ) -> Result<kvtemplate::ChatRenderer, Error> {
-    let known = match contract.chat_renderer(model_type) {
+    let known = match contract.chat_renderer(layout.or(model_type)) {
         Ok(r) => r,
-        // Completions stay exact; chat is refused with the reason.
         Err(e) => return Ok(kvtemplate::ChatRenderer::Unknown(e.to_string())),
     };
-    match known {
-        None => Ok(kvtemplate::ChatRenderer::Jinja),
-        Some("harmony") => Ok(kvtemplate::ChatRenderer::Harmony(
+    match (known, layout) {
+        (None, None) => Ok(kvtemplate::ChatRenderer::Jinja),
+        (None, Some(l)) => Ok(kvtemplate::ChatRenderer::Unknown(format!(
+            "{}: no vectors prove how this release serves a checkpoint of layout {l}",
+            contract.release_id()
+        ))),
+        (Some("harmony"), None) => Ok(kvtemplate::ChatRenderer::Harmony(
             kvtemplate::harmony::HarmonyConfig::vllm(),
         )),
-        // mistral_common's encodings (kvtemplate::mistral) read tekken.json / the
-        // SentencePiece model, which profiles do not pin yet: not on the gateway's path.
-        Some(other) => Ok(kvtemplate::ChatRenderer::Unknown(format!(
-            "{}: chat renderer {other} is not on the gateway's encoder path",
+        (Some(name), Some(_)) => match kvtemplate::mistral::MistralRenderer::from_catalog(name) {
+            Some(r) => Ok(kvtemplate::ChatRenderer::Mistral(r)),
+            None => Err(Error::Config(format!(
+                "{}: chat renderer {name} is not one kvtemplate has for a checkpoint layout",
+                contract.release_id()
+            ))),
+        },
+        (Some(name), None) => Err(Error::Config(format!(
+            "{}: chat renderer {name} is not one kvtemplate has for a model type",
             contract.release_id()
         ))),
     }
@@ -110,8 +128,20 @@ pub fn encoder_for_id(profile: &LoadedProfile, contract_id: &str) -> Result<Enco
         Err(_) => {
             let mut spec = kvtemplate::spec_from_loaded(profile, contract_id)?;
             // No release named: for a model type some release of the engine renders without
-            // its Jinja template, which renderer serves chat is unknown.
-            if let Some(t) = profile.profile.model_type.as_deref() {
+            // its Jinja template (or a Mistral checkpoint), which renderer serves chat is
+            // unknown.
+            let key = profile
+                .profile
+                .tokenizer_file()
+                .checkpoint_key()
+                .or(profile.profile.model_type.as_deref());
+            if spec.mistral_tokenizer.is_some() {
+                spec.renderer = kvtemplate::ChatRenderer::Unknown(format!(
+                    "{contract_id}: a Mistral checkpoint ({}) is rendered per engine release: \
+                     name the engine release",
+                    key.unwrap_or_default()
+                ));
+            } else if let Some(t) = key {
                 let catalog = kvprofile_core::contracts::builtin()
                     .map_err(|e| Error::Config(format!("engine-contract catalog: {e}")))?;
                 if catalog.releases.iter().any(|r| {

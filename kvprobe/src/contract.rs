@@ -208,6 +208,7 @@ impl Contract {
         let name = match renderer {
             kvtemplate::ChatRenderer::Jinja => return Some(ProbeRoute::Tokenize),
             kvtemplate::ChatRenderer::Harmony(_) => "harmony",
+            kvtemplate::ChatRenderer::Mistral(r) => r.catalog_name(),
             kvtemplate::ChatRenderer::Unknown(_) => return None,
         };
         self.proven_chat_entry(|rules| rules.probe_routes.get(name))

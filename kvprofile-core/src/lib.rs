@@ -54,7 +54,9 @@ pub use generation::{
 };
 pub use locator::Locator;
 pub use manifest::{EngineManifest, LoadedManifest};
-pub use profile::{AliasPolicy, Api, ClockPolicy, EngineQuirks, Profile, RenderPolicy};
+pub use profile::{
+    AliasPolicy, Api, ClockPolicy, EngineQuirks, Profile, RenderPolicy, TokenizerFile,
+};
 pub use registry::Registry;
 pub use releases::{PrefixHitRules, Release};
 pub use trust::{ResolveMode, SizeCaps, TrustPolicy};

@@ -75,6 +75,52 @@ pub enum Feature {
     TemplateKwargs,
 }
 
+/// `tokenizerFile` (kvexact addition): the upstream file `tokenizerArtifact` pins, which is
+/// also the file the engines load the tokenizer from. `tekken.json` and `tokenizer.model.v7`
+/// name a Mistral checkpoint that has no `tokenizer.json`. Engines render such a checkpoint
+/// with mistral_common, not a Jinja template. Which releases do so is catalog data
+/// (`chat.renderers` keys `files:tekken.json` and `files:tokenizer.model.v7`,
+/// docs/contracts/templates.md §13.6–§13.10 and §13.13).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TokenizerFile {
+    /// `tokenizer.json` (the default): a Hugging Face tokenizer.
+    #[default]
+    #[serde(rename = "tokenizer.json")]
+    TokenizerJson,
+    /// `tekken.json`: mistral_common's tekken tokenizer.
+    #[serde(rename = "tekken.json")]
+    Tekken,
+    /// `tokenizer.model.v7`: mistral_common's SentencePiece v7 tokenizer.
+    #[serde(rename = "tokenizer.model.v7")]
+    SpmV7,
+}
+
+impl TokenizerFile {
+    /// The file name, as written in the profile.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenizerFile::TokenizerJson => "tokenizer.json",
+            TokenizerFile::Tekken => "tekken.json",
+            TokenizerFile::SpmV7 => "tokenizer.model.v7",
+        }
+    }
+
+    /// The catalog's checkpoint-layout key (`files:<file>`) for a Mistral tokenizer file,
+    /// `None` for `tokenizer.json`.
+    pub fn checkpoint_key(self) -> Option<&'static str> {
+        match self {
+            TokenizerFile::TokenizerJson => None,
+            TokenizerFile::Tekken => Some("files:tekken.json"),
+            TokenizerFile::SpmV7 => Some("files:tokenizer.model.v7"),
+        }
+    }
+
+    /// Whether this is a Mistral tokenizer file rather than `tokenizer.json`.
+    pub fn is_mistral(self) -> bool {
+        self != TokenizerFile::TokenizerJson
+    }
+}
+
 /// `renderPolicy`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -133,6 +179,10 @@ pub struct Profile {
     pub tokenizer_artifact: String,
     /// Pin of the tokenizer bytes.
     pub tokenizer_sha256: String,
+    /// Which upstream file `tokenizerArtifact` pins (kvexact addition, optional;
+    /// `tokenizer.json` when absent). See [`TokenizerFile`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_file: Option<TokenizerFile>,
     /// Locator of the pinned upstream `tokenizer_config.json` (kvexact addition, optional):
     /// engines on transformers 5 take their added tokens from its `added_tokens_decoder`
     /// (the catalog's `tokenizer.addedTokens` per release); without it kvexact uses
@@ -228,6 +278,11 @@ impl Profile {
             .unwrap_or_default()
     }
 
+    /// The upstream tokenizer file (`tokenizerFile`, default `tokenizer.json`).
+    pub fn tokenizer_file(&self) -> TokenizerFile {
+        self.tokenizer_file.unwrap_or_default()
+    }
+
     /// True when any contract sets `completionsBos`.
     pub fn needs_bos_id(&self) -> bool {
         self.engine_quirks.values().any(|q| q.completions_bos)
@@ -319,6 +374,34 @@ impl Profile {
             return bad("supportedApis", "duplicate entry");
         }
         let chat = self.supports(Api::Chat);
+        // A Mistral tokenizer file: mistral_common renders chat and builds the completions
+        // ids (BOS + text), so there is no template, no tokenizer config and no quirk that
+        // reads tokenizer.json.
+        let mistral = self.tokenizer_file().is_mistral();
+        if mistral {
+            let file = self.tokenizer_file().as_str();
+            let forbid = |field: &str| {
+                bad(
+                    field,
+                    &format!("forbidden with tokenizerFile {file} (mistral_common renders it)"),
+                )
+            };
+            if self.template_artifact.is_some() || self.template_sha256.is_some() {
+                return forbid("templateArtifact");
+            }
+            if self.template_content_format.is_some() {
+                return forbid("templateContentFormat");
+            }
+            if self.tokenizer_config_artifact.is_some() {
+                return forbid("tokenizerConfigArtifact");
+            }
+            if self.needs_bos_id() {
+                return forbid("engineQuirks.completionsBos");
+            }
+            if self.clock_policy().is_some() {
+                return forbid("renderPolicy.clockPolicy");
+            }
+        }
         // Template trio.
         match (&self.template_artifact, &self.template_sha256) {
             (Some(loc), Some(pin)) => {
@@ -335,7 +418,7 @@ impl Profile {
             (Some(_), None) => return bad("templateSha256", "required with templateArtifact"),
             (None, Some(_)) => return bad("templateSha256", "forbidden without templateArtifact"),
             (None, None) => {
-                if chat {
+                if chat && !mistral {
                     return bad(
                         "templateArtifact",
                         "required when supportedApis contains chat",

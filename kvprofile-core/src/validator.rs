@@ -8,7 +8,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 use crate::artifacts::VerifiedArtifacts;
-use crate::profile::Profile;
+use crate::profile::{Profile, TokenizerFile};
 
 /// What a validator built while checking a profile, kept with the published profile
 /// ([`crate::LoadedProfile::prepared`]); its owner downcasts it back.
@@ -43,7 +43,8 @@ pub trait ArtifactValidator: Send + Sync {
 }
 
 /// A validator that checks only structure: `tokenizer.json` is a JSON object with a `model`
-/// key, and the template (if any) is non-empty UTF-8. It does **not** compile templates or
+/// key (`tekken.json`: with `config` and `vocab`; `tokenizer.model.v7`: not empty), and the
+/// template (if any) is non-empty UTF-8. It does **not** compile templates or
 /// build tokenizers; use the renderer's validator (kvtemplate) for that.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StructuralValidator;
@@ -54,18 +55,36 @@ struct TokenizerShape {
     model: IgnoredAny,
 }
 
+/// `tekken.json`'s shape: an object with `config` and `vocab`.
+#[derive(Deserialize)]
+struct TekkenShape {
+    #[allow(dead_code)]
+    config: IgnoredAny,
+    #[allow(dead_code)]
+    vocab: IgnoredAny,
+}
+
 impl ArtifactValidator for StructuralValidator {
     fn validate_profile(
         &self,
-        _profile: &Profile,
+        profile: &Profile,
         artifacts: &VerifiedArtifacts,
     ) -> Result<(), String> {
-        serde_json::from_slice::<TokenizerShape>(&artifacts.tokenizer.bytes).map_err(|e| {
-            format!(
-                "{}: not a tokenizer.json object: {e}",
-                artifacts.tokenizer.receipt.relative_path
-            )
-        })?;
+        let bytes = &artifacts.tokenizer.bytes;
+        let path = &artifacts.tokenizer.receipt.relative_path;
+        match profile.tokenizer_file() {
+            TokenizerFile::TokenizerJson => serde_json::from_slice::<TokenizerShape>(bytes)
+                .map(|_| ())
+                .map_err(|e| format!("{path}: not a tokenizer.json object: {e}"))?,
+            TokenizerFile::Tekken => serde_json::from_slice::<TekkenShape>(bytes)
+                .map(|_| ())
+                .map_err(|e| format!("{path}: not a tekken.json object: {e}"))?,
+            // A SentencePiece model is a protobuf: kvtemplate's validator parses it.
+            TokenizerFile::SpmV7 if bytes.is_empty() => {
+                return Err(format!("{path}: empty tokenizer.model.v7"))
+            }
+            TokenizerFile::SpmV7 => {}
+        }
         if let Some(t) = &artifacts.template {
             match t.as_str() {
                 Some(s) if !s.is_empty() => {}

@@ -33,6 +33,9 @@ pub enum ChatRenderer {
     Jinja,
     /// gpt-oss harmony as vLLM renders it, with the server's settings.
     Harmony(crate::harmony::HarmonyConfig),
+    /// mistral_common's instruct encoding on an engine's path (a checkpoint whose tokenizer is
+    /// `tekken.json` or `tokenizer.model.v7`, [`EncoderSpec::mistral_tokenizer`]).
+    Mistral(crate::mistral::MistralRenderer),
     /// No vectors prove how the engine release renders this model's chat (e.g. a model type
     /// some release renders without Jinja, on a release or contract that names no proven
     /// renderer): every chat call fails with [`Error::Unsupported`] giving the reason;
@@ -98,6 +101,11 @@ pub struct EncoderSpec {
     /// [`EncoderSpec::tokenizer_json`] (its formatting tokens' ids and the ordinary-text
     /// encoder come from it).
     pub renderer: ChatRenderer,
+    /// The Mistral tokenizer file of a checkpoint without `tokenizer.json` (the profile's
+    /// `tokenizerFile` `tekken.json` / `tokenizer.model.v7`): chat and completions then take
+    /// mistral_common's encodings ([`ChatRenderer::Mistral`], or refused under
+    /// [`ChatRenderer::Unknown`]); the spec then has no template and no `tokenizer.json`.
+    pub mistral_tokenizer: Option<crate::mistral::MistralTokenizerFile>,
 }
 
 impl EncoderSpec {
@@ -122,6 +130,7 @@ impl EncoderSpec {
             refuse_loader_ambiguity: false,
             model_type: None,
             renderer: ChatRenderer::Jinja,
+            mistral_tokenizer: None,
         }
     }
 
@@ -234,6 +243,9 @@ pub struct Encoder {
     pub(crate) harmony: Option<crate::harmony::HarmonyEncoder>,
     /// Why chat cannot be rendered ([`ChatRenderer::Unknown`]).
     pub(crate) chat_unknown: Option<String>,
+    /// A Mistral checkpoint's encoder ([`EncoderSpec::mistral_tokenizer`]): chat and
+    /// completions take it.
+    pub(crate) mistral: Option<crate::mistral::MistralRoute>,
 }
 
 const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
@@ -338,8 +350,46 @@ impl Encoder {
             .as_ref()
             .filter(|_| spec.refuse_loader_ambiguity)
             .and_then(|t| crate::LoaderAmbiguity::of(t.inner()));
+        let mistral = match (&spec.mistral_tokenizer, &spec.renderer) {
+            (Some(file), renderer) => {
+                if spec.template_source.is_some()
+                    || spec.tokenizer_json.is_some()
+                    || spec.parsed_tokenizer.is_some()
+                {
+                    return Err(Error::Spec(
+                        "a Mistral tokenizer file comes without a template or tokenizer.json \
+                         (mistral_common renders it)"
+                            .to_string(),
+                    ));
+                }
+                let proven = match renderer {
+                    ChatRenderer::Mistral(r) => Some(*r),
+                    ChatRenderer::Unknown(_) => None,
+                    ChatRenderer::Jinja | ChatRenderer::Harmony(_) => {
+                        return Err(Error::Spec(
+                            "a Mistral tokenizer file is rendered by mistral_common, not a \
+                             template"
+                                .to_string(),
+                        ))
+                    }
+                };
+                Some(crate::mistral::MistralRoute::new(
+                    file,
+                    proven,
+                    spec.engine,
+                    spec.limits,
+                )?)
+            }
+            (None, ChatRenderer::Mistral(r)) => {
+                return Err(Error::Spec(format!(
+                    "renderer {} needs tekken.json or tokenizer.model.v7",
+                    r.catalog_name()
+                )))
+            }
+            (None, _) => None,
+        };
         let harmony = match &spec.renderer {
-            ChatRenderer::Jinja | ChatRenderer::Unknown(_) => None,
+            ChatRenderer::Jinja | ChatRenderer::Unknown(_) | ChatRenderer::Mistral(_) => None,
             ChatRenderer::Harmony(config) => {
                 if spec.engine != Engine::Vllm {
                     return Err(Error::Spec(format!(
@@ -361,6 +411,7 @@ impl Encoder {
             _ => None,
         };
         Ok(Encoder {
+            mistral,
             harmony,
             chat_unknown,
             loader_ambiguity,
@@ -380,10 +431,14 @@ impl Encoder {
 
     /// How this encoder renders chat.
     pub fn renderer(&self) -> ChatRenderer {
-        match (&self.harmony, &self.chat_unknown) {
-            (Some(h), _) => ChatRenderer::Harmony(h.config().clone()),
-            (None, Some(why)) => ChatRenderer::Unknown(why.clone()),
-            (None, None) => ChatRenderer::Jinja,
+        match (&self.harmony, &self.chat_unknown, &self.mistral) {
+            (Some(h), _, _) => ChatRenderer::Harmony(h.config().clone()),
+            (None, Some(why), _) => ChatRenderer::Unknown(why.clone()),
+            (None, None, Some(m)) => match m.renderer {
+                Some(r) => ChatRenderer::Mistral(r),
+                None => ChatRenderer::Unknown("Mistral renderer not proven".to_string()),
+            },
+            (None, None, None) => ChatRenderer::Jinja,
         }
     }
 
@@ -433,9 +488,10 @@ impl Encoder {
         }
     }
 
-    /// Whether a tokenizer is loaded (render-only encoders have none).
+    /// Whether a tokenizer is loaded (render-only encoders have none; a Mistral encoder's is
+    /// mistral_common's).
     pub fn has_tokenizer(&self) -> bool {
-        self.tokenizer.is_some()
+        self.tokenizer.is_some() || self.mistral.is_some()
     }
 
     /// Whether a chat template is loaded.
@@ -563,6 +619,9 @@ impl Encoder {
         self.check_chat_known()?;
         if let Some(h) = &self.harmony {
             return h.engine_chat(body, now_unix_ms);
+        }
+        if let Some(m) = &self.mistral {
+            return self.mistral_engine_chat(m, body);
         }
         let prompt = self.engine_prompt(body, now_unix_ms, None)?;
         let ids = match &self.tokenizer {
@@ -741,6 +800,9 @@ impl Encoder {
     /// What the engine caches for a text `/v1/completions` prompt (full engine behaviour:
     /// vLLM and SGLang refuse an empty prompt; TRT-LLM encodes it to `[]`).
     pub fn engine_completions(&self, prompt: &str) -> Result<Vec<u32>, Error> {
+        if let Some(m) = &self.mistral {
+            return self.mistral_engine_completions(m, prompt);
+        }
         let t = self.tokenizer()?;
         if prompt.is_empty() {
             return match self.engine {

@@ -6,8 +6,10 @@ use crate::encoder::{Encoder, EncoderSpec};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::loader::AddedTokensRule;
+use crate::mistral::MistralTokenizerFile;
 use crate::template_facts::ContentFormat;
 use kvprofile_core::profile::TemplateContentFormat;
+use kvprofile_core::TokenizerFile;
 use kvprofile_core::{ArtifactValidator, LoadedProfile, Prepared, Profile, VerifiedArtifacts};
 use kvtoken::FastEncoder;
 use std::sync::Arc;
@@ -54,6 +56,14 @@ fn spec_with(
         return Err(Error::NoChatPath(engine));
     }
     let mut spec = EncoderSpec::new(engine);
+    // A Mistral checkpoint (`tokenizerFile` tekken.json / tokenizer.model.v7): its file goes
+    // to mistral_common's encoder; no template, no tokenizer.json, no added-token doubt.
+    if let Some(file) = mistral_file_of(profile, artifacts) {
+        spec.mistral_tokenizer = Some(file);
+        spec.model_type = profile.model_type.clone();
+        spec.completions_bos = quirks.completions_bos;
+        return Ok(spec);
+    }
     // The engine's loader may take its added tokens from the pinned tokenizer_config.json
     // (transformers 5): then the tokenizer is the one it effectively builds.
     let effective = match &artifacts.tokenizer_config {
@@ -112,6 +122,20 @@ fn spec_with(
     };
     spec.completions_bos = quirks.completions_bos;
     Ok(spec)
+}
+
+/// The Mistral tokenizer file a profile pins (`tokenizerFile` tekken.json /
+/// tokenizer.model.v7), with its verified bytes; `None` for `tokenizer.json`.
+fn mistral_file_of(
+    profile: &Profile,
+    artifacts: &VerifiedArtifacts,
+) -> Option<MistralTokenizerFile> {
+    let bytes = || artifacts.tokenizer.bytes.to_vec();
+    match profile.tokenizer_file() {
+        TokenizerFile::TokenizerJson => None,
+        TokenizerFile::Tekken => Some(MistralTokenizerFile::Tekken(bytes())),
+        TokenizerFile::SpmV7 => Some(MistralTokenizerFile::SpmV7(bytes())),
+    }
 }
 
 /// The added-tokens rule of the engine release `contract_id` names (its catalog
@@ -216,6 +240,17 @@ impl ArtifactValidator for KvtemplateValidator {
         profile: &Profile,
         artifacts: &VerifiedArtifacts,
     ) -> Result<Option<Prepared>, String> {
+        // A Mistral checkpoint: its tokenizer file must load as mistral_common's encoder.
+        if let Some(file) = mistral_file_of(profile, artifacts) {
+            file.encoder().map_err(|e| {
+                format!(
+                    "{}: {}: {e}",
+                    profile.profile_id,
+                    profile.tokenizer_file().as_str()
+                )
+            })?;
+            return Ok(None);
+        }
         let parsed = crate::tokenize::parse(&artifacts.tokenizer.bytes)
             .map_err(|e| format!("{}: {e}", profile.profile_id))?;
         let mut contracts: Vec<&str> = profile

@@ -278,13 +278,20 @@ impl Encoder {
     /// lifted codes ([`crate::EncoderSpec::lifted`]) a request that hits only lifted codes is
     /// rendered as the engine renders it (see [`Encoder::encode_chat`]); the text left in
     /// `scratch` is then the engine's prompt (for SGLang's `continue_final_message`, the text
-    /// before the final assistant content, which is appended as ids).
+    /// before the final assistant content, which is appended as ids). A harmony or Mistral
+    /// encoder leaves its renderer's text (harmony's prompt, mistral_common's text form): the
+    /// request is encoded whole to get it.
     pub fn render_chat(
         &self,
         body: &[u8],
         now_unix_ms: i64,
         scratch: &mut ScratchBuf,
     ) -> Result<Outcome<()>, Error> {
+        if self.harmony.is_some() || self.mistral.is_some() {
+            let done = self.encode_chat_capped(body, now_unix_ms, usize::MAX, scratch)?;
+            return Ok(done.map(|_| ()));
+        }
+        self.check_chat_known()?;
         Ok(self.prepare_chat(body, now_unix_ms, scratch)?.map(|_| ()))
     }
 
@@ -292,7 +299,12 @@ impl Encoder {
     /// order — what lifting would have to cover for this request. A body that does not parse
     /// hits [`Refusal::Unparseable`] alone. Independent of the codes this encoder lifts.
     pub fn refusals_hit(&self, body: &[u8]) -> Result<RefusalSet, Error> {
-        let template = self.template()?;
+        // A Mistral encoder has no template: the top-level scan alone (its request walker
+        // refuses the message shapes no vector proves).
+        let template = match &self.mistral {
+            Some(_) => None,
+            None => Some(self.template()?),
+        };
         let too_large = RefusalSet::EMPTY.with(Refusal::InputTooLarge);
         if LimitHit::check(Limit::BodyBytes, &self.limits, body.len()).is_some() {
             return Ok(too_large);
@@ -316,7 +328,9 @@ impl Encoder {
         let mut scan = Scan::new(RefusalSet::EMPTY);
         scan.collect = Some(RefusalSet::EMPTY);
         self.scan_top_level(&top, &messages, &mut scan, self.harmony.is_some());
-        self.scan_messages(&messages, template.source(), self.facts.as_ref(), &mut scan);
+        if let Some(template) = template {
+            self.scan_messages(&messages, template.source(), self.facts.as_ref(), &mut scan);
+        }
         Ok(scan.collect.unwrap_or_default())
     }
 
@@ -568,6 +582,9 @@ impl Encoder {
         if let Some(h) = &self.harmony {
             return self.harmony_chat(h, body, now_unix_ms, cap, scratch);
         }
+        if let Some(m) = &self.mistral {
+            return self.mistral_chat(m, body, cap, scratch);
+        }
         let tok = self.tokenizer()?;
         let plan = match self.prepare_chat(body, now_unix_ms, scratch)? {
             Outcome::Done(p) => p,
@@ -659,6 +676,9 @@ impl Encoder {
         cap: usize,
         scratch: &mut ScratchBuf,
     ) -> Result<Outcome<Encoded>, Error> {
+        if let Some(m) = &self.mistral {
+            return self.mistral_completions(m, text, cap, scratch);
+        }
         scratch.limit = None;
         let tok = self.tokenizer()?;
         if text.is_empty() {

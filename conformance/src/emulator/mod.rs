@@ -12,6 +12,7 @@
 
 pub mod gptoss;
 pub mod http;
+pub mod mistral;
 pub mod msgpack;
 pub mod pool;
 pub mod registry;
@@ -198,6 +199,24 @@ impl EmulatorConfig {
         // The tokenize route never takes a non-Jinja renderer (templates.md §13.1).
         let tokenize_encoder = match encoder.renderer() {
             kvtemplate::ChatRenderer::Jinja => None,
+            // vLLM's /tokenize hands a Mistral request to mistral_common without the chat
+            // route's fix-ups (templates.md §13.8).
+            kvtemplate::ChatRenderer::Mistral(r)
+                if r.path == kvtemplate::mistral::MistralPath::VllmChat =>
+            {
+                let mut spec = kvtemplate::spec_from_loaded(loaded, contract.release_id())?;
+                spec.chat_rules = contract.chat_or_reference().or(spec.chat_rules);
+                spec.renderer =
+                    kvtemplate::ChatRenderer::Mistral(kvtemplate::mistral::MistralRenderer {
+                        path: kvtemplate::mistral::MistralPath::VllmTokenize,
+                        ..r
+                    });
+                Some(Arc::new(Encoder::new(spec)?))
+            }
+            // SGLang's text path: its tokenize route is not modelled; nor is a Mistral
+            // checkpoint's on a release no vectors prove.
+            kvtemplate::ChatRenderer::Mistral(_) => None,
+            _ if loaded.profile.tokenizer_file().is_mistral() => None,
             _ => {
                 let mut spec = kvtemplate::spec_from_loaded(loaded, contract.release_id())?;
                 spec.chat_rules = contract.chat_or_reference().or(spec.chat_rules);

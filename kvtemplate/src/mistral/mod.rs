@@ -32,7 +32,11 @@
 
 mod pyjson;
 mod request;
+mod route;
 mod schema;
+
+pub(crate) use route::MistralRoute;
+pub use route::{MistralRenderer, MistralTokenizerFile};
 
 use std::path::Path;
 use std::sync::Arc;
