@@ -378,3 +378,75 @@ fn hex_sha(b: &[u8]) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(b))
 }
+
+#[test]
+fn admission_admits_own_renderers_on_a_proven_release_only() {
+    use kvprobe::admission::{admit, Rule};
+    use kvprobe::fixtures::ApiMode;
+    let rule = |r: Result<(), kvprobe::admission::Refusal>| r.err().map(|e| e.rule);
+    let staged = stage(MistralCheckpoint::NemoTekken);
+    let nemo = staged.profile(MistralCheckpoint::NemoTekken);
+    let m = MistralCheckpoint::NemoTekken.model();
+    // Releases whose every version's vectors prove the renderer.
+    for release in ["vllm-kv-map-v3-r0.33", "sglang-kv-rank-v2-r0.5.19"] {
+        assert_eq!(admit(nemo, m, release, ApiMode::Both), Ok(()), "{release}");
+    }
+    // A contract id (its releases differ), a release without vectors, or one with a version
+    // no vectors cover (vllm-kv-map-v3-r0.31 also spans 0.32.0): chat refused.
+    for c in [
+        "vllm-kv-map-v3-r0.31",
+        "vllm-kv-map-v3",
+        "vllm-kv-map-v2-r0.24",
+        "sglang-kv-rank-v2",
+    ] {
+        let r = admit(nemo, m, c, ApiMode::Chat);
+        assert_eq!(rule(r.clone()), Some(Rule::EngineRenderer), "{c}: {r:?}");
+        assert!(r.unwrap_err().detail.contains("tekken.json"));
+    }
+    let staged = stage(MistralCheckpoint::LargeSpmV7);
+    let large = staged.profile(MistralCheckpoint::LargeSpmV7);
+    let m = MistralCheckpoint::LargeSpmV7.model();
+    assert_eq!(
+        admit(large, m, "vllm-kv-map-v3-r0.33", ApiMode::Chat),
+        Ok(())
+    );
+    // SGLang 0.5.19 cannot load a SentencePiece-only checkpoint.
+    assert_eq!(
+        rule(admit(large, m, "sglang-kv-rank-v2-r0.5.19", ApiMode::Chat)),
+        Some(Rule::EngineRenderer)
+    );
+    // gpt-oss: harmony on vLLM 0.33.0's release; the vLLM contract, the release that also
+    // spans 0.32.0, and TensorRT-LLM refused.
+    let reg = TempRegistry::copy_of(&testdata("registry")).expect("copy registry");
+    reg.stage_gptoss(&testdata("")).unwrap();
+    let generation = Registry::new()
+        .publish(
+            reg.root(),
+            &LoadOptions {
+                policy: TrustPolicy::for_current_user(),
+                ..LoadOptions::default()
+            },
+            &kvtemplate::KvtemplateValidator,
+        )
+        .expect("publish");
+    let gptoss = generation
+        .profile(kvexact_conformance::emulator::gptoss::GPTOSS_PROFILE)
+        .unwrap();
+    let m = kvexact_conformance::emulator::gptoss::GPTOSS_MODEL;
+    assert_eq!(
+        admit(gptoss, m, "vllm-kv-map-v3-r0.33", ApiMode::Both),
+        Ok(())
+    );
+    for c in [
+        "vllm-kv-map-v3",
+        "vllm-kv-map-v3-r0.31",
+        "trtllm-kv-http-v2-r1.3.0rc29",
+    ] {
+        assert_eq!(
+            rule(admit(gptoss, m, c, ApiMode::Chat)),
+            Some(Rule::EngineRenderer),
+            "{c}"
+        );
+        assert_eq!(admit(gptoss, m, c, ApiMode::Completions), Ok(()), "{c}");
+    }
+}

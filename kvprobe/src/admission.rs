@@ -12,7 +12,7 @@
 //! | `contract_no_kv_plane` | the contract's engine has no KV plane and no encoder (llama.cpp) |
 //! | `surface_not_supported` | a surface `mode` serves is not in `supportedApis` |
 //! | `renderer_missing` | `mode` serves chat and the profile has no template, or the template does not compile |
-//! | `engine_renderer` | chat on an engine that ignores the template for this `modelType`: `gpt_oss` on vLLM/TensorRT-LLM (Harmony), `mistral3` on vLLM/SGLang (mistral_common) |
+//! | `engine_renderer` | chat on an engine that ignores the template for this `modelType` (`gpt_oss` on vLLM/TensorRT-LLM: Harmony; `mistral3` on vLLM/SGLang: mistral_common) or for a Mistral `tokenizerFile` (`tekken.json`, `tokenizer.model.v7`), unless the rule names one engine release whose vectors prove kvexact's renderer for it (catalog `chat.renderers`: harmony and mistral_common on vLLM 0.31.0/0.33.0, mistral_common's text form for tekken on SGLang 0.5.19) |
 //! | `quirk_incompatible` | an `engineQuirks` key is not a contract, or the contract's quirks cannot apply to it (`completionsBos` off SGLang, `completionsBos` without a resolvable BOS) |
 //! | `tokenizer_unloadable` | `tokenizer.json` does not load |
 //! | `encoder_unbuildable` | the encoder fails for any other reason (e.g. clock policy and template disagree) |
@@ -155,6 +155,30 @@ fn engine_renderer(model_type: &str, engine: Engine) -> Option<&'static str> {
     }
 }
 
+/// Whether `contract_id` names one engine release whose catalog renderer for the profile
+/// (`chat.renderers`, by tokenizer file or model type) is proven and is one kvexact has
+/// (harmony, mistral_common): the reason when not.
+fn proven_own_renderer(
+    profile: &LoadedProfile,
+    catalog: &contracts::ContractCatalog,
+    contract_id: &str,
+) -> Result<(), String> {
+    if catalog.release(contract_id).is_none() {
+        return Err(format!(
+            "the rule names contract {contract_id}, not one engine release whose vectors \
+             prove that renderer"
+        ));
+    }
+    let encoder = crate::bridge::encoder_for_id(profile, contract_id).map_err(|e| e.to_string())?;
+    match encoder.renderer() {
+        kvtemplate::ChatRenderer::Harmony(_) | kvtemplate::ChatRenderer::Mistral(_) => Ok(()),
+        kvtemplate::ChatRenderer::Unknown(why) => Err(why),
+        kvtemplate::ChatRenderer::Jinja => Err(format!(
+            "no vectors of {contract_id} prove that renderer for this checkpoint"
+        )),
+    }
+}
+
 /// Judges whether a rule serving `model` through `mode` on the engine contract `contract_id`
 /// (e.g. `vllm-kv-map-v2`) may bind `profile`. Returns the first refusal in the order of the
 /// module table. Builds (and drops) the profile's encoder for the contract.
@@ -225,23 +249,33 @@ pub fn admit(
         }
     }
     let chat = mode.serves(Api::Chat);
-    if chat && profile.artifacts.template.is_none() {
-        return Err(Refusal::new(
-            Rule::RendererMissing,
-            format!("the rule serves chat but profile {id} has no chat template"),
-        ));
-    }
-    if let (true, Some(mt)) = (chat, p.model_type.as_deref()) {
-        if let Some(renderer) = engine_renderer(mt, contract.engine) {
+    // A checkpoint the engines render without its Jinja template (a Mistral tokenizer file, or
+    // a model type with its own renderer): chat is admitted only on one engine release whose
+    // vectors prove kvexact's renderer for it (catalog `chat.renderers`).
+    let own_renderer = match p.model_type.as_deref() {
+        _ if p.tokenizer_file().is_mistral() => Some((
+            format!("tokenizerFile {}", p.tokenizer_file().as_str()),
+            "mistral_common",
+        )),
+        Some(mt) => engine_renderer(mt, contract.engine).map(|r| (format!("modelType {mt}"), r)),
+        None => None,
+    };
+    if let (true, Some((what, renderer))) = (chat, own_renderer) {
+        if let Err(why) = proven_own_renderer(profile, &catalog, contract_id) {
             return Err(Refusal::new(
                 Rule::EngineRenderer,
                 format!(
-                    "{} renders modelType {mt} chat with {renderer}, not the chat template \
-                     (profile {id}); completions stay allowed",
+                    "{} renders profile {id}'s chat ({what}) with {renderer}, not a chat \
+                     template, and {why}; completions stay allowed",
                     contract.engine
                 ),
             ));
         }
+    } else if chat && profile.artifacts.template.is_none() {
+        return Err(Refusal::new(
+            Rule::RendererMissing,
+            format!("the rule serves chat but profile {id} has no chat template"),
+        ));
     }
     if let Some(key) = p
         .engine_quirks
