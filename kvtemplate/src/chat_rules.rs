@@ -23,7 +23,7 @@
 //! assert!(rules.check_engine(Engine::Sglang).is_ok());
 //! ```
 
-use crate::engine::Engine;
+use kvprofile_core::Engine;
 use std::fmt;
 use std::str::FromStr;
 
