@@ -261,7 +261,7 @@ pub fn admit(
         None => None,
     };
     if let (true, Some((what, renderer))) = (chat, own_renderer) {
-        if let Err(why) = proven_own_renderer(profile, &catalog, contract_id) {
+        if let Err(why) = proven_own_renderer(profile, catalog, contract_id) {
             return Err(Refusal::new(
                 Rule::EngineRenderer,
                 format!(

@@ -1,0 +1,70 @@
+//! What a [`super::Verifier`] is built with: the verdict policy and the configuration (map
+//! capacity, engine release, hashing parameters, predictions).
+
+use super::map;
+use super::PredictionConfig;
+use kvprofile_core::HashAlgorithm;
+use std::collections::BTreeMap;
+
+/// Bytes the map of a verifier with `capacity` entries takes.
+pub fn map_bytes(capacity: usize) -> usize {
+    map::bytes_for(capacity)
+}
+
+/// When mismatches make a verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriftPolicy {
+    /// Mismatched blocks that make the verdict `drift` (at least 1).
+    pub mismatches: u32,
+    /// … when they fall within this many consecutive stored blocks.
+    pub window_blocks: u64,
+}
+
+impl Default for DriftPolicy {
+    /// 3 mismatches within 4096 stored blocks.
+    fn default() -> Self {
+        DriftPolicy {
+            mismatches: 3,
+            window_blocks: 4096,
+        }
+    }
+}
+
+/// How one endpoint's stream is verified: the rule's hashing settings and the verifier's
+/// bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriftConfig {
+    /// The rule's hash algorithm (`None`: the contract's default; vLLM only).
+    pub algo: Option<HashAlgorithm>,
+    /// The rule's `kvBlockSize`.
+    pub block_size: usize,
+    /// vLLM: the engine's `PYTHONHASHSEED` (the none-hash seed pair), `None` when unset.
+    pub hash_seed: Option<String>,
+    /// vLLM: the LoRA adapters the rule declares, name → the path the server registered
+    /// (`/v1/models` `root`; K3 releases hash it in every LoRA block's key). Blocks keyed
+    /// with an adapter not listed here are [`MismatchKind::Keys`] evidence under every
+    /// release.
+    pub lora_paths: BTreeMap<String, String>,
+    /// Entries of the hash → digest map (at least 1).
+    pub map_capacity: usize,
+    /// When mismatches make a verdict.
+    pub policy: DriftPolicy,
+    /// Track predicted hashes ([`Verifier::predict`]).
+    pub predictions: Option<PredictionConfig>,
+}
+
+impl DriftConfig {
+    /// Block size `block_size`, seed `"0"`, the contract's default algorithm, no LoRA paths,
+    /// 65 536 map entries, the default policy, no prediction tracking.
+    pub fn new(block_size: usize) -> DriftConfig {
+        DriftConfig {
+            algo: None,
+            block_size,
+            hash_seed: Some("0".into()),
+            lora_paths: BTreeMap::new(),
+            map_capacity: 1 << 16,
+            policy: DriftPolicy::default(),
+            predictions: None,
+        }
+    }
+}
