@@ -31,6 +31,15 @@ fn run(
     let mut cfg = EmulatorConfig::from_registry(reg.root(), checkpoint.profile_id(), Engine::Vllm)
         .expect("config");
     tweak(&mut cfg);
+    attest_against(reg, checkpoint, cfg)
+}
+
+/// The ladder for `checkpoint`'s profile in `reg` against an emulator configured as `cfg`.
+fn attest_against(
+    reg: &TempRegistry,
+    checkpoint: MistralCheckpoint,
+    cfg: EmulatorConfig,
+) -> AttestReport {
     let emu = Emulator::start(cfg).expect("emulator");
     let mut c = AttestConfig::new(
         reg.root().to_path_buf(),
@@ -94,19 +103,7 @@ fn a_release_without_proven_renderer_is_never_ready() {
         .unwrap();
     let cfg = EmulatorConfig::from_registry(reg.root(), checkpoint.profile_id(), Engine::Vllm)
         .expect("config");
-    let emu = Emulator::start(cfg).expect("emulator");
-    let mut c = AttestConfig::new(
-        reg.root().to_path_buf(),
-        checkpoint.profile_id(),
-        Engine::Vllm,
-        emu.endpoint(),
-    );
-    c.events = emu.events_endpoint().map(str::to_string);
-    c.challenge_timeout = Duration::from_secs(2);
-    c.probe_timeout = Duration::from_secs(5);
-    c.settle = Duration::from_millis(200);
-    c.nonce = Some([7; 16]);
-    let r = attest(&c).expect("attest");
+    let r = attest_against(&reg, checkpoint, cfg);
     assert_ne!(
         r.verdict.enforced_state,
         State::Ready,

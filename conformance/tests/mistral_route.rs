@@ -29,20 +29,25 @@ fn stage(checkpoint: MistralCheckpoint) -> Staged {
     let reg = TempRegistry::copy_of(&testdata("registry")).expect("copy registry");
     reg.stage_mistral(&testdata(""), checkpoint)
         .expect("stage mistral");
-    let generation = Registry::new()
-        .publish(
-            reg.root(),
-            &LoadOptions {
-                policy: TrustPolicy::for_current_user(),
-                ..LoadOptions::default()
-            },
-            &kvtemplate::KvtemplateValidator,
-        )
-        .expect("publish");
+    let generation = publish(&reg).expect("publish");
     Staged {
         _reg: reg,
         generation,
     }
+}
+
+/// Publishes `reg` as the gateway's loader does (kvtemplate's validator).
+fn publish(
+    reg: &TempRegistry,
+) -> Result<std::sync::Arc<kvprofile_core::Generation>, kvprofile_core::RegistryError> {
+    Registry::new().publish(
+        reg.root(),
+        &LoadOptions {
+            policy: TrustPolicy::for_current_user(),
+            ..LoadOptions::default()
+        },
+        &kvtemplate::KvtemplateValidator,
+    )
 }
 
 impl Staged {
@@ -361,16 +366,7 @@ fn a_mistral_profile_is_checked_at_publish() {
         .collect::<Vec<_>>()
         .join("\n");
     reg.write(&format!("{id}.yaml"), wrong.as_bytes()).unwrap();
-    let err = Registry::new()
-        .publish(
-            reg.root(),
-            &LoadOptions {
-                policy: TrustPolicy::for_current_user(),
-                ..LoadOptions::default()
-            },
-            &kvtemplate::KvtemplateValidator,
-        )
-        .unwrap_err();
+    let err = publish(&reg).unwrap_err();
     assert!(err.to_string().contains("tekken.json"), "{err}");
 }
 
@@ -419,16 +415,7 @@ fn admission_admits_own_renderers_on_a_proven_release_only() {
     // spans 0.32.0, and TensorRT-LLM refused.
     let reg = TempRegistry::copy_of(&testdata("registry")).expect("copy registry");
     reg.stage_gptoss(&testdata("")).unwrap();
-    let generation = Registry::new()
-        .publish(
-            reg.root(),
-            &LoadOptions {
-                policy: TrustPolicy::for_current_user(),
-                ..LoadOptions::default()
-            },
-            &kvtemplate::KvtemplateValidator,
-        )
-        .expect("publish");
+    let generation = publish(&reg).expect("publish");
     let gptoss = generation
         .profile(kvexact_conformance::emulator::gptoss::GPTOSS_PROFILE)
         .unwrap();

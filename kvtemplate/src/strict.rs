@@ -334,6 +334,30 @@ impl Encoder {
         Ok(scan.collect.unwrap_or_default())
     }
 
+    /// The chat front of a renderer that is not the Jinja template (harmony, Mistral): the
+    /// scratch cleared, then the body's bounds and the §9.2 scan of its top-level keys alone
+    /// (`renders_effort`: the renderer takes `reasoning_effort` itself); the message-level
+    /// checks are the renderer's own.
+    pub(crate) fn scan_top_only(
+        &self,
+        body: &[u8],
+        scratch: &mut ScratchBuf,
+        renders_effort: bool,
+    ) -> Result<Outcome<()>, Error> {
+        scratch.limit = None;
+        scratch.ids.clear();
+        scratch.rendered.clear();
+        self.with_chat_body(body, scratch, |top, messages, _| {
+            let mut scan = Scan::new(self.lifted);
+            Ok(
+                match self.scan_top_level(top, messages, &mut scan, renders_effort) {
+                    Some(r) => Outcome::Refused(r),
+                    None => Outcome::Done(()),
+                },
+            )
+        })
+    }
+
     /// The front of every chat call: the body's bound, its top-level object and messages
     /// (`unparseable` otherwise) and the messages' bound; then `f` with them.
     pub(crate) fn with_chat_body<T>(

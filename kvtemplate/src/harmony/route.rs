@@ -12,7 +12,7 @@
 
 use super::HarmonyEncoder;
 use crate::refusal::{Outcome, Refusal};
-use crate::strict::{too_large, Encoded, Scan};
+use crate::strict::{too_large, Encoded};
 use crate::{Encoder, Error, ScratchBuf};
 
 impl Encoder {
@@ -26,17 +26,7 @@ impl Encoder {
         cap: usize,
         scratch: &mut ScratchBuf,
     ) -> Result<Outcome<Encoded>, Error> {
-        scratch.limit = None;
-        scratch.ids.clear();
-        scratch.rendered.clear();
-        let scanned = self.with_chat_body(body, scratch, |top, messages, _| {
-            let mut scan = Scan::new(self.lifted);
-            Ok(match self.scan_top_level(top, messages, &mut scan, true) {
-                Some(r) => Outcome::Refused(r),
-                None => Outcome::Done(()),
-            })
-        })?;
-        if let Outcome::Refused(r) = scanned {
+        if let Outcome::Refused(r) = self.scan_top_only(body, scratch, true)? {
             return Ok(Outcome::Refused(r));
         }
         let (chat, truncated) = match h.engine_chat_capped(body, Some(now_unix_ms), cap) {

@@ -14,7 +14,7 @@ use super::{InstructVersion, MistralEncoder, MistralPath};
 use crate::engine::Engine;
 use crate::limits::{Limit, LimitHit};
 use crate::refusal::{Outcome, Refusal};
-use crate::strict::{too_large, Encoded, Scan};
+use crate::strict::{too_large, Encoded};
 use crate::{Encoder, Error, ScratchBuf};
 
 /// Which mistral_common renderer an engine release uses for a checkpoint (catalog
@@ -156,17 +156,7 @@ impl Encoder {
         scratch: &mut ScratchBuf,
     ) -> Result<Outcome<Encoded>, Error> {
         let (enc, renderer) = self.mistral_proven(m)?;
-        scratch.limit = None;
-        scratch.ids.clear();
-        scratch.rendered.clear();
-        let scanned = self.with_chat_body(body, scratch, |top, messages, _| {
-            let mut scan = Scan::new(self.lifted);
-            Ok(match self.scan_top_level(top, messages, &mut scan, false) {
-                Some(r) => Outcome::Refused(r),
-                None => Outcome::Done(()),
-            })
-        })?;
-        if let Outcome::Refused(r) = scanned {
+        if let Outcome::Refused(r) = self.scan_top_only(body, scratch, false)? {
             return Ok(Outcome::Refused(r));
         }
         let chat = match enc.engine_chat(renderer.path, body) {
