@@ -1,4 +1,4 @@
-//! Drift verdicts under traffic that shares prefixes (issue 28), for every engine release of the
+//! Drift verdicts under traffic that shares prefixes, for every engine release of the
 //! catalog: the emulator's event writer with a prefix cache, fed the emulator's workloads (one
 //! system prompt, multi-turn chats, agent loops) with the fault on from the first request —
 //! so the engine stores each shared block once and chains every later block on it, and a wrong

@@ -1,7 +1,6 @@
-//! [`Pipeline`]: the gateway's hot path in one call — parse, refuse, render, tokenize, hash
-//! (issue 9). kvtemplate turns a raw OpenAI body into the ids the engine caches; kvhash turns
-//! those ids into the engine's block hashes. Both caches of issue 9 plug in here: the
-//! encoder's `kvtoken::SegmentCache` (enable it with
+//! [`Pipeline`]: the gateway's hot path in one call — parse, refuse, render, tokenize, hash.
+//! kvtemplate turns a raw OpenAI body into the ids the engine caches; kvhash turns those ids
+//! into the engine's block hashes. Both caches plug in here: the encoder's `kvtoken::SegmentCache` (enable it with
 //! [`kvtemplate::Encoder::enable_segment_cache`] before sharing the encoder) and a shared
 //! [`PrefixCache`] of block-hash chains. Results are identical with or without them.
 //!

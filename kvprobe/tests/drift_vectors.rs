@@ -252,7 +252,7 @@ fn a_lora_adapter_the_rule_does_not_declare_is_drift_with_its_keys() {
     let name = case["inputs"]["lora"]["name"].as_str().unwrap();
     let v = verify(&c, &no_path).unwrap();
     let k = v.counters();
-    // The engine keys every block with an adapter the rule does not declare (issue 28):
+    // The engine keys every block with an adapter the rule does not declare:
     // evidence at once, naming the keys — never `clean` with every block unverifiable.
     assert_eq!((k.blocks_seen, k.matched, k.mismatched_keys), (3, 0, 3));
     assert_eq!(k.unverifiable, 0);

@@ -1,5 +1,5 @@
 //! The combined hot path: [`Pipeline`] gives exactly encoder ids + hasher hashes, with or
-//! without the segment and prefix caches, one by one or batched (issue 9).
+//! without the segment and prefix caches, one by one or batched.
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! code not lifted still refuses with its own code in the §9.2 order, that requests the
 //! engine rejects are refused (never ids), and that lifted ids go through the same output
 //! paths as strict ones. Parity of every vector case through the lifted encoder is
-//! `kvprobe/tests/lifted_parity.rs`.
+//! `conformance/tests/lifted_parity.rs`.
 
 mod common_models;
 

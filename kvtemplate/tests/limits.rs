@@ -1,4 +1,4 @@
-//! Bounded work on hostile input (issue 19): every bound of [`InputLimits`] refuses with
+//! Bounded work on hostile input: every bound of [`InputLimits`] refuses with
 //! [`Refusal::InputTooLarge`] before the work it bounds, names itself in
 //! [`ScratchBuf::limit_hit`], and costs (measured with a counting allocator) what the bound
 //! allows, not what the request asks for. Under the bounds, the capped ids are exactly the

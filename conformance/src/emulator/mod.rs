@@ -1,4 +1,4 @@
-//! A loopback engine emulator for tests and the `emulator` example (feature `emulator`).
+//! A loopback engine emulator for tests and the `emulator` example.
 //!
 //! It serves what the readiness ladder asks of vLLM, SGLang and TensorRT-LLM on 127.0.0.1:
 //! the identity endpoint, the served-model endpoint, the tokenize route (answers computed with
