@@ -73,6 +73,8 @@ struct Scratch {
     /// Candidate slots still matching (bitset), and each slot's candidate.
     alive: Vec<u64>,
     cand_of: Vec<u32>,
+    /// Partial holders of the run in hand that stay candidates (bitset, zero between runs).
+    keep: Vec<u64>,
 }
 
 thread_local! {
@@ -508,7 +510,9 @@ impl Index {
             s.cand_of[c.slot as usize] = ci as u32;
         }
         let hashes = &req.block_hashes[..max_blocks];
-        let (cands, alive, cand_of) = (&mut s.cands, &mut s.alive, &s.cand_of);
+        s.keep.clear();
+        s.keep.resize(s.alive.len(), 0);
+        let (cands, alive, cand_of, keep) = (&mut s.cands, &mut s.alive, &s.cand_of, &mut s.keep);
         let mut j = 0usize;
         while j < max_blocks && alive.iter().any(|&a| a != 0) {
             let h = hashes[j];
@@ -523,8 +527,45 @@ impl Index {
                     if hs[i] != h {
                         return None;
                     }
-                    for (w, a) in alive.iter_mut().enumerate() {
-                        let c = run.cover_word(w);
+                    let matched = 1 + hs[i + 1..]
+                        .iter()
+                        .zip(&hashes[j + 1..])
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                    if !run.has_partial() {
+                        for (w, a) in alive.iter_mut().enumerate() {
+                            let c = run.cover_word(w);
+                            let mut gone = *a & !c;
+                            while gone != 0 {
+                                let b = gone.trailing_zeros() as usize;
+                                gone &= gone - 1;
+                                cands[cand_of[w * 64 + b] as usize].hit = j;
+                            }
+                            *a &= c;
+                        }
+                        return Some(j + matched);
+                    }
+                    // A partial holder holds the matched blocks up to its end: it stays a
+                    // candidate when it holds them all, else its hit ends there (one pass
+                    // over the partial holders; the survivors are ORed with the cover).
+                    for (s, held) in run.partial() {
+                        let (w, bit) = (s as usize / 64, 1u64 << (s % 64));
+                        let Some(a) = alive.get_mut(w) else {
+                            continue;
+                        };
+                        if *a & bit == 0 {
+                            continue;
+                        }
+                        let reach = held.saturating_sub(i);
+                        if reach < matched {
+                            cands[cand_of[s as usize] as usize].hit = j + reach;
+                            *a &= !bit;
+                        } else {
+                            keep[w] |= bit;
+                        }
+                    }
+                    for ((w, a), k) in alive.iter_mut().enumerate().zip(keep.iter_mut()) {
+                        let c = run.cover_word(w) | std::mem::take(k);
                         let mut gone = *a & !c;
                         while gone != 0 {
                             let b = gone.trailing_zeros() as usize;
@@ -533,12 +574,7 @@ impl Index {
                         }
                         *a &= c;
                     }
-                    let more = hs[i + 1..]
-                        .iter()
-                        .zip(&hashes[j + 1..])
-                        .take_while(|(a, b)| a == b)
-                        .count();
-                    Some(j + 1 + more)
+                    Some(j + matched)
                 })
                 .flatten();
             match next {

@@ -27,8 +27,9 @@
 //! twice that right after the map grew); a key held by several slots moves its holders to one
 //! heap vector ([`BYTES_PER_HOLDER`] = 8 bytes each). An index of one full-attention group
 //! also keeps its GPU keys as run-compressed chains (`runs.rs`): 8 bytes per distinct block
-//! in its run's array (up to twice that in a run that grew at the front) and about 100 bytes
-//! per run (header, cover, the writers' child list); [`Index::memory`] counts both. Per rank,
+//! in its run's array (up to twice that in a run that grew at the front), about 120 bytes
+//! per run (header, cover, the writers' child list) and 8 bytes per partial holder of a run
+//! (a slot holding a leading stretch of it); [`Index::memory`] counts them all. Per rank,
 //! the GPU capacity bounds the entries: a stream that stores more than the engine's pool
 //! holds has lost removals, and the rank's entries are dropped ([`UnknownReason::Overflow`])
 //! until its cache is known again.
