@@ -55,24 +55,24 @@ struct Admin {
 /// One candidate slot of a prediction.
 #[derive(Clone, Copy)]
 struct Cand {
-    ep: usize,
-    /// Its entry in the output.
-    at: usize,
+    ep: u32,
     rank: u32,
+    /// Its entry in the output.
+    at: u32,
     slot: u32,
     version: u64,
-    hit: usize,
 }
 
 #[derive(Default)]
 struct Scratch {
     cands: Vec<Cand>,
-    active: Vec<usize>,
+    /// Each candidate slot's hit, by slot (written by the walks, read for candidates only).
+    hit: Vec<u32>,
+    active: Vec<u32>,
     mark: Vec<u32>,
     stamp: u32,
-    /// Candidate slots still matching (bitset), and each slot's candidate.
+    /// Candidate slots still matching (bitset).
     alive: Vec<u64>,
-    cand_of: Vec<u32>,
     /// Partial holders of the run in hand that stay candidates (bitset, zero between runs).
     keep: Vec<u64>,
 }
@@ -348,37 +348,42 @@ impl Index {
         // apart on an endpoint with adapters loaded, whichever the request uses.
         let lora_unknown = !self.opts.rule.lora_in_hashes;
         s.cands.clear();
+        let slots = self.opts.max_slots as usize;
+        if s.hit.len() < slots {
+            s.hit.resize(slots, 0);
+        }
+        out.reserve(views.iter().map(|v| v.ranks as usize).sum());
         for (ei, ep) in views.iter().enumerate() {
+            let no_lora = !(lora_unknown && ep.lora_adapters);
             for r in 0..ep.ranks {
                 let slot = ep.first_slot + r;
                 let word = self.words[slot as usize].load(Ordering::Acquire);
-                let outcome = if let Some(reason) = status_reason(word_code(word)) {
-                    Some(Outcome::Unknown(reason))
-                } else if lora_unknown && ep.lora_adapters {
-                    Some(Outcome::Unknown(UnknownReason::LoraNotInEvents))
-                } else if req.skip_prefix_cache {
-                    Some(Outcome::Cached {
+                let code = word_code(word);
+                let outcome = if code == 0 && no_lora && !req.skip_prefix_cache {
+                    s.cands.push(Cand {
+                        ep: ei as u32,
+                        rank: r,
+                        at: out.len() as u32,
+                        slot,
+                        version: word_version(word),
+                    });
+                    // Written after the walk.
+                    Outcome::Unknown(UnknownReason::Unsynced)
+                } else if let Some(reason) = status_reason(code) {
+                    Outcome::Unknown(reason)
+                } else if !no_lora {
+                    Outcome::Unknown(UnknownReason::LoraNotInEvents)
+                } else {
+                    Outcome::Cached {
                         tokens: 0,
                         other_media_tokens: Some(0),
                         proven,
-                    })
-                } else {
-                    None
+                    }
                 };
-                if outcome.is_none() {
-                    s.cands.push(Cand {
-                        ep: ei,
-                        at: out.len(),
-                        rank: r,
-                        slot,
-                        version: word_version(word),
-                        hit: 0,
-                    });
-                }
                 out.push(Prediction {
                     endpoint: ep.id,
                     rank: r,
-                    outcome: outcome.unwrap_or(Outcome::Unknown(UnknownReason::Unsynced)),
+                    outcome,
                 });
             }
         }
@@ -395,7 +400,8 @@ impl Index {
             self.walk_prefix(req, s);
         } else {
             for i in 0..s.cands.len() {
-                s.cands[i].hit = self.slot_hit(req, s.cands[i].slot);
+                let slot = s.cands[i].slot;
+                s.hit[slot as usize] = self.slot_hit(req, slot) as u32;
             }
         }
         fence(Ordering::Acquire);
@@ -403,10 +409,11 @@ impl Index {
         for c in s.cands.iter() {
             let now = word_version(self.words[c.slot as usize].load(Ordering::Relaxed));
             let outcome = if now == c.version && c.version % 2 == 0 {
-                self.cached(req, c.slot, c.hit, single_full, media, proven)
+                let hit = s.hit[c.slot as usize] as usize;
+                self.cached(req, c.slot, hit, single_full, media, proven)
             } else {
                 // Changed during the walk: answer again under the endpoint's lock.
-                let ep = &eps[c.ep];
+                let ep = &eps[c.ep as usize];
                 let _g = ep.lock();
                 match status_reason(ep.code(c.rank as usize)) {
                     Some(reason) => Outcome::Unknown(reason),
@@ -416,7 +423,7 @@ impl Index {
                     }
                 }
             };
-            out[c.at].outcome = outcome;
+            out[c.at as usize].outcome = outcome;
         }
     }
 
@@ -496,23 +503,18 @@ impl Index {
     /// by a writer (the caller then walks the table; the hits written so far are overwritten).
     fn walk_runs(&self, req: &Request<'_>, s: &mut Scratch) -> bool {
         let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
-        let slots = self.opts.max_slots as usize;
-        if s.cand_of.len() < slots {
-            s.cand_of.resize(slots, 0);
-        }
         s.alive.clear();
-        for (ci, c) in s.cands.iter().enumerate() {
+        for c in s.cands.iter() {
             let w = c.slot as usize / 64;
             if s.alive.len() <= w {
                 s.alive.resize(w + 1, 0);
             }
             s.alive[w] |= 1u64 << (c.slot % 64);
-            s.cand_of[c.slot as usize] = ci as u32;
         }
         let hashes = &req.block_hashes[..max_blocks];
         s.keep.clear();
         s.keep.resize(s.alive.len(), 0);
-        let (cands, alive, cand_of, keep) = (&mut s.cands, &mut s.alive, &s.cand_of, &mut s.keep);
+        let (hit, alive, keep) = (&mut s.hit, &mut s.alive, &mut s.keep);
         let mut j = 0usize;
         while j < max_blocks && alive.iter().any(|&a| a != 0) {
             let h = hashes[j];
@@ -539,7 +541,7 @@ impl Index {
                             while gone != 0 {
                                 let b = gone.trailing_zeros() as usize;
                                 gone &= gone - 1;
-                                cands[cand_of[w * 64 + b] as usize].hit = j;
+                                hit[w * 64 + b] = j as u32;
                             }
                             *a &= c;
                         }
@@ -558,7 +560,7 @@ impl Index {
                         }
                         let reach = held.saturating_sub(i);
                         if reach < matched {
-                            cands[cand_of[s as usize] as usize].hit = j + reach;
+                            hit[s as usize] = (j + reach) as u32;
                             *a &= !bit;
                         } else {
                             keep[w] |= bit;
@@ -570,7 +572,7 @@ impl Index {
                         while gone != 0 {
                             let b = gone.trailing_zeros() as usize;
                             gone &= gone - 1;
-                            cands[cand_of[w * 64 + b] as usize].hit = j;
+                            hit[w * 64 + b] = j as u32;
                         }
                         *a &= c;
                     }
@@ -587,7 +589,7 @@ impl Index {
             while left != 0 {
                 let b = left.trailing_zeros() as usize;
                 left &= left - 1;
-                cands[cand_of[w * 64 + b] as usize].hit = j;
+                hit[w * 64 + b] = j as u32;
             }
         }
         true
@@ -603,7 +605,7 @@ impl Index {
             s.mark.resize(slots, 0);
         }
         s.active.clear();
-        s.active.extend(0..s.cands.len());
+        s.active.extend(s.cands.iter().map(|c| c.slot));
         let mut j = 0usize;
         while j < max_blocks && !s.active.is_empty() {
             if s.stamp == u32::MAX {
@@ -625,21 +627,20 @@ impl Index {
                     }
                 }
             });
-            let cands = &mut s.cands;
+            let hit = &mut s.hit;
             let mark = &s.mark;
-            s.active.retain(|&ci| {
-                let c = &mut cands[ci];
-                if mark[c.slot as usize] == stamp {
+            s.active.retain(|&slot| {
+                if mark[slot as usize] == stamp {
                     true
                 } else {
-                    c.hit = j;
+                    hit[slot as usize] = j as u32;
                     false
                 }
             });
             j += 1;
         }
-        for &ci in &s.active {
-            s.cands[ci].hit = j;
+        for &slot in &s.active {
+            s.hit[slot as usize] = j as u32;
         }
     }
 }
