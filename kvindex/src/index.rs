@@ -53,19 +53,12 @@ struct Admin {
 }
 
 /// One candidate slot of a prediction.
-#[derive(Clone, Copy)]
-struct Cand {
-    ep: u32,
-    rank: u32,
-    /// Its entry in the output.
-    at: u32,
-    slot: u32,
-    version: u64,
-}
-
 #[derive(Default)]
 struct Scratch {
-    cands: Vec<Cand>,
+    /// The candidates' slots.
+    cands: Vec<u32>,
+    /// Each rank's slot word read before the walk, in output order.
+    words: Vec<u64>,
     /// Each candidate slot's hit, by slot (written by the walks, read for candidates only).
     hit: Vec<u32>,
     active: Vec<u32>,
@@ -347,38 +340,88 @@ impl Index {
         // A rule whose hashes do not carry the adapter cannot tell base and adapter blocks
         // apart on an endpoint with adapters loaded, whichever the request uses.
         let lora_unknown = !self.opts.rule.lora_in_hashes;
-        s.cands.clear();
         let slots = self.opts.max_slots as usize;
         if s.hit.len() < slots {
             s.hit.resize(slots, 0);
         }
-        out.reserve(views.iter().map(|v| v.ranks as usize).sum());
-        for (ei, ep) in views.iter().enumerate() {
-            let no_lora = !(lora_unknown && ep.lora_adapters);
+        // First pass: every rank's slot word (status and seqlock version), and the candidates
+        // (ranks in step whose blocks the events show).
+        s.cands.clear();
+        s.words.clear();
+        s.alive.clear();
+        for ep in views.iter() {
+            let candidate = !(req.skip_prefix_cache || lora_unknown && ep.lora_adapters);
             for r in 0..ep.ranks {
                 let slot = ep.first_slot + r;
                 let word = self.words[slot as usize].load(Ordering::Acquire);
-                let code = word_code(word);
-                let outcome = if code == 0 && no_lora && !req.skip_prefix_cache {
-                    s.cands.push(Cand {
-                        ep: ei as u32,
-                        rank: r,
-                        at: out.len() as u32,
-                        slot,
-                        version: word_version(word),
-                    });
-                    // Written after the walk.
-                    Outcome::Unknown(UnknownReason::Unsynced)
-                } else if let Some(reason) = status_reason(code) {
-                    Outcome::Unknown(reason)
-                } else if !no_lora {
-                    Outcome::Unknown(UnknownReason::LoraNotInEvents)
-                } else {
-                    Outcome::Cached {
-                        tokens: 0,
-                        other_media_tokens: Some(0),
-                        proven,
+                s.words.push(word);
+                if candidate && word_code(word) == 0 {
+                    s.cands.push(slot);
+                    let w = slot as usize / 64;
+                    if s.alive.len() <= w {
+                        s.alive.resize(w + 1, 0);
                     }
+                    s.alive[w] |= 1u64 << (slot % 64);
+                }
+            }
+        }
+        let single_full = self.opts.groups.len() == 1;
+        if !s.cands.is_empty() {
+            if self.chains {
+                if !self.walk_runs(req, s) {
+                    self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                    self.walk_prefix(req, s);
+                }
+            } else if single_full {
+                self.walk_prefix(req, s);
+            } else {
+                for i in 0..s.cands.len() {
+                    let slot = s.cands[i];
+                    s.hit[slot as usize] = self.slot_hit(req, slot) as u32;
+                }
+            }
+        }
+        fence(Ordering::Acquire);
+        let media = self.media_count.load(Ordering::Acquire);
+        // Second pass: each rank's answer; a candidate whose version moved during the walk is
+        // answered again under its endpoint's lock.
+        out.reserve(s.words.len());
+        // One full-attention group on the GPU alone (the common index): the answer is the hit
+        // in tokens, nothing on other media.
+        let plain = single_full && media <= 1;
+        let bs = self.opts.block_size as u64;
+        let mut k = 0usize;
+        for (ei, ep) in views.iter().enumerate() {
+            let candidate = !(req.skip_prefix_cache || lora_unknown && ep.lora_adapters);
+            for r in 0..ep.ranks {
+                let slot = ep.first_slot + r;
+                let word = s.words[k];
+                k += 1;
+                let outcome = if candidate && word_code(word) == 0 {
+                    let now = self.words[slot as usize].load(Ordering::Relaxed);
+                    let version = word_version(word);
+                    if word_version(now) == version && version & 1 == 0 {
+                        let hit = s.hit[slot as usize];
+                        if plain {
+                            // Pushed here, whole: an answer built apart and copied in stalled
+                            // on its own partial stores.
+                            out.push(Prediction {
+                                endpoint: ep.id,
+                                rank: r,
+                                outcome: Outcome::Cached {
+                                    tokens: u64::from(hit) * bs,
+                                    other_media_tokens: Some(0),
+                                    proven,
+                                },
+                            });
+                            continue;
+                        }
+                        self.cached(req, slot, hit as usize, single_full, media, proven)
+                    } else {
+                        self.answer_again(&eps[ei], r, req, slot, single_full, media, proven)
+                    }
+                } else {
+                    self.not_walked(word, ep, proven)
                 };
                 out.push(Prediction {
                     endpoint: ep.id,
@@ -387,46 +430,50 @@ impl Index {
                 });
             }
         }
-        if s.cands.is_empty() {
-            return;
-        }
-        let single_full = self.opts.groups.len() == 1;
-        if self.chains {
-            if !self.walk_runs(req, s) {
-                self.fallbacks.fetch_add(1, Ordering::Relaxed);
-                self.walk_prefix(req, s);
+    }
+
+    /// A rank the walk did not visit: its status, or the adapter or the request's cache skip
+    /// decide.
+    #[cold]
+    fn not_walked(&self, word: u64, ep: &EpView, proven: bool) -> Outcome {
+        match status_reason(word_code(word)) {
+            Some(reason) => Outcome::Unknown(reason),
+            None if !self.opts.rule.lora_in_hashes && ep.lora_adapters => {
+                Outcome::Unknown(UnknownReason::LoraNotInEvents)
             }
-        } else if single_full {
-            self.walk_prefix(req, s);
-        } else {
-            for i in 0..s.cands.len() {
-                let slot = s.cands[i].slot;
-                s.hit[slot as usize] = self.slot_hit(req, slot) as u32;
-            }
-        }
-        fence(Ordering::Acquire);
-        let media = self.media_count.load(Ordering::Acquire);
-        for c in s.cands.iter() {
-            let now = word_version(self.words[c.slot as usize].load(Ordering::Relaxed));
-            let outcome = if now == c.version && c.version % 2 == 0 {
-                let hit = s.hit[c.slot as usize] as usize;
-                self.cached(req, c.slot, hit, single_full, media, proven)
-            } else {
-                // Changed during the walk: answer again under the endpoint's lock.
-                let ep = &eps[c.ep as usize];
-                let _g = ep.lock();
-                match status_reason(ep.code(c.rank as usize)) {
-                    Some(reason) => Outcome::Unknown(reason),
-                    None => {
-                        let hit = self.slot_hit(req, c.slot);
-                        self.cached(req, c.slot, hit, single_full, media, proven)
-                    }
-                }
-            };
-            out[c.at as usize].outcome = outcome;
+            None => Outcome::Cached {
+                tokens: 0,
+                other_media_tokens: Some(0),
+                proven,
+            },
         }
     }
 
+    /// A candidate whose version moved during the walk: answered again under its endpoint's
+    /// lock.
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn answer_again(
+        &self,
+        ep: &Endpoint,
+        rank: u32,
+        req: &Request<'_>,
+        slot: u32,
+        single_full: bool,
+        media: u8,
+        proven: bool,
+    ) -> Outcome {
+        let _g = ep.lock();
+        match status_reason(ep.code(rank as usize)) {
+            Some(reason) => Outcome::Unknown(reason),
+            None => {
+                let hit = self.slot_hit(req, slot);
+                self.cached(req, slot, hit, single_full, media, proven)
+            }
+        }
+    }
+
+    #[inline]
     fn cached(
         &self,
         req: &Request<'_>,
@@ -503,14 +550,7 @@ impl Index {
     /// by a writer (the caller then walks the table; the hits written so far are overwritten).
     fn walk_runs(&self, req: &Request<'_>, s: &mut Scratch) -> bool {
         let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
-        s.alive.clear();
-        for c in s.cands.iter() {
-            let w = c.slot as usize / 64;
-            if s.alive.len() <= w {
-                s.alive.resize(w + 1, 0);
-            }
-            s.alive[w] |= 1u64 << (c.slot % 64);
-        }
+        // `alive` holds the candidates (the first pass set it).
         let hashes = &req.block_hashes[..max_blocks];
         s.keep.clear();
         s.keep.resize(s.alive.len(), 0);
@@ -605,7 +645,7 @@ impl Index {
             s.mark.resize(slots, 0);
         }
         s.active.clear();
-        s.active.extend(s.cands.iter().map(|c| c.slot));
+        s.active.extend_from_slice(&s.cands);
         let mut j = 0usize;
         while j < max_blocks && !s.active.is_empty() {
             if s.stamp == u32::MAX {
