@@ -299,9 +299,40 @@ impl Index {
         let eps = self.endpoints.load();
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            self.predict_into(&eps.views, &eps, req, &mut s, out);
+            self.predict_into(&eps.views, &eps, req, &mut s, out, false);
         });
         Ok(())
+    }
+
+    /// [`Index::predict`] listing only the ranks whose outcome differs from
+    /// [`Index::nothing_cached`] (the matched ranks and the unknown ones), in the same order;
+    /// every rank not listed has that outcome. The same walk and the same consistency as
+    /// `predict` (each listed or omitted rank's answer reflects whole batches only), without
+    /// writing an entry per rank that holds none of the request: the form a router that
+    /// scores the matched endpoints wants. `out` is cleared first.
+    pub fn predict_sparse(
+        &self,
+        req: &Request<'_>,
+        out: &mut Vec<Prediction>,
+    ) -> Result<(), Error> {
+        self.check_request(req)?;
+        out.clear();
+        let eps = self.endpoints.load();
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            self.predict_into(&eps.views, &eps, req, &mut s, out, true);
+        });
+        Ok(())
+    }
+
+    /// The outcome of a rank in step that holds none of a request's blocks (the outcome
+    /// [`Index::predict_sparse`] leaves out).
+    pub fn nothing_cached(&self) -> Outcome {
+        Outcome::Cached {
+            tokens: 0,
+            other_media_tokens: (self.opts.groups.len() == 1).then_some(0),
+            proven: self.opts.rule.proven(),
+        }
     }
 
     /// One endpoint's predictions (one per rank).
@@ -322,12 +353,13 @@ impl Index {
         let mut out = Vec::new();
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            self.predict_into(&view, &one, req, &mut s, &mut out);
+            self.predict_into(&view, &one, req, &mut s, &mut out, false);
         });
         Ok(out)
     }
 
-    /// Predictions for the endpoints `views` describes (`eps` in the same order).
+    /// Predictions for the endpoints `views` describes (`eps` in the same order); `sparse`:
+    /// only those that differ from [`Index::nothing_cached`].
     fn predict_into(
         &self,
         views: &[EpView],
@@ -335,6 +367,7 @@ impl Index {
         req: &Request<'_>,
         s: &mut Scratch,
         out: &mut Vec<Prediction>,
+        sparse: bool,
     ) {
         let proven = self.opts.rule.proven();
         // A rule whose hashes do not carry the adapter cannot tell base and adapter blocks
@@ -385,7 +418,10 @@ impl Index {
         let media = self.media_count.load(Ordering::Acquire);
         // Second pass: each rank's answer; a candidate whose version moved during the walk is
         // answered again under its endpoint's lock.
-        out.reserve(s.words.len());
+        if !sparse {
+            out.reserve(s.words.len());
+        }
+        let nothing = self.nothing_cached();
         // One full-attention group on the GPU alone (the common index): the answer is the hit
         // in tokens, nothing on other media.
         let plain = single_full && media <= 1;
@@ -403,6 +439,9 @@ impl Index {
                     if word_version(now) == version && version & 1 == 0 {
                         let hit = s.hit[slot as usize];
                         if plain {
+                            if sparse && hit == 0 {
+                                continue;
+                            }
                             // Pushed here, whole: an answer built apart and copied in stalled
                             // on its own partial stores.
                             out.push(Prediction {
@@ -423,6 +462,9 @@ impl Index {
                 } else {
                     self.not_walked(word, ep, proven)
                 };
+                if sparse && outcome == nothing {
+                    continue;
+                }
                 out.push(Prediction {
                     endpoint: ep.id,
                     rank: r,
