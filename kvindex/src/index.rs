@@ -2,8 +2,8 @@
 
 use crate::config::{EndpointConfig, IndexOptions};
 use crate::endpoint::{
-    status_reason, word_code, word_version, Endpoint, EndpointId, Endpoints, EpView, SlotWords,
-    MAX_MEDIA,
+    status_reason, word_code, word_version, Endpoint, EndpointId, Endpoints, EpView, SlotTable,
+    SlotWords, MAX_MEDIA,
 };
 use crate::feedback::PredictionDrift;
 use crate::lookup;
@@ -68,6 +68,12 @@ struct Scratch {
     alive: Vec<u64>,
     /// Partial holders of the run in hand that stay candidates (bitset, zero between runs).
     keep: Vec<u64>,
+    /// Candidates whose hit is 0 (bitset, written by the chain walk).
+    zero: Vec<u64>,
+    /// The candidates (bitset) of a prediction taken while nothing changed.
+    cand_bits: Vec<u64>,
+    /// A sparse prediction's entries before they are put in endpoint order.
+    listed: Vec<(u32, Prediction)>,
 }
 
 thread_local! {
@@ -94,7 +100,7 @@ impl Index {
             chains,
             fallbacks: AtomicU64::new(0),
             endpoints: ArcSwap::from_pointee(Endpoints::default()),
-            words: (0..opts.max_slots).map(|_| AtomicU64::new(0)).collect(),
+            words: Arc::new(SlotTable::new(opts.max_slots as usize)),
             admin: Mutex::new(Admin {
                 next_id: 0,
                 used: vec![false; opts.max_slots as usize],
@@ -299,7 +305,10 @@ impl Index {
         let eps = self.endpoints.load();
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            self.predict_into(&eps.views, &eps, req, &mut s, out, false);
+            if !self.predict_quiet(&eps, req, &mut s, out, false) {
+                out.clear();
+                self.predict_into(&eps.views, &eps, req, &mut s, out, false);
+            }
         });
         Ok(())
     }
@@ -320,7 +329,30 @@ impl Index {
         let eps = self.endpoints.load();
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            self.predict_into(&eps.views, &eps, req, &mut s, out, true);
+            if !self.predict_quiet(&eps, req, &mut s, out, true) {
+                out.clear();
+                self.predict_into(&eps.views, &eps, req, &mut s, out, true);
+            }
+        });
+        Ok(())
+    }
+
+    /// [`Index::predict`] (`sparse` false) or [`Index::predict_sparse`] through the per-slot
+    /// path alone (each rank's version checked after the walk), never the path of a moment no
+    /// rank changed: the twin the tests compare that path with.
+    #[doc(hidden)]
+    pub fn predict_per_slot(
+        &self,
+        req: &Request<'_>,
+        out: &mut Vec<Prediction>,
+        sparse: bool,
+    ) -> Result<(), Error> {
+        self.check_request(req)?;
+        out.clear();
+        let eps = self.endpoints.load();
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            self.predict_into(&eps.views, &eps, req, &mut s, out, sparse);
         });
         Ok(())
     }
@@ -386,7 +418,7 @@ impl Index {
             let candidate = !(req.skip_prefix_cache || lora_unknown && ep.lora_adapters);
             for r in 0..ep.ranks {
                 let slot = ep.first_slot + r;
-                let word = self.words[slot as usize].load(Ordering::Acquire);
+                let word = self.words.words[slot as usize].load(Ordering::Acquire);
                 s.words.push(word);
                 if candidate && word_code(word) == 0 {
                     s.cands.push(slot);
@@ -434,7 +466,7 @@ impl Index {
                 let word = s.words[k];
                 k += 1;
                 let outcome = if candidate && word_code(word) == 0 {
-                    let now = self.words[slot as usize].load(Ordering::Relaxed);
+                    let now = self.words.words[slot as usize].load(Ordering::Relaxed);
                     let version = word_version(word);
                     if word_version(now) == version && version & 1 == 0 {
                         let hit = s.hit[slot as usize];
@@ -472,6 +504,114 @@ impl Index {
                 });
             }
         }
+    }
+
+    /// The prediction of a moment no rank changed, for the common index (the chains, GPU only):
+    /// when no change was in progress before the walk and none began during it, every rank's
+    /// status comes from the in-step bitset and no per-slot version is checked again; a sparse
+    /// answer then touches only the matched and the unknown ranks. False (with `out` to be
+    /// cleared) when that does not hold: the caller takes the per-slot path.
+    fn predict_quiet(
+        &self,
+        eps: &Endpoints,
+        req: &Request<'_>,
+        s: &mut Scratch,
+        out: &mut Vec<Prediction>,
+        sparse: bool,
+    ) -> bool {
+        let t = &*self.words;
+        if !self.chains || req.skip_prefix_cache || self.media_count.load(Ordering::Acquire) > 1 {
+            return false;
+        }
+        let ended = t.ended.load(Ordering::Acquire);
+        let began = t.began.load(Ordering::Acquire);
+        if began != ended {
+            return false;
+        }
+        let proven = self.opts.rule.proven();
+        let lora_unknown = !self.opts.rule.lora_in_hashes;
+        let slots = self.opts.max_slots as usize;
+        if s.hit.len() < slots {
+            s.hit.resize(slots, 0);
+        }
+        s.alive.clear();
+        for (w, &m) in eps.slots.iter().enumerate() {
+            let mut a = t.in_step[w].load(Ordering::Relaxed) & m;
+            if lora_unknown {
+                a &= !eps.lora_slots[w];
+            }
+            s.alive.push(a);
+        }
+        s.cand_bits.clear();
+        s.cand_bits.extend_from_slice(&s.alive);
+        if !self.walk_runs(req, s) {
+            return false;
+        }
+        fence(Ordering::Acquire);
+        if t.began.load(Ordering::Relaxed) != began {
+            return false;
+        }
+        let bs = self.opts.block_size as u64;
+        let cached = |hit: u32| Outcome::Cached {
+            tokens: u64::from(hit) * bs,
+            other_media_tokens: Some(0),
+            proven,
+        };
+        if sparse {
+            let nothing = self.nothing_cached();
+            s.listed.clear();
+            for (w, &m) in eps.slots.iter().enumerate() {
+                let cand = s.cand_bits[w];
+                // The matched candidates and the ranks that are not candidates.
+                let mut bits = (cand & !s.zero[w]) | (m & !cand);
+                while bits != 0 {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let slot = w * 64 + b;
+                    let vi = eps.view_of[slot];
+                    let v = &eps.views[vi as usize];
+                    let outcome = if cand & (1 << b) != 0 {
+                        cached(s.hit[slot])
+                    } else {
+                        self.not_walked(t.words[slot].load(Ordering::Relaxed), v, proven)
+                    };
+                    if outcome != nothing {
+                        s.listed.push((
+                            vi,
+                            Prediction {
+                                endpoint: v.id,
+                                rank: slot as u32 - v.first_slot,
+                                outcome,
+                            },
+                        ));
+                    }
+                }
+            }
+            s.listed.sort_unstable_by_key(|&(vi, p)| (vi, p.rank));
+            out.extend(s.listed.iter().map(|&(_, p)| p));
+        } else {
+            out.reserve(eps.views.iter().map(|v| v.ranks as usize).sum());
+            for v in eps.views.iter() {
+                for r in 0..v.ranks {
+                    let slot = (v.first_slot + r) as usize;
+                    if s.cand_bits[slot / 64] & (1 << (slot % 64)) != 0 {
+                        out.push(Prediction {
+                            endpoint: v.id,
+                            rank: r,
+                            outcome: cached(s.hit[slot]),
+                        });
+                    } else {
+                        let word = t.words[slot].load(Ordering::Relaxed);
+                        out.push(Prediction {
+                            endpoint: v.id,
+                            rank: r,
+                            outcome: self.not_walked(word, v, proven),
+                        });
+                    }
+                }
+            }
+        }
+        true
     }
 
     /// A rank the walk did not visit: its status, or the adapter or the request's cache skip
@@ -590,13 +730,16 @@ impl Index {
     /// probe per run the request's blocks pass through, the run's hashes compared in a loop
     /// and its cover ANDed with the candidates once. False when a place read was being moved
     /// by a writer (the caller then walks the table; the hits written so far are overwritten).
+    /// `zero` ends with the candidates whose hit is 0.
     fn walk_runs(&self, req: &Request<'_>, s: &mut Scratch) -> bool {
         let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
         // `alive` holds the candidates (the first pass set it).
         let hashes = &req.block_hashes[..max_blocks];
         s.keep.clear();
         s.keep.resize(s.alive.len(), 0);
-        let (hit, alive, keep) = (&mut s.hit, &mut s.alive, &mut s.keep);
+        s.zero.clear();
+        s.zero.resize(s.alive.len(), 0);
+        let (hit, alive, keep, zero) = (&mut s.hit, &mut s.alive, &mut s.keep, &mut s.zero);
         let mut j = 0usize;
         while j < max_blocks && alive.iter().any(|&a| a != 0) {
             let h = hashes[j];
@@ -620,6 +763,9 @@ impl Index {
                         for (w, a) in alive.iter_mut().enumerate() {
                             let c = run.cover_word(w);
                             let mut gone = *a & !c;
+                            if j == 0 {
+                                zero[w] |= gone;
+                            }
                             while gone != 0 {
                                 let b = gone.trailing_zeros() as usize;
                                 gone &= gone - 1;
@@ -643,6 +789,9 @@ impl Index {
                         let reach = held.saturating_sub(i);
                         if reach < matched {
                             hit[s as usize] = (j + reach) as u32;
+                            if j + reach == 0 {
+                                zero[w] |= bit;
+                            }
                             *a &= !bit;
                         } else {
                             keep[w] |= bit;
@@ -651,6 +800,9 @@ impl Index {
                     for ((w, a), k) in alive.iter_mut().enumerate().zip(keep.iter_mut()) {
                         let c = run.cover_word(w) | std::mem::take(k);
                         let mut gone = *a & !c;
+                        if j == 0 {
+                            zero[w] |= gone;
+                        }
                         while gone != 0 {
                             let b = gone.trailing_zeros() as usize;
                             gone &= gone - 1;
@@ -667,6 +819,9 @@ impl Index {
             }
         }
         for (w, &a) in alive.iter().enumerate() {
+            if j == 0 {
+                zero[w] |= a;
+            }
             let mut left = a;
             while left != 0 {
                 let b = left.trailing_zeros() as usize;

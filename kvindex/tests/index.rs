@@ -24,7 +24,9 @@ fn chain(prompt: u64, conv: u64, len: usize) -> Vec<u64> {
 }
 
 /// The sparse prediction lists exactly the dense one's ranks that differ from
-/// `nothing_cached`, in the same order.
+/// `nothing_cached`, in the same order; the per-slot path (each rank's version checked after
+/// the walk, never the path of a moment nothing changed) gives the same answers, dense and
+/// sparse.
 fn sparse_equals_dense(
     index: &kvindex::Index,
     req: &Request<'_>,
@@ -38,7 +40,11 @@ fn sparse_equals_dense(
         .filter(|p| p.outcome != nothing)
         .copied()
         .collect();
-    sparse == listed
+    let mut slow = Vec::new();
+    index.predict_per_slot(req, &mut slow, false).unwrap();
+    let mut slow_sparse = Vec::new();
+    index.predict_per_slot(req, &mut slow_sparse, true).unwrap();
+    sparse == listed && slow == dense && slow_sparse == listed
 }
 
 #[derive(Debug, Clone)]
