@@ -1,6 +1,7 @@
 //! Per-endpoint bookkeeping: each data-parallel rank's stream state, held-block counts per
 //! medium and counters. Written under the endpoint's mutex; the prediction path reads only
-//! the per-rank status and version atomics.
+//! the per-rank status and version atomics, the in-step bitset and the index-wide counts of
+//! changes begun and ended.
 
 use crate::config::EndpointConfig;
 use crate::prediction::UnknownReason;

@@ -26,7 +26,11 @@ use std::sync::{Arc, Mutex, RwLock};
 /// one full-attention group, else one probe per block — taking one shard's read lock at a
 /// time, and checks each rank's sequence counter, so every rank's answer reflects whole
 /// batches only (a rank changed during the walk is answered again under its own endpoint's
-/// lock). Writers (event application) hold one mutex per batch.
+/// lock). When no change was in progress before the walk and none began during it (two
+/// index-wide counters say so), the per-rank checks are skipped and the statuses come from an
+/// in-step bitset. Writers (event application) hold one mutex per batch.
+/// [`Index::predict_sparse`] gives the same answers, listing only the ranks that hold some of
+/// the request or are unknown.
 pub struct Index {
     pub(crate) opts: IndexOptions,
     pub(crate) table: Table,

@@ -969,6 +969,12 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::BTreeSet;
 
+    #[test]
+    fn the_stated_run_size_holds() {
+        // lib.rs: about 160 bytes per run = this header and the writers' child-list entry.
+        assert_eq!(std::mem::size_of::<Run>(), 112);
+    }
+
     proptest! {
         /// The in-place holder changes against a plain set per position: whenever
         /// `try_partial` takes a change (a slot that held the position stops, one that did not
