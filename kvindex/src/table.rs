@@ -122,7 +122,7 @@ impl Holders {
     fn insert(&mut self, at: usize, h: (u32, u32)) {
         match self {
             Holders::One([first]) => {
-                let mut v = Vec::with_capacity(4);
+                let mut v = Vec::with_capacity(2);
                 v.push(*first);
                 v.insert(at, h);
                 *self = Holders::Many(Box::new(v));
