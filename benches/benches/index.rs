@@ -12,6 +12,10 @@
 //!   endpoint, cycling over 512 queries (next turns, new conversations on the shared system
 //!   prompts, resends of earlier prefixes, cold requests). Dynamo's `find_matches` takes its
 //!   query by value: the copy is made outside the timing.
+//! * `index/predict_sparse/kvexact/{N}`: the same queries through `Index::predict_sparse`,
+//!   which lists only the endpoints whose answer is not "nothing cached" (the matched and the
+//!   unknown ones; every endpoint left out has that answer): the form of the peers' answers
+//!   (Dynamo's score map and SMG's callback name the matched workers only).
 //! * `index/predict_chat4k/32`: one chat-4k-sized request (4042 tokens, 252 blocks, held whole
 //!   by three of the 32 endpoints) against the 32 endpoints, to compare with the ffi crate's
 //!   `abi/chat4k_route_keys`.
@@ -135,6 +139,26 @@ fn kv_hits(kv: &Kv, q: &Query, out: &mut Vec<Prediction>) -> Vec<usize> {
         .collect()
 }
 
+/// Per endpoint, the blocks of `Index::predict_sparse` (0 for an endpoint left out, which it
+/// says has nothing cached).
+fn kv_sparse_hits(kv: &Kv, q: &Query, out: &mut Vec<Prediction>) -> Vec<usize> {
+    let chains = q.chains();
+    kv.index
+        .predict_sparse(&request(q, &chains), out)
+        .expect("predict");
+    assert_eq!(kv.index.nothing_cached().tokens(), Some(0));
+    let mut hits = vec![0; kv.ids.len()];
+    for p in out.iter() {
+        let i = kv
+            .ids
+            .iter()
+            .position(|&id| id == p.endpoint)
+            .expect("an endpoint");
+        hits[i] = p.outcome.tokens().expect("known") as usize / BLOCK_SIZE;
+    }
+    hits
+}
+
 /// p50 and p99 of individually timed calls, in nanoseconds.
 fn latency(queries: usize, mut f: impl FnMut(usize)) -> (u64, u64) {
     let mut t = Vec::with_capacity(queries * LATENCY_PASSES);
@@ -195,6 +219,11 @@ fn setup(n: usize) -> Setup {
     let expected: Vec<Vec<usize>> = all.iter().map(|q| expected_hits(&w, q)).collect();
     for (q, e) in all.iter().zip(&expected) {
         assert_eq!(&kv_hits(&kv, q, &mut out), e, "kvexact = the slow count");
+        assert_eq!(
+            &kv_sparse_hits(&kv, q, &mut out),
+            e,
+            "sparse kvexact = the slow count"
+        );
     }
     let nonzero = expected.iter().flatten().filter(|&&h| h > 0).count();
     report(
@@ -226,6 +255,18 @@ fn setup(n: usize) -> Setup {
         black_box(&out);
     });
     report(n, "latency kvexact", format!("p50 {p50} ns, p99 {p99} ns"));
+    let (p50, p99) = latency(reqs.len(), |i| {
+        let (q, c) = &reqs[i];
+        kv.index
+            .predict_sparse(&request(q, c), &mut out)
+            .expect("predict");
+        black_box(&out);
+    });
+    report(
+        n,
+        "latency kvexact sparse",
+        format!("p50 {p50} ns, p99 {p99} ns"),
+    );
     Setup {
         w,
         schema,
@@ -380,6 +421,18 @@ fn bench(c: &mut Criterion) {
                 st.kv
                     .index
                     .predict(&request(q, c), &mut out)
+                    .expect("predict");
+                black_box(&out);
+            })
+        });
+        let mut i = 0usize;
+        g.bench_function(format!("predict_sparse/kvexact/{n}"), |b| {
+            b.iter(|| {
+                let (q, c) = &st.reqs[i % st.reqs.len()];
+                i += 1;
+                st.kv
+                    .index
+                    .predict_sparse(&request(q, c), &mut out)
                     .expect("predict");
                 black_box(&out);
             })

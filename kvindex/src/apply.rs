@@ -34,6 +34,13 @@ pub enum Applied {
     Lost,
 }
 
+/// Ops a thread keeps allocated between batches (a larger buffer is dropped after its batch).
+const MAX_KEPT_OPS: usize = 1 << 16;
+
+thread_local! {
+    static OPS: std::cell::Cell<Vec<Op>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// One event reduced to what the index keeps.
 enum Op {
     /// A stored block and its chain parent (the block before it in its event, or the
@@ -210,8 +217,8 @@ impl Index {
     }
 
     /// The ops of a ZMQ batch, or why it cannot be applied (nothing applied then).
-    fn ops(&self, batch: &EventBatch<'_>) -> Result<Vec<Op>, Error> {
-        let mut ops = Vec::new();
+    fn ops(&self, batch: &EventBatch<'_>, ops: &mut Vec<Op>) -> Result<(), Error> {
+        ops.clear();
         for e in &batch.events {
             match &e.kind {
                 EventKind::BlockStored(s) => {
@@ -255,7 +262,7 @@ impl Index {
                 }
             }
         }
-        Ok(ops)
+        Ok(())
     }
 
     fn apply_batch_to(
@@ -263,6 +270,23 @@ impl Index {
         ep: &Endpoint,
         r: usize,
         batch: &EventBatch<'_>,
+    ) -> Result<Applied, Error> {
+        // The ops buffer is the thread's, reused batch after batch (taken out while in use).
+        let mut ops = OPS.with(|o| o.take());
+        let out = self.apply_ops_to(ep, r, batch, &mut ops);
+        ops.clear();
+        if ops.capacity() <= MAX_KEPT_OPS {
+            OPS.with(|o| o.replace(ops));
+        }
+        out
+    }
+
+    fn apply_ops_to(
+        &self,
+        ep: &Endpoint,
+        r: usize,
+        batch: &EventBatch<'_>,
+        ops: &mut Vec<Op>,
     ) -> Result<Applied, Error> {
         let Some(seq) = batch.seq else {
             return Err(Error::Event(
@@ -277,13 +301,11 @@ impl Index {
                 });
             }
         }
-        let ops = match self.ops(batch) {
-            Ok(o) => o,
-            Err(e) => {
-                self.reject(ep, r);
-                return Err(e);
-            }
-        };
+        if let Err(e) = self.ops(batch, ops) {
+            self.reject(ep, r);
+            return Err(e);
+        }
+        let ops = &ops[..];
         let mut g = ep.lock();
         let mut w = self.runs.writer();
         let st = &mut g[r];
@@ -300,7 +322,7 @@ impl Index {
                     Counters::bump(&c.restarts, 1);
                     self.clear_rank(&mut w, ep, r, st);
                 }
-                let (stored, removed) = self.run_ops(&mut w, ep, r, st, &ops);
+                let (stored, removed) = self.run_ops(&mut w, ep, r, st, ops);
                 st.stream = st.stream.applied(seq);
                 Applied::Applied { stored, removed }
             }

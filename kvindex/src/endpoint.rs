@@ -1,11 +1,12 @@
 //! Per-endpoint bookkeeping: each data-parallel rank's stream state, held-block counts per
 //! medium and counters. Written under the endpoint's mutex; the prediction path reads only
-//! the per-rank status and version atomics.
+//! the per-rank status and version atomics, the in-step bitset and the index-wide counts of
+//! changes begun and ended.
 
 use crate::config::EndpointConfig;
 use crate::prediction::UnknownReason;
 use crate::stream::StreamState;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// An endpoint's handle in one index (never reused while the index lives).
@@ -74,10 +75,45 @@ pub(crate) struct RankState {
     pub overflow: bool,
 }
 
-/// One word per slot, in one array for the whole index (the prediction reads every slot's
-/// word in a row): a seqlock version (bits 8.., odd while the rank's state is being changed)
-/// and the rank's status code (bits 0..8: 0 in step, else the unknown reason's code).
-pub(crate) type SlotWords = Arc<[AtomicU64]>;
+/// The slots' shared state, one table for the whole index.
+///
+/// * `words`: one word per slot (the prediction reads every slot's word in a row): a seqlock
+///   version (bits 8.., odd while the rank's state is being changed) and the rank's status code
+///   (bits 0..8: 0 in step, else the unknown reason's code).
+/// * `in_step`: a bit per slot, set while its status code is 0 (published with the word).
+/// * `began` / `ended`: changes to any rank begun and ended, index-wide. A prediction that
+///   reads them equal before its walk and `began` unchanged after it saw no change at all, so
+///   it may take every rank's status from `in_step` and skip the per-slot version checks.
+pub(crate) struct SlotTable {
+    pub words: Box<[AtomicU64]>,
+    pub in_step: Box<[AtomicU64]>,
+    pub began: AtomicU64,
+    pub ended: AtomicU64,
+}
+
+impl SlotTable {
+    pub fn new(slots: usize) -> Self {
+        SlotTable {
+            words: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            in_step: (0..slots.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            began: AtomicU64::new(0),
+            ended: AtomicU64::new(0),
+        }
+    }
+
+    /// Sets slot `slot`'s in-step bit from its status code.
+    fn set_in_step(&self, slot: usize, code: u8) {
+        let bit = 1u64 << (slot % 64);
+        if code == 0 {
+            self.in_step[slot / 64].fetch_or(bit, Ordering::AcqRel);
+        } else {
+            self.in_step[slot / 64].fetch_and(!bit, Ordering::AcqRel);
+        }
+    }
+}
+
+/// The index's slot table, shared with its endpoints.
+pub(crate) type SlotWords = Arc<SlotTable>;
 
 /// The version in a slot word.
 #[inline]
@@ -106,11 +142,16 @@ pub(crate) struct EpView {
 pub(crate) struct Endpoints {
     pub list: Vec<Arc<Endpoint>>,
     pub views: Vec<EpView>,
+    /// The endpoints' slots (bitset), and those of endpoints with adapters loaded.
+    pub slots: Vec<u64>,
+    pub lora_slots: Vec<u64>,
+    /// Per slot, the index of its endpoint in `views` (`u32::MAX`: no endpoint here).
+    pub view_of: Vec<u32>,
 }
 
 impl Endpoints {
     pub fn new(list: Vec<Arc<Endpoint>>) -> Self {
-        let views = list
+        let views: Vec<EpView> = list
             .iter()
             .map(|e| EpView {
                 id: e.id,
@@ -119,7 +160,30 @@ impl Endpoints {
                 lora_adapters: e.config.lora_adapters,
             })
             .collect();
-        Endpoints { list, views }
+        let end = views
+            .iter()
+            .map(|v| (v.first_slot + v.ranks) as usize)
+            .max()
+            .unwrap_or(0);
+        let mut slots = vec![0u64; end.div_ceil(64)];
+        let mut lora_slots = vec![0u64; end.div_ceil(64)];
+        let mut view_of = vec![u32::MAX; end];
+        for (i, v) in views.iter().enumerate() {
+            for slot in v.first_slot as usize..(v.first_slot + v.ranks) as usize {
+                slots[slot / 64] |= 1 << (slot % 64);
+                if v.lora_adapters {
+                    lora_slots[slot / 64] |= 1 << (slot % 64);
+                }
+                view_of[slot] = i as u32;
+            }
+        }
+        Endpoints {
+            list,
+            views,
+            slots,
+            lora_slots,
+            view_of,
+        }
     }
 }
 
@@ -154,14 +218,16 @@ impl Endpoint {
             StreamState::Unsynced
         };
         let code = status_code(&start, false);
-        for w in &words[first_slot as usize..first_slot as usize + ranks] {
+        for slot in first_slot as usize..first_slot as usize + ranks {
             // A new version (a slot reused from a removed endpoint reads as changed) and the
             // starting status.
+            let w = &words.words[slot];
             let cur = w.load(Ordering::Acquire);
             w.store(
                 (cur & !0xff).wrapping_add(2 << 8) | u64::from(code),
                 Ordering::Release,
             );
+            words.set_in_step(slot, code);
         }
         Endpoint {
             id,
@@ -187,7 +253,7 @@ impl Endpoint {
 
     #[inline]
     fn word(&self, rank: usize) -> &AtomicU64 {
-        &self.words[self.first_slot as usize + rank]
+        &self.words.words[self.first_slot as usize + rank]
     }
 
     /// A rank's status code.
@@ -202,15 +268,22 @@ impl Endpoint {
         let cur = w.load(Ordering::Acquire);
         let code = status_code(&st.stream, st.overflow);
         w.store((cur & !0xff) | u64::from(code), Ordering::Release);
+        self.words
+            .set_in_step(self.first_slot as usize + rank, code);
     }
 
-    /// Marks the start of a change to `rank` (seqlock odd).
+    /// Marks the start of a change to `rank` (seqlock odd; one more change begun index-wide).
     pub fn begin(&self, rank: usize) {
+        self.words.began.fetch_add(1, Ordering::AcqRel);
         self.word(rank).fetch_add(1 << 8, Ordering::AcqRel);
+        // The change's writes come after both counts (a reader that sees one of them sees the
+        // counts moved).
+        fence(Ordering::Release);
     }
 
-    /// Marks the end of a change to `rank` (seqlock even).
+    /// Marks the end of a change to `rank` (seqlock even; one more change ended index-wide).
     pub fn end(&self, rank: usize) {
         self.word(rank).fetch_add(1 << 8, Ordering::Release);
+        self.words.ended.fetch_add(1, Ordering::Release);
     }
 }

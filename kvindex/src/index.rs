@@ -2,8 +2,8 @@
 
 use crate::config::{EndpointConfig, IndexOptions};
 use crate::endpoint::{
-    status_reason, word_code, word_version, Endpoint, EndpointId, Endpoints, EpView, SlotWords,
-    MAX_MEDIA,
+    status_reason, word_code, word_version, Endpoint, EndpointId, Endpoints, EpView, SlotTable,
+    SlotWords, MAX_MEDIA,
 };
 use crate::feedback::PredictionDrift;
 use crate::lookup;
@@ -26,7 +26,11 @@ use std::sync::{Arc, Mutex, RwLock};
 /// one full-attention group, else one probe per block — taking one shard's read lock at a
 /// time, and checks each rank's sequence counter, so every rank's answer reflects whole
 /// batches only (a rank changed during the walk is answered again under its own endpoint's
-/// lock). Writers (event application) hold one mutex per batch.
+/// lock). When no change was in progress before the walk and none began during it (two
+/// index-wide counters say so), the per-rank checks are skipped and the statuses come from an
+/// in-step bitset. Writers (event application) hold one mutex per batch.
+/// [`Index::predict_sparse`] gives the same answers, listing only the ranks that hold some of
+/// the request or are unknown.
 pub struct Index {
     pub(crate) opts: IndexOptions,
     pub(crate) table: Table,
@@ -53,26 +57,27 @@ struct Admin {
 }
 
 /// One candidate slot of a prediction.
-#[derive(Clone, Copy)]
-struct Cand {
-    ep: usize,
-    /// Its entry in the output.
-    at: usize,
-    rank: u32,
-    slot: u32,
-    version: u64,
-    hit: usize,
-}
-
 #[derive(Default)]
 struct Scratch {
-    cands: Vec<Cand>,
-    active: Vec<usize>,
+    /// The candidates' slots.
+    cands: Vec<u32>,
+    /// Each rank's slot word read before the walk, in output order.
+    words: Vec<u64>,
+    /// Each candidate slot's hit, by slot (written by the walks, read for candidates only).
+    hit: Vec<u32>,
+    active: Vec<u32>,
     mark: Vec<u32>,
     stamp: u32,
-    /// Candidate slots still matching (bitset), and each slot's candidate.
+    /// Candidate slots still matching (bitset).
     alive: Vec<u64>,
-    cand_of: Vec<u32>,
+    /// Partial holders of the run in hand that stay candidates (bitset, zero between runs).
+    keep: Vec<u64>,
+    /// Candidates whose hit is 0 (bitset, written by the chain walk).
+    zero: Vec<u64>,
+    /// The candidates (bitset) of a prediction taken while nothing changed.
+    cand_bits: Vec<u64>,
+    /// A sparse prediction's entries before they are put in endpoint order.
+    listed: Vec<(u32, Prediction)>,
 }
 
 thread_local! {
@@ -99,7 +104,7 @@ impl Index {
             chains,
             fallbacks: AtomicU64::new(0),
             endpoints: ArcSwap::from_pointee(Endpoints::default()),
-            words: (0..opts.max_slots).map(|_| AtomicU64::new(0)).collect(),
+            words: Arc::new(SlotTable::new(opts.max_slots as usize)),
             admin: Mutex::new(Admin {
                 next_id: 0,
                 used: vec![false; opts.max_slots as usize],
@@ -304,9 +309,66 @@ impl Index {
         let eps = self.endpoints.load();
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            self.predict_into(&eps.views, &eps, req, &mut s, out);
+            if !self.predict_quiet(&eps, req, &mut s, out, false) {
+                out.clear();
+                self.predict_into(&eps.views, &eps, req, &mut s, out, false);
+            }
         });
         Ok(())
+    }
+
+    /// [`Index::predict`] listing only the ranks whose outcome differs from
+    /// [`Index::nothing_cached`] (the matched ranks and the unknown ones), in the same order;
+    /// every rank not listed has that outcome. The same walk and the same consistency as
+    /// `predict` (each listed or omitted rank's answer reflects whole batches only), without
+    /// writing an entry per rank that holds none of the request: the form a router that
+    /// scores the matched endpoints wants. `out` is cleared first.
+    pub fn predict_sparse(
+        &self,
+        req: &Request<'_>,
+        out: &mut Vec<Prediction>,
+    ) -> Result<(), Error> {
+        self.check_request(req)?;
+        out.clear();
+        let eps = self.endpoints.load();
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            if !self.predict_quiet(&eps, req, &mut s, out, true) {
+                out.clear();
+                self.predict_into(&eps.views, &eps, req, &mut s, out, true);
+            }
+        });
+        Ok(())
+    }
+
+    /// [`Index::predict`] (`sparse` false) or [`Index::predict_sparse`] through the per-slot
+    /// path alone (each rank's version checked after the walk), never the path of a moment no
+    /// rank changed: the twin the tests compare that path with.
+    #[doc(hidden)]
+    pub fn predict_per_slot(
+        &self,
+        req: &Request<'_>,
+        out: &mut Vec<Prediction>,
+        sparse: bool,
+    ) -> Result<(), Error> {
+        self.check_request(req)?;
+        out.clear();
+        let eps = self.endpoints.load();
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            self.predict_into(&eps.views, &eps, req, &mut s, out, sparse);
+        });
+        Ok(())
+    }
+
+    /// The outcome of a rank in step that holds none of a request's blocks (the outcome
+    /// [`Index::predict_sparse`] leaves out).
+    pub fn nothing_cached(&self) -> Outcome {
+        Outcome::Cached {
+            tokens: 0,
+            other_media_tokens: (self.opts.groups.len() == 1).then_some(0),
+            proven: self.opts.rule.proven(),
+        }
     }
 
     /// One endpoint's predictions (one per rank).
@@ -327,12 +389,13 @@ impl Index {
         let mut out = Vec::new();
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            self.predict_into(&view, &one, req, &mut s, &mut out);
+            self.predict_into(&view, &one, req, &mut s, &mut out, false);
         });
         Ok(out)
     }
 
-    /// Predictions for the endpoints `views` describes (`eps` in the same order).
+    /// Predictions for the endpoints `views` describes (`eps` in the same order); `sparse`:
+    /// only those that differ from [`Index::nothing_cached`].
     fn predict_into(
         &self,
         views: &[EpView],
@@ -340,84 +403,263 @@ impl Index {
         req: &Request<'_>,
         s: &mut Scratch,
         out: &mut Vec<Prediction>,
+        sparse: bool,
     ) {
         let proven = self.opts.rule.proven();
         // A rule whose hashes do not carry the adapter cannot tell base and adapter blocks
         // apart on an endpoint with adapters loaded, whichever the request uses.
         let lora_unknown = !self.opts.rule.lora_in_hashes;
+        let slots = self.opts.max_slots as usize;
+        if s.hit.len() < slots {
+            s.hit.resize(slots, 0);
+        }
+        // First pass: every rank's slot word (status and seqlock version), and the candidates
+        // (ranks in step whose blocks the events show).
         s.cands.clear();
-        for (ei, ep) in views.iter().enumerate() {
+        s.words.clear();
+        s.alive.clear();
+        for ep in views.iter() {
+            let candidate = !(req.skip_prefix_cache || lora_unknown && ep.lora_adapters);
             for r in 0..ep.ranks {
                 let slot = ep.first_slot + r;
-                let word = self.words[slot as usize].load(Ordering::Acquire);
-                let outcome = if let Some(reason) = status_reason(word_code(word)) {
-                    Some(Outcome::Unknown(reason))
-                } else if lora_unknown && ep.lora_adapters {
-                    Some(Outcome::Unknown(UnknownReason::LoraNotInEvents))
-                } else if req.skip_prefix_cache {
-                    Some(Outcome::Cached {
-                        tokens: 0,
-                        other_media_tokens: Some(0),
-                        proven,
-                    })
-                } else {
-                    None
-                };
-                if outcome.is_none() {
-                    s.cands.push(Cand {
-                        ep: ei,
-                        at: out.len(),
-                        rank: r,
-                        slot,
-                        version: word_version(word),
-                        hit: 0,
-                    });
+                let word = self.words.words[slot as usize].load(Ordering::Acquire);
+                s.words.push(word);
+                if candidate && word_code(word) == 0 {
+                    s.cands.push(slot);
+                    let w = slot as usize / 64;
+                    if s.alive.len() <= w {
+                        s.alive.resize(w + 1, 0);
+                    }
+                    s.alive[w] |= 1u64 << (slot % 64);
                 }
-                out.push(Prediction {
-                    endpoint: ep.id,
-                    rank: r,
-                    outcome: outcome.unwrap_or(Outcome::Unknown(UnknownReason::Unsynced)),
-                });
             }
-        }
-        if s.cands.is_empty() {
-            return;
         }
         let single_full = self.opts.groups.len() == 1;
-        if self.chains {
-            if !self.walk_runs(req, s) {
-                self.fallbacks.fetch_add(1, Ordering::Relaxed);
+        if !s.cands.is_empty() {
+            if self.chains {
+                if !self.walk_runs(req, s) {
+                    self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                    self.walk_prefix(req, s);
+                }
+            } else if single_full {
                 self.walk_prefix(req, s);
-            }
-        } else if single_full {
-            self.walk_prefix(req, s);
-        } else {
-            for i in 0..s.cands.len() {
-                s.cands[i].hit = self.slot_hit(req, s.cands[i].slot);
+            } else {
+                for i in 0..s.cands.len() {
+                    let slot = s.cands[i];
+                    s.hit[slot as usize] = self.slot_hit(req, slot) as u32;
+                }
             }
         }
         fence(Ordering::Acquire);
         let media = self.media_count.load(Ordering::Acquire);
-        for c in s.cands.iter() {
-            let now = word_version(self.words[c.slot as usize].load(Ordering::Relaxed));
-            let outcome = if now == c.version && c.version % 2 == 0 {
-                self.cached(req, c.slot, c.hit, single_full, media, proven)
-            } else {
-                // Changed during the walk: answer again under the endpoint's lock.
-                let ep = &eps[c.ep];
-                let _g = ep.lock();
-                match status_reason(ep.code(c.rank as usize)) {
-                    Some(reason) => Outcome::Unknown(reason),
-                    None => {
-                        let hit = self.slot_hit(req, c.slot);
-                        self.cached(req, c.slot, hit, single_full, media, proven)
+        // Second pass: each rank's answer; a candidate whose version moved during the walk is
+        // answered again under its endpoint's lock.
+        if !sparse {
+            out.reserve(s.words.len());
+        }
+        let nothing = self.nothing_cached();
+        // One full-attention group on the GPU alone (the common index): the answer is the hit
+        // in tokens, nothing on other media.
+        let plain = single_full && media <= 1;
+        let bs = self.opts.block_size as u64;
+        let mut k = 0usize;
+        for (ei, ep) in views.iter().enumerate() {
+            let candidate = !(req.skip_prefix_cache || lora_unknown && ep.lora_adapters);
+            for r in 0..ep.ranks {
+                let slot = ep.first_slot + r;
+                let word = s.words[k];
+                k += 1;
+                let outcome = if candidate && word_code(word) == 0 {
+                    let now = self.words.words[slot as usize].load(Ordering::Relaxed);
+                    let version = word_version(word);
+                    if word_version(now) == version && version & 1 == 0 {
+                        let hit = s.hit[slot as usize];
+                        if plain {
+                            if sparse && hit == 0 {
+                                continue;
+                            }
+                            // Pushed here, whole: an answer built apart and copied in stalled
+                            // on its own partial stores.
+                            out.push(Prediction {
+                                endpoint: ep.id,
+                                rank: r,
+                                outcome: Outcome::Cached {
+                                    tokens: u64::from(hit) * bs,
+                                    other_media_tokens: Some(0),
+                                    proven,
+                                },
+                            });
+                            continue;
+                        }
+                        self.cached(req, slot, hit as usize, single_full, media, proven)
+                    } else {
+                        self.answer_again(&eps[ei], r, req, slot, single_full, media, proven)
                     }
+                } else {
+                    self.not_walked(word, ep, proven)
+                };
+                if sparse && outcome == nothing {
+                    continue;
                 }
-            };
-            out[c.at].outcome = outcome;
+                out.push(Prediction {
+                    endpoint: ep.id,
+                    rank: r,
+                    outcome,
+                });
+            }
         }
     }
 
+    /// The prediction of a moment no rank changed, for the common index (the chains, GPU only):
+    /// when no change was in progress before the walk and none began during it, every rank's
+    /// status comes from the in-step bitset and no per-slot version is checked again; a sparse
+    /// answer then touches only the matched and the unknown ranks. False (with `out` to be
+    /// cleared) when that does not hold: the caller takes the per-slot path.
+    fn predict_quiet(
+        &self,
+        eps: &Endpoints,
+        req: &Request<'_>,
+        s: &mut Scratch,
+        out: &mut Vec<Prediction>,
+        sparse: bool,
+    ) -> bool {
+        let t = &*self.words;
+        if !self.chains || req.skip_prefix_cache || self.media_count.load(Ordering::Acquire) > 1 {
+            return false;
+        }
+        let ended = t.ended.load(Ordering::Acquire);
+        let began = t.began.load(Ordering::Acquire);
+        if began != ended {
+            return false;
+        }
+        let proven = self.opts.rule.proven();
+        let lora_unknown = !self.opts.rule.lora_in_hashes;
+        let slots = self.opts.max_slots as usize;
+        if s.hit.len() < slots {
+            s.hit.resize(slots, 0);
+        }
+        s.alive.clear();
+        for (w, &m) in eps.slots.iter().enumerate() {
+            let mut a = t.in_step[w].load(Ordering::Relaxed) & m;
+            if lora_unknown {
+                a &= !eps.lora_slots[w];
+            }
+            s.alive.push(a);
+        }
+        s.cand_bits.clear();
+        s.cand_bits.extend_from_slice(&s.alive);
+        if !self.walk_runs(req, s) {
+            return false;
+        }
+        fence(Ordering::Acquire);
+        if t.began.load(Ordering::Relaxed) != began {
+            return false;
+        }
+        let bs = self.opts.block_size as u64;
+        let cached = |hit: u32| Outcome::Cached {
+            tokens: u64::from(hit) * bs,
+            other_media_tokens: Some(0),
+            proven,
+        };
+        if sparse {
+            let nothing = self.nothing_cached();
+            s.listed.clear();
+            for (w, &m) in eps.slots.iter().enumerate() {
+                let cand = s.cand_bits[w];
+                // The matched candidates and the ranks that are not candidates.
+                let mut bits = (cand & !s.zero[w]) | (m & !cand);
+                while bits != 0 {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let slot = w * 64 + b;
+                    let vi = eps.view_of[slot];
+                    let v = &eps.views[vi as usize];
+                    let outcome = if cand & (1 << b) != 0 {
+                        cached(s.hit[slot])
+                    } else {
+                        self.not_walked(t.words[slot].load(Ordering::Relaxed), v, proven)
+                    };
+                    if outcome != nothing {
+                        s.listed.push((
+                            vi,
+                            Prediction {
+                                endpoint: v.id,
+                                rank: slot as u32 - v.first_slot,
+                                outcome,
+                            },
+                        ));
+                    }
+                }
+            }
+            s.listed.sort_unstable_by_key(|&(vi, p)| (vi, p.rank));
+            out.extend(s.listed.iter().map(|&(_, p)| p));
+        } else {
+            out.reserve(eps.views.iter().map(|v| v.ranks as usize).sum());
+            for v in eps.views.iter() {
+                for r in 0..v.ranks {
+                    let slot = (v.first_slot + r) as usize;
+                    if s.cand_bits[slot / 64] & (1 << (slot % 64)) != 0 {
+                        out.push(Prediction {
+                            endpoint: v.id,
+                            rank: r,
+                            outcome: cached(s.hit[slot]),
+                        });
+                    } else {
+                        let word = t.words[slot].load(Ordering::Relaxed);
+                        out.push(Prediction {
+                            endpoint: v.id,
+                            rank: r,
+                            outcome: self.not_walked(word, v, proven),
+                        });
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// A rank the walk did not visit: its status, or the adapter or the request's cache skip
+    /// decide.
+    #[cold]
+    fn not_walked(&self, word: u64, ep: &EpView, proven: bool) -> Outcome {
+        match status_reason(word_code(word)) {
+            Some(reason) => Outcome::Unknown(reason),
+            None if !self.opts.rule.lora_in_hashes && ep.lora_adapters => {
+                Outcome::Unknown(UnknownReason::LoraNotInEvents)
+            }
+            None => Outcome::Cached {
+                tokens: 0,
+                other_media_tokens: Some(0),
+                proven,
+            },
+        }
+    }
+
+    /// A candidate whose version moved during the walk: answered again under its endpoint's
+    /// lock.
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn answer_again(
+        &self,
+        ep: &Endpoint,
+        rank: u32,
+        req: &Request<'_>,
+        slot: u32,
+        single_full: bool,
+        media: u8,
+        proven: bool,
+    ) -> Outcome {
+        let _g = ep.lock();
+        match status_reason(ep.code(rank as usize)) {
+            Some(reason) => Outcome::Unknown(reason),
+            None => {
+                let hit = self.slot_hit(req, slot);
+                self.cached(req, slot, hit, single_full, media, proven)
+            }
+        }
+    }
+
+    #[inline]
     fn cached(
         &self,
         req: &Request<'_>,
@@ -492,23 +734,16 @@ impl Index {
     /// probe per run the request's blocks pass through, the run's hashes compared in a loop
     /// and its cover ANDed with the candidates once. False when a place read was being moved
     /// by a writer (the caller then walks the table; the hits written so far are overwritten).
+    /// `zero` ends with the candidates whose hit is 0.
     fn walk_runs(&self, req: &Request<'_>, s: &mut Scratch) -> bool {
         let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
-        let slots = self.opts.max_slots as usize;
-        if s.cand_of.len() < slots {
-            s.cand_of.resize(slots, 0);
-        }
-        s.alive.clear();
-        for (ci, c) in s.cands.iter().enumerate() {
-            let w = c.slot as usize / 64;
-            if s.alive.len() <= w {
-                s.alive.resize(w + 1, 0);
-            }
-            s.alive[w] |= 1u64 << (c.slot % 64);
-            s.cand_of[c.slot as usize] = ci as u32;
-        }
+        // `alive` holds the candidates (the first pass set it).
         let hashes = &req.block_hashes[..max_blocks];
-        let (cands, alive, cand_of) = (&mut s.cands, &mut s.alive, &s.cand_of);
+        s.keep.clear();
+        s.keep.resize(s.alive.len(), 0);
+        s.zero.clear();
+        s.zero.resize(s.alive.len(), 0);
+        let (hit, alive, keep, zero) = (&mut s.hit, &mut s.alive, &mut s.keep, &mut s.zero);
         let mut j = 0usize;
         while j < max_blocks && alive.iter().any(|&a| a != 0) {
             let h = hashes[j];
@@ -523,22 +758,63 @@ impl Index {
                     if hs[i] != h {
                         return None;
                     }
-                    for (w, a) in alive.iter_mut().enumerate() {
-                        let c = run.cover_word(w);
-                        let mut gone = *a & !c;
-                        while gone != 0 {
-                            let b = gone.trailing_zeros() as usize;
-                            gone &= gone - 1;
-                            cands[cand_of[w * 64 + b] as usize].hit = j;
-                        }
-                        *a &= c;
-                    }
-                    let more = hs[i + 1..]
+                    let matched = 1 + hs[i + 1..]
                         .iter()
                         .zip(&hashes[j + 1..])
                         .take_while(|(a, b)| a == b)
                         .count();
-                    Some(j + 1 + more)
+                    if !run.has_partial() {
+                        for (w, a) in alive.iter_mut().enumerate() {
+                            let c = run.cover_word(w);
+                            let mut gone = *a & !c;
+                            if j == 0 {
+                                zero[w] |= gone;
+                            }
+                            while gone != 0 {
+                                let b = gone.trailing_zeros() as usize;
+                                gone &= gone - 1;
+                                hit[w * 64 + b] = j as u32;
+                            }
+                            *a &= c;
+                        }
+                        return Some(j + matched);
+                    }
+                    // A partial holder holds the matched blocks up to its end: it stays a
+                    // candidate when it holds them all, else its hit ends there (one pass
+                    // over the partial holders; the survivors are ORed with the cover).
+                    for (s, held) in run.partial() {
+                        let (w, bit) = (s as usize / 64, 1u64 << (s % 64));
+                        let Some(a) = alive.get_mut(w) else {
+                            continue;
+                        };
+                        if *a & bit == 0 {
+                            continue;
+                        }
+                        let reach = held.saturating_sub(i);
+                        if reach < matched {
+                            hit[s as usize] = (j + reach) as u32;
+                            if j + reach == 0 {
+                                zero[w] |= bit;
+                            }
+                            *a &= !bit;
+                        } else {
+                            keep[w] |= bit;
+                        }
+                    }
+                    for ((w, a), k) in alive.iter_mut().enumerate().zip(keep.iter_mut()) {
+                        let c = run.cover_word(w) | std::mem::take(k);
+                        let mut gone = *a & !c;
+                        if j == 0 {
+                            zero[w] |= gone;
+                        }
+                        while gone != 0 {
+                            let b = gone.trailing_zeros() as usize;
+                            gone &= gone - 1;
+                            hit[w * 64 + b] = j as u32;
+                        }
+                        *a &= c;
+                    }
+                    Some(j + matched)
                 })
                 .flatten();
             match next {
@@ -547,11 +823,14 @@ impl Index {
             }
         }
         for (w, &a) in alive.iter().enumerate() {
+            if j == 0 {
+                zero[w] |= a;
+            }
             let mut left = a;
             while left != 0 {
                 let b = left.trailing_zeros() as usize;
                 left &= left - 1;
-                cands[cand_of[w * 64 + b] as usize].hit = j;
+                hit[w * 64 + b] = j as u32;
             }
         }
         true
@@ -567,7 +846,7 @@ impl Index {
             s.mark.resize(slots, 0);
         }
         s.active.clear();
-        s.active.extend(0..s.cands.len());
+        s.active.extend_from_slice(&s.cands);
         let mut j = 0usize;
         while j < max_blocks && !s.active.is_empty() {
             if s.stamp == u32::MAX {
@@ -589,21 +868,20 @@ impl Index {
                     }
                 }
             });
-            let cands = &mut s.cands;
+            let hit = &mut s.hit;
             let mark = &s.mark;
-            s.active.retain(|&ci| {
-                let c = &mut cands[ci];
-                if mark[c.slot as usize] == stamp {
+            s.active.retain(|&slot| {
+                if mark[slot as usize] == stamp {
                     true
                 } else {
-                    c.hit = j;
+                    hit[slot as usize] = j as u32;
                     false
                 }
             });
             j += 1;
         }
-        for &ci in &s.active {
-            s.cands[ci].hit = j;
+        for &slot in &s.active {
+            s.hit[slot as usize] = j as u32;
         }
     }
 }

@@ -27,15 +27,21 @@
 //! twice that right after the map grew); a key held by several slots moves its holders to one
 //! heap vector ([`BYTES_PER_HOLDER`] = 8 bytes each). An index of one full-attention group
 //! also keeps its GPU keys as run-compressed chains (`runs.rs`): 8 bytes per distinct block
-//! in its run's array (up to twice that in a run that grew at the front) and about 100 bytes
-//! per run (header, cover, the writers' child list); [`Index::memory`] counts both. Per rank,
+//! in its run's array (up to twice that in a run that grew at the front), about 160 bytes
+//! per run (a 112-byte header with the cover of up to 128 slots inline, the writers' child
+//! list) and 8 bytes per partial holder of a run (a slot holding a leading stretch of it);
+//! [`Index::memory`] counts them all. Per rank,
 //! the GPU capacity bounds the entries: a stream that stores more than the engine's pool
 //! holds has lost removals, and the rank's entries are dropped ([`UnknownReason::Overflow`])
 //! until its cache is known again.
 //!
 //! Locking: a prediction takes no lock shared by all endpoints (the read locks of the shards
 //! it visits, one at a time); event application holds the index's writers' mutex for a batch
-//! (batches apply one at a time, whichever endpoint sends them).
+//! (batches apply one at a time, whichever endpoint sends them). A prediction that saw no
+//! batch in progress or begun during its walk answers from that one state without checking
+//! each rank again; otherwise each rank's seqlock version decides.
+//! [`Index::predict_sparse`] answers the same, listing only the ranks that hold some of the
+//! request or are unknown (the others have [`Index::nothing_cached`]).
 //!
 //! Where the events cannot show what the engine keys on, a prediction is
 //! [`Outcome::Unknown`] with its [`UnknownReason`], never a count.

@@ -4,18 +4,23 @@
 //! The table answers "who holds this key" with one hash-map probe per block, so a request of a
 //! few hundred blocks costs a few hundred cache misses. The chains keep the same facts in the
 //! shape a prefix walk reads: every GPU key that some slot holds sits at one position of one
-//! *run*, a stretch of blocks each chained on the one before it (the engine's parent hash)
-//! whose holder set — the run's *cover*, a bitset of slots — is the same at every position. The
-//! walk ([`crate::Index::predict`]) probes the table once per run for the run and position of
-//! the request's block, compares the request's next hashes against the run's array and ANDs the
-//! candidates with the cover once: one probe per run instead of one per block.
+//! *run*, a stretch of blocks each chained on the one before it (the engine's parent hash).
+//! A run's holders are its *cover* (a bitset of the slots holding every position) and its
+//! *partial holders* (slots holding a leading stretch of it only: `(slot, end)`). The walk
+//! ([`crate::Index::predict`]) probes the table once per run for the run and position of the
+//! request's block, compares the request's next hashes against the run's array, ANDs the
+//! candidates with the cover once and ends each partial holder's hit at its end: one probe per
+//! run instead of one per block.
 //!
-//! Exactness does not depend on the shape. A position's cover always equals the set of slots
-//! holding its key ([`crate::Index::self_check`] tests this), and the walk reaches a position
-//! only by the request's own hash, so any partition into runs gives the table's answer. The
-//! shape only buys speed: a store that extends a slot's own leaf appends to its run; a change of
-//! one position's holders isolates it (moving the shorter side of its run) and joins it with a
-//! neighbour of the same cover (moving the shorter run), so splits and joins cost the smaller
+//! Exactness does not depend on the shape. A position's holders (the cover and the partial
+//! holders reaching past it) always equal the set of slots holding its key
+//! ([`crate::Index::self_check`] tests this), and the walk reaches a position only by the
+//! request's own hash, so any partition into runs gives the table's answer. The shape only buys
+//! speed: a store that extends a slot's own leaf appends to its run; a slot storing a shared
+//! chain block by block, or evicting it tail first, moves its partial end by one in place (no
+//! key moves); any other change of one position's holders splits the run into runs without
+//! partial holders, isolates the position (moving the shorter side of its run) and joins it with
+//! a neighbour of the same cover (moving the shorter run), so splits and joins cost the smaller
 //! half.
 //!
 //! Concurrency: writers (event application) hold one mutex ([`Runs::writer`]) for a batch;
@@ -56,6 +61,11 @@ pub(crate) struct Run {
     base: u32,
     /// Slots holding every block of the run.
     cover: Cover,
+    /// Slots holding a leading stretch of the run only: `(slot, end)` holds the logical
+    /// positions `base..end`, with `base < end < end_pos` and `slot` outside the cover (at most
+    /// one entry per slot). A slot storing a shared chain block by block, or evicting it tail
+    /// first, moves its end by one instead of splitting the run.
+    part: Vec<(u32, u32)>,
     /// The chain parent of `hashes[0]`, as its store named it.
     parent: Option<u64>,
     live: bool,
@@ -81,8 +91,94 @@ impl Run {
         self.cover.word(w)
     }
 
+    /// The partial holders: `(slot, held)` where `slot` holds the array indices `..held`
+    /// (`0 < held < len`; `slot` is outside the cover).
+    #[inline]
+    pub fn partial(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
+        let base = self.base;
+        self.part
+            .iter()
+            .map(move |&(s, e)| (s, e.wrapping_sub(base) as usize))
+    }
+
+    /// Whether the run has partial holders.
+    #[inline]
+    pub fn has_partial(&self) -> bool {
+        !self.part.is_empty()
+    }
+
+    /// The slots holding array index `i`: the cover and the partial holders reaching past it.
+    pub fn holders_at(&self, i: usize) -> Cover {
+        self.partial()
+            .filter(|&(_, held)| held > i)
+            .fold(self.cover.clone(), |c, (s, _)| c.with(s, true))
+    }
+
     fn end_pos(&self) -> u32 {
         self.base.wrapping_add(self.hashes.len() as u32)
+    }
+
+    /// Partial holders that reach the end (after the run shrank at its tail) join the cover.
+    fn promote(&mut self) {
+        let end = self.end_pos().wrapping_sub(self.base);
+        let base = self.base;
+        let mut k = 0;
+        while k < self.part.len() {
+            let (s, e) = self.part[k];
+            if e.wrapping_sub(base) >= end {
+                self.cover = self.cover.with(s, true);
+                self.part.swap_remove(k);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// The fast holder changes: `slot` now holds (`on`) or no longer holds logical position
+    /// `pos`, which other slots hold before and after the change. Done in place when the
+    /// slot's held stretch stays a leading one: a store at the front of the run or right after
+    /// the slot's partial end, an eviction at the run's tail by a covering slot or at the
+    /// slot's partial end. False when the change needs the general path.
+    fn try_partial(&mut self, pos: u32, slot: u32, on: bool) -> bool {
+        let Some(i) = self.index_of(pos) else {
+            return false;
+        };
+        let n = self.hashes.len();
+        if n < 2 {
+            return false;
+        }
+        let k = self.part.iter().position(|&(s, _)| s == slot);
+        let in_cover = self.cover.has(slot);
+        match (on, in_cover, k) {
+            (true, false, Some(k)) if self.part[k].1 == pos => {
+                let e = pos.wrapping_add(1);
+                if e == self.end_pos() {
+                    self.part.swap_remove(k);
+                    self.cover = self.cover.with(slot, true);
+                } else {
+                    self.part[k].1 = e;
+                }
+                true
+            }
+            (true, false, None) if i == 0 => {
+                self.part.push((slot, pos.wrapping_add(1)));
+                true
+            }
+            (false, true, None) if i + 1 == n => {
+                self.cover = self.cover.with(slot, false);
+                self.part.push((slot, pos));
+                true
+            }
+            (false, false, Some(k)) if self.part[k].1 == pos.wrapping_add(1) => {
+                if i == 0 {
+                    self.part.swap_remove(k);
+                } else {
+                    self.part[k].1 = pos;
+                }
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -261,6 +357,7 @@ impl Runs {
                 r.live = false;
                 r.hashes = Blocks::default();
                 r.cover = Cover::default();
+                r.part = Vec::new();
                 r.parent.take()
             })
             .flatten();
@@ -335,6 +432,7 @@ impl Runs {
                 hashes: Blocks::one(hash),
                 base: 0,
                 cover: Cover::default().with(slot, true),
+                part: Vec::new(),
                 parent,
                 live: true,
             },
@@ -360,6 +458,14 @@ impl Runs {
         on: bool,
         parent_hint: Option<Loc>,
     ) -> Loc {
+        if self
+            .write(loc.run, |r| r.try_partial(loc.pos, slot, on))
+            .unwrap_or(false)
+        {
+            return loc;
+        }
+        // The general path moves positions between partial-free runs.
+        let loc = self.materialize(w, table, loc);
         let Some((n, i, cover, parent)) = self
             .read(loc.run, |r| {
                 r.index_of(loc.pos).map(|i| {
@@ -421,7 +527,11 @@ impl Runs {
                     }
                     let moved = self
                         .write(y, |r| {
-                            (r.live && r.parent == Some(hash) && r.cover == cover).then(|| {
+                            (r.live
+                                && r.parent == Some(hash)
+                                && r.cover == cover
+                                && r.part.is_empty())
+                            .then(|| {
                                 r.hashes.prepend(&[hash]);
                                 r.base = r.base.wrapping_sub(1);
                                 r.base
@@ -444,6 +554,7 @@ impl Runs {
                 hashes: Blocks::one(hash),
                 base: 0,
                 cover,
+                part: Vec::new(),
                 parent,
                 live: true,
             },
@@ -457,9 +568,87 @@ impl Runs {
 
     /// Nobody holds the key at `loc` any more (its table entry is gone): its position goes.
     pub fn drop_key(&self, w: &mut Writer, table: &Table, loc: Loc) {
+        // Nobody holds the position, so no partial holder reaches it: it is the run's last
+        // (every later position's holders are among its own). The tail shrinks in place.
+        let popped = self
+            .write(loc.run, |r| {
+                let tail = r.index_of(loc.pos).is_some_and(|i| i + 1 == r.hashes.len());
+                let shrink = tail && r.hashes.len() > 1 && r.has_partial();
+                if shrink {
+                    r.hashes.pop();
+                    r.promote();
+                }
+                shrink
+            })
+            .unwrap_or(false);
+        if popped {
+            return;
+        }
+        let loc = self.materialize(w, table, loc);
         if let Some(i) = self.read(loc.run, |r| r.index_of(loc.pos)).flatten() {
             self.cut(w, table, loc.run, i);
         }
+    }
+
+    /// Splits run `loc.run` into runs without partial holders, one per stretch of positions
+    /// with one holder set (copy, redirect, shrink: a reader on a stale place still finds
+    /// right holders or another hash). Returns where logical position `loc.pos` went.
+    fn materialize(&self, w: &mut Writer, table: &Table, loc: Loc) -> Loc {
+        let Some((hashes, cover, part)) = self
+            .read(loc.run, |r| {
+                (r.live && r.has_partial()).then(|| {
+                    let mut part: Vec<(u32, usize)> = r.partial().collect();
+                    part.sort_unstable_by_key(|&(_, held)| held);
+                    (r.hashes.to_vec(), r.cover.clone(), part)
+                })
+            })
+            .flatten()
+        else {
+            return loc;
+        };
+        let at = self
+            .read(loc.run, |r| r.index_of(loc.pos))
+            .flatten()
+            .unwrap_or(usize::MAX);
+        let mut out = loc;
+        // Stretch boundaries: the partial holders' ends; the stretch from a boundary on is
+        // held by the cover and every partial holder reaching past it.
+        let mut bounds: Vec<usize> = part.iter().map(|&(_, held)| held).collect();
+        bounds.dedup();
+        let first = bounds[0];
+        for (t, &from) in bounds.iter().enumerate() {
+            let to = bounds.get(t + 1).copied().unwrap_or(hashes.len());
+            let c = part
+                .iter()
+                .filter(|&&(_, held)| held > from)
+                .fold(cover.clone(), |c, &(s, _)| c.with(s, true));
+            let id = self.alloc(
+                w,
+                Run {
+                    hashes: Blocks::from_slice(&hashes[from..to]),
+                    base: 0,
+                    cover: c,
+                    part: Vec::new(),
+                    parent: Some(hashes[from - 1]),
+                    live: true,
+                },
+            );
+            Self::redirect(table, id, 0, &hashes[from..to]);
+            if (from..to).contains(&at) {
+                out = Loc {
+                    run: id,
+                    pos: (at - from) as u32,
+                };
+            }
+        }
+        self.write(loc.run, |r| {
+            r.hashes.truncate(first);
+            r.cover = part
+                .iter()
+                .fold(r.cover.clone(), |c, &(s, _)| c.with(s, true));
+            r.part = Vec::new();
+        });
+        out
     }
 
     /// Takes array index `i` out of run `id` (its key has been moved or dropped): the run
@@ -495,6 +684,7 @@ impl Runs {
                     hashes: Blocks::from_slice(&suffix),
                     base: 0,
                     cover,
+                    part: Vec::new(),
                     parent: Some(at),
                     live: true,
                 },
@@ -519,6 +709,7 @@ impl Runs {
                     hashes: Blocks::from_slice(&prefix),
                     base: 0,
                     cover,
+                    part: Vec::new(),
                     parent,
                     live: true,
                 },
@@ -536,7 +727,9 @@ impl Runs {
     /// same cover. Returns the run holding `s`'s blocks.
     fn join_prev(&self, w: &mut Writer, table: &Table, s: u32, hint: Option<Loc>) -> u32 {
         let Some((Some(p), cover)) = self
-            .read(s, |r| r.live.then(|| (r.parent, r.cover.clone())))
+            .read(s, |r| {
+                (r.live && r.part.is_empty()).then(|| (r.parent, r.cover.clone()))
+            })
             .flatten()
         else {
             return s;
@@ -552,6 +745,7 @@ impl Runs {
                 x.index_of(pl.pos)
                     .is_some_and(|i| i + 1 == x.hashes.len() && x.hashes[i] == p)
                     && x.cover == cover
+                    && x.part.is_empty()
             })
             .unwrap_or(false);
         if fits {
@@ -565,7 +759,7 @@ impl Runs {
     fn join_next(&self, w: &mut Writer, table: &Table, s: u32) -> u32 {
         let Some((last, cover)) = self
             .read(s, |r| {
-                (r.live && !r.hashes.is_empty())
+                (r.live && !r.hashes.is_empty() && r.part.is_empty())
                     .then(|| (r.hashes[r.hashes.len() - 1], r.cover.clone()))
             })
             .flatten()
@@ -578,7 +772,9 @@ impl Runs {
         for &y in kids.as_slice() {
             let fits = y != s
                 && self
-                    .read(y, |r| r.live && r.parent == Some(last) && r.cover == cover)
+                    .read(y, |r| {
+                        r.live && r.parent == Some(last) && r.cover == cover && r.part.is_empty()
+                    })
                     .unwrap_or(false);
             if fits {
                 return self.join(w, table, s, y);
@@ -628,10 +824,24 @@ impl Runs {
         for s in 0..SHARDS {
             let mut g = self.shard_write(s);
             for (i, r) in g.iter_mut().enumerate() {
-                if r.live && r.cover.has(slot) {
-                    r.cover = r.cover.with(slot, false);
-                    if r.cover.is_empty() {
-                        dead.push((i << SHARD_BITS | s) as u32);
+                if !r.live {
+                    continue;
+                }
+                let had = r.part.len();
+                r.part.retain(|&(x, _)| x != slot);
+                if !r.cover.has(slot) && had == r.part.len() {
+                    continue;
+                }
+                r.cover = r.cover.with(slot, false);
+                if r.cover.is_empty() {
+                    // Positions past the farthest partial holder's end were the slot's alone
+                    // (their keys left the table with it).
+                    match r.partial().map(|(_, held)| held).max() {
+                        None => dead.push((i << SHARD_BITS | s) as u32),
+                        Some(held) => {
+                            r.hashes.truncate(held);
+                            r.promote();
+                        }
                     }
                 }
             }
@@ -651,7 +861,7 @@ impl Runs {
             for r in g.iter().filter(|r| r.live) {
                 runs += 1;
                 positions += r.hashes.len();
-                bytes += r.hashes.heap_bytes() + r.cover.heap_bytes();
+                bytes += r.hashes.heap_bytes() + r.cover.heap_bytes() + r.part.capacity() * 8;
             }
         }
         let w = self.writer();
@@ -682,7 +892,7 @@ impl Runs {
             let found = self
                 .read(loc.run, |r| {
                     let i = r.index_of(loc.pos)?;
-                    (r.hashes[i] == k.hash).then(|| r.cover.clone())
+                    (r.hashes[i] == k.hash).then(|| r.holders_at(i))
                 })
                 .flatten();
             let Some(cover) = found else {
@@ -708,8 +918,17 @@ impl Runs {
             let g = self.shard_read(s);
             for (i, r) in g.iter().enumerate().filter(|(_, r)| r.live) {
                 let id = (i << SHARD_BITS | s) as u32;
-                if r.hashes.is_empty() || r.cover.is_empty() {
+                if r.hashes.is_empty() || r.holders_at(r.hashes.len() - 1).is_empty() {
                     return Err(format!("run {id}: no blocks or no holder"));
+                }
+                let n = r.hashes.len();
+                for (k, &(s, held)) in r.partial().collect::<Vec<_>>().iter().enumerate() {
+                    if held == 0 || held >= n || r.cover.has(s) {
+                        return Err(format!("run {id}: partial holder {s} holds {held} of {n}"));
+                    }
+                    if r.part[..k].iter().any(|&(x, _)| x == s) {
+                        return Err(format!("run {id}: slot {s} is partial twice"));
+                    }
                 }
                 for (k, &h) in r.hashes.iter().enumerate() {
                     let want = Loc {
@@ -741,5 +960,78 @@ impl Runs {
             return Err("the child lists differ from the runs' parents".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn the_stated_run_size_holds() {
+        // lib.rs: about 160 bytes per run = this header and the writers' child-list entry.
+        assert_eq!(std::mem::size_of::<Run>(), 112);
+    }
+
+    proptest! {
+        /// The in-place holder changes against a plain set per position: whenever
+        /// `try_partial` takes a change (a slot that held the position stops, one that did not
+        /// starts; other slots hold it before and after), every position's holders equal the
+        /// model's and the partial holders stay canonical; the tail shrinking promotes the
+        /// partial holders that reach the new end.
+        #[test]
+        fn partial_holders_equal_sets_per_position(
+            len in 2..7usize,
+            base in any::<u32>(),
+            cover in prop::collection::btree_set(prop_oneof![0..4u32, 130..132u32], 1..3),
+            ops in prop::collection::vec((0..7usize, prop_oneof![0..4u32, 130..132u32], any::<bool>()), 1..120),
+        ) {
+            let mut run = Run {
+                hashes: Blocks::from_slice(&(0..len as u64).collect::<Vec<_>>()),
+                base,
+                cover: cover.iter().fold(Cover::default(), |c, &s| c.with(s, true)),
+                part: Vec::new(),
+                parent: None,
+                live: true,
+            };
+            let mut model: Vec<BTreeSet<u32>> = vec![cover.clone(); len];
+            for (i, slot, on) in ops {
+                let i = i % model.len();
+                let held = model[i].contains(&slot);
+                if held == on {
+                    continue;
+                }
+                // Other slots hold the position before and after.
+                if model[i].iter().all(|&s| s == slot) {
+                    continue;
+                }
+                if run.try_partial(base.wrapping_add(i as u32), slot, on) {
+                    if on { model[i].insert(slot); } else { model[i].remove(&slot); }
+                }
+                for (k, m) in model.iter().enumerate() {
+                    let want = m.iter().fold(Cover::default(), |c, &s| c.with(s, true));
+                    prop_assert_eq!(run.holders_at(k), want, "position {}", k);
+                }
+                let n = run.hashes.len();
+                for (k, &(s, held)) in run.partial().collect::<Vec<_>>().iter().enumerate() {
+                    prop_assert!(held > 0 && held < n && !run.cover.has(s));
+                    prop_assert!(run.part[..k].iter().all(|&(x, _)| x != s));
+                }
+            }
+            // Shrinking at the tail: positions nobody but the cover holds go; partial holders
+            // reaching the new end join the cover.
+            while run.hashes.len() > 1 {
+                run.hashes.pop();
+                model.pop();
+                run.promote();
+                for (k, m) in model.iter().enumerate() {
+                    let want = m.iter().fold(Cover::default(), |c, &s| c.with(s, true));
+                    prop_assert_eq!(run.holders_at(k), want, "position {} after shrinking", k);
+                }
+                prop_assert!(run.partial().all(|(_, held)| held < run.hashes.len()));
+            }
+        }
     }
 }

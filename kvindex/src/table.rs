@@ -76,8 +76,9 @@ impl BuildHasher for BuildKeyHasher {
     }
 }
 
-/// The slots holding one key, with their copy counts (never 0). Most keys have one holder
-/// (kept inline: no allocation per stored block); a shared system prompt has many.
+/// The slots holding one key, with their copy counts (never 0), in slot order. Most keys have
+/// one holder (kept inline: no allocation per stored block); a shared system prompt has many
+/// (found by binary search: an index of a hundred endpoints changes them often).
 #[derive(Debug)]
 pub(crate) enum Holders {
     One([(u32, u32); 1]),
@@ -104,10 +105,29 @@ impl Holders {
         }
     }
 
-    fn push(&mut self, h: (u32, u32)) {
+    /// The position of `slot`'s entry, or where it would go.
+    #[inline]
+    fn find(&self, slot: u32) -> Result<usize, usize> {
         match self {
-            Holders::One([first]) => *self = Holders::Many(Box::new(vec![*first, h])),
-            Holders::Many(v) => v.push(h),
+            Holders::One([(s, _)]) => match slot.cmp(s) {
+                std::cmp::Ordering::Equal => Ok(0),
+                std::cmp::Ordering::Less => Err(0),
+                std::cmp::Ordering::Greater => Err(1),
+            },
+            Holders::Many(v) => v.binary_search_by_key(&slot, |&(s, _)| s),
+        }
+    }
+
+    /// Inserts a holder at `at` (from [`Holders::find`]).
+    fn insert(&mut self, at: usize, h: (u32, u32)) {
+        match self {
+            Holders::One([first]) => {
+                let mut v = Vec::with_capacity(2);
+                v.push(*first);
+                v.insert(at, h);
+                *self = Holders::Many(Box::new(v));
+            }
+            Holders::Many(v) => v.insert(at, h),
         }
     }
 
@@ -116,13 +136,19 @@ impl Holders {
         match self {
             Holders::One(_) => false,
             Holders::Many(v) => {
-                v.swap_remove(pos);
+                v.remove(pos);
                 if v.len() == 1 {
                     *self = Holders::One([v[0]]);
                 }
                 true
             }
         }
+    }
+
+    /// Whether `slot` holds a copy.
+    #[inline]
+    fn has(&self, slot: u32) -> bool {
+        self.find(slot).is_ok()
     }
 }
 
@@ -242,17 +268,15 @@ impl Table {
     pub fn holds_at(&self, key: &Key, slot: u32) -> (bool, Option<Loc>) {
         let shard = self.read(Self::shard_of(key));
         match shard.get(key) {
-            Some(e) => (
-                e.holders.as_slice().iter().any(|&(s, _)| s == slot),
-                Some(e.loc),
-            ),
+            Some(e) => (e.holders.has(slot), Some(e.loc)),
             None => (false, None),
         }
     }
 
     /// Whether `slot` holds `key`.
     pub fn holds(&self, key: &Key, slot: u32) -> bool {
-        self.with_holders(key, |h| h.iter().any(|&(s, _)| s == slot))
+        // Holders are in slot order.
+        self.with_holders(key, |h| h.binary_search_by_key(&slot, |&(s, _)| s).is_ok())
     }
 
     /// One more copy of `key` in `slot`. A key nobody held gets the place `place` makes
@@ -274,18 +298,13 @@ impl Table {
             }
             std::collections::hash_map::Entry::Occupied(mut e) => {
                 let e = e.get_mut();
-                let first = match e
-                    .holders
-                    .as_mut_slice()
-                    .iter_mut()
-                    .find(|(s, _)| *s == slot)
-                {
-                    Some((_, n)) => {
-                        *n += 1;
+                let first = match e.holders.find(slot) {
+                    Ok(at) => {
+                        e.holders.as_mut_slice()[at].1 += 1;
                         false
                     }
-                    None => {
-                        e.holders.push((slot, 1));
+                    Err(at) => {
+                        e.holders.insert(at, (slot, 1));
                         true
                     }
                 };
@@ -303,7 +322,7 @@ impl Table {
         let i = Self::shard_of(&key);
         let mut shard = self.write(i);
         let e = shard.get_mut(&key)?;
-        let pos = e.holders.as_slice().iter().position(|(s, _)| *s == slot)?;
+        let pos = e.holders.find(slot).ok()?;
         let loc = e.loc;
         let n = &mut e.holders.as_mut_slice()[pos].1;
         *n -= 1;
@@ -326,7 +345,7 @@ impl Table {
             let mut shard = self.write(i);
             shard.retain(|k, e| {
                 let h = &mut e.holders;
-                let Some(pos) = h.as_slice().iter().position(|(s, _)| *s == slot) else {
+                let Ok(pos) = h.find(slot) else {
                     return true;
                 };
                 if let Some(d) = dropped.get_mut(usize::from(k.medium)) {
@@ -366,6 +385,46 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        /// Adds and removals of copies equal a plain map of copy counts per slot: the holders,
+        /// in slot order, what each call reports, and whether the key is held at all.
+        #[test]
+        fn holders_equal_a_map_of_counts(ops in prop::collection::vec((0..40u32, any::<bool>()), 1..120)) {
+            let t = Table::new();
+            let k = Key { hash: 9, group: 0, medium: 0 };
+            let mut m: BTreeMap<u32, u32> = BTreeMap::new();
+            for (slot, add) in ops {
+                if add {
+                    let a = t.add(k, slot, || Loc::NONE);
+                    prop_assert_eq!(a.new_key, m.is_empty());
+                    prop_assert_eq!(a.first_for_slot, !m.contains_key(&slot));
+                    *m.entry(slot).or_default() += 1;
+                } else {
+                    let r = t.remove(k, slot);
+                    match m.get_mut(&slot) {
+                        None => prop_assert!(r.is_none()),
+                        Some(n) => {
+                            *n -= 1;
+                            let last = *n == 0;
+                            if last { m.remove(&slot); }
+                            let r = r.unwrap();
+                            prop_assert_eq!(r.last_for_slot, last);
+                            prop_assert_eq!(r.key_gone, m.is_empty());
+                        }
+                    }
+                }
+                let want: Vec<(u32, u32)> = m.iter().map(|(&s, &n)| (s, n)).collect();
+                t.with_holders(&k, |h| assert_eq!(h, &want[..]));
+                for s in 0..40 {
+                    prop_assert_eq!(t.holds(&k, s), m.contains_key(&s));
+                    prop_assert_eq!(t.holds_at(&k, s).0, m.contains_key(&s));
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_stated_sizes_hold() {

@@ -23,6 +23,30 @@ fn chain(prompt: u64, conv: u64, len: usize) -> Vec<u64> {
         .collect()
 }
 
+/// The sparse prediction lists exactly the dense one's ranks that differ from
+/// `nothing_cached`, in the same order; the per-slot path (each rank's version checked after
+/// the walk, never the path of a moment nothing changed) gives the same answers, dense and
+/// sparse.
+fn sparse_equals_dense(
+    index: &kvindex::Index,
+    req: &Request<'_>,
+    dense: &[kvindex::Prediction],
+) -> bool {
+    let mut sparse = Vec::new();
+    index.predict_sparse(req, &mut sparse).unwrap();
+    let nothing = index.nothing_cached();
+    let listed: Vec<kvindex::Prediction> = dense
+        .iter()
+        .filter(|p| p.outcome != nothing)
+        .copied()
+        .collect();
+    let mut slow = Vec::new();
+    index.predict_per_slot(req, &mut slow, false).unwrap();
+    let mut slow_sparse = Vec::new();
+    index.predict_per_slot(req, &mut slow_sparse, true).unwrap();
+    sparse == listed && slow == dense && slow_sparse == listed
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     /// Endpoint `ep` stores blocks `from..to` of conversation (prompt, conv).
@@ -96,6 +120,7 @@ proptest! {
             let n = blocks * 16 + extra;
             index.predict(&Request { block_hashes: &c, prompt_tokens: n, skip_prefix_cache: false }, &mut out).unwrap();
             prop_assert_eq!(out.len(), 4);
+            prop_assert!(sparse_equals_dense(&index, &req(&c, n), &out), "sparse differs");
             for (i, p) in out.iter().enumerate() {
                 let want = kvindex::lookup::prefix_hit(n.saturating_sub(1) / 16, |j| model[i].contains_key(&c[j])) * 16;
                 prop_assert_eq!(p.outcome.tokens(), Some(want as u64), "endpoint {} query {:?}", i, (prompt, conv, blocks, extra));
@@ -204,6 +229,7 @@ proptest! {
             let c = long_chain(conv, blocks);
             let n = blocks * 16 + extra;
             index.predict(&Request { block_hashes: &c, prompt_tokens: n, skip_prefix_cache: false }, &mut out).unwrap();
+            prop_assert!(sparse_equals_dense(&index, &req(&c, n), &out), "sparse differs");
             for (k, &(i, _)) in eps.iter().enumerate() {
                 let want = kvindex::lookup::prefix_hit(n.saturating_sub(1) / 16, |j| model[k].contains_key(&c[j])) * 16;
                 prop_assert_eq!(out[i].outcome.tokens(), Some(want as u64), "endpoint {} query {:?}", i, (conv, blocks, extra));
@@ -359,8 +385,19 @@ fn a_stream_joined_midway_is_unknown() {
         one(&index, &c, 70),
         Outcome::Unknown(UnknownReason::OutOfStep)
     );
+    // The sparse form lists the unknown rank, and nothing once its cache is known and empty.
+    let mut sparse = Vec::new();
+    index.predict_sparse(&req(&c, 70), &mut sparse).unwrap();
+    assert_eq!(sparse.len(), 1);
+    assert_eq!(
+        sparse[0].outcome,
+        Outcome::Unknown(UnknownReason::OutOfStep)
+    );
     feed(&index, ep, 18, &[Ev::Cleared]).unwrap();
     assert_eq!(one(&index, &c, 70).tokens(), Some(0));
+    index.predict_sparse(&req(&c, 70), &mut sparse).unwrap();
+    assert!(sparse.is_empty());
+    assert_eq!(one(&index, &c, 70), index.nothing_cached());
 }
 
 #[test]
@@ -499,13 +536,20 @@ fn predictions_see_whole_batches_while_events_are_applied() {
         })
         .collect();
     let readers: Vec<_> = (0..2)
-        .map(|_| {
+        .map(|k| {
             let (index, c, stop) = (index.clone(), c.clone(), stop.clone());
             std::thread::spawn(move || {
                 let mut out = Vec::new();
                 let mut seen = [0usize; 2];
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    index.predict(&req(&c, 8 * 16 + 1), &mut out).unwrap();
+                    // One reader asks for the sparse form (the ranks holding none are left out).
+                    if k == 0 {
+                        index.predict(&req(&c, 8 * 16 + 1), &mut out).unwrap();
+                    } else {
+                        index
+                            .predict_sparse(&req(&c, 8 * 16 + 1), &mut out)
+                            .unwrap();
+                    }
                     for p in &out {
                         let t = p.outcome.tokens().unwrap();
                         assert!(t == 0 || t == 128, "a prediction saw part of a batch: {t}");
@@ -628,6 +672,7 @@ proptest! {
         let n = query.len() * 16 + 3;
         let mut out = Vec::new();
         index.predict(&Request { block_hashes: &query, prompt_tokens: n, skip_prefix_cache: false }, &mut out).unwrap();
+        prop_assert!(sparse_equals_dense(&index, &req(&query, n), &out), "sparse differs");
         for (i, p) in out.iter().enumerate() {
             let want = kvindex::lookup::prefix_hit(query.len(), |j| model[i].contains_key(&query[j])) * 16;
             prop_assert_eq!(p.outcome.tokens(), Some(want as u64));
