@@ -12,13 +12,15 @@ pub enum DocKind {
     EngineManifest,
     /// A probe fixture (`*.request.json` / `*.expect.json`, docs/contracts/registry.md §5).
     Fixture,
-    /// The supported-models manifest (`validated-models.yaml`, docs/contracts/registry.md §10.1).
+    /// The supported-models manifest (`validated-models.yaml`, docs/contracts/registry.md §10.1;
+    /// parsed by the kvmodels crate, which reports its errors with this crate's codes).
     SupportedModels,
-    /// A weights index (`weights/<id>.index`, docs/contracts/registry.md §10.2).
+    /// A weights index (`weights/<id>.index`, docs/contracts/registry.md §10.2; parsed by kvmodels).
     WeightsIndex,
     /// An engine-contract catalog (`contracts.yaml`, docs/contracts/registry.md §10.3).
     ContractCatalog,
-    /// The engine support catalog (`support-catalog.yaml`, docs/contracts/registry.md §10.3).
+    /// The engine support catalog (`support-catalog.yaml`, docs/contracts/registry.md §10.3;
+    /// parsed by kvmodels).
     SupportCatalog,
     /// A `tokenizer.json` artifact (read only for the BOS id, docs/contracts/registry.md §2).
     Tokenizer,
