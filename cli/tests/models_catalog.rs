@@ -5,7 +5,7 @@ mod models_common;
 use std::fs;
 use std::path::Path;
 
-use kvprofile_core::catalog::{SupportedModels, WeightsIndex};
+use kvmodels::catalog::{SupportedModels, WeightsIndex};
 use models_common::*;
 
 fn copy_tree(from: &Path, to: &Path) {

@@ -1,8 +1,9 @@
-//! Arbitrary bytes through every registry parser of kvprofile-core: each returns Ok or Err,
-//! never panics. The first byte picks the parser so one corpus covers all of them.
+//! Arbitrary bytes through every registry parser of kvprofile-core and the catalog parsers of
+//! kvmodels: each returns Ok or Err, never panics. The first byte picks the parser so one corpus
+//! covers all of them.
 #![no_main]
 
-use kvprofile_core::catalog::{SupportCatalog, SupportedModels, WeightsIndex};
+use kvmodels::catalog::{SupportCatalog, SupportedModels, WeightsIndex};
 use kvprofile_core::{
     ContractCatalog, EngineManifest, Fixture, FixtureExpect, FixtureRequest, Locator, Profile,
 };

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ArtifactRole, DocKind, RegistryError, Result};
+use crate::error::{ArtifactRole, DocKind, Error, Result};
 use crate::ids::sha256_hex;
 use crate::trust::{FileMeta, TrustedRoot};
 
@@ -62,7 +62,7 @@ impl VerifiedArtifact {
         let (bytes, meta) = root.read_file(rel, root.policy().caps.artifact)?;
         let receipt = Receipt::new(rel, &bytes, &meta);
         if receipt.sha256 != pin {
-            return Err(RegistryError::DigestMismatch {
+            return Err(Error::DigestMismatch {
                 path: rel.to_string(),
                 role,
                 actual: receipt.sha256,
@@ -123,13 +123,13 @@ struct AddedToken {
 /// `tokenizer.json` with that `content`, `special: true` and an id.
 pub fn resolve_bos_id(tokenizer_json: &[u8], bos_token: &str, path: &str) -> Result<u32> {
     let t: TokenizerAddedTokens = serde_json::from_slice(tokenizer_json)
-        .map_err(|e| RegistryError::schema(DocKind::Tokenizer, path, e))?;
+        .map_err(|e| Error::schema(DocKind::Tokenizer, path, e))?;
     let hits: Vec<&AddedToken> = t
         .added_tokens
         .iter()
         .filter(|a| a.content.as_deref() == Some(bos_token))
         .collect();
-    let bad = |d: String| RegistryError::BosUnresolved {
+    let bad = |d: String| Error::BosUnresolved {
         path: path.to_string(),
         detail: d,
     };

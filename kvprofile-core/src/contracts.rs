@@ -4,152 +4,18 @@
 //! The catalog kvexact trusts is compiled in from `data/contracts.yaml` ([`builtin`]); the same
 //! typed model parses the gateway's own `engine-contracts/contracts.yaml`.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{DocKind, RegistryError, Result};
+pub use crate::engine::{CapabilityState, Engine, HashAlgorithm, UnknownEngine};
+use crate::error::{DocKind, Error, Result};
+use crate::releases::{compare_versions, Release};
 
 /// The catalog source compiled into the crate.
 pub const BUILTIN_CONTRACTS_YAML: &str = include_str!("../data/contracts.yaml");
-
-/// An inference engine family: the one engine vocabulary of every kvexact crate above kvhash
-/// (kvtemplate, kvprobe, the C ABI's `kvexact_engine` converter and the CLI all use this type).
-///
-/// Names are exactly the catalog's (`vllm`, `sglang`, `trtllm`, `llamacpp`); the engine of a
-/// contract or release id is looked up in the catalog ([`ContractCatalog::engine_of`]), never
-/// read off the id's spelling.
-///
-/// ```
-/// use kvprofile_core::Engine;
-/// assert_eq!("sglang".parse::<Engine>(), Ok(Engine::Sglang));
-/// assert!("sglang-kv-rank-v1".parse::<Engine>().is_err());
-/// assert!(Engine::Trtllm.has_kv_plane() && !Engine::Llamacpp.has_kv_plane());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Engine {
-    /// vLLM.
-    Vllm,
-    /// SGLang.
-    Sglang,
-    /// TensorRT-LLM.
-    Trtllm,
-    /// llama.cpp (no KV plane).
-    Llamacpp,
-}
-
-impl Engine {
-    /// Every engine family, in catalog order.
-    pub const ALL: [Engine; 4] = [
-        Engine::Vllm,
-        Engine::Sglang,
-        Engine::Trtllm,
-        Engine::Llamacpp,
-    ];
-
-    /// The engines with a KV plane — block hashes, KV events and a chat path kvexact
-    /// reproduces: vLLM, SGLang and TensorRT-LLM.
-    pub const WITH_KV_PLANE: [Engine; 3] = [Engine::Vllm, Engine::Sglang, Engine::Trtllm];
-
-    /// The engine named exactly `name` (`vllm`, `sglang`, `trtllm`, `llamacpp`); `None` for
-    /// anything else, contract ids and other spellings included.
-    pub fn from_name(name: &str) -> Option<Engine> {
-        Engine::ALL.into_iter().find(|e| e.as_str() == name)
-    }
-
-    /// Whether the engine has a KV plane (false only for llama.cpp, whose contract
-    /// `llamacpp-nokv-v1` routes without block hashes and has no chat path kvexact renders).
-    pub fn has_kv_plane(self) -> bool {
-        self != Engine::Llamacpp
-    }
-
-    /// The lowercase name used in every document (`vllm`, `sglang`, `trtllm`, `llamacpp`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Engine::Vllm => "vllm",
-            Engine::Sglang => "sglang",
-            Engine::Trtllm => "trtllm",
-            Engine::Llamacpp => "llamacpp",
-        }
-    }
-}
-
-/// A string that is not one of the four engine names ([`Engine::from_name`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownEngine(pub String);
-
-impl fmt::Display for UnknownEngine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown engine {:?} (vllm, sglang, trtllm, llamacpp)",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for UnknownEngine {}
-
-impl std::str::FromStr for Engine {
-    type Err = UnknownEngine;
-
-    fn from_str(s: &str) -> std::result::Result<Engine, UnknownEngine> {
-        Engine::from_name(s).ok_or_else(|| UnknownEngine(s.to_string()))
-    }
-}
-
-impl fmt::Display for Engine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A block-hash algorithm an engine may be configured with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HashAlgorithm {
-    /// vLLM `--prefix-caching-hash-algo sha256_cbor` (the contract default).
-    Sha256Cbor,
-    /// vLLM `xxhash_cbor`.
-    XxhashCbor,
-    /// vLLM `sha256` (pickle; the engine's own default).
-    Sha256,
-    /// vLLM `xxhash` (pickle).
-    Xxhash,
-    /// SGLang's raw-parent + little-endian u32 SHA-256 chain.
-    Sha256Sglang,
-    /// TensorRT-LLM's block hash (re-hashed from event token lists).
-    BlockhashTrtllm,
-}
-
-impl HashAlgorithm {
-    /// The engine whose algorithm this is.
-    pub fn engine(self) -> Engine {
-        match self {
-            HashAlgorithm::Sha256Cbor
-            | HashAlgorithm::XxhashCbor
-            | HashAlgorithm::Sha256
-            | HashAlgorithm::Xxhash => Engine::Vllm,
-            HashAlgorithm::Sha256Sglang => Engine::Sglang,
-            HashAlgorithm::BlockhashTrtllm => Engine::Trtllm,
-        }
-    }
-
-    /// The name as written in documents (`sha256_cbor`, `sha256_sglang`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HashAlgorithm::Sha256Cbor => "sha256_cbor",
-            HashAlgorithm::XxhashCbor => "xxhash_cbor",
-            HashAlgorithm::Sha256 => "sha256",
-            HashAlgorithm::Xxhash => "xxhash",
-            HashAlgorithm::Sha256Sglang => "sha256_sglang",
-            HashAlgorithm::BlockhashTrtllm => "blockhash_trtllm",
-        }
-    }
-}
 
 /// How an engine version selector is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -213,14 +79,7 @@ impl VersionSelector {
     }
 
     fn validate(&self, path: &str, field: &str) -> Result<()> {
-        let bad = |d: &str| {
-            Err(RegistryError::invalid(
-                DocKind::ContractCatalog,
-                path,
-                field,
-                d,
-            ))
-        };
+        let bad = |d: &str| Err(Error::invalid(DocKind::ContractCatalog, path, field, d));
         match self.scheme {
             VersionScheme::Exact => {
                 if self.exact.as_deref().is_none_or(str::is_empty)
@@ -243,18 +102,6 @@ impl VersionSelector {
         }
         Ok(())
     }
-}
-
-/// How far a capability is implemented for a contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CapabilityState {
-    /// Native implementation.
-    Implemented,
-    /// Through an adapter.
-    Adapter,
-    /// The engine lacks it.
-    None,
 }
 
 /// The four capability axes of a contract.
@@ -347,7 +194,7 @@ pub struct ContractCatalog {
     /// kvexact addition: the engine releases refining the profiles (absent in the gateway's
     /// file). See [`crate::releases`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub releases: Vec<crate::releases::Release>,
+    pub releases: Vec<Release>,
 }
 
 /// The schema version both catalogs carry.
@@ -357,20 +204,14 @@ impl ContractCatalog {
     /// Parses and validates a catalog; `path` names the file in errors.
     pub fn parse(bytes: &[u8], path: &str) -> Result<Self> {
         let cat: ContractCatalog = serde_yaml::from_slice(bytes)
-            .map_err(|e| RegistryError::schema(DocKind::ContractCatalog, path, e))?;
+            .map_err(|e| Error::schema(DocKind::ContractCatalog, path, e))?;
         cat.validate(path)?;
         Ok(cat)
     }
 
     fn validate(&self, path: &str) -> Result<()> {
-        let bad = |field: String, d: &str| {
-            Err(RegistryError::invalid(
-                DocKind::ContractCatalog,
-                path,
-                field,
-                d,
-            ))
-        };
+        let bad =
+            |field: String, d: &str| Err(Error::invalid(DocKind::ContractCatalog, path, field, d));
         if self.schema_version != CONTRACTS_SCHEMA_VERSION {
             return bad("schemaVersion".into(), "unknown schema version");
         }
@@ -466,13 +307,197 @@ pub fn builtin() -> Result<&'static ContractCatalog> {
         Ok(cat)
     });
     parsed.as_ref().map_err(|e| {
-        RegistryError::invalid(
+        Error::invalid(
             DocKind::ContractCatalog,
             "<builtin contracts>",
             "",
             e.clone(),
         )
     })
+}
+
+/// The release entries of the catalog ([`crate::releases`]): lookup, resolution and validation.
+impl ContractCatalog {
+    /// The release entry with this id.
+    pub fn release(&self, id: &str) -> Option<&Release> {
+        self.releases.iter().find(|r| r.id == id)
+    }
+
+    /// The releases that refine contract `contract_id`.
+    pub fn releases_of<'a>(&'a self, contract_id: &'a str) -> impl Iterator<Item = &'a Release> {
+        self.releases
+            .iter()
+            .filter(move |r| r.contract == contract_id)
+    }
+
+    /// The one release of `engine` that covers `version`, or
+    /// [`Error::UnknownEngineVersion`] naming the nearest known releases. Never a
+    /// family default, never the newest rules.
+    pub fn resolve_release(&self, engine: Engine, version: &str) -> Result<&Release> {
+        if let Some(r) = self
+            .releases
+            .iter()
+            .find(|r| r.engine == engine && r.covers(version))
+        {
+            return Ok(r);
+        }
+        let mut known: Vec<(&str, &Release)> = self
+            .releases
+            .iter()
+            .filter(|r| r.engine == engine)
+            .flat_map(|r| r.versions.iter().map(move |v| (v.as_str(), r)))
+            .collect();
+        known.sort_by(|a, b| compare_versions(a.0, b.0));
+        let describe = |(v, r): &(&str, &Release)| format!("{v} ({}, {})", r.id, r.range());
+        let below = known
+            .iter()
+            .rev()
+            .find(|(v, _)| compare_versions(v, version) == Ordering::Less)
+            .map(describe);
+        let above = known
+            .iter()
+            .find(|(v, _)| compare_versions(v, version) == Ordering::Greater)
+            .map(describe);
+        let ranges: Vec<String> = self
+            .releases
+            .iter()
+            .filter(|r| r.engine == engine)
+            .map(Release::range)
+            .collect();
+        let detail = if ranges.is_empty() {
+            format!("the catalog has no {engine} release")
+        } else {
+            format!(
+                "not a release kvexact has rules for (known: {}); nearest below: {}; nearest above: {}",
+                ranges.join(", "),
+                below.unwrap_or_else(|| "none".into()),
+                above.unwrap_or_else(|| "none".into()),
+            )
+        };
+        Err(Error::UnknownEngineVersion {
+            path: "<contracts>".to_string(),
+            engine,
+            version: version.to_string(),
+            detail,
+        })
+    }
+
+    /// Checks the releases against the profiles: ids unique and well-formed, each refining a
+    /// profile of the same engine whose version selector matches every listed version, no
+    /// version in two releases, hash/event rules present exactly when the contract has a KV
+    /// plane, algorithms of the right engine, chat versions among the release's, liftable
+    /// codes well-formed and unique (which codes exist is kvtemplate's: `kvprobe::contract`
+    /// checks the built-in catalog's).
+    pub(crate) fn validate_releases(&self, path: &str) -> Result<()> {
+        let bad = |field: String, d: String| {
+            Err(Error::invalid(DocKind::ContractCatalog, path, field, d))
+        };
+        let mut ids = BTreeSet::new();
+        let mut seen: BTreeSet<(Engine, String)> = BTreeSet::new();
+        for (i, r) in self.releases.iter().enumerate() {
+            let f = |k: &str| format!("releases[{i}].{k}");
+            if !crate::ids::is_valid_profile_id(&r.id) || !ids.insert(r.id.as_str()) {
+                return bad(f("id"), format!("{:?}: not a unique safe id", r.id));
+            }
+            if self.profile(&r.id).is_some() {
+                return bad(f("id"), "a release id must not be a contract id".into());
+            }
+            let Some(p) = self.profile(&r.contract) else {
+                return bad(f("contract"), format!("{:?} is not a contract", r.contract));
+            };
+            if p.engine != r.engine {
+                return bad(f("engine"), format!("contract {} is {}", p.id, p.engine));
+            }
+            if r.versions.is_empty() {
+                return bad(f("versions"), "must list at least one version".into());
+            }
+            for v in &r.versions {
+                if v.starts_with('v') || v.contains('+') || v.trim() != v || v.is_empty() {
+                    return bad(f("versions"), format!("{v:?}: write the plain version"));
+                }
+                if !p.versions.matches(v) {
+                    return bad(
+                        f("versions"),
+                        format!("{v} is outside contract {}'s versions", p.id),
+                    );
+                }
+                if !seen.insert((r.engine, v.clone())) {
+                    return bad(
+                        f("versions"),
+                        format!("{} {v} is in two releases", r.engine),
+                    );
+                }
+            }
+            let kv = p.capabilities.kv_events != CapabilityState::None;
+            if r.hash.is_some() != kv || r.events.is_some() != kv {
+                return bad(
+                    f("hash"),
+                    "hash and events rules are required exactly when the contract has a KV plane"
+                        .into(),
+                );
+            }
+            if let Some(h) = &r.hash {
+                if h.algorithms.is_empty() || !h.algorithms.contains(&h.default_algorithm) {
+                    return bad(
+                        f("hash.defaultAlgorithm"),
+                        "must be one of algorithms".into(),
+                    );
+                }
+                if let Some(a) = h.algorithms.iter().find(|a| a.engine() != r.engine) {
+                    return bad(f("hash.algorithms"), format!("{a:?} is not {}'s", r.engine));
+                }
+                let vllm = r.engine == Engine::Vllm;
+                if vllm != (h.none_hash.is_some() && h.extra_keys.is_some())
+                    || (!vllm && h.lookahead)
+                    || (r.engine != Engine::Sglang && h.wide_pages)
+                    || (r.engine == Engine::Trtllm) != h.cache_salt.is_some()
+                {
+                    return bad(f("hash"), format!("rules that {} does not have", r.engine));
+                }
+            }
+            let wants_tokenizer = r.engine != Engine::Llamacpp;
+            if r.tokenizer.is_some() != wants_tokenizer {
+                return bad(
+                    f("tokenizer"),
+                    "required exactly for engines with a chat or completions path".into(),
+                );
+            }
+            if let Some(t) = &r.tokenizer {
+                if !matches!(
+                    t.added_tokens.as_str(),
+                    "tokenizer-json" | "tokenizer-config" | "either"
+                ) {
+                    return bad(
+                        f("tokenizer.addedTokens"),
+                        format!(
+                            "{:?}: tokenizer-json, tokenizer-config or either",
+                            t.added_tokens
+                        ),
+                    );
+                }
+            }
+            if let Some(c) = &r.chat {
+                if c.versions.is_empty() || c.versions.iter().any(|v| !r.versions.contains(v)) {
+                    return bad(
+                        f("chat.versions"),
+                        "must be a non-empty subset of the release's versions".into(),
+                    );
+                }
+                let mut codes = BTreeSet::new();
+                for code in &c.liftable {
+                    let well_formed = code.starts_with(|ch: char| ch.is_ascii_lowercase())
+                        && code.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_');
+                    if !well_formed || !codes.insert(code.as_str()) {
+                        return bad(
+                            f("chat.liftable"),
+                            format!("{code:?}: not a unique refusal code name"),
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -703,5 +728,45 @@ mod tests {
                 "{to}"
             );
         }
+    }
+
+    #[test]
+    fn liftable_codes_are_data() {
+        let cat = builtin().unwrap();
+        let lift = |id: &str| {
+            cat.release(id)
+                .and_then(|r| r.chat.as_ref())
+                .map(|c| c.liftable.clone())
+                .unwrap_or_default()
+        };
+        assert!(lift("vllm-kv-map-v3-r0.31").contains(&"tools".to_string()));
+        let trt = lift("trtllm-kv-http-v2-r1.3.0rc29");
+        assert!(trt.contains(&"tools".to_string()));
+        assert!(!trt.contains(&"continue_final_message".to_string()));
+        assert!(lift("vllm-kv-map-v3-r0.30").is_empty());
+        let good = BUILTIN_CONTRACTS_YAML;
+        let from = "      liftable: [tools, template_kwargs,";
+        assert!(good.contains(from));
+        for to in [
+            "      liftable: [tools, tools, template_kwargs,",
+            "      liftable: [Tools, template_kwargs,",
+            "      liftable: [tool-calls, template_kwargs,",
+            "      liftable: ['', template_kwargs,",
+        ] {
+            let bad = good.replacen(from, to, 1);
+            let err = ContractCatalog::parse(bad.as_bytes(), "c.yaml").unwrap_err();
+            assert!(err.to_string().contains("chat.liftable"), "{to}: {err}");
+        }
+        // Absent = nothing liftable.
+        let none = good.replacen(
+            "      liftable: [tools, template_kwargs, add_generation_prompt, continue_final_message, multi_text_part, trailing_assistant, message_field, null_content]\n",
+            "",
+            1,
+        );
+        let cat = ContractCatalog::parse(none.as_bytes(), "c.yaml").unwrap();
+        assert!(cat
+            .releases
+            .iter()
+            .any(|r| r.chat.as_ref().is_some_and(|c| c.liftable.is_empty())));
     }
 }

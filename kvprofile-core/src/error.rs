@@ -12,13 +12,15 @@ pub enum DocKind {
     EngineManifest,
     /// A probe fixture (`*.request.json` / `*.expect.json`, docs/contracts/registry.md §5).
     Fixture,
-    /// The supported-models manifest (`validated-models.yaml`, docs/contracts/registry.md §10.1).
+    /// The supported-models manifest (`validated-models.yaml`, docs/contracts/registry.md §10.1;
+    /// parsed by the kvmodels crate, which reports its errors with this crate's codes).
     SupportedModels,
-    /// A weights index (`weights/<id>.index`, docs/contracts/registry.md §10.2).
+    /// A weights index (`weights/<id>.index`, docs/contracts/registry.md §10.2; parsed by kvmodels).
     WeightsIndex,
     /// An engine-contract catalog (`contracts.yaml`, docs/contracts/registry.md §10.3).
     ContractCatalog,
-    /// The engine support catalog (`support-catalog.yaml`, docs/contracts/registry.md §10.3).
+    /// The engine support catalog (`support-catalog.yaml`, docs/contracts/registry.md §10.3;
+    /// parsed by kvmodels).
     SupportCatalog,
     /// A `tokenizer.json` artifact (read only for the BOS id, docs/contracts/registry.md §2).
     Tokenizer,
@@ -91,10 +93,10 @@ impl fmt::Display for ArtifactRole {
 /// Everything that can refuse a registry load, a drift check or the parse of a registry file.
 ///
 /// `path` is always relative to the registry root (`"."` for the root itself) — never absolute,
-/// so that messages are stable and expose no host layout. [`RegistryError::code`] gives the
+/// so that messages are stable and expose no host layout. [`Error::code`] gives the
 /// stable machine code (the `REFUSED <code>` word of the CLI and the C ABI's code string).
 #[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
+pub enum Error {
     /// The registry root does not exist (docs/contracts/registry.md §1: the registry then stays empty).
     #[error("{path}: registry root does not exist")]
     RootMissing {
@@ -302,90 +304,77 @@ pub enum RegistryError {
         /// Always `"<contracts>"` (the catalog is not a registry file).
         path: String,
         /// The engine.
-        engine: crate::Engine,
+        engine: crate::engine::Engine,
         /// The version as given.
         version: String,
         /// The nearest known releases (`known: … ; nearest below: …, above: …`).
         detail: String,
     },
-    /// A `kvexact models` refusal (docs/contracts/registry.md §11: catalog drift, install,
-    /// page render, weights verification). Its message is the detail alone, which names the
-    /// files itself (catalog-relative or operator-given paths, not registry-relative ones);
-    /// [`RegistryError::path`] is `"."` for it.
-    #[error("{detail}")]
-    ModelsRefusal {
-        /// The stable code (`REFUSED <code>`).
-        code: crate::models::RefusalCode,
-        /// What and where.
-        detail: String,
-    },
 }
 
-impl RegistryError {
+impl Error {
     /// The stable machine code (the `REFUSED <code>` word), e.g. `SYMLINK`, `PROFILE_SCHEMA`,
     /// `TOKENIZER_SHA_MISMATCH`, `ALIAS_COLLISION`, `PROBE_FIXTURE_DRIFT`.
     pub fn code(&self) -> &'static str {
         match self {
-            RegistryError::RootMissing { .. } => "ROOT_MISSING",
-            RegistryError::Symlink { .. } => "SYMLINK",
-            RegistryError::UnsafePath { .. } => "UNSAFE_PATH",
-            RegistryError::ForeignOwner { .. } => "FOREIGN_OWNER",
-            RegistryError::InsecureMode { .. } => "INSECURE_MODE",
-            RegistryError::WritableDirectory { .. } => "WRITABLE_DIRECTORY",
-            RegistryError::NotRegularFile { .. } => "NOT_REGULAR_FILE",
-            RegistryError::TooLarge { .. } => "FILE_TOO_LARGE",
-            RegistryError::SizeChanged { .. } => "FILE_CHANGED",
-            RegistryError::Missing { .. } => "MISSING",
-            RegistryError::Io { .. } => "IO_ERROR",
-            RegistryError::Schema { kind, .. } => kind.schema_code(),
-            RegistryError::Invalid { kind, .. } => kind.invalid_code(),
-            RegistryError::DigestMismatch { role, .. } => match role {
+            Error::RootMissing { .. } => "ROOT_MISSING",
+            Error::Symlink { .. } => "SYMLINK",
+            Error::UnsafePath { .. } => "UNSAFE_PATH",
+            Error::ForeignOwner { .. } => "FOREIGN_OWNER",
+            Error::InsecureMode { .. } => "INSECURE_MODE",
+            Error::WritableDirectory { .. } => "WRITABLE_DIRECTORY",
+            Error::NotRegularFile { .. } => "NOT_REGULAR_FILE",
+            Error::TooLarge { .. } => "FILE_TOO_LARGE",
+            Error::SizeChanged { .. } => "FILE_CHANGED",
+            Error::Missing { .. } => "MISSING",
+            Error::Io { .. } => "IO_ERROR",
+            Error::Schema { kind, .. } => kind.schema_code(),
+            Error::Invalid { kind, .. } => kind.invalid_code(),
+            Error::DigestMismatch { role, .. } => match role {
                 ArtifactRole::Tokenizer => "TOKENIZER_SHA_MISMATCH",
                 ArtifactRole::Template => "TEMPLATE_SHA_MISMATCH",
                 ArtifactRole::TokenizerConfig => "TOKENIZER_CONFIG_SHA_MISMATCH",
             },
-            RegistryError::DuplicateProfile { .. } => "DUPLICATE_PROFILE",
-            RegistryError::ModelNameCollision { .. } => "ALIAS_COLLISION",
-            RegistryError::ArtifactRejected { .. } => "ARTIFACT_REJECTED",
-            RegistryError::BosUnresolved { .. } => "BOS_UNRESOLVED",
-            RegistryError::ClockPolicy { .. } => "CLOCK_POLICY",
-            RegistryError::FixtureDrift { .. } => "PROBE_FIXTURE_DRIFT",
-            RegistryError::EmptyFixtureSet { .. } => "PROBE_FIXTURES_MISSING",
-            RegistryError::Drift { .. } => "PROFILE_DRIFT",
-            RegistryError::UnknownProfile { .. } => "UNKNOWN_PROFILE",
-            RegistryError::UnknownEngineVersion { .. } => "UNKNOWN_ENGINE_VERSION",
-            RegistryError::ModelsRefusal { code, .. } => code.as_str(),
+            Error::DuplicateProfile { .. } => "DUPLICATE_PROFILE",
+            Error::ModelNameCollision { .. } => "ALIAS_COLLISION",
+            Error::ArtifactRejected { .. } => "ARTIFACT_REJECTED",
+            Error::BosUnresolved { .. } => "BOS_UNRESOLVED",
+            Error::ClockPolicy { .. } => "CLOCK_POLICY",
+            Error::FixtureDrift { .. } => "PROBE_FIXTURE_DRIFT",
+            Error::EmptyFixtureSet { .. } => "PROBE_FIXTURES_MISSING",
+            Error::Drift { .. } => "PROFILE_DRIFT",
+            Error::UnknownProfile { .. } => "UNKNOWN_PROFILE",
+            Error::UnknownEngineVersion { .. } => "UNKNOWN_ENGINE_VERSION",
         }
     }
 
     /// The path the error is about, relative to the registry root (`"."` for the root).
     pub fn path(&self) -> &str {
         match self {
-            RegistryError::RootMissing { path }
-            | RegistryError::Symlink { path }
-            | RegistryError::UnsafePath { path, .. }
-            | RegistryError::ForeignOwner { path, .. }
-            | RegistryError::InsecureMode { path, .. }
-            | RegistryError::WritableDirectory { path, .. }
-            | RegistryError::NotRegularFile { path, .. }
-            | RegistryError::TooLarge { path, .. }
-            | RegistryError::SizeChanged { path, .. }
-            | RegistryError::Missing { path }
-            | RegistryError::Io { path, .. }
-            | RegistryError::Schema { path, .. }
-            | RegistryError::Invalid { path, .. }
-            | RegistryError::DigestMismatch { path, .. }
-            | RegistryError::DuplicateProfile { path, .. }
-            | RegistryError::ModelNameCollision { path, .. }
-            | RegistryError::ArtifactRejected { path, .. }
-            | RegistryError::BosUnresolved { path, .. }
-            | RegistryError::ClockPolicy { path, .. }
-            | RegistryError::FixtureDrift { path, .. }
-            | RegistryError::EmptyFixtureSet { path }
-            | RegistryError::Drift { path, .. }
-            | RegistryError::UnknownProfile { path }
-            | RegistryError::UnknownEngineVersion { path, .. } => path,
-            RegistryError::ModelsRefusal { .. } => ".",
+            Error::RootMissing { path }
+            | Error::Symlink { path }
+            | Error::UnsafePath { path, .. }
+            | Error::ForeignOwner { path, .. }
+            | Error::InsecureMode { path, .. }
+            | Error::WritableDirectory { path, .. }
+            | Error::NotRegularFile { path, .. }
+            | Error::TooLarge { path, .. }
+            | Error::SizeChanged { path, .. }
+            | Error::Missing { path }
+            | Error::Io { path, .. }
+            | Error::Schema { path, .. }
+            | Error::Invalid { path, .. }
+            | Error::DigestMismatch { path, .. }
+            | Error::DuplicateProfile { path, .. }
+            | Error::ModelNameCollision { path, .. }
+            | Error::ArtifactRejected { path, .. }
+            | Error::BosUnresolved { path, .. }
+            | Error::ClockPolicy { path, .. }
+            | Error::FixtureDrift { path, .. }
+            | Error::EmptyFixtureSet { path }
+            | Error::Drift { path, .. }
+            | Error::UnknownProfile { path }
+            | Error::UnknownEngineVersion { path, .. } => path,
         }
     }
 
@@ -405,7 +394,7 @@ impl RegistryError {
         field: impl Into<String>,
         detail: impl Into<String>,
     ) -> Self {
-        RegistryError::Invalid {
+        Error::Invalid {
             kind,
             path: path.to_string(),
             field: field.into(),
@@ -414,7 +403,7 @@ impl RegistryError {
     }
 
     pub(crate) fn schema(kind: DocKind, path: &str, detail: impl fmt::Display) -> Self {
-        RegistryError::Schema {
+        Error::Schema {
             kind,
             path: path.to_string(),
             detail: detail.to_string(),
@@ -422,5 +411,8 @@ impl RegistryError {
     }
 }
 
+/// The former name of [`Error`], kept so that dependents written against it compile unchanged.
+pub use self::Error as RegistryError;
+
 /// Result alias of this crate.
-pub type Result<T, E = RegistryError> = std::result::Result<T, E>;
+pub type Result<T, E = Error> = std::result::Result<T, E>;

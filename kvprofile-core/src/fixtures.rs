@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::contracts::Engine;
-use crate::error::{DocKind, RegistryError, Result};
+use crate::error::{DocKind, Error, Result};
 use crate::ids::{is_sha256_hex, sha256_hex};
 use crate::profile::{Api, Profile};
 use crate::trust::TrustedRoot;
@@ -54,9 +54,9 @@ pub struct FixtureRequest {
 impl FixtureRequest {
     /// Strict parse: an object with `model` and exactly one of `prompt` / `messages`.
     pub fn parse(bytes: &[u8], path: &str) -> Result<Self> {
-        let r: FixtureRequest = serde_json::from_slice(bytes)
-            .map_err(|e| RegistryError::schema(DocKind::Fixture, path, e))?;
-        let bad = |f: &str, d: &str| Err(RegistryError::invalid(DocKind::Fixture, path, f, d));
+        let r: FixtureRequest =
+            serde_json::from_slice(bytes).map_err(|e| Error::schema(DocKind::Fixture, path, e))?;
+        let bad = |f: &str, d: &str| Err(Error::invalid(DocKind::Fixture, path, f, d));
         if r.model.is_empty() {
             return bad("model", "must be non-empty");
         }
@@ -163,9 +163,9 @@ impl FixtureExpect {
     /// Strict parse (unknown keys refused) and field checks.
     pub fn parse(bytes: &[u8], path: &str) -> Result<Self> {
         let mut e: FixtureExpect = serde_json::from_slice(bytes)
-            .map_err(|err| RegistryError::schema(DocKind::Fixture, path, err))?;
+            .map_err(|err| Error::schema(DocKind::Fixture, path, err))?;
         e.request_sha256 = e.request_sha256.to_ascii_lowercase();
-        let bad = |f: &str, d: &str| Err(RegistryError::invalid(DocKind::Fixture, path, f, d));
+        let bad = |f: &str, d: &str| Err(Error::invalid(DocKind::Fixture, path, f, d));
         if !is_sha256_hex(&e.request_sha256) {
             return bad("requestSha256", "must be 64 hex digits");
         }
@@ -211,7 +211,7 @@ impl Fixture {
         let expect = FixtureExpect::parse(expect_bytes, expect_path)?;
         let actual = sha256_hex(request_bytes);
         if actual != expect.request_sha256 {
-            return Err(RegistryError::FixtureDrift {
+            return Err(Error::FixtureDrift {
                 path: request_path.to_string(),
                 actual,
                 pinned: expect.request_sha256,
@@ -219,7 +219,7 @@ impl Fixture {
         }
         let request = FixtureRequest::parse(request_bytes, request_path)?;
         if request.api() != expect.api {
-            return Err(RegistryError::invalid(
+            return Err(Error::invalid(
                 DocKind::Fixture,
                 expect_path,
                 "api",
@@ -258,7 +258,7 @@ impl FixtureSet {
     /// An empty set is an error.
     pub fn load(root: &TrustedRoot, profile_id: &str, engine: Engine) -> Result<Self> {
         if !crate::ids::is_valid_profile_id(profile_id) {
-            return Err(RegistryError::UnsafePath {
+            return Err(Error::UnsafePath {
                 path: format!("{FIXTURES_DIR}/{profile_id}"),
                 detail: "not a profile id".into(),
             });
@@ -272,7 +272,7 @@ impl FixtureSet {
             };
             let expect_path = format!("{dir}/{}", entry.name);
             if name.is_empty() {
-                return Err(RegistryError::invalid(
+                return Err(Error::invalid(
                     DocKind::Fixture,
                     &expect_path,
                     "name",
@@ -291,7 +291,7 @@ impl FixtureSet {
             )?);
         }
         if fixtures.is_empty() {
-            return Err(RegistryError::EmptyFixtureSet { path: dir });
+            return Err(Error::EmptyFixtureSet { path: dir });
         }
         Ok(FixtureSet {
             engine,
@@ -308,7 +308,7 @@ impl FixtureSet {
         let clock = profile.clock_policy().is_some();
         for f in &self.fixtures {
             if !names.contains(&f.request.model.as_str()) {
-                return Err(RegistryError::invalid(
+                return Err(Error::invalid(
                     DocKind::Fixture,
                     &f.request_path,
                     "model",
@@ -321,7 +321,7 @@ impl FixtureSet {
             let has = f.expect.oracle_now.is_some();
             let want = clock && f.expect.api == Api::Chat;
             if has != want {
-                return Err(RegistryError::invalid(
+                return Err(Error::invalid(
                     DocKind::Fixture,
                     &f.expect_path,
                     "oracleNow",

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::artifacts::{resolve_bos_id, Receipt, VerifiedArtifact, VerifiedArtifacts};
 use crate::contracts::Engine;
-use crate::error::{ArtifactRole, RegistryError, Result};
+use crate::error::{ArtifactRole, Error, Result};
 use crate::fixtures::{fixture_dir, FixtureSet, FIXTURES_DIR};
 use crate::ids::{sha256_hex, slug};
 use crate::locator::Locator;
@@ -207,7 +207,7 @@ impl ArtifactCache {
     ) -> Result<VerifiedArtifact> {
         if let Some(a) = self.0.get(rel) {
             if a.receipt.sha256 != pin {
-                return Err(RegistryError::DigestMismatch {
+                return Err(Error::DigestMismatch {
                     path: rel.to_string(),
                     role,
                     actual: a.receipt.sha256.clone(),
@@ -225,26 +225,26 @@ impl ArtifactCache {
 fn locator_path(text: &str, pin: &str, doc: &str, field: &str) -> Result<String> {
     Locator::parse(text, pin)
         .map(|l| l.relative_path())
-        .map_err(|d| RegistryError::UnsafePath {
+        .map_err(|d| Error::UnsafePath {
             path: doc.to_string(),
             detail: format!("{field}: {d}"),
         })
 }
 
-/// A listed entry that must be a regular file: a symlink is [`RegistryError::Symlink`],
-/// anything else [`RegistryError::NotRegularFile`], both naming `path`.
+/// A listed entry that must be a regular file: a symlink is [`Error::Symlink`],
+/// anything else [`Error::NotRegularFile`], both naming `path`.
 fn not_a_file(entry: &crate::trust::DirEntry, path: &str) -> Result<()> {
     use crate::trust::EntryKind;
     match entry.kind {
         EntryKind::File => Ok(()),
-        EntryKind::Symlink => Err(RegistryError::Symlink {
+        EntryKind::Symlink => Err(Error::Symlink {
             path: path.to_string(),
         }),
-        EntryKind::Dir => Err(RegistryError::NotRegularFile {
+        EntryKind::Dir => Err(Error::NotRegularFile {
             path: path.to_string(),
             kind: "directory",
         }),
-        EntryKind::Other => Err(RegistryError::NotRegularFile {
+        EntryKind::Other => Err(Error::NotRegularFile {
             path: path.to_string(),
             kind: "FIFO, socket or device",
         }),
@@ -282,7 +282,7 @@ fn read_optional_manifest(root: &TrustedRoot, id: &str) -> Result<Option<LoadedM
     let path = format!("{MANIFESTS_DIR}/{id}.yaml");
     match root.read_file(&path, root.policy().caps.manifest) {
         Ok((bytes, _)) => LoadedManifest::from_bytes(&bytes, &path, id).map(Some),
-        Err(RegistryError::Missing { .. }) => Ok(None),
+        Err(Error::Missing { .. }) => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -348,7 +348,7 @@ impl Generation {
             let (bytes, _) = troot.read_file(&doc, caps.profile)?;
             let profile = Profile::parse(&bytes, &doc)?;
             if let Some(prev) = profiles.get(&profile.profile_id) {
-                return Err(RegistryError::DuplicateProfile {
+                return Err(Error::DuplicateProfile {
                     path: doc,
                     other: prev.document_path.clone(),
                     id: profile.profile_id,
@@ -373,12 +373,10 @@ impl Generation {
             {
                 Some(bos) if profile.needs_bos_id() => Some(
                     resolve_bos_id(&tokenizer.bytes, bos, &doc).map_err(|e| match e {
-                        RegistryError::BosUnresolved { detail, .. } => {
-                            RegistryError::BosUnresolved {
-                                path: doc.clone(),
-                                detail: format!("{detail} ({tok_rel})"),
-                            }
-                        }
+                        Error::BosUnresolved { detail, .. } => Error::BosUnresolved {
+                            path: doc.clone(),
+                            detail: format!("{detail} ({tok_rel})"),
+                        },
                         other => other,
                     })?,
                 ),
@@ -391,7 +389,7 @@ impl Generation {
                     let uses = template_uses_clock(&t.bytes);
                     let declared = profile.clock_policy().is_some();
                     if uses != declared {
-                        return Err(RegistryError::ClockPolicy {
+                        return Err(Error::ClockPolicy {
                             path: doc,
                             detail: if uses {
                                 format!("template {rel} calls strftime_now but no clockPolicy is declared")
@@ -422,7 +420,7 @@ impl Generation {
             };
             let prepared = validator
                 .prepare_profile(&profile, &artifacts)
-                .map_err(|detail| RegistryError::ArtifactRejected {
+                .map_err(|detail| Error::ArtifactRejected {
                     path: doc.clone(),
                     profile_id: profile.profile_id.clone(),
                     detail,
@@ -434,7 +432,7 @@ impl Generation {
                         .get(other_id)
                         .map(|p| p.document_path.clone())
                         .unwrap_or_default();
-                    return Err(RegistryError::ModelNameCollision {
+                    return Err(Error::ModelNameCollision {
                         path: doc,
                         other,
                         other_id: other_id.clone(),
@@ -533,22 +531,19 @@ impl Generation {
     }
 
     fn open_root(&self, what: &str) -> Result<TrustedRoot> {
-        let root = self
-            .root
-            .as_deref()
-            .ok_or_else(|| RegistryError::UnknownProfile {
-                path: what.to_string(),
-            })?;
+        let root = self.root.as_deref().ok_or_else(|| Error::UnknownProfile {
+            path: what.to_string(),
+        })?;
         TrustedRoot::open(root, self.policy)
     }
 
     /// Drift check (docs/contracts/registry.md §7): re-reads the profile's document and every artifact receipt
     /// beneath this generation's root under the trust policy and compares sha256. A trust
-    /// failure is returned as such; a changed digest is [`RegistryError::Drift`].
+    /// failure is returned as such; a changed digest is [`Error::Drift`].
     pub fn verify_disk(&self, profile_id: &str) -> Result<()> {
         let p = self
             .profile(profile_id)
-            .ok_or_else(|| RegistryError::UnknownProfile {
+            .ok_or_else(|| Error::UnknownProfile {
                 path: profile_id.to_string(),
             })?;
         let root = self.open_root(profile_id)?;
@@ -557,7 +552,7 @@ impl Generation {
             let (bytes, _) = root.read_file(rel, cap)?;
             let now = sha256_hex(&bytes);
             if now != want {
-                return Err(RegistryError::Drift {
+                return Err(Error::Drift {
                     path: rel.to_string(),
                     detail: format!("sha256 now {now}, receipt {want}"),
                 });
@@ -574,7 +569,7 @@ impl Generation {
     /// Reads `manifests/<id>.yaml` beneath this generation's root (`Ok(None)` when absent).
     pub fn load_manifest(&self, profile_id: &str) -> Result<Option<LoadedManifest>> {
         if self.profile(profile_id).is_none() {
-            return Err(RegistryError::UnknownProfile {
+            return Err(Error::UnknownProfile {
                 path: profile_id.to_string(),
             });
         }
@@ -586,7 +581,7 @@ impl Generation {
     pub fn load_fixtures(&self, profile_id: &str, engine: Engine) -> Result<FixtureSet> {
         let p = self
             .profile(profile_id)
-            .ok_or_else(|| RegistryError::UnknownProfile {
+            .ok_or_else(|| Error::UnknownProfile {
                 path: profile_id.to_string(),
             })?;
         let set = FixtureSet::load(&self.open_root(profile_id)?, profile_id, engine)?;

@@ -48,7 +48,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// `deserialize_with` helper for maps that must refuse duplicate keys (serde's `BTreeMap`
 /// impl keeps the last one silently; the registry's rule is "unknown or ambiguous → error").
-pub(crate) fn unique_map<'de, D, K, V>(d: D) -> Result<std::collections::BTreeMap<K, V>, D::Error>
+pub fn unique_map<'de, D, K, V>(d: D) -> Result<std::collections::BTreeMap<K, V>, D::Error>
 where
     D: serde::Deserializer<'de>,
     K: serde::Deserialize<'de> + Ord + std::fmt::Debug,

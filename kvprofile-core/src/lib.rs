@@ -12,9 +12,9 @@
 //!   `openat(O_NOFOLLOW)` walk as fallback, owner/mode checks, size caps enforced while reading.
 //! - [`Generation`] and [`Registry`]: all-or-nothing loads into immutable `Arc` generations with
 //!   `setDigest`, lookups, discovery entries and the drift check (§7).
-//! - [`catalog`]: the supported-models manifest (§10.1) and weights indexes (§10.2).
-//! - [`models`]: what `kvexact models` does with that catalog (§10–11): the drift gate, the
-//!   page render, installing the registry and the pinned weights, verifying a snapshot.
+//!
+//! The supported-models catalog (§10.1–10.2) and what `kvexact models` does with it (§10–11)
+//! are operator tooling, in the `kvmodels` crate above this one: no gateway links them.
 //!
 //! Template compilation and tokenizer loading belong to kvtemplate, which sits above this crate:
 //! it plugs in through [`ArtifactValidator`].
@@ -30,15 +30,14 @@
 #![warn(missing_docs)]
 
 pub mod artifacts;
-pub mod catalog;
 pub mod contracts;
+pub mod engine;
 pub mod error;
 pub mod fixtures;
 pub mod generation;
 pub mod ids;
 pub mod locator;
 pub mod manifest;
-pub mod models;
 pub mod profile;
 pub mod registry;
 pub mod releases;
@@ -46,8 +45,9 @@ pub mod trust;
 pub mod validator;
 
 pub use artifacts::{Receipt, VerifiedArtifact, VerifiedArtifacts};
-pub use contracts::{ContractCatalog, ContractProfile, Engine, HashAlgorithm, UnknownEngine};
-pub use error::{ArtifactRole, DocKind, RegistryError, Result};
+pub use contracts::{ContractCatalog, ContractProfile};
+pub use engine::{Engine, HashAlgorithm, UnknownEngine};
+pub use error::{ArtifactRole, DocKind, Error, RegistryError, Result};
 pub use fixtures::{Fixture, FixtureExpect, FixtureRequest, FixtureSet};
 pub use generation::{
     AttestationCheck, Discovery, DiscoveryEntry, Generation, LoadOptions, LoadedProfile,

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{DocKind, RegistryError, Result};
+use crate::error::{DocKind, Error, Result};
 use crate::ids::{is_sha256_hex, sha256_hex};
 
 /// A manifest (`KvAttestManifest`), exactly as written.
@@ -46,9 +46,8 @@ impl EngineManifest {
     /// for (`None` to skip that check).
     pub fn parse(bytes: &[u8], path: &str, expected_profile_id: Option<&str>) -> Result<Self> {
         let m: EngineManifest = serde_yaml::from_slice(bytes)
-            .map_err(|e| RegistryError::schema(DocKind::EngineManifest, path, e))?;
-        let bad =
-            |f: &str, d: String| Err(RegistryError::invalid(DocKind::EngineManifest, path, f, d));
+            .map_err(|e| Error::schema(DocKind::EngineManifest, path, e))?;
+        let bad = |f: &str, d: String| Err(Error::invalid(DocKind::EngineManifest, path, f, d));
         if let Some(want) = expected_profile_id {
             if m.profile_id != want {
                 return bad(

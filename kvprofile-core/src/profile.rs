@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::contracts::{self, Engine};
-use crate::error::{DocKind, RegistryError, Result};
+use crate::error::{DocKind, Error, Result};
 use crate::ids::{is_sha256_hex, is_valid_profile_id, slug};
 use crate::locator::Locator;
 
@@ -235,8 +235,8 @@ impl Profile {
     /// Strict parse (unknown key, wrong type, missing key → error) then [`Profile::validate`].
     /// `path` (relative to the root) names the file in errors.
     pub fn parse(bytes: &[u8], path: &str) -> Result<Self> {
-        let p: Profile = serde_yaml::from_slice(bytes)
-            .map_err(|e| RegistryError::schema(DocKind::Profile, path, e))?;
+        let p: Profile =
+            serde_yaml::from_slice(bytes).map_err(|e| Error::schema(DocKind::Profile, path, e))?;
         p.validate(path)?;
         Ok(p)
     }
@@ -290,8 +290,7 @@ impl Profile {
 
     /// The field rules of docs/contracts/registry.md §2 (everything checkable without reading other files).
     pub fn validate(&self, path: &str) -> Result<()> {
-        let bad =
-            |field: &str, d: &str| Err(RegistryError::invalid(DocKind::Profile, path, field, d));
+        let bad = |field: &str, d: &str| Err(Error::invalid(DocKind::Profile, path, field, d));
         if !is_valid_profile_id(&self.profile_id) {
             return bad("profileId", "must match ^[A-Za-z0-9][A-Za-z0-9._-]*$");
         }
@@ -339,7 +338,7 @@ impl Profile {
             return bad("tokenizerSha256", "must be 64 lowercase hex digits");
         }
         Locator::parse(&self.tokenizer_artifact, &self.tokenizer_sha256)
-            .map_err(|d| RegistryError::invalid(DocKind::Profile, path, "tokenizerArtifact", d))?;
+            .map_err(|d| Error::invalid(DocKind::Profile, path, "tokenizerArtifact", d))?;
         match (
             &self.tokenizer_config_artifact,
             &self.tokenizer_config_sha256,
@@ -349,7 +348,7 @@ impl Profile {
                     return bad("tokenizerConfigSha256", "must be 64 lowercase hex digits");
                 }
                 Locator::parse(loc, pin).map_err(|d| {
-                    RegistryError::invalid(DocKind::Profile, path, "tokenizerConfigArtifact", d)
+                    Error::invalid(DocKind::Profile, path, "tokenizerConfigArtifact", d)
                 })?;
             }
             (Some(_), None) => {
@@ -408,9 +407,8 @@ impl Profile {
                 if !is_sha256_hex(pin) {
                     return bad("templateSha256", "must be 64 lowercase hex digits");
                 }
-                Locator::parse(loc, pin).map_err(|d| {
-                    RegistryError::invalid(DocKind::Profile, path, "templateArtifact", d)
-                })?;
+                Locator::parse(loc, pin)
+                    .map_err(|d| Error::invalid(DocKind::Profile, path, "templateArtifact", d))?;
                 if self.template_content_format.is_none() {
                     return bad("templateContentFormat", "required with templateArtifact");
                 }
@@ -520,7 +518,7 @@ supportedApis:
 aliasPolicy: base_model_only
 ";
 
-    fn refuse(from: &str, to: &str) -> RegistryError {
+    fn refuse(from: &str, to: &str) -> Error {
         assert!(R1.contains(from), "fixture lacks {from:?}");
         let doc = R1.replacen(from, to, 1);
         match Profile::parse(doc.as_bytes(), "p.yaml") {
@@ -606,7 +604,7 @@ aliasPolicy: base_model_only
         ];
         for (from, to, field) in cases {
             match refuse(from, to) {
-                RegistryError::Invalid { field: f, .. } => assert_eq!(f, field, "{to}"),
+                Error::Invalid { field: f, .. } => assert_eq!(f, field, "{to}"),
                 e => panic!("{to}: {e}"),
             }
         }

@@ -9,8 +9,8 @@
 //! rules), the contract it refines, and the evidence (the vector sets under
 //! `testdata/vectors/` that prove it, and how the other versions of the list were checked).
 //!
-//! [`ContractCatalog::resolve_release`] maps an engine version to exactly one release, or
-//! refuses with [`RegistryError::UnknownEngineVersion`] naming the nearest known releases.
+//! [`crate::contracts::ContractCatalog::resolve_release`] maps an engine version to exactly one release, or
+//! refuses with [`crate::Error::UnknownEngineVersion`] naming the nearest known releases.
 //! There is no family default for a version that was given.
 //!
 //! Rule values are kept as the stable names their implementing crates define (`kvhash`'s
@@ -18,11 +18,9 @@
 //! `TemplateErrorClass`); `kvprobe::contract` turns a release into those typed rules and
 //! checks that every release of the built-in catalog does.
 
-use crate::contracts::{ContractCatalog, Engine, HashAlgorithm};
-use crate::error::{DocKind, RegistryError, Result};
+use crate::engine::{Engine, HashAlgorithm};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
-use std::collections::BTreeSet;
 
 /// One range of engine releases that share every rule kvexact reproduces.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -270,194 +268,6 @@ pub fn compare_versions(a: &str, b: &str) -> Ordering {
     key(a).cmp(&key(b))
 }
 
-impl ContractCatalog {
-    /// The release entry with this id.
-    pub fn release(&self, id: &str) -> Option<&Release> {
-        self.releases.iter().find(|r| r.id == id)
-    }
-
-    /// The releases that refine contract `contract_id`.
-    pub fn releases_of<'a>(&'a self, contract_id: &'a str) -> impl Iterator<Item = &'a Release> {
-        self.releases
-            .iter()
-            .filter(move |r| r.contract == contract_id)
-    }
-
-    /// The one release of `engine` that covers `version`, or
-    /// [`RegistryError::UnknownEngineVersion`] naming the nearest known releases. Never a
-    /// family default, never the newest rules.
-    pub fn resolve_release(&self, engine: Engine, version: &str) -> Result<&Release> {
-        if let Some(r) = self
-            .releases
-            .iter()
-            .find(|r| r.engine == engine && r.covers(version))
-        {
-            return Ok(r);
-        }
-        let mut known: Vec<(&str, &Release)> = self
-            .releases
-            .iter()
-            .filter(|r| r.engine == engine)
-            .flat_map(|r| r.versions.iter().map(move |v| (v.as_str(), r)))
-            .collect();
-        known.sort_by(|a, b| compare_versions(a.0, b.0));
-        let describe = |(v, r): &(&str, &Release)| format!("{v} ({}, {})", r.id, r.range());
-        let below = known
-            .iter()
-            .rev()
-            .find(|(v, _)| compare_versions(v, version) == Ordering::Less)
-            .map(describe);
-        let above = known
-            .iter()
-            .find(|(v, _)| compare_versions(v, version) == Ordering::Greater)
-            .map(describe);
-        let ranges: Vec<String> = self
-            .releases
-            .iter()
-            .filter(|r| r.engine == engine)
-            .map(Release::range)
-            .collect();
-        let detail = if ranges.is_empty() {
-            format!("the catalog has no {engine} release")
-        } else {
-            format!(
-                "not a release kvexact has rules for (known: {}); nearest below: {}; nearest above: {}",
-                ranges.join(", "),
-                below.unwrap_or_else(|| "none".into()),
-                above.unwrap_or_else(|| "none".into()),
-            )
-        };
-        Err(RegistryError::UnknownEngineVersion {
-            path: "<contracts>".to_string(),
-            engine,
-            version: version.to_string(),
-            detail,
-        })
-    }
-
-    /// Checks the releases against the profiles: ids unique and well-formed, each refining a
-    /// profile of the same engine whose version selector matches every listed version, no
-    /// version in two releases, hash/event rules present exactly when the contract has a KV
-    /// plane, algorithms of the right engine, chat versions among the release's, liftable
-    /// codes well-formed and unique (which codes exist is kvtemplate's: `kvprobe::contract`
-    /// checks the built-in catalog's).
-    pub(crate) fn validate_releases(&self, path: &str) -> Result<()> {
-        let bad = |field: String, d: String| {
-            Err(RegistryError::invalid(
-                DocKind::ContractCatalog,
-                path,
-                field,
-                d,
-            ))
-        };
-        let mut ids = BTreeSet::new();
-        let mut seen: BTreeSet<(Engine, String)> = BTreeSet::new();
-        for (i, r) in self.releases.iter().enumerate() {
-            let f = |k: &str| format!("releases[{i}].{k}");
-            if !crate::ids::is_valid_profile_id(&r.id) || !ids.insert(r.id.as_str()) {
-                return bad(f("id"), format!("{:?}: not a unique safe id", r.id));
-            }
-            if self.profile(&r.id).is_some() {
-                return bad(f("id"), "a release id must not be a contract id".into());
-            }
-            let Some(p) = self.profile(&r.contract) else {
-                return bad(f("contract"), format!("{:?} is not a contract", r.contract));
-            };
-            if p.engine != r.engine {
-                return bad(f("engine"), format!("contract {} is {}", p.id, p.engine));
-            }
-            if r.versions.is_empty() {
-                return bad(f("versions"), "must list at least one version".into());
-            }
-            for v in &r.versions {
-                if v.starts_with('v') || v.contains('+') || v.trim() != v || v.is_empty() {
-                    return bad(f("versions"), format!("{v:?}: write the plain version"));
-                }
-                if !p.versions.matches(v) {
-                    return bad(
-                        f("versions"),
-                        format!("{v} is outside contract {}'s versions", p.id),
-                    );
-                }
-                if !seen.insert((r.engine, v.clone())) {
-                    return bad(
-                        f("versions"),
-                        format!("{} {v} is in two releases", r.engine),
-                    );
-                }
-            }
-            let kv = p.capabilities.kv_events != crate::contracts::CapabilityState::None;
-            if r.hash.is_some() != kv || r.events.is_some() != kv {
-                return bad(
-                    f("hash"),
-                    "hash and events rules are required exactly when the contract has a KV plane"
-                        .into(),
-                );
-            }
-            if let Some(h) = &r.hash {
-                if h.algorithms.is_empty() || !h.algorithms.contains(&h.default_algorithm) {
-                    return bad(
-                        f("hash.defaultAlgorithm"),
-                        "must be one of algorithms".into(),
-                    );
-                }
-                if let Some(a) = h.algorithms.iter().find(|a| a.engine() != r.engine) {
-                    return bad(f("hash.algorithms"), format!("{a:?} is not {}'s", r.engine));
-                }
-                let vllm = r.engine == Engine::Vllm;
-                if vllm != (h.none_hash.is_some() && h.extra_keys.is_some())
-                    || (!vllm && h.lookahead)
-                    || (r.engine != Engine::Sglang && h.wide_pages)
-                    || (r.engine == Engine::Trtllm) != h.cache_salt.is_some()
-                {
-                    return bad(f("hash"), format!("rules that {} does not have", r.engine));
-                }
-            }
-            let wants_tokenizer = r.engine != Engine::Llamacpp;
-            if r.tokenizer.is_some() != wants_tokenizer {
-                return bad(
-                    f("tokenizer"),
-                    "required exactly for engines with a chat or completions path".into(),
-                );
-            }
-            if let Some(t) = &r.tokenizer {
-                if !matches!(
-                    t.added_tokens.as_str(),
-                    "tokenizer-json" | "tokenizer-config" | "either"
-                ) {
-                    return bad(
-                        f("tokenizer.addedTokens"),
-                        format!(
-                            "{:?}: tokenizer-json, tokenizer-config or either",
-                            t.added_tokens
-                        ),
-                    );
-                }
-            }
-            if let Some(c) = &r.chat {
-                if c.versions.is_empty() || c.versions.iter().any(|v| !r.versions.contains(v)) {
-                    return bad(
-                        f("chat.versions"),
-                        "must be a non-empty subset of the release's versions".into(),
-                    );
-                }
-                let mut codes = BTreeSet::new();
-                for code in &c.liftable {
-                    let well_formed = code.starts_with(|ch: char| ch.is_ascii_lowercase())
-                        && code.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_');
-                    if !well_formed || !codes.insert(code.as_str()) {
-                        return bad(
-                            f("chat.liftable"),
-                            format!("{code:?}: not a unique refusal code name"),
-                        );
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,45 +281,5 @@ mod tests {
         assert_eq!(compare_versions("1.2.1", "1.3.0rc24"), Ordering::Less);
         assert_eq!(compare_versions("0.5.23", "0.5.3"), Ordering::Greater);
         assert_eq!(compare_versions("0.31.0", "v0.31.0"), Ordering::Equal);
-    }
-
-    #[test]
-    fn liftable_codes_are_data() {
-        let cat = crate::contracts::builtin().unwrap();
-        let lift = |id: &str| {
-            cat.release(id)
-                .and_then(|r| r.chat.as_ref())
-                .map(|c| c.liftable.clone())
-                .unwrap_or_default()
-        };
-        assert!(lift("vllm-kv-map-v3-r0.31").contains(&"tools".to_string()));
-        let trt = lift("trtllm-kv-http-v2-r1.3.0rc29");
-        assert!(trt.contains(&"tools".to_string()));
-        assert!(!trt.contains(&"continue_final_message".to_string()));
-        assert!(lift("vllm-kv-map-v3-r0.30").is_empty());
-        let good = crate::contracts::BUILTIN_CONTRACTS_YAML;
-        let from = "      liftable: [tools, template_kwargs,";
-        assert!(good.contains(from));
-        for to in [
-            "      liftable: [tools, tools, template_kwargs,",
-            "      liftable: [Tools, template_kwargs,",
-            "      liftable: [tool-calls, template_kwargs,",
-            "      liftable: ['', template_kwargs,",
-        ] {
-            let bad = good.replacen(from, to, 1);
-            let err = ContractCatalog::parse(bad.as_bytes(), "c.yaml").unwrap_err();
-            assert!(err.to_string().contains("chat.liftable"), "{to}: {err}");
-        }
-        // Absent = nothing liftable.
-        let none = good.replacen(
-            "      liftable: [tools, template_kwargs, add_generation_prompt, continue_final_message, multi_text_part, trailing_assistant, message_field, null_content]\n",
-            "",
-            1,
-        );
-        let cat = ContractCatalog::parse(none.as_bytes(), "c.yaml").unwrap();
-        assert!(cat
-            .releases
-            .iter()
-            .any(|r| r.chat.as_ref().is_some_and(|c| c.liftable.is_empty())));
     }
 }

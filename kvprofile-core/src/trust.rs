@@ -15,7 +15,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::error::{RegistryError, Result};
+use crate::error::{Error, Result};
 use crate::locator::is_safe_segment;
 
 /// Size caps per kind of file (docs/contracts/registry.md §3).
@@ -253,8 +253,8 @@ fn kind_name(mode: libc::mode_t) -> &'static str {
     }
 }
 
-fn io_err(path: &str, e: &io::Error) -> RegistryError {
-    RegistryError::Io {
+fn io_err(path: &str, e: &io::Error) -> Error {
+    Error::Io {
         path: path.to_string(),
         detail: e.to_string(),
     }
@@ -264,7 +264,7 @@ fn io_err(path: &str, e: &io::Error) -> RegistryError {
 /// `stat_size` (it grew or shrank between `fstat` and the end of the read).
 pub fn read_capped(mut r: impl Read, stat_size: u64, cap: u64, path: &str) -> Result<Vec<u8>> {
     if stat_size > cap {
-        return Err(RegistryError::TooLarge {
+        return Err(Error::TooLarge {
             path: path.to_string(),
             size: stat_size,
             cap,
@@ -277,14 +277,14 @@ pub fn read_capped(mut r: impl Read, stat_size: u64, cap: u64, path: &str) -> Re
         .map_err(|e| io_err(path, &e))?;
     let read = buf.len() as u64;
     if read > cap {
-        return Err(RegistryError::TooLarge {
+        return Err(Error::TooLarge {
             path: path.to_string(),
             size: read,
             cap,
         });
     }
     if read != stat_size {
-        return Err(RegistryError::SizeChanged {
+        return Err(Error::SizeChanged {
             path: path.to_string(),
             expected: stat_size,
             read,
@@ -307,12 +307,12 @@ fn split_rel(rel: &str) -> Result<Vec<CString>> {
     rel.split('/')
         .map(|seg| {
             if !is_safe_segment(seg) {
-                return Err(RegistryError::UnsafePath {
+                return Err(Error::UnsafePath {
                     path: rel.to_string(),
                     detail: format!("unsafe segment {seg:?}"),
                 });
             }
-            CString::new(seg).map_err(|_| RegistryError::UnsafePath {
+            CString::new(seg).map_err(|_| Error::UnsafePath {
                 path: rel.to_string(),
                 detail: "NUL in path".into(),
             })
@@ -322,32 +322,31 @@ fn split_rel(rel: &str) -> Result<Vec<CString>> {
 
 impl TrustedRoot {
     /// Opens `root` as a directory without following a symlink at its last component and checks
-    /// owner and mode. A missing root is [`RegistryError::RootMissing`].
+    /// owner and mode. A missing root is [`Error::RootMissing`].
     pub fn open(root: &Path, policy: TrustPolicy) -> Result<Self> {
-        let c =
-            CString::new(root.as_os_str().as_bytes()).map_err(|_| RegistryError::UnsafePath {
-                path: ".".into(),
-                detail: "NUL in root path".into(),
-            })?;
+        let c = CString::new(root.as_os_str().as_bytes()).map_err(|_| Error::UnsafePath {
+            path: ".".into(),
+            detail: "NUL in root path".into(),
+        })?;
         let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: `c` is NUL-terminated; a non-negative result is a descriptor we own.
         let fd = unsafe { libc::open(c.as_ptr(), flags) };
         if fd < 0 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
-                Some(libc::ENOENT) => RegistryError::RootMissing {
+                Some(libc::ENOENT) => Error::RootMissing {
                     path: root.display().to_string(),
                 },
-                Some(libc::ELOOP) => RegistryError::Symlink { path: ".".into() },
+                Some(libc::ELOOP) => Error::Symlink { path: ".".into() },
                 Some(libc::ENOTDIR) => {
                     // Either a symlink (O_NOFOLLOW|O_DIRECTORY) or a plain non-directory.
                     let is_link = std::fs::symlink_metadata(root)
                         .map(|m| m.file_type().is_symlink())
                         .unwrap_or(false);
                     if is_link {
-                        RegistryError::Symlink { path: ".".into() }
+                        Error::Symlink { path: ".".into() }
                     } else {
-                        RegistryError::NotRegularFile {
+                        Error::NotRegularFile {
                             path: ".".into(),
                             kind: "not a directory",
                         }
@@ -371,7 +370,7 @@ impl TrustedRoot {
     fn check_dir(&self, fd: RawFd, path: &str) -> Result<()> {
         let st = fstat(fd).map_err(|e| io_err(path, &e))?;
         if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
-            return Err(RegistryError::NotRegularFile {
+            return Err(Error::NotRegularFile {
                 path: path.into(),
                 kind: kind_name(st.st_mode),
             });
@@ -379,7 +378,7 @@ impl TrustedRoot {
         self.check_owner(&st, path)?;
         let mode = st.st_mode & 0o7777;
         if mode & 0o022 != 0 {
-            return Err(RegistryError::WritableDirectory {
+            return Err(Error::WritableDirectory {
                 path: path.into(),
                 mode,
             });
@@ -389,7 +388,7 @@ impl TrustedRoot {
 
     fn check_owner(&self, st: &libc::stat, path: &str) -> Result<()> {
         if !self.policy.owner_ok(st.st_uid) {
-            return Err(RegistryError::ForeignOwner {
+            return Err(Error::ForeignOwner {
                 path: path.into(),
                 uid: st.st_uid,
                 trusted: self
@@ -402,19 +401,19 @@ impl TrustedRoot {
         Ok(())
     }
 
-    fn open_err(&self, dirfd: RawFd, name: &CStr, path: &str, e: &io::Error) -> RegistryError {
+    fn open_err(&self, dirfd: RawFd, name: &CStr, path: &str, e: &io::Error) -> Error {
         let st = lstat_at(dirfd, name);
         if st.is_some_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFLNK) {
-            return RegistryError::Symlink { path: path.into() };
+            return Error::Symlink { path: path.into() };
         }
         match e.raw_os_error() {
-            Some(libc::ENOENT) => RegistryError::Missing { path: path.into() },
-            Some(libc::ELOOP) => RegistryError::Symlink { path: path.into() },
-            Some(libc::EXDEV) => RegistryError::UnsafePath {
+            Some(libc::ENOENT) => Error::Missing { path: path.into() },
+            Some(libc::ELOOP) => Error::Symlink { path: path.into() },
+            Some(libc::EXDEV) => Error::UnsafePath {
                 path: path.into(),
                 detail: "resolves outside the root".into(),
             },
-            Some(libc::ENOTDIR) | Some(libc::ENXIO) => RegistryError::NotRegularFile {
+            Some(libc::ENOTDIR) | Some(libc::ENXIO) => Error::NotRegularFile {
                 path: path.into(),
                 kind: st
                     .map(|s| kind_name(s.st_mode))
@@ -457,7 +456,7 @@ impl TrustedRoot {
         let comps = split_rel(rel)?;
         match self.walk_dirs(&comps) {
             Ok(_) => Ok(true),
-            Err(RegistryError::Missing { .. }) => Ok(false),
+            Err(Error::Missing { .. }) => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -467,7 +466,7 @@ impl TrustedRoot {
     pub fn read_file(&self, rel: &str, cap: u64) -> Result<(Vec<u8>, FileMeta)> {
         let comps = split_rel(rel)?;
         let Some((last, dirs)) = comps.split_last() else {
-            return Err(RegistryError::NotRegularFile {
+            return Err(Error::NotRegularFile {
                 path: ".".into(),
                 kind: "directory",
             });
@@ -481,7 +480,7 @@ impl TrustedRoot {
             .map_err(|e| self.open_err(dirfd, last, rel, &e))?;
         let st = fstat(fd.as_raw_fd()).map_err(|e| io_err(rel, &e))?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(RegistryError::NotRegularFile {
+            return Err(Error::NotRegularFile {
                 path: rel.into(),
                 kind: kind_name(st.st_mode),
             });
@@ -489,7 +488,7 @@ impl TrustedRoot {
         self.check_owner(&st, rel)?;
         let mode = st.st_mode & 0o7777;
         if mode & !0o644 != 0 {
-            return Err(RegistryError::InsecureMode {
+            return Err(Error::InsecureMode {
                 path: rel.into(),
                 mode,
             });
@@ -595,7 +594,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                RegistryError::SizeChanged {
+                Error::SizeChanged {
                     expected: 20,
                     read: 50,
                     ..
@@ -604,10 +603,7 @@ mod tests {
             "{e}"
         );
         let e = read_capped(Growing { left: 500 }, 20, 100, "f").unwrap_err();
-        assert!(
-            matches!(e, RegistryError::TooLarge { size: 101, .. }),
-            "{e}"
-        );
+        assert!(matches!(e, Error::TooLarge { size: 101, .. }), "{e}");
         let e = read_capped(&b"abc"[..], 5, 10, "f").unwrap_err();
         assert_eq!(e.code(), "FILE_CHANGED");
         let e = read_capped(&b""[..], 11, 10, "f").unwrap_err();

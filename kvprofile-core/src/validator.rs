@@ -16,7 +16,7 @@ pub type Prepared = Arc<dyn Any + Send + Sync>;
 
 /// Checks a profile's verified artifacts at publish (docs/contracts/registry.md §2): every template must compile
 /// with the environment the renderer uses and every tokenizer must load. An `Err` refuses the
-/// whole generation with [`crate::RegistryError::ArtifactRejected`].
+/// whole generation with [`crate::Error::ArtifactRejected`].
 pub trait ArtifactValidator: Send + Sync {
     /// Validates one profile; the message of an `Err` is shown to the operator.
     fn validate_profile(

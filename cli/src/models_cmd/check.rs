@@ -1,10 +1,10 @@
-//! `kvexact models check`: the drift gate (`kvprofile_core::models::drift`, docs/contracts/registry.md
+//! `kvexact models check`: the drift gate (`kvmodels::drift`, docs/contracts/registry.md
 //! §10–11): one `DRIFT: …` line per disagreement, then the summary line.
 
 use std::path::PathBuf;
 
-use kvprofile_core::models::drift::drift;
-use kvprofile_core::models::source_tree::SourceTree;
+use kvmodels::drift::drift;
+use kvmodels::source_tree::SourceTree;
 
 use super::{print_json, Common, Refusal, Status};
 

@@ -1,11 +1,11 @@
 //! The hub's HTTP client for `kvexact models install`: one blocking GET per
-//! [`kvprofile_core::models::hub::Fetch::get`] (resume, retries and status handling are the
+//! [`kvmodels::hub::Fetch::get`] (resume, retries and status handling are the
 //! library's). HTTPS with rustls; ureq never forwards `Authorization` on a redirect to another
 //! host (e.g. the hub's CDN).
 
 use std::time::Duration;
 
-use kvprofile_core::models::hub::{Fetch, FetchResponse};
+use kvmodels::hub::{Fetch, FetchResponse};
 
 /// A ureq agent: 30 s connect, 120 s to the response head, up to 10 redirects, every status
 /// returned as an answer.

@@ -1,15 +1,15 @@
 //! `kvexact models install`: stage the profile registry for one engine (and optionally the
-//! pinned weights) through `kvprofile_core::models::install` (docs/contracts/registry.md §1,
+//! pinned weights) through `kvmodels::install` (docs/contracts/registry.md §1,
 //! §11). Here: the arguments, the hub endpoint and token file from the environment, the
 //! `docker pull` of `--pull-image`, and the printing (human lines or one JSON document).
 
 use std::path::PathBuf;
 
-use kvprofile_core::models::install::{
+use kvmodels::install::{
     image_plan, install, ImagePlan, InstallEvent, InstallOptions, InstallReport, ModelRecord,
     RecordAction,
 };
-use kvprofile_core::models::source_tree::SourceTree;
+use kvmodels::source_tree::SourceTree;
 
 use super::hub::UreqFetch;
 use super::list;
@@ -104,8 +104,8 @@ fn pull_image(tree: &SourceTree, a: &Args) -> Result<serde_json::Value, Refusal>
         say(&format!("image: would pull {reference}"));
         return Ok(serde_json::json!({"action": "would-pull", "reference": reference}));
     }
-    let failed = |why: String| kvprofile_core::RegistryError::ModelsRefusal {
-        code: kvprofile_core::models::RefusalCode::DownloadFailed,
+    let failed = |why: String| kvmodels::Error::Refusal {
+        code: kvmodels::RefusalCode::DownloadFailed,
         detail: format!("docker pull {reference}: {why}"),
     };
     let status = std::process::Command::new("docker")

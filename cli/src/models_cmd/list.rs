@@ -1,8 +1,8 @@
 //! `kvexact models list`: the `install-models.sh --list` lines (docs/contracts/registry.md §11).
 
-use kvprofile_core::catalog::{ModelEntry, SupportedModels};
-use kvprofile_core::models::source_tree::SourceTree;
-use kvprofile_core::models::{rev12, state_str, yes_no};
+use kvmodels::catalog::{ModelEntry, SupportedModels};
+use kvmodels::source_tree::SourceTree;
+use kvmodels::{rev12, state_str, yes_no};
 
 use super::{print_json, Common, Refusal, Status};
 

@@ -1,7 +1,7 @@
 //! `kvexact models …`: the supported-models catalog for operators (docs/contracts/registry.md §10–11).
 //!
 //! Argument handling and printing only: the catalog drift, page render, install and weights
-//! verification logic is `kvprofile_core::models`; the hub's HTTP client ([`hub::UreqFetch`])
+//! verification logic is `kvmodels`; the hub's HTTP client ([`hub::UreqFetch`])
 //! is the one piece of I/O the library leaves to its caller.
 //!
 //! One binary replaces `modelctl.py`, `install-models.sh` and hand-run `sha256sum` checks. Every
@@ -59,8 +59,6 @@ mod verify_weights;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kvprofile_core::RegistryError;
-
 /// The catalog path the scripts use, relative to the repository root.
 pub const DEFAULT_CATALOG: &str = "scripts/models/validated-models.yaml";
 
@@ -90,9 +88,9 @@ pub struct Common {
     pub json: bool,
 }
 
-/// A refusal: exit status 2, `REFUSED <code>: <detail>` on stderr (`RegistryError::code`, its
+/// A refusal: exit status 2, `REFUSED <code>: <detail>` on stderr (`kvmodels::Error::code`, its
 /// message).
-pub type Refusal = RegistryError;
+pub type Refusal = kvmodels::Error;
 
 /// What a subcommand that did not refuse found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,10 +1,10 @@
 //! `kvexact models render`: writes `docs/SUPPORTED-MODELS.md` from the catalog
-//! (`kvprofile_core::models::page`, docs/contracts/registry.md §10.1).
+//! (`kvmodels::page`, docs/contracts/registry.md §10.1).
 
 use std::path::PathBuf;
 
-use kvprofile_core::models::page::{render, write_page};
-use kvprofile_core::models::source_tree::SourceTree;
+use kvmodels::page::{render, write_page};
+use kvmodels::source_tree::SourceTree;
 
 use super::{print_json, Common, Refusal, Status};
 

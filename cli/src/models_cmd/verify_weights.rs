@@ -1,12 +1,12 @@
-//! `kvexact models verify-weights PROFILE DIR` (`kvprofile_core::models::weights`,
+//! `kvexact models verify-weights PROFILE DIR` (`kvmodels::weights`,
 //! docs/contracts/registry.md §10.2): `MISSING` / `MISMATCH` lines in index order, then the
 //! summary; a progress bar on stderr only when stderr is a terminal.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-use kvprofile_core::models::gb;
-use kvprofile_core::models::weights::{verify_snapshot, FileCheck, IndexSource, Progress};
+use kvmodels::gb;
+use kvmodels::weights::{verify_snapshot, FileCheck, IndexSource, Progress};
 
 use super::{print_json, Common, Refusal, Status};
 

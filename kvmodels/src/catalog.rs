@@ -5,10 +5,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::contracts::{self, Engine};
-use crate::error::{DocKind, RegistryError, Result};
-use crate::ids::{is_installer_profile_id, is_sha1_hex, is_sha256_hex, sha256_hex};
-use crate::profile::Api;
+use kvprofile_core::contracts::{self, Engine};
+use kvprofile_core::{DocKind, Result};
+
+use crate::error::{invalid, schema};
+use kvprofile_core::ids::{is_installer_profile_id, is_sha1_hex, is_sha256_hex, sha256_hex};
+use kvprofile_core::Api;
 
 /// `schemaVersion` of `validated-models.yaml`.
 pub const MODELS_SCHEMA_VERSION: &str = "models.loxilb.io/v1alpha1";
@@ -267,16 +269,15 @@ fn no_dups<T: Ord>(v: &[T]) -> bool {
 impl SupportedModels {
     /// Strict parse then [`SupportedModels::validate`].
     pub fn parse(bytes: &[u8], path: &str) -> Result<Self> {
-        let m: SupportedModels = serde_yaml::from_slice(bytes)
-            .map_err(|e| RegistryError::schema(DocKind::SupportedModels, path, e))?;
+        let m: SupportedModels =
+            serde_yaml::from_slice(bytes).map_err(|e| schema(DocKind::SupportedModels, path, e))?;
         m.validate(path)?;
         Ok(m)
     }
 
     /// The rules of docs/contracts/registry.md §10.1.
     pub fn validate(&self, path: &str) -> Result<()> {
-        let bad =
-            |f: String, d: &str| Err(RegistryError::invalid(DocKind::SupportedModels, path, f, d));
+        let bad = |f: String, d: &str| Err(invalid(DocKind::SupportedModels, path, f, d));
         if self.schema_version != MODELS_SCHEMA_VERSION {
             return bad("schemaVersion".into(), "unknown schema version");
         }
@@ -412,7 +413,7 @@ impl SupportedModels {
                         && e.promotion == Promotion::Validated
                 });
                 if !promoted {
-                    return Err(RegistryError::invalid(
+                    return Err(invalid(
                         DocKind::SupportedModels,
                         path,
                         format!("models[{i}].tuples[{j}].state"),
@@ -483,8 +484,7 @@ impl WeightsIndex {
     /// Parses and validates an index: `<algo>:<hex> <size> <name>` per line, sorted by name,
     /// trailing newline, safe names, no skipped files.
     pub fn parse(bytes: &[u8], path: &str) -> Result<Self> {
-        let bad =
-            |f: String, d: &str| Err(RegistryError::invalid(DocKind::WeightsIndex, path, f, d));
+        let bad = |f: String, d: &str| Err(invalid(DocKind::WeightsIndex, path, f, d));
         let Ok(text) = std::str::from_utf8(bytes) else {
             return bad("".into(), "not UTF-8");
         };
@@ -637,7 +637,7 @@ pub struct SupportEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence_bundle: Option<String>,
     /// `capabilities`.
-    #[serde(deserialize_with = "crate::ids::unique_map")]
+    #[serde(deserialize_with = "kvprofile_core::ids::unique_map")]
     pub capabilities: BTreeMap<String, CapabilityEvidence>,
 }
 
@@ -656,10 +656,9 @@ impl SupportCatalog {
     /// and version; a `validated` entry carries a 40-hex revision, an image digest, an evidence
     /// bundle and a real-engine pass on every implemented capability.
     pub fn parse(bytes: &[u8], path: &str) -> Result<Self> {
-        let c: SupportCatalog = serde_yaml::from_slice(bytes)
-            .map_err(|e| RegistryError::schema(DocKind::SupportCatalog, path, e))?;
-        let bad =
-            |f: String, d: &str| Err(RegistryError::invalid(DocKind::SupportCatalog, path, f, d));
+        let c: SupportCatalog =
+            serde_yaml::from_slice(bytes).map_err(|e| schema(DocKind::SupportCatalog, path, e))?;
+        let bad = |f: String, d: &str| Err(invalid(DocKind::SupportCatalog, path, f, d));
         if c.schema_version != SUPPORT_SCHEMA_VERSION {
             return bad("schemaVersion".into(), "unknown schema version");
         }

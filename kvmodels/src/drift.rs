@@ -17,13 +17,13 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::api_str;
-use super::page::render;
-use super::source_tree::{manifest_set, read_file, SourceTree};
-use super::tokenizer_config::{self, ConfigPlan};
+use crate::api_str;
 use crate::catalog::{Promotion, SupportCatalog, TupleState, WeightsAlgo};
-use crate::ids::{sha256_hex, slug};
-use crate::{EngineManifest, Profile};
+use crate::page::render;
+use crate::source_tree::{manifest_set, read_file, SourceTree};
+use crate::tokenizer_config::{self, ConfigPlan};
+use kvprofile_core::ids::{sha256_hex, slug};
+use kvprofile_core::{EngineManifest, Profile};
 
 /// Every disagreement between the catalog of `tree` and what it describes, in a stable order;
 /// `doc` is the page to compare. Empty when everything agrees. Never refuses: what cannot be
@@ -121,7 +121,7 @@ pub fn drift(tree: &SourceTree, doc: &Path) -> Vec<String> {
             let rel = format!("profiles/{pid}.yaml");
             match tree
                 .committed_file(&rel)
-                .and_then(|b| Profile::parse(&b, &rel))
+                .and_then(|b| Ok(Profile::parse(&b, &rel)?))
             {
                 Ok(p) => Some(p),
                 Err(r) => {
@@ -336,7 +336,7 @@ pub fn drift(tree: &SourceTree, doc: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::testtree::{write, TestTree, SGLANG_DIGEST, VLLM_DIGEST};
+    use crate::testtree::{write, TestTree, SGLANG_DIGEST, VLLM_DIGEST};
 
     #[test]
     fn a_consistent_tree_has_no_drift() {
@@ -383,12 +383,12 @@ mod tests {
     #[test]
     fn weights_index_and_support_catalog_disagreements() {
         let t = TestTree::new();
-        let idx = t.dir.path().join("scripts/models/weights/tiny-g-v1.index");
+        let idx = t.root.join("scripts/models/weights/tiny-g-v1.index");
         let mut text = t.models[1].index();
         text = text.replace(" tokenizer.json", " tokenizer.jsonx");
         write(&idx, text.as_bytes());
         write(
-            &t.dir.path().join("engine-contracts/support-catalog.yaml"),
+            &t.root.join("engine-contracts/support-catalog.yaml"),
             b"schemaVersion: engine-support.loxilb.io/v1alpha1\nentries: []\n",
         );
         let tree = t.load();
@@ -434,7 +434,7 @@ mod tests {
             drift(&tree, &tree.doc_path()),
             [format!(
                 "tiny-a-v1: catalog tokenizerConfigSha256 {} != profile tokenizerConfigSha256 {}",
-                crate::models::testtree::sha(cfg),
+                crate::testtree::sha(cfg),
                 "f".repeat(64)
             )]
         );

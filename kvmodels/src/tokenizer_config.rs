@@ -18,8 +18,8 @@
 //!   gateway's catalogs do not carry it; there the index line alone pins the config.
 //!
 //! ```
-//! use kvprofile_core::catalog::{ConfigPin, WeightsIndex};
-//! use kvprofile_core::models::tokenizer_config::{plan, ConfigPlan};
+//! use kvmodels::catalog::{ConfigPin, WeightsIndex};
+//! use kvmodels::tokenizer_config::{plan, ConfigPlan};
 //!
 //! let idx = WeightsIndex::parse(
 //!     b"gitblob:c021cddb0a9dd35b1bf83a9f145be2d9b3757891 4200 tokenizer_config.json\n",
@@ -38,11 +38,11 @@
 
 use sha1::{Digest, Sha1};
 
-use super::{refuse, RefusalCode};
 use crate::catalog::{ConfigPin, WeightsAlgo, WeightsEntry, WeightsIndex};
-use crate::error::{RegistryError, Result};
-use crate::ids::sha256_hex;
-use crate::Profile;
+use crate::error::{Error, Result};
+use crate::{refuse, RefusalCode};
+use kvprofile_core::ids::sha256_hex;
+use kvprofile_core::Profile;
 
 /// The file name in the repository, the snapshot and the tokenizer directory.
 pub const FILE: &str = "tokenizer_config.json";
@@ -67,7 +67,7 @@ pub enum ConfigPlan {
 }
 
 /// `TOKENIZER_CONFIG_SHA_MISMATCH` for `pid`.
-fn mismatch(pid: &str, what: String) -> RegistryError {
+fn mismatch(pid: &str, what: String) -> Error {
     refuse(
         RefusalCode::TokenizerConfigShaMismatch,
         format!("{pid}: {what}"),
@@ -170,7 +170,7 @@ pub fn verify(
 }
 
 /// `PROFILE_DRIFT` for `pid`.
-fn drift(pid: &str, what: String) -> RegistryError {
+fn drift(pid: &str, what: String) -> Error {
     refuse(RefusalCode::ProfileDrift, format!("{pid}: {what}"))
 }
 
@@ -400,8 +400,8 @@ mod tests {
         assert_eq!(p.supported_apis, profile_apis());
     }
 
-    fn profile_apis() -> Vec<crate::profile::Api> {
-        vec![crate::profile::Api::Completions]
+    fn profile_apis() -> Vec<kvprofile_core::Api> {
+        vec![kvprofile_core::Api::Completions]
     }
 
     /// The gateway's real catalog declares no `tokenizerConfigSha256`; every one of its 13
@@ -410,7 +410,7 @@ mod tests {
     #[test]
     fn the_real_catalog_pins_every_config_through_its_weights_index() {
         let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-        let tree = super::super::source_tree::SourceTree::load(&root.join(
+        let tree = crate::source_tree::SourceTree::load(&root.join(
             "testdata/registry-examples/loxilb-inference-gateway/scripts/models/validated-models.yaml",
         ))
         .unwrap();
@@ -446,7 +446,7 @@ mod tests {
 
     #[test]
     fn a_catalog_value_that_is_neither_a_sha256_nor_none_is_a_schema_error() {
-        let t = crate::models::testtree::TestTree::new();
+        let t = crate::testtree::TestTree::new();
         let text = std::fs::read_to_string(t.catalog()).unwrap();
         for bad in ["NONE", "sha256:abc", "''"] {
             let edited = text.replacen(
@@ -454,8 +454,8 @@ mod tests {
                 &format!("    tokenizerConfigSha256: {bad}\n    tuples:\n"),
                 1,
             );
-            crate::models::testtree::write(&t.catalog(), edited.as_bytes());
-            let e = super::super::source_tree::SourceTree::load(&t.catalog()).unwrap_err();
+            crate::testtree::write(&t.catalog(), edited.as_bytes());
+            let e = crate::source_tree::SourceTree::load(&t.catalog()).unwrap_err();
             assert_eq!(e.code(), "MANIFEST_SCHEMA", "{bad}");
             assert!(
                 e.to_string().contains("64 lowercase hex digits or `none`"),

@@ -6,10 +6,10 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::{refuse, RefusalCode};
 use crate::catalog::{SupportedModels, WeightsIndex};
-use crate::contracts::Engine;
-use crate::error::{RegistryError, Result};
+use crate::error::Result;
+use crate::{refuse, RefusalCode};
+use kvprofile_core::contracts::Engine;
 
 /// Largest catalog, index, profile, manifest or fixture file read whole (the registry's own caps
 /// are smaller; this only bounds memory on a wrong path).
@@ -163,7 +163,7 @@ pub fn read_index_file(path: &Path, shown: &str) -> Result<WeightsIndex> {
         )
     })?;
     WeightsIndex::parse(&bytes, shown).map_err(|e| match &e {
-        RegistryError::Invalid { detail, .. } if detail == "unsafe file name" => {
+        kvprofile_core::Error::Invalid { detail, .. } if detail == "unsafe file name" => {
             refuse(RefusalCode::IndexUnsafePath, e.to_string())
         }
         _ => refuse(RefusalCode::IndexInvalid, e.to_string()),
@@ -173,16 +173,17 @@ pub fn read_index_file(path: &Path, shown: &str) -> Result<WeightsIndex> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::testtree::TestTree;
+    use crate::testtree::TestTree;
 
     #[test]
     fn paths_around_the_catalog() {
         let t = TestTree::new();
         let tree = t.load();
-        assert_eq!(tree.root, t.root());
+        assert_eq!(tree.root, t.canonical_root());
         assert_eq!(
             tree.index_path("tiny-a-v1"),
-            t.root().join("scripts/models/weights/tiny-a-v1.index")
+            t.canonical_root()
+                .join("scripts/models/weights/tiny-a-v1.index")
         );
         assert_eq!(tree.shown(&tree.doc_path()), "docs/SUPPORTED-MODELS.md");
         assert_eq!(tree.shown(Path::new("/elsewhere/x")), "/elsewhere/x");

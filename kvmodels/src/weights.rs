@@ -14,11 +14,11 @@ use std::time::Duration;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
-use super::source_tree::{read_file, read_index_file, SourceTree};
-use super::{refuse, RefusalCode};
 use crate::catalog::{WeightsAlgo, WeightsEntry, WeightsIndex};
 use crate::error::Result;
-use crate::ids::sha256_hex;
+use crate::source_tree::{read_file, read_index_file, SourceTree};
+use crate::{refuse, RefusalCode};
+use kvprofile_core::ids::sha256_hex;
 
 /// What one file turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -346,7 +346,7 @@ mod tests {
 #[cfg(test)]
 mod report_tests {
     use super::*;
-    use crate::models::testtree::{write, TestTree};
+    use crate::testtree::{write, TestTree};
 
     #[test]
     fn missing_and_mismatched_files_in_index_order() {
@@ -384,7 +384,7 @@ mod report_tests {
         assert!(!r.ok());
         let calls = std::sync::Mutex::new(Vec::new());
         let record = |p: Progress| calls.lock().unwrap().push(p);
-        let idx = t.dir.path().join("scripts/models/weights/tiny-a-v1.index");
+        let idx = t.root.join("scripts/models/weights/tiny-a-v1.index");
         let r = verify_snapshot(IndexSource::File(&idx), snap.path(), 1, Some(&record)).unwrap();
         assert_eq!(r.index, idx.display().to_string());
         let last = *calls.lock().unwrap().last().unwrap();
@@ -405,7 +405,7 @@ mod report_tests {
         assert_eq!(e.code(), "UNKNOWN_MODEL");
         let e = verify_snapshot(src("tiny-a-v1"), &dir.path().join("none"), 1, None).unwrap_err();
         assert_eq!(e.code(), "UNSAFE_PATH");
-        let idx = t.dir.path().join("scripts/models/weights/tiny-a-v1.index");
+        let idx = t.root.join("scripts/models/weights/tiny-a-v1.index");
         let text = std::fs::read_to_string(&idx)
             .unwrap()
             .replace(" config.json", " config.jsonx");
@@ -414,7 +414,7 @@ mod report_tests {
         assert_eq!(e.code(), "INDEX_SHA_MISMATCH");
         assert!(e.to_string().ends_with(&format!(
             "sha256 is not the catalog's weightsIndexSha256 {}",
-            crate::models::testtree::sha(t.models[0].index().as_bytes())
+            crate::testtree::sha(t.models[0].index().as_bytes())
         )));
         // Given directly, an index is not checked against a pin.
         assert!(verify_snapshot(IndexSource::File(&idx), dir.path(), 1, None).is_ok());

@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml::Value;
 
-use super::fsops::write_file_atomic;
-use super::source_tree::SourceTree;
-use super::{api_str, gb, refuse, rev12, state_str, yes_no, RefusalCode};
 use crate::catalog::{Gate, Mode, SupportedModels, TupleState};
 use crate::error::Result;
-use crate::ids::sha256_hex;
+use crate::fsops::write_file_atomic;
+use crate::source_tree::SourceTree;
+use crate::{api_str, gb, refuse, rev12, state_str, yes_no, RefusalCode};
+use kvprofile_core::ids::sha256_hex;
 
 /// The public hub the page links model revisions to.
 pub const HF_PUBLIC: &str = "https://huggingface.co";
@@ -422,7 +422,7 @@ mod tests {
 #[cfg(test)]
 mod page_tests {
     use super::*;
-    use crate::models::testtree::TestTree;
+    use crate::testtree::TestTree;
 
     /// The lines of `page` from the heading `from` up to (not including) the next `## `.
     fn section<'a>(page: &'a str, from: &str) -> Vec<&'a str> {
@@ -513,12 +513,12 @@ mod page_tests {
     fn write_page_is_atomic_and_reports_the_sha() {
         let t = TestTree::new();
         let tree = t.load();
-        let dest = t.dir.path().join("out/new/page.md");
+        let dest = t.root.join("out/new/page.md");
         let w = write_page(&tree, &dest).unwrap();
         let bytes = std::fs::read(&dest).unwrap();
         assert_eq!(w.sha256, sha256_hex(&bytes));
         assert_eq!(bytes, render(&tree).unwrap().into_bytes());
-        let link = t.dir.path().join("out/link.md");
+        let link = t.root.join("out/link.md");
         std::os::unix::fs::symlink(&dest, &link).unwrap();
         assert_eq!(write_page(&tree, &link).unwrap_err().code(), "UNSAFE_PATH");
     }
@@ -526,7 +526,7 @@ mod page_tests {
     #[test]
     fn a_missing_index_refuses_the_render() {
         let t = TestTree::new();
-        std::fs::remove_file(t.dir.path().join("scripts/models/weights/tiny-g-v1.index")).unwrap();
+        std::fs::remove_file(t.root.join("scripts/models/weights/tiny-g-v1.index")).unwrap();
         assert_eq!(render(&t.load()).unwrap_err().code(), "INDEX_INVALID");
     }
 }

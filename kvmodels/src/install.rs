@@ -8,7 +8,7 @@
 //! hash to `weightsIndexSha256`; the tokenizer (already staged, from `--from-snapshot`, or
 //! downloaded) must hash to `tokenizerSha256`. When the repository has a
 //! `tokenizer_config.json` (its weights-index line; the catalog's `tokenizerConfigSha256` must
-//! agree: [`super::tokenizer_config`]), it is found the same way and must match the index line
+//! agree: [`crate::tokenizer_config`]), it is found the same way and must match the index line
 //! (size and digest) and the catalog's sha256; the staged profile then pins it
 //! (`tokenizerConfigArtifact` / `tokenizerConfigSha256` inserted after `tokenizerSha256`), so
 //! that the encoder loads the added tokens the engine's transformers 5 loads. Then every
@@ -46,19 +46,19 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 
-use super::fsops::{
+use crate::catalog::{ModelEntry, SupportedModels, Tuple, TupleState, WeightsIndex};
+use crate::error::{Error, Result};
+use crate::fsops::{
     commit_temp, create_temp, ensure_dir, free_bytes, no_symlink_below, remove_tree, safe_root,
     stage_file,
 };
-use super::hub::{part_path, read_token, Fetch, Hub};
-use super::source_tree::{manifest_set, read_file, SourceTree, FIXTURE_SUBDIRS};
-use super::tokenizer_config::{self as tcfg, ConfigPlan};
-use super::weights::{check_file, FileCheck};
-use super::{gb, refuse, rev12, state_str, RefusalCode};
-use crate::catalog::{ModelEntry, SupportedModels, Tuple, TupleState, WeightsIndex};
-use crate::error::{RegistryError, Result};
-use crate::ids::{sha256_hex, slug};
-use crate::{EngineManifest, Profile};
+use crate::hub::{part_path, read_token, Fetch, Hub};
+use crate::source_tree::{manifest_set, read_file, SourceTree, FIXTURE_SUBDIRS};
+use crate::tokenizer_config::{self as tcfg, ConfigPlan};
+use crate::weights::{check_file, FileCheck};
+use crate::{gb, refuse, rev12, state_str, RefusalCode};
+use kvprofile_core::ids::{sha256_hex, slug};
+use kvprofile_core::{EngineManifest, Profile};
 
 /// Free space kept beyond the download (docs/contracts/registry.md §11: remaining + 1 GB).
 pub const SPACE_MARGIN: u64 = 1 << 30;
@@ -84,7 +84,7 @@ pub struct InstallOptions {
     pub token_file: Option<PathBuf>,
     /// Take tokenizer and weights from `DIR/<org>__<name>/<rev>/` instead of the hub.
     pub from_snapshot: Option<PathBuf>,
-    /// Hub endpoint (`None` or blank: [`super::hub::DEFAULT_ENDPOINT`]).
+    /// Hub endpoint (`None` or blank: [`crate::hub::DEFAULT_ENDPOINT`]).
     pub endpoint: Option<String>,
     /// Free bytes on the filesystem holding a path ([`free_bytes`]; `None`: unknown, no check).
     pub free_bytes: fn(&Path) -> Option<u64>,
@@ -635,7 +635,7 @@ pub fn image_plan(c: &SupportedModels, engine: &str) -> Result<ImagePlan> {
 }
 
 /// `PROFILE_DRIFT` for `pid`.
-fn drift(pid: &str, what: String) -> RegistryError {
+fn drift(pid: &str, what: String) -> Error {
     refuse(RefusalCode::ProfileDrift, format!("{pid}: {what}"))
 }
 
@@ -798,7 +798,7 @@ fn load_committed(tree: &SourceTree, m: &ModelEntry, t: &Tuple) -> Result<Commit
 }
 
 /// `TOKENIZER_SHA_MISMATCH` for `pid`.
-fn tokenizer_mismatch(pid: &str, got: &str, want: &str, from: &str) -> RegistryError {
+fn tokenizer_mismatch(pid: &str, got: &str, want: &str, from: &str) -> Error {
     refuse(
         RefusalCode::TokenizerShaMismatch,
         format!("{pid}: {from} tokenizer.json hashes to {got}, pinned {want}"),
@@ -1186,7 +1186,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
-    use crate::models::testtree::{sha, write, FakeHub, TestTree, ENDPOINT};
+    use crate::testtree::{sha, write, FakeHub, TestTree, ENDPOINT};
 
     struct Env {
         t: TestTree,
@@ -1435,10 +1435,7 @@ mod tests {
     fn pin_mismatches_are_refused_before_anything_is_staged() {
         let e = Env::new();
         let hub = FakeHub::for_tree(&e.t);
-        let idx =
-            e.t.dir
-                .path()
-                .join("scripts/models/weights/tiny-a-v1.index");
+        let idx = e.t.root.join("scripts/models/weights/tiny-a-v1.index");
         let mut text = std::fs::read_to_string(&idx).unwrap();
         text = text.replace(" config.json", " config.jsonx");
         write(&idx, text.as_bytes());
@@ -1583,7 +1580,7 @@ mod tests {
         assert_eq!(
             image_plan(&c, "vllm").unwrap(),
             ImagePlan::Pull {
-                reference: format!("vllm/vllm-openai@{}", crate::models::testtree::VLLM_DIGEST)
+                reference: format!("vllm/vllm-openai@{}", crate::testtree::VLLM_DIGEST)
             }
         );
         assert_eq!(
@@ -1671,14 +1668,14 @@ mod tests {
             want
         );
         // The staged registry publishes under the trust policy, the config verified with it.
-        let g = crate::Registry::new()
+        let g = kvprofile_core::Registry::new()
             .publish(
                 &reg,
-                &crate::LoadOptions {
-                    policy: crate::TrustPolicy::for_current_user(),
-                    ..crate::LoadOptions::default()
+                &kvprofile_core::LoadOptions {
+                    policy: kvprofile_core::TrustPolicy::for_current_user(),
+                    ..kvprofile_core::LoadOptions::default()
                 },
-                &crate::StructuralValidator,
+                &kvprofile_core::StructuralValidator,
             )
             .unwrap_or_else(|e| panic!("{} {e}", e.code()));
         let p = g.profile("tiny-a-v1").unwrap();

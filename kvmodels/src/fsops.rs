@@ -9,8 +9,8 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{refuse, RefusalCode};
-use crate::error::{RegistryError, Result};
+use crate::error::{Error, Result};
+use crate::{refuse, RefusalCode};
 
 /// Mode of every staged file.
 pub const FILE_MODE: u32 = 0o644;
@@ -18,7 +18,7 @@ pub const FILE_MODE: u32 = 0o644;
 pub const DIR_MODE: u32 = 0o755;
 
 /// `WRITE_FAILED` naming `path`.
-pub(crate) fn write_failed(path: &Path, e: impl std::fmt::Display) -> RegistryError {
+pub(crate) fn write_failed(path: &Path, e: impl std::fmt::Display) -> Error {
     refuse(RefusalCode::WriteFailed, format!("{}: {e}", path.display()))
 }
 

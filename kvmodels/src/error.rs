@@ -1,64 +1,11 @@
-//! The supported-models catalog for operators (docs/contracts/registry.md §10–11): everything
-//! `kvexact models …` does, as library calls that return typed results.
-//!
-//! The catalog `scripts/models/validated-models.yaml` is read with the repository tree around it
-//! ([`source_tree::SourceTree`]): weights indexes in `<root>/scripts/models/weights/<id>.index`,
-//! committed profiles, engine manifests, probe fixtures and banked templates under
-//! `<root>/cicd/common/kv_hash/fixtures/`, the page `<root>/docs/SUPPORTED-MODELS.md` and the
-//! support catalog `<root>/engine-contracts/support-catalog.yaml`.
-//!
-//! - [`drift`]: the drift gate (every disagreement between the catalog and what it describes);
-//! - [`page`]: the page `docs/SUPPORTED-MODELS.md` as a pure function of the catalog;
-//! - [`install`]: staging the profile registry (and the pinned weights) for one engine;
-//! - [`tokenizer_config`]: the pinned upstream `tokenizer_config.json` the installer stages and
-//!   pins in each profile;
-//! - [`weights`]: checking a snapshot directory against a weights index;
-//! - [`hub`]: resumable downloads through a caller-supplied [`hub::Fetch`] (this crate holds no
-//!   network client); [`fsops`]: the installer's safe local writes.
-//!
-//! Every refusal is a [`RegistryError::ModelsRefusal`] carrying a [`RefusalCode`] of §11 and a
-//! detail naming what and where; catalog parse errors keep their own [`RegistryError`] variant
-//! and code. Nothing here prints or exits: the `kvexact` command prints what these functions
-//! return.
-//!
-//! ```
-//! use kvprofile_core::models::source_tree::SourceTree;
-//! use kvprofile_core::models::drift::drift;
-//!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // A catalog outside `<root>/scripts/models/` is fine to load; the tree around it is empty,
-//! // so the drift gate reports what is missing.
-//! let dir = tempfile::tempdir()?;
-//! let catalog = dir.path().join("scripts/models/validated-models.yaml");
-//! std::fs::create_dir_all(catalog.parent().unwrap())?;
-//! std::fs::write(&catalog, "schemaVersion: models.loxilb.io/v1alpha1\nengines: []\nlaunchAll: []\nexcludedFeatures: []\nmodels: []\n")?;
-//! let tree = SourceTree::load(&catalog)?;
-//! let findings = drift(&tree, &tree.doc_path());
-//! assert_eq!(findings, [
-//!     "engine-contracts/support-catalog.yaml: cannot read: No such file or directory (os error 2)",
-//!     "cicd/common/kv_hash/fixtures/templates/SOURCES.json: cannot read: No such file or directory (os error 2)",
-//!     "docs/SUPPORTED-MODELS.md is not the catalog's render (run: kvexact models render)",
-//! ]);
-//! # Ok(()) }
-//! ```
-
-pub mod drift;
-pub mod fsops;
-pub mod hub;
-pub mod install;
-pub mod page;
-pub mod source_tree;
-pub mod tokenizer_config;
-pub mod weights;
-
-#[cfg(test)]
-mod testtree;
+//! The error of this crate: a `kvexact models` refusal with its stable code
+//! (docs/contracts/registry.md §11), or an error of the registry layer passed through unchanged
+//! (catalog, weights-index, profile and manifest parse errors keep kvprofile-core's variant and
+//! code).
 
 use std::fmt;
 
-use crate::catalog::TupleState;
-use crate::error::RegistryError;
-use crate::profile::Api;
+use kvprofile_core::DocKind;
 
 /// The stable refusal codes of `kvexact models` (docs/contracts/registry.md §11), plus
 /// `WRITE_FAILED` (a local write failed: disk, permissions), `SNAPSHOT_MISSING`
@@ -175,48 +122,98 @@ impl fmt::Display for RefusalCode {
     }
 }
 
+/// Every error of this crate.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An error of the registry layer, passed through unchanged (its code, path and message are
+    /// kvprofile-core's): catalog and weights-index parse errors, profile and manifest parse
+    /// errors, I/O while reading a registry file.
+    #[error(transparent)]
+    Registry(#[from] kvprofile_core::Error),
+    /// A `kvexact models` refusal (docs/contracts/registry.md §11: catalog drift, install,
+    /// page render, weights verification). Its message is the detail alone, which names the
+    /// files itself (catalog-relative or operator-given paths, not registry-relative ones);
+    /// [`Error::path`] is `"."` for it.
+    #[error("{detail}")]
+    Refusal {
+        /// The stable code (`REFUSED <code>`).
+        code: RefusalCode,
+        /// What and where.
+        detail: String,
+    },
+}
+
+impl Error {
+    /// The stable machine code (the `REFUSED <code>` word), e.g. `INDEX_SHA_MISMATCH`,
+    /// `MANIFEST_SCHEMA`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Registry(e) => e.code(),
+            Error::Refusal { code, .. } => code.as_str(),
+        }
+    }
+
+    /// The path the error is about: the registry layer's for a passed-through error, `"."` for a
+    /// refusal (its detail names the files).
+    pub fn path(&self) -> &str {
+        match self {
+            Error::Registry(e) => e.path(),
+            Error::Refusal { .. } => ".",
+        }
+    }
+
+    /// The message without the leading `"<path>: "` (for `REFUSED <code>: <path>: <detail>`).
+    pub fn detail(&self) -> String {
+        match self {
+            Error::Registry(e) => e.detail(),
+            Error::Refusal { .. } => {
+                let full = self.to_string();
+                match full.strip_prefix(".: ") {
+                    Some(rest) => rest.to_string(),
+                    None => full,
+                }
+            }
+        }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 /// A models refusal with `code` and `detail`.
-pub(crate) fn refuse(code: RefusalCode, detail: impl Into<String>) -> RegistryError {
-    RegistryError::ModelsRefusal {
+pub(crate) fn refuse(code: RefusalCode, detail: impl Into<String>) -> Error {
+    Error::Refusal {
         code,
         detail: detail.into(),
     }
 }
 
-/// `validated`, `candidate`, `blocked`.
-pub fn state_str(s: TupleState) -> &'static str {
-    match s {
-        TupleState::Validated => "validated",
-        TupleState::Candidate => "candidate",
-        TupleState::Blocked => "blocked",
+/// A catalog document breaks a rule: kvprofile-core's `Invalid` error of `kind`.
+pub(crate) fn invalid(
+    kind: DocKind,
+    path: &str,
+    field: impl Into<String>,
+    detail: impl Into<String>,
+) -> kvprofile_core::Error {
+    kvprofile_core::Error::Invalid {
+        kind,
+        path: path.to_string(),
+        field: field.into(),
+        detail: detail.into(),
     }
 }
 
-/// `chat` / `completions`.
-pub fn api_str(a: Api) -> &'static str {
-    match a {
-        Api::Chat => "chat",
-        Api::Completions => "completions",
+/// A catalog document cannot be decoded: kvprofile-core's `Schema` error of `kind`.
+pub(crate) fn schema(
+    kind: DocKind,
+    path: &str,
+    detail: impl fmt::Display,
+) -> kvprofile_core::Error {
+    kvprofile_core::Error::Schema {
+        kind,
+        path: path.to_string(),
+        detail: detail.to_string(),
     }
-}
-
-/// `yes`/`no` as the page and `--list` print a bool.
-pub fn yes_no(b: bool) -> &'static str {
-    if b {
-        "yes"
-    } else {
-        "no"
-    }
-}
-
-/// The first 12 characters of a (40-hex, validated) revision.
-pub fn rev12(rev: &str) -> &str {
-    rev.get(..12).unwrap_or(rev)
-}
-
-/// `<n / 1e9>` with one decimal and ` GB`, as the page prints sizes.
-pub fn gb(nbytes: u64) -> String {
-    format!("{:.1} GB", nbytes as f64 / 1e9)
 }
 
 #[cfg(test)]
@@ -234,16 +231,5 @@ mod tests {
             assert_eq!(e.to_string(), "x: why");
         }
         assert_eq!(RefusalCode::IndexShaMismatch.as_str(), "INDEX_SHA_MISMATCH");
-    }
-
-    #[test]
-    fn small_formatters() {
-        assert_eq!(rev12("0123456789abcdef"), "0123456789ab");
-        assert_eq!(rev12("short"), "short");
-        assert_eq!(gb(1_549_000_000), "1.5 GB");
-        assert_eq!(gb(0), "0.0 GB");
-        assert_eq!(yes_no(true), "yes");
-        assert_eq!(state_str(TupleState::Blocked), "blocked");
-        assert_eq!(api_str(Api::Completions), "completions");
     }
 }

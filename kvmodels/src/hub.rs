@@ -18,9 +18,9 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::fsops::{write_failed, FILE_MODE};
-use super::{refuse, RefusalCode};
-use crate::error::{RegistryError, Result};
+use crate::error::{Error, Result};
+use crate::fsops::{write_failed, FILE_MODE};
+use crate::{refuse, RefusalCode};
 
 /// Attempts per file within one run (the first one plus resumes).
 pub const ATTEMPTS: u32 = 4;
@@ -266,7 +266,7 @@ impl<'a> Hub<'a> {
 }
 
 /// `WRITE_FAILED` for a local write of the download.
-fn io_fail(path: &Path, e: std::io::Error) -> RegistryError {
+fn io_fail(path: &Path, e: std::io::Error) -> Error {
     write_failed(path, e)
 }
 
@@ -299,7 +299,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::models::testtree::FakeHub;
+    use crate::testtree::FakeHub;
 
     fn hub_with(url: &str, bytes: &[u8]) -> FakeHub {
         let mut files = HashMap::new();
