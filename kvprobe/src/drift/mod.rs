@@ -103,6 +103,7 @@
 //! "full", every engine re-stores an evicted prefix) then still has its parent.
 
 mod map;
+pub mod metrics;
 mod predict;
 mod sglang;
 mod trtllm;
