@@ -1,9 +1,10 @@
 /*
  * libkvexact — exact KV-cache block hashes, chat rendering and tokenization for LLM gateways.
  *
- * Contents. Part A. Constants (limits, defaults and flags, each beside its section's types);
- * Part B. Types; Part C. Enumeration values (engines, API modes, hash algorithms, event kinds,
- * refusals, statuses); Part D. Functions, in the order a gateway calls them:
+ * Contents. Part A. Constants (versions, limits, defaults and flags, in section order);
+ * Part B. Types (the opaque handles, then the others as the sections use them);
+ * Part C. Enumeration values (engines, API modes, hash algorithms, event kinds, refusals,
+ * statuses); Part D. Functions, in the order a gateway calls them:
  *    1. Library version ........... kvexact_version; KVEXACT_VERSION_MAJOR/_MINOR/_PATCH and
  *                                   KVEXACT_ABI_VERSION (the soname's number: libkvexact.so.0)
  *    2. Registry and profiles ..... kvexact_registry_load, kvexact_profile_by_model, admission
