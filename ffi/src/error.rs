@@ -68,7 +68,7 @@ pub(crate) unsafe fn write_error(err: *mut *mut kvexact_error, failure: &Failure
     unsafe { err.write(obj) };
 }
 
-/// Like [`boundary`](crate::panic::boundary), and on failure (or panic) also writes a new error
+/// Like [`boundary`], and on failure (or panic) also writes a new error
 /// object into `*err` when `err` is not NULL. On success `*err` is not written.
 ///
 /// # Safety
