@@ -23,12 +23,12 @@ func cStringOrNil(s string) *C.char {
 	return C.CString(s)
 }
 
-// ContractResolve maps the version an engine reports (e.g. vLLM's /version "0.24.0") to
+// ResolveContract maps the version an engine reports (e.g. vLLM's /version "0.24.0") to
 // exactly one release of the built-in contract catalog: its release id
 // ("vllm-kv-map-v2-r0.24") and the contract id it refines ("vllm-kv-map-v2"). An unknown
 // version is an *Error matching ErrUnknownEngineVersion (code "UNKNOWN_ENGINE_VERSION"), never
 // a family default.
-func ContractResolve(e Engine, version string) (releaseID, contractID string, err error) {
+func ResolveContract(e Engine, version string) (releaseID, contractID string, err error) {
 	cv := C.CString(version)
 	defer C.free(unsafe.Pointer(cv))
 	var r, c *C.char
@@ -39,6 +39,13 @@ func ContractResolve(e Engine, version string) (releaseID, contractID string, er
 	}
 	// Static strings: copied, never freed.
 	return C.GoString(r), C.GoString(c), nil
+}
+
+// ContractResolve is ResolveContract's former name.
+//
+// Deprecated: use ResolveContract.
+func ContractResolve(e Engine, version string) (releaseID, contractID string, err error) {
+	return ResolveContract(e, version)
 }
 
 // ContractsJSON is the built-in contract catalog as JSON (what `kvexact contracts --json`

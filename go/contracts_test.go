@@ -8,7 +8,7 @@ import (
 )
 
 // Engine versions resolve to exactly one release; unknown ones are refused with the code.
-func TestContractResolve(t *testing.T) {
+func TestResolveContract(t *testing.T) {
 	for _, c := range []struct {
 		e                Engine
 		version, release string
@@ -20,17 +20,17 @@ func TestContractResolve(t *testing.T) {
 		{SGLang, "0.5.23", "sglang-kv-map-v2-r0.5.23", "sglang-kv-map-v2"},
 		{TRTLLM, "1.3.0rc29", "trtllm-kv-http-v2-r1.3.0rc29", "trtllm-kv-http-v2"},
 	} {
-		r, k, err := ContractResolve(c.e, c.version)
+		r, k, err := ResolveContract(c.e, c.version)
 		if err != nil || r != c.release || k != c.contract {
 			t.Fatalf("%s: %q %q %v", c.version, r, k, err)
 		}
 	}
-	_, _, err := ContractResolve(VLLM, "0.34.0")
+	_, _, err := ResolveContract(VLLM, "0.34.0")
 	var e *Error
 	if !errors.As(err, &e) || e.Code != "UNKNOWN_ENGINE_VERSION" || !errors.Is(err, ErrUnknownEngineVersion) {
 		t.Fatalf("0.34.0: %#v", err)
 	}
-	if _, _, err := ContractResolve(Engine(9), "0.24.0"); !errors.Is(err, ErrInvalidArg) {
+	if _, _, err := ResolveContract(Engine(9), "0.24.0"); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("bad engine: %v", err)
 	}
 }
@@ -63,7 +63,7 @@ func TestContractsJSON(t *testing.T) {
 				continue
 			}
 			for _, v := range r.Versions {
-				got, k, err := ContractResolve(e, v)
+				got, k, err := ResolveContract(e, v)
 				if err != nil || got != r.Release || k != r.Contract {
 					t.Fatalf("%s: %q %q %v, want %s", v, got, k, err, r.Release)
 				}
@@ -144,7 +144,7 @@ func TestHasherForContract(t *testing.T) {
 	if _, err := NewHasherForContract("no-such", "", SHA256CBOR, 16, &seed); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown id: %v", err)
 	}
-	if _, err := NewHasher(HashAlgoContractDefault, 16, nil); !errors.Is(err, ErrInvalidArg) {
+	if _, err := NewHasher(HashAlgoContractDefault, 16, nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("NewHasher took the contract default: %v", err)
 	}
 }
@@ -217,7 +217,7 @@ func TestEventDecoderForContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
-	if _, err := NewEventDecoderForContract("vllm-kv-map-v3-r0.31", "", trt); !errors.Is(err, ErrInvalidArg) {
+	if _, err := NewEventDecoderForContract("vllm-kv-map-v3-r0.31", "", trt); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("vLLM with a re-hasher: %v", err)
 	}
 }

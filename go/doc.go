@@ -10,19 +10,21 @@
 //
 //	scripts/ffi-install.sh /usr/local
 //
-// and build with PKG_CONFIG_PATH=/usr/local/lib/pkgconfig (at run time the shared library
-// must be found, e.g. LD_LIBRARY_PATH=/usr/local/lib). scripts/ffi-go-test.sh instead writes
+// and build with PKG_CONFIG_PATH=/usr/local/lib/pkgconfig (at run time the shared library,
+// libkvexact.so.0 after its ABI major, must be found, e.g. LD_LIBRARY_PATH=/usr/local/lib). scripts/ffi-go-test.sh instead writes
 // a kvexact.pc that points at the repository's include/ and a directory holding only
 // libkvexact.a, so that the tests link libkvexact statically, and runs go vet and go test.
 // Needs Go 1.19 or later and no module downloads.
 //
 // # The gateway's path
 //
-// A [Registry] is one immutable generation of model profiles ([LoadRegistry]); a [Profile]
-// is looked up by the request's model name ([Registry.ProfileByModel]); an [Encoder]
-// renders and tokenizes requests for one profile on one engine contract ([NewEncoder],
-// [Encoder.EncodeChat]); a [Hasher] turns the ids into the block hashes the engine publishes
-// in its KV events ([NewHasher], [NewHasherForContract], [Hasher.BlockHashes]).
+// [ResolveContract] maps the version an engine reports to its release in the built-in
+// catalog. A [Registry] is one immutable generation of model profiles ([LoadRegistry]); a
+// [Profile] is looked up by the request's model name ([Registry.ProfileByModel]); an
+// [Encoder] renders and tokenizes requests for one profile on one engine release
+// ([NewEncoderWithOptions] with EncoderOptions.EngineVersion, [Encoder.EncodeChat]); a
+// [Hasher] turns the ids into the block hashes the engine publishes in its KV events
+// ([NewHasherForContract], [NewHasher], [Hasher.BlockHashes]).
 // [Encoder.RouteKeys] does all of it in one call. [EventDecoder] decodes the engines' KV
 // events ([NewEventDecoder]), [DriftVerifier] re-derives their hashes, and the probe types
 // ([Fixtures], [Manifest], [Challenge], [RankCoverage]) and [EvaluateReadiness] drive readiness.

@@ -139,7 +139,7 @@ func (v *DriftVerifier) FeedFrames(topic, seq, payload []byte) (bool, error) {
 }
 
 // Predict records the block hashes (u64 form) predicted for one request routed to this
-// endpoint, now. ErrInvalidArg when the verifier was made without PredictWithin.
+// endpoint, now. ErrInvalidArgument when the verifier was made without PredictWithin.
 func (v *DriftVerifier) Predict(hashes []uint64) error {
 	var hp *C.uint64_t
 	if len(hashes) > 0 {

@@ -236,7 +236,7 @@ func TestDriftPredictionsAndPrometheus(t *testing.T) {
 	if err := tracked.Predict([]uint64{8054659170381590746, 7403838778858983848}); err != nil {
 		t.Fatal(err)
 	}
-	if err := plain.Predict([]uint64{1}); !errors.Is(err, ErrInvalidArg) {
+	if err := plain.Predict([]uint64{1}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("predict without tracking: %v", err)
 	}
 	pre := s["int_stored_prefill_no_parent"]
@@ -305,7 +305,7 @@ func TestDriftPredictionsAndPrometheus(t *testing.T) {
 	}
 	_, err = DriftPrometheus([]DriftSeries{{Verifier: plain, Labels: []DriftLabel{{"release", "x"}}}})
 	var e *Error
-	if !errors.As(err, &e) || e.Status != ErrInvalidArg {
+	if !errors.As(err, &e) || e.Status != ErrInvalidArgument {
 		t.Fatalf("reserved label: %v", err)
 	}
 }
@@ -322,10 +322,10 @@ func TestDriftRefusals(t *testing.T) {
 	}
 	bad := o
 	bad.BlockSize = 0
-	if _, err := NewDriftVerifier("vllm-kv-map-v2-r0.24", "", bad); !errors.Is(err, ErrInvalidArg) {
+	if _, err := NewDriftVerifier("vllm-kv-map-v2-r0.24", "", bad); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("block size 0: %v", err)
 	}
-	if _, err := NewDriftVerifier("sglang-kv-map-v2-r0.5.23", "", o); !errors.Is(err, ErrInvalidArg) {
+	if _, err := NewDriftVerifier("sglang-kv-map-v2-r0.5.23", "", o); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("seed for SGLang: %v", err)
 	}
 	lora := o
@@ -358,7 +358,7 @@ func TestDriftRefusals(t *testing.T) {
 	if drift, err := trt.Feed([]byte(`[]`)); drift || err != nil {
 		t.Fatal(drift, err)
 	}
-	if _, err := trt.FeedFrames(nil, make([]byte, 8), []byte(`[]`)); !errors.Is(err, ErrInvalidArg) {
+	if _, err := trt.FeedFrames(nil, make([]byte, 8), []byte(`[]`)); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("frames to TensorRT-LLM: %v", err)
 	}
 }

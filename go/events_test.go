@@ -89,7 +89,7 @@ func TestDecodeTRTEvents(t *testing.T) {
 	}
 	defer dec.Close()
 	var e *Error
-	if _, err := NewEventDecoder("vllm-kv-map-v3", h); !errors.Is(err, ErrInvalidArg) || !errors.As(err, &e) || !strings.Contains(e.Message, "rehash") {
+	if _, err := NewEventDecoder("vllm-kv-map-v3", h); !errors.Is(err, ErrInvalidArgument) || !errors.As(err, &e) || !strings.Contains(e.Message, "rehash") {
 		t.Fatalf("rehash on a ZMQ schema: %v", err)
 	}
 	stored, ranked := 0, 0

@@ -82,10 +82,10 @@ func ExampleEncoder_EncodeChat() {
 
 // Resolving the version an engine reports to one release of the contract catalog (never a
 // family default), then hashing with that release's rules.
-func ExampleContractResolve() {
-	release, contract, err := kvexact.ContractResolve(kvexact.VLLM, "0.24.0")
+func ExampleResolveContract() {
+	release, contract, err := kvexact.ResolveContract(kvexact.VLLM, "0.24.0")
 	fmt.Println(release, contract, err)
-	_, _, err = kvexact.ContractResolve(kvexact.VLLM, "0.99.0")
+	_, _, err = kvexact.ResolveContract(kvexact.VLLM, "0.99.0")
 	fmt.Println(errors.Is(err, kvexact.ErrUnknownEngineVersion))
 	// Output:
 	// vllm-kv-map-v2-r0.24 vllm-kv-map-v2 <nil>

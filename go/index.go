@@ -329,7 +329,7 @@ func u64Ptr(s []uint64) *C.uint64_t {
 
 // PredictInto predicts every endpoint rank's cached tokens for a request's full-block hashes
 // (as a hasher of the same release writes them) and prompt length into out, returning the
-// count. When out is too small it returns the needed count with ErrBufferSmall. flags:
+// count. When out is too small it returns the needed count with ErrBufferTooSmall. flags:
 // PredictSkipPrefixCache or 0. No allocation.
 func (x *Index) PredictInto(hashes []uint64, promptTokens int, flags uint32, out []Prediction) (int, error) {
 	var n C.size_t
@@ -350,7 +350,7 @@ func (x *Index) Predict(hashes []uint64, promptTokens int, flags uint32) ([]Pred
 	out := make([]Prediction, 8)
 	for {
 		n, err := x.PredictInto(hashes, promptTokens, flags, out)
-		if e, ok := err.(*Error); ok && e.Status == ErrBufferSmall {
+		if e, ok := err.(*Error); ok && e.Status == ErrBufferTooSmall {
 			out = make([]Prediction, n+8) // endpoints may be added meanwhile
 			continue
 		}

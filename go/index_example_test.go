@@ -36,7 +36,7 @@ func ExampleIndex_Predict() {
 		fmt.Println(err)
 		return
 	}
-	release, _, err := kvexact.ContractResolve(kvexact.VLLM, "0.31.0")
+	release, _, err := kvexact.ResolveContract(kvexact.VLLM, "0.31.0")
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -55,7 +55,7 @@ func loadCacheHit(path string) (*cacheHitDoc, error) {
 // cacheHitIndex builds the index, hasher and endpoint ids a replay describes.
 func cacheHitIndex(d *cacheHitDoc) (*Index, *Hasher, map[string]uint32, error) {
 	engine := map[string]Engine{"vllm": VLLM, "sglang": SGLang}[d.Engine]
-	release, _, err := ContractResolve(engine, d.EngineVersion)
+	release, _, err := ResolveContract(engine, d.EngineVersion)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -180,7 +180,7 @@ func TestIndexReplaysCacheHitVectors(t *testing.T) {
 }
 
 func TestIndexErrors(t *testing.T) {
-	if _, err := NewIndex("vllm-kv-map-v3-r0.31", "", 0, IndexOptions{}); !errors.Is(err, ErrInvalidArg) {
+	if _, err := NewIndex("vllm-kv-map-v3-r0.31", "", 0, IndexOptions{}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("block size 0: %v", err)
 	}
 	_, err := NewIndex("vllm-kv-map-v3-r0.31", "", 16, IndexOptions{Groups: []Group{{Kind: GroupSlidingWindow, BlockSize: 16}}})
@@ -199,7 +199,7 @@ func TestIndexErrors(t *testing.T) {
 	if _, err := x.AddEndpoint(EndpointConfig{Name: "a", DPRanks: 1, GPUBlocks: 10}); !errors.Is(err, ErrDuplicateEndpoint) {
 		t.Fatalf("duplicate: %v", err)
 	}
-	if _, err := x.AddEndpoint(EndpointConfig{Name: "b", DPRanks: 3, GPUBlocks: 10}); !errors.Is(err, ErrInvalidArg) {
+	if _, err := x.AddEndpoint(EndpointConfig{Name: "b", DPRanks: 3, GPUBlocks: 10}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("over max slots: %v", err)
 	}
 	b, err := x.AddEndpoint(EndpointConfig{Name: "b", DPRanks: 1, GPUBlocks: 10})
@@ -218,7 +218,7 @@ func TestIndexErrors(t *testing.T) {
 		t.Fatalf("%+v", preds[0])
 	}
 	small := make([]Prediction, 1)
-	if n, err := x.PredictInto([]uint64{1, 2}, 40, 0, small); n != 3 || !errors.Is(err, ErrBufferSmall) {
+	if n, err := x.PredictInto([]uint64{1, 2}, 40, 0, small); n != 3 || !errors.Is(err, ErrBufferTooSmall) {
 		t.Fatalf("%d %v", n, err)
 	}
 	if _, err := x.FeedFrames(id, 5, nil, make([]byte, 8), []byte{0x90}); err == nil {

@@ -18,20 +18,20 @@ type Status int32
 
 // Status codes (see kvexact.h). -1 … -7 equal the gateway's LLB_KV_TOK_ERR_* values.
 const (
-	OK               Status = C.KVEXACT_OK
-	ErrRequest       Status = C.KVEXACT_ERR_REQUEST
-	ErrUnsupported   Status = C.KVEXACT_ERR_UNSUPPORTED
-	ErrProfile       Status = C.KVEXACT_ERR_PROFILE
-	ErrRenderer      Status = C.KVEXACT_ERR_RENDERER
-	ErrTokenizer     Status = C.KVEXACT_ERR_TOKENIZER
-	ErrUnknown       Status = C.KVEXACT_ERR_UNKNOWN
-	ErrNotReady      Status = C.KVEXACT_ERR_NOT_READY
-	ErrPanic         Status = C.KVEXACT_ERR_PANIC
-	ErrNullArgument  Status = C.KVEXACT_ERR_NULL_ARGUMENT
-	ErrInvalidArg    Status = C.KVEXACT_ERR_INVALID_ARGUMENT
-	ErrBufferSmall   Status = C.KVEXACT_ERR_BUFFER_TOO_SMALL
-	ErrHashUndefined Status = C.KVEXACT_ERR_HASH_UNDEFINED
-	ErrOverflow      Status = C.KVEXACT_ERR_OVERFLOW
+	OK                 Status = C.KVEXACT_OK
+	ErrRequest         Status = C.KVEXACT_ERR_REQUEST
+	ErrUnsupported     Status = C.KVEXACT_ERR_UNSUPPORTED
+	ErrProfile         Status = C.KVEXACT_ERR_PROFILE
+	ErrRenderer        Status = C.KVEXACT_ERR_RENDERER
+	ErrTokenizer       Status = C.KVEXACT_ERR_TOKENIZER
+	ErrUnknown         Status = C.KVEXACT_ERR_UNKNOWN
+	ErrNotReady        Status = C.KVEXACT_ERR_NOT_READY
+	ErrPanic           Status = C.KVEXACT_ERR_PANIC
+	ErrNullArgument    Status = C.KVEXACT_ERR_NULL_ARGUMENT
+	ErrInvalidArgument Status = C.KVEXACT_ERR_INVALID_ARGUMENT
+	ErrBufferTooSmall  Status = C.KVEXACT_ERR_BUFFER_TOO_SMALL
+	ErrHashUndefined   Status = C.KVEXACT_ERR_HASH_UNDEFINED
+	ErrOverflow        Status = C.KVEXACT_ERR_OVERFLOW
 	// ErrNoneHashUnreproducible: vLLM draws a random NONE_HASH for this configuration
 	// (PYTHONHASHSEED unset with xxhash, or under NONE_HASH rule A); set the seed.
 	ErrNoneHashUnreproducible Status = C.KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE
@@ -49,6 +49,20 @@ const (
 	// ErrContractMismatch: the engine version is a release of another contract than the one
 	// named (error code "CONTRACT_MISMATCH").
 	ErrContractMismatch Status = C.KVEXACT_ERR_CONTRACT_MISMATCH
+	// ErrChallenge: a hash challenge could not be armed (readiness reason "challenge_failed").
+	ErrChallenge Status = C.KVEXACT_ERR_CHALLENGE
+	// ErrLiftNotAllowed: a refusal code asked to be lifted where the engine release's contract
+	// does not define the engine's behaviour for it (error code "LIFT_NOT_ALLOWED"), refused
+	// when the encoder is built.
+	ErrLiftNotAllowed Status = C.KVEXACT_ERR_LIFT_NOT_ALLOWED
+)
+
+// Former names of two statuses, kept for existing callers.
+const (
+	// Deprecated: use ErrInvalidArgument.
+	ErrInvalidArg = ErrInvalidArgument
+	// Deprecated: use ErrBufferTooSmall.
+	ErrBufferSmall = ErrBufferTooSmall
 )
 
 // Name is the stable lower-case name of the status ("null_argument", …).

@@ -244,14 +244,14 @@ func (h hWithPartial) BlockHashes(ids []uint32, _ bool, max int) ([]uint64, erro
 
 func TestErrorsAreStatuses(t *testing.T) {
 	var e *Error
-	if _, err := NewHasher(HashAlgo(99), 16, nil); !errors.Is(err, ErrInvalidArg) || !errors.As(err, &e) || !strings.Contains(e.Message, "algo") {
+	if _, err := NewHasher(HashAlgo(99), 16, nil); !errors.Is(err, ErrInvalidArgument) || !errors.As(err, &e) || !strings.Contains(e.Message, "algo") {
 		t.Fatalf("unknown algo: %v", err)
 	}
 	// vLLM xxhash with PYTHONHASHSEED unset: its own status, kvhash's message.
 	if _, err := NewHasher(XXHashCBOR, 16, nil); !errors.Is(err, ErrNoneHashUnreproducible) || !errors.As(err, &e) || e.Code != "none_hash_unreproducible" || !strings.Contains(e.Message, "PYTHONHASHSEED") {
 		t.Fatalf("unset xxhash seed: %v", err)
 	}
-	if _, err := NewHasher(SHA256CBOR, 0, nil); !errors.Is(err, ErrInvalidArg) {
+	if _, err := NewHasher(SHA256CBOR, 0, nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("block size 0: %v", err)
 	}
 	h := &Hasher{} // closed / NULL handle

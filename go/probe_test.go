@@ -80,7 +80,7 @@ func TestProbesAndChallenge(t *testing.T) {
 			t.Fatalf("%s: changed id judged %+v", info.Name, f)
 		}
 	}
-	if _, err := enc.JudgeTokenize(fx, fx.Count(), 200, nil, 0); !errors.Is(err, ErrInvalidArg) {
+	if _, err := enc.JudgeTokenize(fx, fx.Count(), 200, nil, 0); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("index out of range: %v", err)
 	}
 
@@ -169,7 +169,7 @@ func TestProbesAndChallenge(t *testing.T) {
 	if f, _ := c2.Result(true); f.OK || f.Reason != "challenge_timeout" {
 		t.Fatalf("timeout: %+v", f)
 	}
-	if _, err := cov.Record(c2); !errors.Is(err, ErrInvalidArg) {
+	if _, err := cov.Record(c2); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("an undecided challenge counted: %v", err)
 	}
 }

@@ -236,7 +236,7 @@ type RouteResult struct {
 func (e *Encoder) RouteKeysBatch(h *Hasher, bodies [][]byte, nowUnixMs int64, maxIDs, maxBlocks int, ids []uint32, hashes []uint64) ([]RouteResult, error) {
 	n := len(bodies)
 	if maxIDs < 0 || maxBlocks < 0 || len(ids) < n*maxIDs || len(hashes) < n*maxBlocks {
-		return nil, ErrInvalidArg
+		return nil, ErrInvalidArgument
 	}
 	if n == 0 {
 		return nil, nil

@@ -195,11 +195,11 @@ func TestRouteKeysRefusalsAndErrors(t *testing.T) {
 		t.Fatalf("capped: %d %d %v", ni, nb, err)
 	}
 	// Bad options are typed errors.
-	if _, err := NewEncoderWithOptions(h.prof, "vllm-kv-map-v3", EncoderOptions{NoCache: true, SegmentCacheBytes: 1}); !errors.Is(err, ErrInvalidArg) {
+	if _, err := NewEncoderWithOptions(h.prof, "vllm-kv-map-v3", EncoderOptions{NoCache: true, SegmentCacheBytes: 1}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("encoder options: %v", err)
 	}
 	seed := "0"
-	if _, err := NewHasherWithOptions(SHA256CBOR, 16, &seed, HasherOptions{ShareCacheWith: h.hashOff}); !errors.Is(err, ErrInvalidArg) {
+	if _, err := NewHasherWithOptions(SHA256CBOR, 16, &seed, HasherOptions{ShareCacheWith: h.hashOff}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("share a hasher without a cache: %v", err)
 	}
 	if _, err := NewEncoderWithOptions(h.prof, "vllm-kv-map-v3", EncoderOptions{EngineVersion: "0.1.0"}); !errors.Is(err, ErrUnknownEngineVersion) {
@@ -244,7 +244,7 @@ func TestRouteKeysBatchSharedCacheAndGoroutines(t *testing.T) {
 			t.Fatalf("bad body in a batch: %v", res[len(turns)].Err)
 		}
 	}
-	if _, err := h.encOn.RouteKeysBatch(h.hashOn, bodies, routeNow, maxIDs, maxBlocks, ids[:1], hashes); !errors.Is(err, ErrInvalidArg) {
+	if _, err := h.encOn.RouteKeysBatch(h.hashOn, bodies, routeNow, maxIDs, maxBlocks, ids[:1], hashes); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("short buffer: %v", err)
 	}
 	wantIDs, wantHashes := separateKeys(t, h.encOff, h.hashOff, turns[7])

@@ -1,6 +1,26 @@
 /*
  * libkvexact — exact KV-cache block hashes, chat rendering and tokenization for LLM gateways.
  *
+ * Contents. Part A. Constants (versions, limits, defaults and flags, in section order);
+ * Part B. Types (the opaque handles, then the others as the sections use them);
+ * Part C. Enumeration values (engines, API modes, hash algorithms, event kinds, refusals,
+ * statuses); Part D. Functions, in the order a gateway calls them:
+ *    1. Library version ........... kvexact_version; KVEXACT_VERSION_MAJOR/_MINOR/_PATCH and
+ *                                   KVEXACT_ABI_VERSION (the soname's number: libkvexact.so.0)
+ *    2. Registry and profiles ..... kvexact_registry_load, kvexact_profile_by_model, admission
+ *    3. Encoder ................... kvexact_encoder_new[_with_options], kvexact_encode_chat
+ *    4. Hasher .................... kvexact_hasher_new[_with_options],
+ *                                   kvexact_hasher_new_for_contract[_with_options], block hashes
+ *    5. Route keys and cache counters  kvexact_route_keys[_batch], kvexact_*_cache_stats
+ *    6. Prefix index .............. kvexact_index_new, feeding, kvexact_index_predict, reports
+ *    7. KV events ................. kvexact_event_decoder_new[_for_contract], kvexact_event_decode
+ *    8. Probes and readiness ...... manifests, fixtures, judges, challenges, rank coverage,
+ *                                   kvexact_readiness_evaluate
+ *    9. Drift ..................... kvexact_drift_verifier_new, feeding, verdict, Prometheus text
+ *   10. Engine contracts .......... kvexact_contract_resolve, kvexact_contracts_json
+ *   11. Errors, statuses and refusals  kvexact_error_*, kvexact_status_name, kvexact_refusal_*
+ * In the header, each part and section opens with a banner comment that names it.
+ *
  * Conventions (every function):
  *  - Fallible calls return kvexact_status: KVEXACT_OK (0) or a negative KVEXACT_ERR_* value.
  *    -1 … -7 equal the gateway's LLB_KV_TOK_ERR_* codes; all other failures are <= -100.
@@ -50,43 +70,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/**
- * What `kvexact_drift_feed` and `kvexact_drift_feed_frames` return once the verdict is
- * `drift` (sticky until `kvexact_drift_reset_verdict`); they return `KVEXACT_OK` (0) while it
- * is clean.
- */
-#define KVEXACT_DRIFT_DETECTED 1
+/* ==== Part A. Constants ============================================================= */
 
 /**
- * `kvexact_drift_counters.verdict` and `kvexact_drift_verdict`: the stream is clean (most
- * stored blocks re-derived, none the evidence of drift).
+ * The library's major version (the `0` of `"0.1.0"`), equal to the crate version's and to the
+ * first number of [`kvexact_version`]; a compile-time check keeps it so.
  */
-#define KVEXACT_DRIFT_VERDICT_CLEAN 0
+#define KVEXACT_VERSION_MAJOR 0
 
 /**
- * `kvexact_drift_counters.verdict` and `kvexact_drift_verdict`: drift (the evidence is in
- * `kvexact_drift_report_json`).
+ * The library's minor version (the `1` of `"0.1.0"`), equal to the crate version's and to the
+ * second number of [`kvexact_version`].
  */
-#define KVEXACT_DRIFT_VERDICT_DRIFT 1
+#define KVEXACT_VERSION_MINOR 1
 
 /**
- * `kvexact_drift_counters.verdict` and `kvexact_drift_verdict`: unverifiable (no stored block
- * seen, or fewer than half of them re-derived; the reasons are in `unverifiable_by_reason`).
- * Never clean.
+ * The library's patch version (the last `0` of `"0.1.0"`), equal to the crate version's and to
+ * the third number of [`kvexact_version`].
  */
-#define KVEXACT_DRIFT_VERDICT_UNVERIFIABLE 2
+#define KVEXACT_VERSION_PATCH 0
 
 /**
- * Length of `kvexact_drift_counters.unverifiable_by_reason`: room for the reasons to come
- * (19 are defined; `kvexact_drift_unverifiable_name` names each slot).
+ * The ABI major: the number in the shared library's soname (`libkvexact.so.0`). A program
+ * built against one ABI major runs against every later library with the same one; a change
+ * that removes or alters an exported function, type or value raises it. Before 1.0 it is 0
+ * (an incompatible 0.x change is announced under `### C ABI` in CHANGELOG.md and raises the
+ * minor version); from 1.0 on it is the major version.
  */
-#define KVEXACT_DRIFT_UNVERIFIABLE_SLOTS 32
-
-/**
- * Most entries of the hash → digest map (`kvexact_drift_options.map_capacity`), and most
- * pending predictions (`predict_capacity`): 2^24 (the map then takes about 1.5 GiB).
- */
-#define KVEXACT_DRIFT_MAX_CAPACITY (1 << 24)
+#define KVEXACT_ABI_VERSION 0
 
 /**
  * Default segment-cache capacity of an encoder: 8 MiB.
@@ -124,23 +135,6 @@
 #define KVEXACT_DEFAULT_MAX_MESSAGES 4096
 
 /**
- * `kvexact_encoder_options.flags` / `kvexact_hasher_options.flags`: no cache for this
- * handle (every call computes everything; results are the same).
- */
-#define KVEXACT_OPTION_NO_CACHE 1
-
-/**
- * Most bytes of C-visible storage (hashes, token ids, `kvexact_event`s) one decoded batch may
- * fill: 64 MiB.
- */
-#define STORAGE_BUDGET (64 << 20)
-
-/**
- * Storage a decoder keeps reserved between calls after a larger batch: 1 MiB per vector.
- */
-#define RETAINED_BYTES (1 << 20)
-
-/**
  * Default prefix-chain cache capacity of a hasher: 16,384 blocks (64 conversations of the
  * gateway's 256-block cap; about 7 MiB at block size 16, see
  * `kvexact_hasher_options.prefix_cache_entries`).
@@ -174,6 +168,55 @@
  * `kvexact_index_rank_status.endpoint` of an endpoint removed while the status was read.
  */
 #define KVEXACT_INDEX_NO_ENDPOINT UINT32_MAX
+
+/**
+ * Most bytes of C-visible storage (hashes, token ids, `kvexact_event`s) one decoded batch may
+ * fill: 64 MiB.
+ */
+#define KVEXACT_EVENT_STORAGE_BUDGET (64 << 20)
+
+/**
+ * Storage a decoder keeps reserved between calls after a larger batch: 1 MiB per vector.
+ */
+#define KVEXACT_EVENT_RETAINED_BYTES (1 << 20)
+
+/**
+ * What `kvexact_drift_feed` and `kvexact_drift_feed_frames` return once the verdict is
+ * `drift` (sticky until `kvexact_drift_reset_verdict`); they return `KVEXACT_OK` (0) while it
+ * is clean.
+ */
+#define KVEXACT_DRIFT_DETECTED 1
+
+/**
+ * `kvexact_drift_counters.verdict` and `kvexact_drift_verdict`: the stream is clean (most
+ * stored blocks re-derived, none the evidence of drift).
+ */
+#define KVEXACT_DRIFT_VERDICT_CLEAN 0
+
+/**
+ * `kvexact_drift_counters.verdict` and `kvexact_drift_verdict`: drift (the evidence is in
+ * `kvexact_drift_report_json`).
+ */
+#define KVEXACT_DRIFT_VERDICT_DRIFT 1
+
+/**
+ * `kvexact_drift_counters.verdict` and `kvexact_drift_verdict`: unverifiable (no stored block
+ * seen, or fewer than half of them re-derived; the reasons are in `unverifiable_by_reason`).
+ * Never clean.
+ */
+#define KVEXACT_DRIFT_VERDICT_UNVERIFIABLE 2
+
+/**
+ * Length of `kvexact_drift_counters.unverifiable_by_reason`: room for the reasons to come
+ * (19 are defined; `kvexact_drift_unverifiable_name` names each slot).
+ */
+#define KVEXACT_DRIFT_UNVERIFIABLE_SLOTS 32
+
+/**
+ * Most entries of the hash → digest map (`kvexact_drift_options.map_capacity`), and most
+ * pending predictions (`predict_capacity`): 2^24 (the map then takes about 1.5 GiB).
+ */
+#define KVEXACT_DRIFT_MAX_CAPACITY (1 << 24)
 
 /**
  * The lift bit of `KVEXACT_REFUSAL_TOOLS` (`1 << code`), for `kvexact_encoder_options.lifted`.
@@ -214,6 +257,14 @@
  * The lift bit of `KVEXACT_REFUSAL_NULL_CONTENT`.
  */
 #define KVEXACT_REFUSAL_BIT_NULL_CONTENT (1 << KVEXACT_REFUSAL_NULL_CONTENT)
+
+/**
+ * `kvexact_encoder_options.flags` / `kvexact_hasher_options.flags`: no cache for this
+ * handle (every call computes everything; results are the same).
+ */
+#define KVEXACT_OPTION_NO_CACHE 1
+
+/* ==== Part B. Types ================================================================= */
 
 /**
  * One armed hash challenge (docs/contracts/registry.md §8.5): the nonce prompt, its expected tokens and
@@ -315,368 +366,30 @@ typedef struct kvexact_registry kvexact_registry;
 typedef int32_t kvexact_status;
 
 /**
- * An engine family, for the judges and `kvexact_contract_resolve`: `KVEXACT_VLLM`,
- * `KVEXACT_SGLANG`, `KVEXACT_TRTLLM`.
- */
-typedef uint32_t kvexact_engine;
-
-/**
- * Which engine hash chain a hasher computes (`KVEXACT_SHA256_CBOR` …). Values 0–3 are
- * §6.4's; 4 and 5 add vLLM's pickle-serialised variants; `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT`
- * (only for `kvexact_hasher_new_for_contract`) asks for the contract's default.
- */
-typedef uint32_t kvexact_hash_algo;
-
-/**
- * Options of `kvexact_hasher_new_with_options` and
- * `kvexact_hasher_new_for_contract_with_options`. Zero-initialise it and set `struct_size` to
- * `sizeof(kvexact_hasher_options)`: every zero field is the default, and NULL instead of the
- * struct means all defaults (what `kvexact_hasher_new` and `kvexact_hasher_new_for_contract`
- * use). The struct only ever grows at its end (see `kvexact_encoder_options`).
+ * Options of `kvexact_registry_load`. Pass NULL for the defaults.
  */
 typedef struct {
   /**
-   * `sizeof(kvexact_hasher_options)` as the caller compiled it.
+   * Owner uid trusted besides 0 (the gateway passes `geteuid()`).
    */
-  uint32_t struct_size;
+  uint32_t trusted_uid;
   /**
-   * `KVEXACT_OPTION_NO_CACHE`: no prefix-chain cache (then `prefix_cache_entries` is 0 and
-   * `share_cache_with` NULL). Other bits are `KVEXACT_ERR_INVALID_ARGUMENT`.
+   * Cap on a profile document's size; 0 = default (1 MiB).
    */
-  uint32_t flags;
+  uint64_t max_profile_bytes;
   /**
-   * Capacity of the hasher's prefix-chain cache in blocks: the digests of prefixes already
-   * hashed, so that a request extending an earlier one (the next turn of a conversation)
-   * hashes only its new blocks. 0 = the default, `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES`
-   * (16,384); at most `KVEXACT_PREFIX_CACHE_MAX_ENTRIES`. Memory: at most about
-   * `entries × (2 × 240 + 4 × block_size + 48)` bytes (block entries in 16 sharded tables,
-   * plus up to `entries` blocks of the 128 most recent requests kept whole), about 7 MiB
-   * at the default and block size 16; `kvexact_hasher_cache_stats` reports what is held.
-   * Only vLLM chains (without look-ahead) are cached; SGLang and TensorRT-LLM blocks are
-   * hashed on every call (counted as misses). Must be 0 with `share_cache_with`.
+   * Cap on an artifact's size (tokenizer.json, template); 0 = default (64 MiB).
    */
-  uint64_t prefix_cache_entries;
-  /**
-   * Another hasher whose prefix-chain cache this one shares (NULL: a cache of its own). The
-   * cache then holds both hashers' blocks within its one capacity; entries are keyed by the
-   * whole hashing configuration (engine, release rules, algorithm, block size, NONE_HASH,
-   * extra keys) and verified token for token, so hashers of different configurations
-   * never see each other's entries. Sharing one cache between every hasher of a registry
-   * generation bounds the memory of all of them by one capacity. The other hasher must
-   * have a cache; it may be freed afterwards (the cache lives as long as a hasher uses it).
-   */
-  const kvexact_hasher *share_cache_with;
-} kvexact_hasher_options;
+  uint64_t max_artifact_bytes;
+} kvexact_registry_opts;
 
 /**
- * One LoRA adapter a vLLM ≥ 0.31 engine serves: its name (as the events carry it) and the
- * path the server registered it with (`/v1/models` `root`), which vLLM hashes into every
- * block of the adapter. Both UTF-8, `(ptr, len)`, no NUL needed.
+ * The surfaces a rule serves (`kvexact_profile_admit`, `kvexact_fixtures_check`,
+ * `kvexact_judge_oracle`), or the surface one fixture probes (`kvexact_fixture_info.api`):
+ * `KVEXACT_API_BOTH`, `KVEXACT_API_COMPLETIONS`, `KVEXACT_API_CHAT` (the data-plane word's
+ * values).
  */
-typedef struct {
-  /**
-   * The adapter name.
-   */
-  const uint8_t *name;
-  /**
-   * Length of `name`.
-   */
-  size_t name_len;
-  /**
-   * The registered path.
-   */
-  const uint8_t *path;
-  /**
-   * Length of `path`.
-   */
-  size_t path_len;
-} kvexact_drift_lora;
-
-/**
- * How `kvexact_drift_verifier_new` verifies one endpoint's stream: the rule's hashing settings
- * and the verifier's bounds.
- *
- * Versioned by `struct_size`: set it to `sizeof(kvexact_drift_options)`. Fields are only ever
- * appended; a later field's 0 will mean its default, so a caller built against this header
- * keeps working with a newer library. A `struct_size` larger than this library's struct is
- * accepted when every byte past it is 0 (a newer caller that asked for nothing this library
- * does not know), else refused; so is one above 4096.
- */
-typedef struct {
-  /**
-   * `sizeof(kvexact_drift_options)`.
-   */
-  size_t struct_size;
-  /**
-   * The rule's hash algorithm (a `kvexact_hash_algo` of the release's engine), or
-   * `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT`.
-   */
-  kvexact_hash_algo algo;
-  /**
-   * The rule's `kvBlockSize` (>= 1).
-   */
-  uint32_t block_size;
-  /**
-   * vLLM's `PYTHONHASHSEED`, with `kvexact_hasher_new`'s convention: `(NULL, 0)` unset, a
-   * non-NULL pointer with length 0 the empty string, else `seed_len` bytes of UTF-8. An
-   * unset seed under which vLLM draws a random NONE_HASH makes root blocks unverifiable
-   * (`none_hash_unknown`), never a guess. SGLang and TensorRT-LLM take `(NULL, 0)`.
-   */
-  const uint8_t *seed;
-  /**
-   * Length of `seed`.
-   */
-  size_t seed_len;
-  /**
-   * vLLM: the LoRA adapters the rule declares (`n_loras` entries; NULL with 0 for none),
-   * with the paths the server registered them with (hashed by ≥ 0.31). Ignored for SGLang
-   * and TensorRT-LLM. A block keyed with an adapter not listed is drift (`keys`, the
-   * keys as evidence).
-   */
-  const kvexact_drift_lora *loras;
-  /**
-   * Number of `loras`.
-   */
-  size_t n_loras;
-  /**
-   * Entries of the hash → digest map, 0 for 65 536 (88 bytes each on 64-bit targets;
-   * at most `KVEXACT_DRIFT_MAX_CAPACITY`). The map is allocated once, here.
-   */
-  size_t map_capacity;
-  /**
-   * Stored blocks the mismatches are counted over, 0 for 4096.
-   */
-  uint64_t window_blocks;
-  /**
-   * Chained mismatched blocks within `window_blocks` that make the verdict `drift`, 0 for
-   * 3 (one root, block-size or keys mismatch is `drift` at once).
-   */
-  uint32_t mismatches;
-  /**
-   * Reserved, must be 0.
-   */
-  uint32_t reserved;
-  /**
-   * Prediction tracking (`kvexact_drift_predict`): a predicted hash stored later than this
-   * many milliseconds after its prediction counts as expired. 0: no tracking.
-   */
-  uint64_t predict_within_ms;
-  /**
-   * Most predictions pending at once, 0 for 65 536 (at most `KVEXACT_DRIFT_MAX_CAPACITY`).
-   */
-  size_t predict_capacity;
-} kvexact_drift_options;
-
-/**
- * What a verifier has seen, as `kvexact_drift_get_counters` writes it.
- *
- * Versioned by `struct_size` and append-only: set `struct_size` to
- * `sizeof(kvexact_drift_counters)` before the call; the library writes the first
- * `min(struct_size, its own size)` bytes and stores that count in `struct_size`. Per stored
- * block exactly one of `matched`, `mismatched`, `consequences` and `unverifiable` grows
- * (`consequences` and `verdict` were appended in 0.2: a caller built against the first
- * layout gets its fields, and blocks chained on a mismatch then show in no field).
- */
-typedef struct {
-  /**
-   * In: the caller's `sizeof(kvexact_drift_counters)`; out: the bytes written.
-   */
-  size_t struct_size;
-  /**
-   * Batches fed (ZMQ messages or TensorRT-LLM bodies that decoded).
-   */
-  uint64_t batches;
-  /**
-   * Inputs that did not decode under the release's schema (not fed).
-   */
-  uint64_t undecodable;
-  /**
-   * Events fed, every kind.
-   */
-  uint64_t events;
-  /**
-   * `BlockStored` / `stored` events.
-   */
-  uint64_t stored_events;
-  /**
-   * `BlockRemoved` / `removed` events.
-   */
-  uint64_t removed_events;
-  /**
-   * `AllBlocksCleared` events.
-   */
-  uint64_t cleared_events;
-  /**
-   * TensorRT-LLM `created` / `updated` events.
-   */
-  uint64_t other_events;
-  /**
-   * Stored blocks (one per published hash).
-   */
-  uint64_t blocks_seen;
-  /**
-   * Blocks whose hash was re-derived and compared (matched + root and chained mismatches).
-   */
-  uint64_t rederived;
-  /**
-   * Re-derived and equal to the published hash.
-   */
-  uint64_t matched;
-  /**
-   * Evidence of drift, all kinds (the four below).
-   */
-  uint64_t mismatched;
-  /**
-   * Root blocks re-derived to another hash.
-   */
-  uint64_t mismatched_root;
-  /**
-   * Chained blocks re-derived to another hash.
-   */
-  uint64_t mismatched_chained;
-  /**
-   * Blocks of an event whose block size the rule does not allow.
-   */
-  uint64_t mismatched_block_size;
-  /**
-   * Blocks with published keys the release cannot produce.
-   */
-  uint64_t mismatched_keys;
-  /**
-   * Blocks that could not be re-derived (never a guess).
-   */
-  uint64_t unverifiable;
-  /**
-   * `unverifiable` by reason; slot `i` is named by `kvexact_drift_unverifiable_name(i)`
-   * (unused slots are 0).
-   */
-  uint64_t unverifiable_by_reason[KVEXACT_DRIFT_UNVERIFIABLE_SLOTS];
-  /**
-   * 1 when the verdict is `drift`, else 0.
-   */
-  uint64_t drift;
-  /**
-   * Map: most entries.
-   */
-  uint64_t map_capacity;
-  /**
-   * Map: entries now.
-   */
-  uint64_t map_entries;
-  /**
-   * Map: entries evicted so far.
-   */
-  uint64_t map_evictions;
-  /**
-   * Map: bytes it takes (fixed at construction).
-   */
-  uint64_t map_bytes;
-  /**
-   * 1 when predictions are tracked (`predict_within_ms` > 0); the six below are 0 otherwise.
-   */
-  uint64_t predictions;
-  /**
-   * Hashes predicted (a hash already pending counts once).
-   */
-  uint64_t predicted;
-  /**
-   * Predicted hashes the endpoint had already published when predicted.
-   */
-  uint64_t predicted_already_stored;
-  /**
-   * Predicted hashes stored within the deadline.
-   */
-  uint64_t predicted_stored_within;
-  /**
-   * Predicted hashes not stored within the deadline.
-   */
-  uint64_t predicted_expired;
-  /**
-   * Predictions pushed out of a full tracker before they resolved.
-   */
-  uint64_t predicted_dropped;
-  /**
-   * Predictions still pending.
-   */
-  uint64_t predicted_pending;
-  /**
-   * Blocks chained on a mismatched block whose full digest the wire does not give: the
-   * mismatch's consequences, not re-derivable and not counted in `unverifiable`.
-   */
-  uint64_t consequences;
-  /**
-   * The verdict: `KVEXACT_DRIFT_VERDICT_CLEAN`, `_DRIFT` or `_UNVERIFIABLE`.
-   */
-  uint64_t verdict;
-} kvexact_drift_counters;
-
-/**
- * One probe/challenge outcome.
- */
-typedef struct {
-  /**
-   * 1 when the judged thing passed, else 0.
-   */
-  int32_t ok;
-  /**
-   * 1 when the pass was earned through TensorRT-LLM's approved oracle (the rung then reads
-   * `TOKEN_PARITY_NOT_AVAILABLE_WITH_APPROVED_ORACLE`), else 0.
-   */
-  int32_t oracle;
-  /**
-   * The reason code when `ok` is 0 (`"token_mismatch"`, `"identity_mismatch"`, … — the
-   * §8.4 vocabulary), a static NUL-terminated string never to be freed; NULL when `ok` is 1.
-   */
-  const char *reason;
-  /**
-   * What was seen, NUL-terminated UTF-8 (cut at a character boundary to fit).
-   */
-  char detail[256];
-} kvexact_finding;
-
-/**
- * One Prometheus label, `(ptr, len)` UTF-8 strings. `name` matches `[a-zA-Z_][a-zA-Z0-9_]*`,
- * does not start with `__`, and is none of the labels the exposition sets itself
- * (`release`, `kind`, `reason`, `outcome`); `value` is any UTF-8 (escaped as the text format
- * requires).
- */
-typedef struct {
-  /**
-   * Label name.
-   */
-  const uint8_t *name;
-  /**
-   * Length of `name`.
-   */
-  size_t name_len;
-  /**
-   * Label value.
-   */
-  const uint8_t *value;
-  /**
-   * Length of `value`.
-   */
-  size_t value_len;
-} kvexact_drift_label;
-
-/**
- * One verifier in a Prometheus exposition, with the labels that tell its series apart
- * (e.g. `endpoint="10.0.0.7:8000"`, `rule="…"`).
- */
-typedef struct {
-  /**
-   * The verifier (borrowed for the call).
-   */
-  const kvexact_drift_verifier *verifier;
-  /**
-   * Its labels (`n_labels` entries; NULL with 0 for none).
-   */
-  const kvexact_drift_label *labels;
-  /**
-   * Number of `labels`.
-   */
-  size_t n_labels;
-} kvexact_drift_series;
+typedef uint32_t kvexact_api_mode;
 
 /**
  * Options of `kvexact_encoder_new_with_options`. Zero-initialise it, set `struct_size` to
@@ -782,96 +495,140 @@ typedef struct {
 typedef uint32_t kvexact_refusal;
 
 /**
- * What a decoded event reports (`kvexact_event.kind`): `KVEXACT_EVENT_STORED`,
- * `KVEXACT_EVENT_REMOVED`, `KVEXACT_EVENT_ALL_CLEARED`, `KVEXACT_EVENT_CREATED`,
- * `KVEXACT_EVENT_UPDATED`. One byte, so that `kvexact_event` keeps its layout.
+ * Which engine hash chain a hasher computes (`KVEXACT_SHA256_CBOR` …). Values 0–3 are
+ * §6.4's; 4 and 5 add vLLM's pickle-serialised variants; `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT`
+ * (only for `kvexact_hasher_new_for_contract`) asks for the contract's default.
  */
-typedef uint8_t kvexact_event_kind;
+typedef uint32_t kvexact_hash_algo;
 
 /**
- * One decoded event. Every pointer points into the decoder and stays valid until the next
- * `kvexact_event_decode` on it or `kvexact_event_decoder_free`.
- *
- * Fields marked "stored only" are 0 / NULL for other kinds.
+ * Options of `kvexact_hasher_new_with_options` and
+ * `kvexact_hasher_new_for_contract_with_options`. Zero-initialise it and set `struct_size` to
+ * `sizeof(kvexact_hasher_options)`: every zero field is the default, and NULL instead of the
+ * struct means all defaults (what `kvexact_hasher_new` and `kvexact_hasher_new_for_contract`
+ * use). The struct only ever grows at its end (see `kvexact_encoder_options`).
  */
 typedef struct {
   /**
-   * `KVEXACT_EVENT_STORED`, `KVEXACT_EVENT_REMOVED`, `KVEXACT_EVENT_ALL_CLEARED`, or
-   * (TensorRT-LLM schemas only) `KVEXACT_EVENT_CREATED` / `KVEXACT_EVENT_UPDATED`.
+   * `sizeof(kvexact_hasher_options)` as the caller compiled it.
    */
-  kvexact_event_kind kind;
+  uint32_t struct_size;
   /**
-   * The block hashes in the u64 form the gateway indexes (vLLM ints as sent; vLLM digest
-   * bytes → last 8 bytes big-endian; SGLang int64 → its two's-complement bits;
-   * TensorRT-LLM u64 as sent). TensorRT-LLM stored: exactly one hash, the block's — the
-   * re-derived one when the decoder re-hashes (see `rehash_mismatch`). Updated: the one
-   * updated block. Created, all cleared: none.
+   * `KVEXACT_OPTION_NO_CACHE`: no prefix-chain cache (then `prefix_cache_entries` is 0 and
+   * `share_cache_with` NULL). Other bits are `KVEXACT_ERR_INVALID_ARGUMENT`.
    */
-  const uint64_t *hashes;
+  uint32_t flags;
   /**
-   * Number of `hashes`.
+   * Capacity of the hasher's prefix-chain cache in blocks: the digests of prefixes already
+   * hashed, so that a request extending an earlier one (the next turn of a conversation)
+   * hashes only its new blocks. 0 = the default, `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES`
+   * (16,384); at most `KVEXACT_PREFIX_CACHE_MAX_ENTRIES`. Memory: at most about
+   * `entries × (2 × 240 + 4 × block_size + 48)` bytes (block entries in 16 sharded tables,
+   * plus up to `entries` blocks of the 128 most recent requests kept whole), about 7 MiB
+   * at the default and block size 16; `kvexact_hasher_cache_stats` reports what is held.
+   * Only vLLM chains (without look-ahead) are cached; SGLang and TensorRT-LLM blocks are
+   * hashed on every call (counted as misses). Must be 0 with `share_cache_with`.
    */
-  size_t n_hashes;
+  uint64_t prefix_cache_entries;
   /**
-   * Stored only: the blocks' token ids, in order (TensorRT-LLM: the one block's tokens,
-   * int32 ids as their unsigned 32 bits); may be empty (0).
+   * Another hasher whose prefix-chain cache this one shares (NULL: a cache of its own). The
+   * cache then holds both hashers' blocks within its one capacity; entries are keyed by the
+   * whole hashing configuration (engine, release rules, algorithm, block size, NONE_HASH,
+   * extra keys) and verified token for token, so hashers of different configurations
+   * never see each other's entries. Sharing one cache between every hasher of a registry
+   * generation bounds the memory of all of them by one capacity. The other hasher must
+   * have a cache; it may be freed afterwards (the cache lives as long as a hasher uses it).
    */
-  const uint32_t *token_ids;
+  const kvexact_hasher *share_cache_with;
+} kvexact_hasher_options;
+
+/**
+ * One request of `kvexact_route_keys_batch`: a chat body (`len` bytes, borrowed for the
+ * call) and the instant to render it at.
+ */
+typedef struct {
   /**
-   * Number of `token_ids`.
+   * The raw chat request body (NULL only with `len` 0).
    */
-  size_t n_tokens;
+  const uint8_t *body;
   /**
-   * Stored only: tokens per block (TensorRT-LLM: the block's token count, fewer than the
-   * configured block size for a partial tail block); 0 when absent.
+   * Its length in bytes.
    */
-  uint32_t block_size;
+  size_t len;
   /**
-   * Stored only: 1 when the event names a LoRA adapter (vLLM/SGLang id or name;
-   * TensorRT-LLM `lora_id`, which V1 JSON does not serialise).
+   * The render instant, Unix milliseconds (UTC), as `kvexact_route_keys`' `now_unix_ms`.
    */
-  uint8_t has_lora;
+  int64_t now_unix_ms;
+} kvexact_route_request;
+
+/**
+ * The outcome of one request of `kvexact_route_keys_batch`.
+ */
+typedef struct {
   /**
-   * Stored only: 1 when the block(s) carry extra keys: vLLM/SGLang non-empty `extra_keys`
-   * or a `cache_salt`; TensorRT-LLM a `cache_salt`, `mm_keys`, or a non-zero
-   * `token_extra_id`.
+   * What `kvexact_route_keys` returns for this request (`KVEXACT_OK` or a negative status;
+   * `KVEXACT_ERR_PANIC` if this request hit an internal error, which affects no other).
    */
-  uint8_t has_extra_keys;
+  kvexact_status status;
   /**
-   * Stored only, an addition to §6.6: 1 when the block(s) hang off a parent block rather
-   * than the root. vLLM/SGLang: the event names its parent. TensorRT-LLM: the event's
-   * `parent_hash` for its first block, the previous block of the same event otherwise.
+   * The refusal, as `kvexact_route_keys` writes it (`KVEXACT_REFUSAL_NONE` unless the
+   * status is `KVEXACT_ERR_UNSUPPORTED`).
    */
-  uint8_t has_parent;
+  kvexact_refusal refusal;
   /**
-   * The parent block's hash (u64 form) when `has_parent` is 1, else 0 (for TensorRT-LLM also
-   * the root's hash). TensorRT-LLM: the published hash of the parent, which is what the
-   * re-hash chains on.
+   * Ids written at the start of this request's id slot (0 unless the status is OK).
    */
-  uint64_t parent_hash;
+  size_t n_ids;
   /**
-   * TensorRT-LLM stored only, an addition to §6.6 (appended last so that earlier fields
-   * keep their offsets): 1 when the decoder was given a `rehash` hasher and the hash it
-   * re-derived from the block's tokens and `parent_hash` differs from the published one.
-   * `hashes[0]` then holds the re-derived hash, not the published one (the challenge
-   * judge's view: a block whose hash cannot be reproduced from its tokens — salted, LoRA,
-   * extra ids, multimodal, or a different hash algorithm — must never match a plain
-   * request's hash). 0 everywhere else.
+   * Hashes written at the start of this request's hash slot (0 unless the status is OK).
    */
-  uint8_t rehash_mismatch;
+  size_t n_blocks;
+} kvexact_route_result;
+
+/**
+ * Counters of one cache (`kvexact_encoder_cache_stats`: the encoder's segment cache;
+ * `kvexact_hasher_cache_stats`: the hasher's prefix-chain cache). Set `struct_size` to
+ * `sizeof(kvexact_cache_stats)` before the call; the struct only ever grows at its end.
+ * Counters count from the cache's creation (`*_cache_clear` keeps them).
+ */
+typedef struct {
   /**
-   * Addition to §6.6: the DP rank the event came from, -1 when the stream carries none.
-   * vLLM/SGLang: the batch's rank (as `kvexact_event_decode`'s `dp_rank`); TensorRT-LLM:
-   * the event's own `attention_dp_rank` (one drained body mixes ranks under attention DP).
+   * `sizeof(kvexact_cache_stats)` as the caller compiled it (kept as is).
    */
-  int64_t dp_rank;
+  uint32_t struct_size;
   /**
-   * Addition to §6.6: TensorRT-LLM's per-manager `event_id` (a jump means events were
-   * lost: readiness reason `drain_sequence_gap`); -1 for vLLM/SGLang. Every event made from
-   * one TensorRT-LLM event (one per stored block) carries its id.
+   * 1 when the handle has a cache, 0 when it has none (every other field is then 0).
    */
-  int64_t event_id;
-} kvexact_event;
+  uint32_t enabled;
+  /**
+   * Segment cache: segments (text between added tokens, at least 64 bytes) whose ids were
+   * found. Prefix cache: blocks whose hash was reused.
+   */
+  uint64_t hits;
+  /**
+   * Segment cache: segments encoded and inserted. Prefix cache: blocks hashed (SGLang and
+   * TensorRT-LLM blocks, which are never cached, count here too).
+   */
+  uint64_t misses;
+  /**
+   * Entries dropped to stay within capacity (segment cache: a full shard is emptied;
+   * prefix cache: CLOCK eviction of one block entry).
+   */
+  uint64_t evictions;
+  /**
+   * Bytes held now (segment cache: text, ids and per-segment bookkeeping, as the capacity
+   * counts them; prefix cache: an estimate of the tables' and recent requests' heap bytes).
+   */
+  uint64_t bytes;
+  /**
+   * Entries held now (segments; block entries).
+   */
+  uint64_t entries;
+  /**
+   * The capacity: bytes (segment cache) or block entries (prefix cache).
+   */
+  uint64_t capacity;
+} kvexact_cache_stats;
 
 /**
  * The kind of a KV-cache group (`kvexact_index_group.kind`): `KVEXACT_GROUP_FULL_ATTENTION`
@@ -1157,31 +914,126 @@ typedef struct {
 } kvexact_index_rank_status;
 
 /**
- * What a challenge needs from the rule besides the encoder and hasher.
+ * What a decoded event reports (`kvexact_event.kind`): `KVEXACT_EVENT_STORED`,
+ * `KVEXACT_EVENT_REMOVED`, `KVEXACT_EVENT_ALL_CLEARED`, `KVEXACT_EVENT_CREATED`,
+ * `KVEXACT_EVENT_UPDATED`. One byte, so that `kvexact_event` keeps its layout.
+ */
+typedef uint8_t kvexact_event_kind;
+
+/**
+ * One decoded event. Every pointer points into the decoder and stays valid until the next
+ * `kvexact_event_decode` on it or `kvexact_event_decoder_free`.
+ *
+ * Fields marked "stored only" are 0 / NULL for other kinds.
  */
 typedef struct {
   /**
-   * The served model name put in the request body (UTF-8, `model_len` bytes).
+   * `KVEXACT_EVENT_STORED`, `KVEXACT_EVENT_REMOVED`, `KVEXACT_EVENT_ALL_CLEARED`, or
+   * (TensorRT-LLM schemas only) `KVEXACT_EVENT_CREATED` / `KVEXACT_EVENT_UPDATED`.
    */
-  const uint8_t *model;
+  kvexact_event_kind kind;
   /**
-   * Length of `model`.
+   * The block hashes in the u64 form the gateway indexes (vLLM ints as sent; vLLM digest
+   * bytes → last 8 bytes big-endian; SGLang int64 → its two's-complement bits;
+   * TensorRT-LLM u64 as sent). TensorRT-LLM stored: exactly one hash, the block's — the
+   * re-derived one when the decoder re-hashes (see `rehash_mismatch`). Updated: the one
+   * updated block. Created, all cleared: none.
    */
-  size_t model_len;
+  const uint64_t *hashes;
   /**
-   * Declared DP ranks (SGLang `kvDpRankCount`; 0 or 1 for one rank). An echo from a rank at
-   * or above this fails the challenge.
+   * Number of `hashes`.
    */
-  uint32_t dp_ranks;
-} kvexact_challenge_opts;
+  size_t n_hashes;
+  /**
+   * Stored only: the blocks' token ids, in order (TensorRT-LLM: the one block's tokens,
+   * int32 ids as their unsigned 32 bits); may be empty (0).
+   */
+  const uint32_t *token_ids;
+  /**
+   * Number of `token_ids`.
+   */
+  size_t n_tokens;
+  /**
+   * Stored only: tokens per block (TensorRT-LLM: the block's token count, fewer than the
+   * configured block size for a partial tail block); 0 when absent.
+   */
+  uint32_t block_size;
+  /**
+   * Stored only: 1 when the event names a LoRA adapter (vLLM/SGLang id or name;
+   * TensorRT-LLM `lora_id`, which V1 JSON does not serialise).
+   */
+  uint8_t has_lora;
+  /**
+   * Stored only: 1 when the block(s) carry extra keys: vLLM/SGLang non-empty `extra_keys`
+   * or a `cache_salt`; TensorRT-LLM a `cache_salt`, `mm_keys`, or a non-zero
+   * `token_extra_id`.
+   */
+  uint8_t has_extra_keys;
+  /**
+   * Stored only, an addition to §6.6: 1 when the block(s) hang off a parent block rather
+   * than the root. vLLM/SGLang: the event names its parent. TensorRT-LLM: the event's
+   * `parent_hash` for its first block, the previous block of the same event otherwise.
+   */
+  uint8_t has_parent;
+  /**
+   * The parent block's hash (u64 form) when `has_parent` is 1, else 0 (for TensorRT-LLM also
+   * the root's hash). TensorRT-LLM: the published hash of the parent, which is what the
+   * re-hash chains on.
+   */
+  uint64_t parent_hash;
+  /**
+   * TensorRT-LLM stored only, an addition to §6.6 (appended last so that earlier fields
+   * keep their offsets): 1 when the decoder was given a `rehash` hasher and the hash it
+   * re-derived from the block's tokens and `parent_hash` differs from the published one.
+   * `hashes[0]` then holds the re-derived hash, not the published one (the challenge
+   * judge's view: a block whose hash cannot be reproduced from its tokens — salted, LoRA,
+   * extra ids, multimodal, or a different hash algorithm — must never match a plain
+   * request's hash). 0 everywhere else.
+   */
+  uint8_t rehash_mismatch;
+  /**
+   * Addition to §6.6: the DP rank the event came from, -1 when the stream carries none.
+   * vLLM/SGLang: the batch's rank (as `kvexact_event_decode`'s `dp_rank`); TensorRT-LLM:
+   * the event's own `attention_dp_rank` (one drained body mixes ranks under attention DP).
+   */
+  int64_t dp_rank;
+  /**
+   * Addition to §6.6: TensorRT-LLM's per-manager `event_id` (a jump means events were
+   * lost: readiness reason `drain_sequence_gap`); -1 for vLLM/SGLang. Every event made from
+   * one TensorRT-LLM event (one per stored block) carries its id.
+   */
+  int64_t event_id;
+} kvexact_event;
 
 /**
- * The surfaces a rule serves (`kvexact_profile_admit`, `kvexact_fixtures_check`,
- * `kvexact_judge_oracle`), or the surface one fixture probes (`kvexact_fixture_info.api`):
- * `KVEXACT_API_BOTH`, `KVEXACT_API_COMPLETIONS`, `KVEXACT_API_CHAT` (the data-plane word's
- * values).
+ * An engine family, for the judges and `kvexact_contract_resolve`: `KVEXACT_VLLM`,
+ * `KVEXACT_SGLANG`, `KVEXACT_TRTLLM`.
  */
-typedef uint32_t kvexact_api_mode;
+typedef uint32_t kvexact_engine;
+
+/**
+ * One probe/challenge outcome.
+ */
+typedef struct {
+  /**
+   * 1 when the judged thing passed, else 0.
+   */
+  int32_t ok;
+  /**
+   * 1 when the pass was earned through TensorRT-LLM's approved oracle (the rung then reads
+   * `TOKEN_PARITY_NOT_AVAILABLE_WITH_APPROVED_ORACLE`), else 0.
+   */
+  int32_t oracle;
+  /**
+   * The reason code when `ok` is 0 (`"token_mismatch"`, `"identity_mismatch"`, … — the
+   * §8.4 vocabulary), a static NUL-terminated string never to be freed; NULL when `ok` is 1.
+   */
+  const char *reason;
+  /**
+   * What was seen, NUL-terminated UTF-8 (cut at a character boundary to fit).
+   */
+  char detail[256];
+} kvexact_finding;
 
 /**
  * What `kvexact_fixture_describe` tells about one fixture. Pointers stay valid while the fixture
@@ -1203,209 +1055,309 @@ typedef struct {
 } kvexact_fixture_info;
 
 /**
- * Options of `kvexact_registry_load`. Pass NULL for the defaults.
+ * What a challenge needs from the rule besides the encoder and hasher.
  */
 typedef struct {
   /**
-   * Owner uid trusted besides 0 (the gateway passes `geteuid()`).
+   * The served model name put in the request body (UTF-8, `model_len` bytes).
    */
-  uint32_t trusted_uid;
+  const uint8_t *model;
   /**
-   * Cap on a profile document's size; 0 = default (1 MiB).
+   * Length of `model`.
    */
-  uint64_t max_profile_bytes;
+  size_t model_len;
   /**
-   * Cap on an artifact's size (tokenizer.json, template); 0 = default (64 MiB).
+   * Declared DP ranks (SGLang `kvDpRankCount`; 0 or 1 for one rank). An echo from a rank at
+   * or above this fails the challenge.
    */
-  uint64_t max_artifact_bytes;
-} kvexact_registry_opts;
+  uint32_t dp_ranks;
+} kvexact_challenge_opts;
 
 /**
- * Counters of one cache (`kvexact_encoder_cache_stats`: the encoder's segment cache;
- * `kvexact_hasher_cache_stats`: the hasher's prefix-chain cache). Set `struct_size` to
- * `sizeof(kvexact_cache_stats)` before the call; the struct only ever grows at its end.
- * Counters count from the cache's creation (`*_cache_clear` keeps them).
+ * One LoRA adapter a vLLM ≥ 0.31 engine serves: its name (as the events carry it) and the
+ * path the server registered it with (`/v1/models` `root`), which vLLM hashes into every
+ * block of the adapter. Both UTF-8, `(ptr, len)`, no NUL needed.
  */
 typedef struct {
   /**
-   * `sizeof(kvexact_cache_stats)` as the caller compiled it (kept as is).
+   * The adapter name.
    */
-  uint32_t struct_size;
+  const uint8_t *name;
   /**
-   * 1 when the handle has a cache, 0 when it has none (every other field is then 0).
+   * Length of `name`.
    */
-  uint32_t enabled;
+  size_t name_len;
   /**
-   * Segment cache: segments (text between added tokens, at least 64 bytes) whose ids were
-   * found. Prefix cache: blocks whose hash was reused.
+   * The registered path.
    */
-  uint64_t hits;
+  const uint8_t *path;
   /**
-   * Segment cache: segments encoded and inserted. Prefix cache: blocks hashed (SGLang and
-   * TensorRT-LLM blocks, which are never cached, count here too).
+   * Length of `path`.
    */
-  uint64_t misses;
-  /**
-   * Entries dropped to stay within capacity (segment cache: a full shard is emptied;
-   * prefix cache: CLOCK eviction of one block entry).
-   */
-  uint64_t evictions;
-  /**
-   * Bytes held now (segment cache: text, ids and per-segment bookkeeping, as the capacity
-   * counts them; prefix cache: an estimate of the tables' and recent requests' heap bytes).
-   */
-  uint64_t bytes;
-  /**
-   * Entries held now (segments; block entries).
-   */
-  uint64_t entries;
-  /**
-   * The capacity: bytes (segment cache) or block entries (prefix cache).
-   */
-  uint64_t capacity;
-} kvexact_cache_stats;
+  size_t path_len;
+} kvexact_drift_lora;
 
 /**
- * One request of `kvexact_route_keys_batch`: a chat body (`len` bytes, borrowed for the
- * call) and the instant to render it at.
+ * How `kvexact_drift_verifier_new` verifies one endpoint's stream: the rule's hashing settings
+ * and the verifier's bounds.
+ *
+ * Versioned by `struct_size`: set it to `sizeof(kvexact_drift_options)`. Fields are only ever
+ * appended; a later field's 0 will mean its default, so a caller built against this header
+ * keeps working with a newer library. A `struct_size` larger than this library's struct is
+ * accepted when every byte past it is 0 (a newer caller that asked for nothing this library
+ * does not know), else refused; so is one above 4096.
  */
 typedef struct {
   /**
-   * The raw chat request body (NULL only with `len` 0).
+   * `sizeof(kvexact_drift_options)`.
    */
-  const uint8_t *body;
+  size_t struct_size;
   /**
-   * Its length in bytes.
+   * The rule's hash algorithm (a `kvexact_hash_algo` of the release's engine), or
+   * `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT`.
    */
-  size_t len;
+  kvexact_hash_algo algo;
   /**
-   * The render instant, Unix milliseconds (UTC), as `kvexact_route_keys`' `now_unix_ms`.
+   * The rule's `kvBlockSize` (>= 1).
    */
-  int64_t now_unix_ms;
-} kvexact_route_request;
+  uint32_t block_size;
+  /**
+   * vLLM's `PYTHONHASHSEED`, with `kvexact_hasher_new`'s convention: `(NULL, 0)` unset, a
+   * non-NULL pointer with length 0 the empty string, else `seed_len` bytes of UTF-8. An
+   * unset seed under which vLLM draws a random NONE_HASH makes root blocks unverifiable
+   * (`none_hash_unknown`), never a guess. SGLang and TensorRT-LLM take `(NULL, 0)`.
+   */
+  const uint8_t *seed;
+  /**
+   * Length of `seed`.
+   */
+  size_t seed_len;
+  /**
+   * vLLM: the LoRA adapters the rule declares (`n_loras` entries; NULL with 0 for none),
+   * with the paths the server registered them with (hashed by ≥ 0.31). Ignored for SGLang
+   * and TensorRT-LLM. A block keyed with an adapter not listed is drift (`keys`, the
+   * keys as evidence).
+   */
+  const kvexact_drift_lora *loras;
+  /**
+   * Number of `loras`.
+   */
+  size_t n_loras;
+  /**
+   * Entries of the hash → digest map, 0 for 65 536 (88 bytes each on 64-bit targets;
+   * at most `KVEXACT_DRIFT_MAX_CAPACITY`). The map is allocated once, here.
+   */
+  size_t map_capacity;
+  /**
+   * Stored blocks the mismatches are counted over, 0 for 4096.
+   */
+  uint64_t window_blocks;
+  /**
+   * Chained mismatched blocks within `window_blocks` that make the verdict `drift`, 0 for
+   * 3 (one root, block-size or keys mismatch is `drift` at once).
+   */
+  uint32_t mismatches;
+  /**
+   * Reserved, must be 0.
+   */
+  uint32_t reserved;
+  /**
+   * Prediction tracking (`kvexact_drift_predict`): a predicted hash stored later than this
+   * many milliseconds after its prediction counts as expired. 0: no tracking.
+   */
+  uint64_t predict_within_ms;
+  /**
+   * Most predictions pending at once, 0 for 65 536 (at most `KVEXACT_DRIFT_MAX_CAPACITY`).
+   */
+  size_t predict_capacity;
+} kvexact_drift_options;
 
 /**
- * The outcome of one request of `kvexact_route_keys_batch`.
+ * What a verifier has seen, as `kvexact_drift_get_counters` writes it.
+ *
+ * Versioned by `struct_size` and append-only: set `struct_size` to
+ * `sizeof(kvexact_drift_counters)` before the call; the library writes the first
+ * `min(struct_size, its own size)` bytes and stores that count in `struct_size`. Per stored
+ * block exactly one of `matched`, `mismatched`, `consequences` and `unverifiable` grows
+ * (`consequences` and `verdict` were appended in 0.2: a caller built against the first
+ * layout gets its fields, and blocks chained on a mismatch then show in no field).
  */
 typedef struct {
   /**
-   * What `kvexact_route_keys` returns for this request (`KVEXACT_OK` or a negative status;
-   * `KVEXACT_ERR_PANIC` if this request hit an internal error, which affects no other).
+   * In: the caller's `sizeof(kvexact_drift_counters)`; out: the bytes written.
    */
-  kvexact_status status;
+  size_t struct_size;
   /**
-   * The refusal, as `kvexact_route_keys` writes it (`KVEXACT_REFUSAL_NONE` unless the
-   * status is `KVEXACT_ERR_UNSUPPORTED`).
+   * Batches fed (ZMQ messages or TensorRT-LLM bodies that decoded).
    */
-  kvexact_refusal refusal;
+  uint64_t batches;
   /**
-   * Ids written at the start of this request's id slot (0 unless the status is OK).
+   * Inputs that did not decode under the release's schema (not fed).
    */
-  size_t n_ids;
+  uint64_t undecodable;
   /**
-   * Hashes written at the start of this request's hash slot (0 unless the status is OK).
+   * Events fed, every kind.
    */
-  size_t n_blocks;
-} kvexact_route_result;
+  uint64_t events;
+  /**
+   * `BlockStored` / `stored` events.
+   */
+  uint64_t stored_events;
+  /**
+   * `BlockRemoved` / `removed` events.
+   */
+  uint64_t removed_events;
+  /**
+   * `AllBlocksCleared` events.
+   */
+  uint64_t cleared_events;
+  /**
+   * TensorRT-LLM `created` / `updated` events.
+   */
+  uint64_t other_events;
+  /**
+   * Stored blocks (one per published hash).
+   */
+  uint64_t blocks_seen;
+  /**
+   * Blocks whose hash was re-derived and compared (matched + root and chained mismatches).
+   */
+  uint64_t rederived;
+  /**
+   * Re-derived and equal to the published hash.
+   */
+  uint64_t matched;
+  /**
+   * Evidence of drift, all kinds (the four below).
+   */
+  uint64_t mismatched;
+  /**
+   * Root blocks re-derived to another hash.
+   */
+  uint64_t mismatched_root;
+  /**
+   * Chained blocks re-derived to another hash.
+   */
+  uint64_t mismatched_chained;
+  /**
+   * Blocks of an event whose block size the rule does not allow.
+   */
+  uint64_t mismatched_block_size;
+  /**
+   * Blocks with published keys the release cannot produce.
+   */
+  uint64_t mismatched_keys;
+  /**
+   * Blocks that could not be re-derived (never a guess).
+   */
+  uint64_t unverifiable;
+  /**
+   * `unverifiable` by reason; slot `i` is named by `kvexact_drift_unverifiable_name(i)`
+   * (unused slots are 0).
+   */
+  uint64_t unverifiable_by_reason[KVEXACT_DRIFT_UNVERIFIABLE_SLOTS];
+  /**
+   * 1 when the verdict is `drift`, else 0.
+   */
+  uint64_t drift;
+  /**
+   * Map: most entries.
+   */
+  uint64_t map_capacity;
+  /**
+   * Map: entries now.
+   */
+  uint64_t map_entries;
+  /**
+   * Map: entries evicted so far.
+   */
+  uint64_t map_evictions;
+  /**
+   * Map: bytes it takes (fixed at construction).
+   */
+  uint64_t map_bytes;
+  /**
+   * 1 when predictions are tracked (`predict_within_ms` > 0); the six below are 0 otherwise.
+   */
+  uint64_t predictions;
+  /**
+   * Hashes predicted (a hash already pending counts once).
+   */
+  uint64_t predicted;
+  /**
+   * Predicted hashes the endpoint had already published when predicted.
+   */
+  uint64_t predicted_already_stored;
+  /**
+   * Predicted hashes stored within the deadline.
+   */
+  uint64_t predicted_stored_within;
+  /**
+   * Predicted hashes not stored within the deadline.
+   */
+  uint64_t predicted_expired;
+  /**
+   * Predictions pushed out of a full tracker before they resolved.
+   */
+  uint64_t predicted_dropped;
+  /**
+   * Predictions still pending.
+   */
+  uint64_t predicted_pending;
+  /**
+   * Blocks chained on a mismatched block whose full digest the wire does not give: the
+   * mismatch's consequences, not re-derivable and not counted in `unverifiable`.
+   */
+  uint64_t consequences;
+  /**
+   * The verdict: `KVEXACT_DRIFT_VERDICT_CLEAN`, `_DRIFT` or `_UNVERIFIABLE`.
+   */
+  uint64_t verdict;
+} kvexact_drift_counters;
 
 /**
- * vLLM.
+ * One Prometheus label, `(ptr, len)` UTF-8 strings. `name` matches `[a-zA-Z_][a-zA-Z0-9_]*`,
+ * does not start with `__`, and is none of the labels the exposition sets itself
+ * (`release`, `kind`, `reason`, `outcome`); `value` is any UTF-8 (escaped as the text format
+ * requires).
  */
-#define KVEXACT_VLLM 0
+typedef struct {
+  /**
+   * Label name.
+   */
+  const uint8_t *name;
+  /**
+   * Length of `name`.
+   */
+  size_t name_len;
+  /**
+   * Label value.
+   */
+  const uint8_t *value;
+  /**
+   * Length of `value`.
+   */
+  size_t value_len;
+} kvexact_drift_label;
 
 /**
- * SGLang.
+ * One verifier in a Prometheus exposition, with the labels that tell its series apart
+ * (e.g. `endpoint="10.0.0.7:8000"`, `rule="…"`).
  */
-#define KVEXACT_SGLANG 1
-
-/**
- * TensorRT-LLM.
- */
-#define KVEXACT_TRTLLM 2
-
-/**
- * The rule serves chat and completions (0).
- */
-#define KVEXACT_API_BOTH 0
-
-/**
- * Completions only (1).
- */
-#define KVEXACT_API_COMPLETIONS 1
-
-/**
- * Chat only (2).
- */
-#define KVEXACT_API_CHAT 2
-
-/**
- * vLLM `sha256_cbor` (the contract's default): SHA-256 over canonical CBOR
- * `[parent, [ids], extra]`; u64 form = last 8 digest bytes, big-endian.
- */
-#define KVEXACT_SHA256_CBOR 0
-
-/**
- * vLLM `xxhash_cbor`: XXH3-128 over the same CBOR; u64 form = last 8 digest bytes, big-endian.
- */
-#define KVEXACT_XXHASH_CBOR 1
-
-/**
- * SGLang page hash: SHA-256(parent32 ‖ ids as u32 LE); u64 form = first 8 bytes, big-endian.
- */
-#define KVEXACT_SHA256_SGLANG 2
-
-/**
- * TensorRT-LLM V1 block key hash (64-bit, parent-chained; partial tail blocks defined).
- */
-#define KVEXACT_BLOCKHASH_TRTLLM 3
-
-/**
- * vLLM `sha256` (pickle serialisation); u64 form = last 8 digest bytes, big-endian.
- */
-#define KVEXACT_SHA256_PICKLE 4
-
-/**
- * vLLM `xxhash` (pickle serialisation); u64 form = last 8 digest bytes, big-endian.
- */
-#define KVEXACT_XXHASH_PICKLE 5
-
-/**
- * Only for `kvexact_hasher_new_for_contract`: the contract's default algorithm (the first of
- * its gateway `hashAlgorithms`: `sha256_cbor` for vLLM; SGLang's and TensorRT-LLM's only
- * one). Not the engine's own default (vLLM's is `sha256`, the release's `default_algorithm`
- * in `kvexact_contracts_json`). `kvexact_hasher_new` refuses it.
- */
-#define KVEXACT_HASH_ALGO_CONTRACT_DEFAULT 4294967295
-
-/**
- * `kvexact_event.kind` of a stored-blocks event: vLLM/SGLang `BlockStored` (one event for the
- * whole chain) or one block of a TensorRT-LLM `stored` event (one event per block).
- */
-#define KVEXACT_EVENT_STORED 0
-
-/**
- * `kvexact_event.kind` of a `BlockRemoved` event (TensorRT-LLM `removed`).
- */
-#define KVEXACT_EVENT_REMOVED 1
-
-/**
- * `kvexact_event.kind` of an `AllBlocksCleared` event (vLLM, SGLang).
- */
-#define KVEXACT_EVENT_ALL_CLEARED 2
-
-/**
- * `kvexact_event.kind` of a TensorRT-LLM `created` event (an addition to §6.6): a fresh cache
- * pool for one attention window, at the head of a new stream. No hashes. A caller that keeps
- * per-endpoint state may treat it as "forget every block of this endpoint"; others skip it.
- */
-#define KVEXACT_EVENT_CREATED 3
-
-/**
- * `kvexact_event.kind` of a TensorRT-LLM `updated` event (an addition to §6.6): the block in
- * `hashes[0]` moved between cache levels (GPU ↔ host) or was reprioritised; it is still
- * cached and reusable, so a prefix index may skip it.
- */
-#define KVEXACT_EVENT_UPDATED 4
+typedef struct {
+  /**
+   * The verifier (borrowed for the call).
+   */
+  const kvexact_drift_verifier *verifier;
+  /**
+   * Its labels (`n_labels` entries; NULL with 0 for none).
+   */
+  const kvexact_drift_label *labels;
+  /**
+   * Number of `labels`.
+   */
+  size_t n_labels;
+} kvexact_drift_series;
 
 /**
  * A full-attention KV-cache group (a hit is a chained prefix of cached blocks).
@@ -1523,141 +1475,34 @@ typedef struct {
 #define KVEXACT_STREAM_OUT_OF_STEP 3
 
 /**
- * No refusal (the call succeeded, or failed for another reason). Name: `"none"`.
+ * `kvexact_event.kind` of a stored-blocks event: vLLM/SGLang `BlockStored` (one event for the
+ * whole chain) or one block of a TensorRT-LLM `stored` event (one event per block).
  */
-#define KVEXACT_REFUSAL_NONE 0
+#define KVEXACT_EVENT_STORED 0
 
 /**
- * The body, `messages` or a message is not the expected shape (docs/contracts/registry.md §9.2 order 0). Name: `"unparseable"`.
+ * `kvexact_event.kind` of a `BlockRemoved` event (TensorRT-LLM `removed`).
  */
-#define KVEXACT_REFUSAL_UNPARSEABLE 1
+#define KVEXACT_EVENT_REMOVED 1
 
 /**
- * `tools` or `tool_choice` present. Name: `"tools"`.
+ * `kvexact_event.kind` of an `AllBlocksCleared` event (vLLM, SGLang).
  */
-#define KVEXACT_REFUSAL_TOOLS 2
+#define KVEXACT_EVENT_ALL_CLEARED 2
 
 /**
- * `cache_salt` present. Name: `"cache_salt"`.
+ * `kvexact_event.kind` of a TensorRT-LLM `created` event (an addition to §6.6): a fresh cache
+ * pool for one attention window, at the head of a new stream. No hashes. A caller that keeps
+ * per-endpoint state may treat it as "forget every block of this endpoint"; others skip it.
  */
-#define KVEXACT_REFUSAL_CACHE_SALT 3
+#define KVEXACT_EVENT_CREATED 3
 
 /**
- * `prompt_embeds` present. Name: `"prompt_embeds"`.
+ * `kvexact_event.kind` of a TensorRT-LLM `updated` event (an addition to §6.6): the block in
+ * `hashes[0]` moved between cache levels (GPU ↔ host) or was reprioritised; it is still
+ * cached and reusable, so a prefix index may skip it.
  */
-#define KVEXACT_REFUSAL_PROMPT_EMBEDS 4
-
-/**
- * `chat_template_kwargs` present. Name: `"template_kwargs"`.
- */
-#define KVEXACT_REFUSAL_TEMPLATE_KWARGS 5
-
-/**
- * `add_generation_prompt` differs from the profile's value. Name: `"add_generation_prompt"`.
- */
-#define KVEXACT_REFUSAL_ADD_GENERATION_PROMPT 6
-
-/**
- * `continue_final_message` differs from false. Name: `"continue_final_message"`.
- */
-#define KVEXACT_REFUSAL_CONTINUE_FINAL_MESSAGE 7
-
-/**
- * `add_special_tokens` differs from false. Name: `"add_special_tokens"`.
- */
-#define KVEXACT_REFUSAL_ADD_SPECIAL_TOKENS 8
-
-/**
- * `documents` present. Name: `"documents"`.
- */
-#define KVEXACT_REFUSAL_DOCUMENTS 9
-
-/**
- * `reasoning_effort` present. Name: `"reasoning_effort"`.
- */
-#define KVEXACT_REFUSAL_REASONING_EFFORT 10
-
-/**
- * `chat_template` present. Name: `"chat_template"`.
- */
-#define KVEXACT_REFUSAL_CHAT_TEMPLATE 11
-
-/**
- * `truncate_prompt_tokens` present. Name: `"truncate_prompt_tokens"`.
- */
-#define KVEXACT_REFUSAL_TRUNCATE_PROMPT_TOKENS 12
-
-/**
- * `prompt_token_ids` or `prompt_token_ids_b64` present. Name: `"prompt_token_ids"`.
- */
-#define KVEXACT_REFUSAL_PROMPT_TOKEN_IDS 13
-
-/**
- * A content part whose `type` is not `text`. Name: `"multimodal"`.
- */
-#define KVEXACT_REFUSAL_MULTIMODAL 14
-
-/**
- * A content array with more than one `text` part. Name: `"multi_text_part"`.
- */
-#define KVEXACT_REFUSAL_MULTI_TEXT_PART 15
-
-/**
- * The last message's role is `assistant`. Name: `"trailing_assistant"`.
- */
-#define KVEXACT_REFUSAL_TRAILING_ASSISTANT 16
-
-/**
- * A message with role `developer`. Name: `"developer_role"`.
- */
-#define KVEXACT_REFUSAL_DEVELOPER_ROLE 17
-
-/**
- * A message with non-null `tools`. Name: `"message_tools"`.
- */
-#define KVEXACT_REFUSAL_MESSAGE_TOOLS 18
-
-/**
- * A message with another non-null key the template mentions. Name: `"message_field"`.
- */
-#define KVEXACT_REFUSAL_MESSAGE_FIELD 19
-
-/**
- * Null/absent content on a template that tests content with `is none`/`is defined`. Name: `"null_content"`.
- */
-#define KVEXACT_REFUSAL_NULL_CONTENT 20
-
-/**
- * The template raised, refused the messages, or rendered empty. Name: `"template_raised"`.
- */
-#define KVEXACT_REFUSAL_TEMPLATE_RAISED 21
-
-/**
- * The render depends on the content shape engines may use (string vs list). Name: `"content_shape"`.
- */
-#define KVEXACT_REFUSAL_CONTENT_SHAPE 22
-
-/**
- * A NUL byte in the input text or the rendered prompt. Name: `"nul_byte"`.
- */
-#define KVEXACT_REFUSAL_NUL_BYTE 23
-
-/**
- * Over one of the encoder's input bounds (body bytes, messages, rendered bytes, one
- * pre-token's bytes, text on the tokenizer's fallback path), checked before the work it
- * bounds. Name: `"input_too_large"`; the error's message names the bound
- * (`"input_too_large: N bytes, over max_body_bytes = M"`). Never liftable.
- */
-#define KVEXACT_REFUSAL_INPUT_TOO_LARGE 24
-
-/**
- * The text to tokenize holds an added token the engine's tokenizer loader may or may not keep:
- * the profile pins no `tokenizer_config.json` and the engine release's loader takes its added
- * tokens from it (docs/contracts/registry.md §9.2). Name: `"ambiguous_added_token"`; the
- * error's message names the token and the remedy (pin `tokenizerConfigArtifact`). Never
- * liftable: lifting it would give ids kvexact cannot know.
- */
-#define KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN 25
+#define KVEXACT_EVENT_UPDATED 4
 
 /**
  * Success.
@@ -1824,9 +1669,221 @@ typedef struct {
  */
 #define KVEXACT_ERR_DUPLICATE_ENDPOINT (-162)
 
+/**
+ * No refusal (the call succeeded, or failed for another reason). Name: `"none"`.
+ */
+#define KVEXACT_REFUSAL_NONE 0
+
+/**
+ * The body, `messages` or a message is not the expected shape (docs/contracts/registry.md §9.2 order 0). Name: `"unparseable"`.
+ */
+#define KVEXACT_REFUSAL_UNPARSEABLE 1
+
+/**
+ * `tools` or `tool_choice` present. Name: `"tools"`.
+ */
+#define KVEXACT_REFUSAL_TOOLS 2
+
+/**
+ * `cache_salt` present. Name: `"cache_salt"`.
+ */
+#define KVEXACT_REFUSAL_CACHE_SALT 3
+
+/**
+ * `prompt_embeds` present. Name: `"prompt_embeds"`.
+ */
+#define KVEXACT_REFUSAL_PROMPT_EMBEDS 4
+
+/**
+ * `chat_template_kwargs` present. Name: `"template_kwargs"`.
+ */
+#define KVEXACT_REFUSAL_TEMPLATE_KWARGS 5
+
+/**
+ * `add_generation_prompt` differs from the profile's value. Name: `"add_generation_prompt"`.
+ */
+#define KVEXACT_REFUSAL_ADD_GENERATION_PROMPT 6
+
+/**
+ * `continue_final_message` differs from false. Name: `"continue_final_message"`.
+ */
+#define KVEXACT_REFUSAL_CONTINUE_FINAL_MESSAGE 7
+
+/**
+ * `add_special_tokens` differs from false. Name: `"add_special_tokens"`.
+ */
+#define KVEXACT_REFUSAL_ADD_SPECIAL_TOKENS 8
+
+/**
+ * `documents` present. Name: `"documents"`.
+ */
+#define KVEXACT_REFUSAL_DOCUMENTS 9
+
+/**
+ * `reasoning_effort` present. Name: `"reasoning_effort"`.
+ */
+#define KVEXACT_REFUSAL_REASONING_EFFORT 10
+
+/**
+ * `chat_template` present. Name: `"chat_template"`.
+ */
+#define KVEXACT_REFUSAL_CHAT_TEMPLATE 11
+
+/**
+ * `truncate_prompt_tokens` present. Name: `"truncate_prompt_tokens"`.
+ */
+#define KVEXACT_REFUSAL_TRUNCATE_PROMPT_TOKENS 12
+
+/**
+ * `prompt_token_ids` or `prompt_token_ids_b64` present. Name: `"prompt_token_ids"`.
+ */
+#define KVEXACT_REFUSAL_PROMPT_TOKEN_IDS 13
+
+/**
+ * A content part whose `type` is not `text`. Name: `"multimodal"`.
+ */
+#define KVEXACT_REFUSAL_MULTIMODAL 14
+
+/**
+ * A content array with more than one `text` part. Name: `"multi_text_part"`.
+ */
+#define KVEXACT_REFUSAL_MULTI_TEXT_PART 15
+
+/**
+ * The last message's role is `assistant`. Name: `"trailing_assistant"`.
+ */
+#define KVEXACT_REFUSAL_TRAILING_ASSISTANT 16
+
+/**
+ * A message with role `developer`. Name: `"developer_role"`.
+ */
+#define KVEXACT_REFUSAL_DEVELOPER_ROLE 17
+
+/**
+ * A message with non-null `tools`. Name: `"message_tools"`.
+ */
+#define KVEXACT_REFUSAL_MESSAGE_TOOLS 18
+
+/**
+ * A message with another non-null key the template mentions. Name: `"message_field"`.
+ */
+#define KVEXACT_REFUSAL_MESSAGE_FIELD 19
+
+/**
+ * Null/absent content on a template that tests content with `is none`/`is defined`. Name: `"null_content"`.
+ */
+#define KVEXACT_REFUSAL_NULL_CONTENT 20
+
+/**
+ * The template raised, refused the messages, or rendered empty. Name: `"template_raised"`.
+ */
+#define KVEXACT_REFUSAL_TEMPLATE_RAISED 21
+
+/**
+ * The render depends on the content shape engines may use (string vs list). Name: `"content_shape"`.
+ */
+#define KVEXACT_REFUSAL_CONTENT_SHAPE 22
+
+/**
+ * A NUL byte in the input text or the rendered prompt. Name: `"nul_byte"`.
+ */
+#define KVEXACT_REFUSAL_NUL_BYTE 23
+
+/**
+ * Over one of the encoder's input bounds (body bytes, messages, rendered bytes, one
+ * pre-token's bytes, text on the tokenizer's fallback path), checked before the work it
+ * bounds. Name: `"input_too_large"`; the error's message names the bound
+ * (`"input_too_large: N bytes, over max_body_bytes = M"`). Never liftable.
+ */
+#define KVEXACT_REFUSAL_INPUT_TOO_LARGE 24
+
+/**
+ * The text to tokenize holds an added token the engine's tokenizer loader may or may not keep:
+ * the profile pins no `tokenizer_config.json` and the engine release's loader takes its added
+ * tokens from it (docs/contracts/registry.md §9.2). Name: `"ambiguous_added_token"`; the
+ * error's message names the token and the remedy (pin `tokenizerConfigArtifact`). Never
+ * liftable: lifting it would give ids kvexact cannot know.
+ */
+#define KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN 25
+
+/* ==== Part C. Enumeration values ==================================================== */
+
+/**
+ * vLLM.
+ */
+#define KVEXACT_VLLM 0
+
+/**
+ * SGLang.
+ */
+#define KVEXACT_SGLANG 1
+
+/**
+ * TensorRT-LLM.
+ */
+#define KVEXACT_TRTLLM 2
+
+/**
+ * The rule serves chat and completions (0).
+ */
+#define KVEXACT_API_BOTH 0
+
+/**
+ * Completions only (1).
+ */
+#define KVEXACT_API_COMPLETIONS 1
+
+/**
+ * Chat only (2).
+ */
+#define KVEXACT_API_CHAT 2
+
+/**
+ * vLLM `sha256_cbor` (the contract's default): SHA-256 over canonical CBOR
+ * `[parent, [ids], extra]`; u64 form = last 8 digest bytes, big-endian.
+ */
+#define KVEXACT_SHA256_CBOR 0
+
+/**
+ * vLLM `xxhash_cbor`: XXH3-128 over the same CBOR; u64 form = last 8 digest bytes, big-endian.
+ */
+#define KVEXACT_XXHASH_CBOR 1
+
+/**
+ * SGLang page hash: SHA-256(parent32 ‖ ids as u32 LE); u64 form = first 8 bytes, big-endian.
+ */
+#define KVEXACT_SHA256_SGLANG 2
+
+/**
+ * TensorRT-LLM V1 block key hash (64-bit, parent-chained; partial tail blocks defined).
+ */
+#define KVEXACT_BLOCKHASH_TRTLLM 3
+
+/**
+ * vLLM `sha256` (pickle serialisation); u64 form = last 8 digest bytes, big-endian.
+ */
+#define KVEXACT_SHA256_PICKLE 4
+
+/**
+ * vLLM `xxhash` (pickle serialisation); u64 form = last 8 digest bytes, big-endian.
+ */
+#define KVEXACT_XXHASH_PICKLE 5
+
+/**
+ * Only for `kvexact_hasher_new_for_contract`: the contract's default algorithm (the first of
+ * its gateway `hashAlgorithms`: `sha256_cbor` for vLLM; SGLang's and TensorRT-LLM's only
+ * one). Not the engine's own default (vLLM's is `sha256`, the release's `default_algorithm`
+ * in `kvexact_contracts_json`). `kvexact_hasher_new` refuses it.
+ */
+#define KVEXACT_HASH_ALGO_CONTRACT_DEFAULT 4294967295
+
+/* ==== Part D. Functions ============================================================= */
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/* ==== 1. Library version ============================================================ */
 
 /**
  * The library version, a static NUL-terminated string such as `"0.1.0"`.
@@ -1835,415 +1892,253 @@ extern "C" {
  */
 const char *kvexact_version(void);
 
-/**
- * Resolves the version an engine reports (`version`, NUL-terminated, e.g. vLLM's
- * `/version` `"0.24.0"`; a leading `v` and a `+local` build label are ignored) to exactly one
- * release of the built-in contract catalog. Never a family default, never the newest rules.
- *
- * On success writes the release id (e.g. `"vllm-kv-map-v2-r0.24"`) to `*release_id` and the
- * contract (gateway) id it refines (e.g. `"vllm-kv-map-v2"`, the key of profile quirks and
- * rules) to `*contract_id`, and returns `KVEXACT_OK`. Otherwise returns
- * `KVEXACT_ERR_UNKNOWN_ENGINE_VERSION` (error code `"UNKNOWN_ENGINE_VERSION"`, the message
- * naming the nearest known releases), `KVEXACT_ERR_INVALID_ARGUMENT` (`engine` not
- * `KVEXACT_VLLM`, `KVEXACT_SGLANG` or `KVEXACT_TRTLLM`; `version` not UTF-8) or
- * `KVEXACT_ERR_NULL_ARGUMENT`, and writes neither output.
- *
- * Ownership: both strings are static (they live for the process); never free them. The
- * caller owns `*err` (free with `kvexact_error_free`); `version` is only read during the call.
- *
- * # Safety
- * `version` is NULL or NUL-terminated; `release_id`, `contract_id` and `err` are NULL or valid
- * for one write.
- */
-kvexact_status kvexact_contract_resolve(kvexact_engine engine,
-                                        const char *version,
-                                        const char **release_id,
-                                        const char **contract_id,
-                                        kvexact_error **err);
+/* ==== 2. Registry and profiles ====================================================== */
 
 /**
- * Writes the built-in contract catalog as compact UTF-8 JSON, no NUL (the document
- * `kvexact contracts --json` prints, without its indentation):
- * `{"schema":"kvexact-contracts/v1","generation":…,"releases":[{"release":…,"contract":…,
- * "engine":…,"versions":[…],"range":…,"hash":{…},"events":{…},"chat":{…},"evidence":{…}}]}`,
- * one entry per release in catalog order.
+ * Loads the registry at `root` (a path as bytes, no NUL needed) as generation
+ * `generation_number` (assigned by the caller, process-monotonic). All or nothing: trust
+ * policy, strict parsing, artifact digests, template compilation and tokenizer loading must
+ * all pass, else nothing is returned and the caller keeps serving its previous handle.
  *
- * Size query and statuses as `kvexact_registry_discovery_json`: whenever the call returns
- * `KVEXACT_OK` or `KVEXACT_ERR_BUFFER_TOO_SMALL`, `*len` holds the document's length; `buf`
- * may be NULL with `cap` 0 to ask for it. `KVEXACT_ERR_NULL_ARGUMENT` for a NULL `len` (or a
- * NULL `buf` with `cap` > 0). The document is the same for every call in one process.
+ * Files checked at load: every `*.yaml` of the root (a profile; one that is a symlink,
+ * directory, FIFO or device is refused with `SYMLINK` / `NOT_REGULAR_FILE` naming it — the
+ * gateway's own loader skips such an entry instead), each profile's pinned tokenizer and
+ * template artifacts (read and digest-verified), and the *type* of every staged
+ * `manifests/<id>.yaml` and `probefixtures/<id>/[sglang/|trtllm/]*.json` (must be regular
+ * files). Their *contents* are read later, by `kvexact_manifest_load` and
+ * `kvexact_fixtures_load` (`kvexact registry verify` reads them at load).
+ *
+ * `opts` may be NULL: trust uid 0 and this process's effective uid, default size caps.
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`; or `KVEXACT_ERR_NULL_ARGUMENT`,
+ * `KVEXACT_ERR_INVALID_ARGUMENT`, or `KVEXACT_ERR_REGISTRY` with an error object whose code
+ * is the registry's (e.g. `"INSECURE_MODE"`, `"TOKENIZER_SHA_MISMATCH"`) and whose path names
+ * the offending file relative to `root`.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_registry_free`) and `*err` (free with
+ * `kvexact_error_free`); `root` and `opts` are only read during the call.
+ *
+ * # Safety
+ * `root` is valid for `root_len` bytes; `opts` is NULL or valid; `out` and `err` are NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_registry_load(const uint8_t *root,
+                                     size_t root_len,
+                                     const kvexact_registry_opts *opts,
+                                     uint64_t generation_number,
+                                     kvexact_registry **out,
+                                     kvexact_error **err);
+
+/**
+ * Takes another reference to `registry` and returns it (NULL when `registry` is NULL).
+ *
+ * Ownership: the caller owns the returned reference (free with `kvexact_registry_free`).
+ *
+ * # Safety
+ * `registry` is NULL or a live registry handle.
+ */
+kvexact_registry *kvexact_registry_retain(kvexact_registry *registry);
+
+/**
+ * Releases one reference to a registry generation. NULL is accepted and ignored. Profiles and
+ * encoders obtained from it stay valid (they hold their own references).
+ *
+ * # Safety
+ * `registry` is NULL or a reference not released before.
+ */
+void kvexact_registry_free(kvexact_registry *registry);
+
+/**
+ * The generation number given to `kvexact_registry_load` (0 when `registry` is NULL).
+ *
+ * # Safety
+ * `registry` is NULL or a live registry handle.
+ */
+uint64_t kvexact_registry_generation(const kvexact_registry *registry);
+
+/**
+ * Writes the generation's `setDigest` (docs/contracts/registry.md §7) as 64 lowercase hex characters and
+ * a NUL into `out_hex`, which must hold 65 bytes. Returns `KVEXACT_OK` or
+ * `KVEXACT_ERR_NULL_ARGUMENT`; `out_hex` is written only on success.
+ *
+ * # Safety
+ * `registry` is NULL or a live registry handle; `out_hex` is NULL or valid for 65 bytes.
+ */
+kvexact_status kvexact_registry_set_digest(const kvexact_registry *registry,
+                                           char *out_hex);
+
+/**
+ * Looks up the profile serving a request's `model` name (compared by slug: the base model or
+ * an allowed alias).
+ *
+ * Returns `KVEXACT_OK` and a new profile reference in `*out`; `KVEXACT_ERR_NOT_FOUND` when no
+ * profile serves the model; `KVEXACT_ERR_NULL_ARGUMENT` / `KVEXACT_ERR_INVALID_ARGUMENT`
+ * (`model` not UTF-8).
+ *
+ * Improvement on §6.2 (which calls the result a borrowed view): `*out` is an owned reference
+ * that keeps its generation alive, so it stays valid whatever order the caller (e.g. Go
+ * finalizers) releases handles in. Free it with `kvexact_profile_free`.
+ *
+ * # Safety
+ * `registry` is NULL or a live registry handle; `model` is valid for `n` bytes; `out` is NULL
+ * or valid for one write.
+ */
+kvexact_status kvexact_profile_by_model(const kvexact_registry *registry,
+                                        const uint8_t *model,
+                                        size_t n,
+                                        const kvexact_profile **out);
+
+/**
+ * Looks up a profile by its `profileId`. Returns and owns as `kvexact_profile_by_model`.
+ *
+ * # Safety
+ * As `kvexact_profile_by_model`.
+ */
+kvexact_status kvexact_profile_by_id(const kvexact_registry *registry,
+                                     const uint8_t *id,
+                                     size_t n,
+                                     const kvexact_profile **out);
+
+/**
+ * The profile's `profileId` (NUL-terminated), or `""` when `profile` is NULL.
+ *
+ * Ownership: the string belongs to `profile` and lives as long as it.
+ *
+ * # Safety
+ * `profile` is NULL or a live profile handle.
+ */
+const char *kvexact_profile_id(const kvexact_profile *profile);
+
+/**
+ * The number of the generation the profile belongs to (0 when `profile` is NULL).
+ *
+ * # Safety
+ * `profile` is NULL or a live profile handle.
+ */
+uint64_t kvexact_profile_generation(const kvexact_profile *profile);
+
+/**
+ * Releases one profile reference. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `profile` is NULL or a reference not released before.
+ */
+void kvexact_profile_free(const kvexact_profile *profile);
+
+/**
+ * Writes the generation's discovery document (docs/contracts/registry.md §7, what
+ * `GET /config/ai/model-profiles` serves) as compact UTF-8 JSON, no NUL:
+ * `{"registryGeneration":…,"setDigest":"…","profiles":[{"profileId":…,"gen":…,"baseModel":…,
+ * "aliasPolicy":…,"allowedAliases":[…],"supportedApis":[…],…}]}`, profiles sorted by id; no
+ * locator, path or root appears in it.
+ *
+ * Size query: whenever the call returns `KVEXACT_OK` or `KVEXACT_ERR_BUFFER_TOO_SMALL`,
+ * `*len` holds the document's length. When `cap` is smaller, returns
+ * `KVEXACT_ERR_BUFFER_TOO_SMALL` and writes nothing else; `buf` may be NULL with `cap` 0 to
+ * ask for the size. Otherwise copies the document into `buf` and returns `KVEXACT_OK`.
+ * `KVEXACT_ERR_NULL_ARGUMENT` for a NULL `registry` or `len` (or a NULL `buf` with `cap` > 0).
+ * The document is the same for every call on one handle.
  *
  * Ownership: `buf` stays the caller's; nothing is allocated for the caller.
  *
  * # Safety
- * `buf` is NULL or valid for `cap` writes; `len` is NULL or valid for one write.
+ * `registry` is NULL or a live registry handle; `buf` is NULL or valid for `cap` writes; `len`
+ * is NULL or valid for one write.
  */
-kvexact_status kvexact_contracts_json(uint8_t *buf,
-                                      size_t cap,
-                                      size_t *len);
+kvexact_status kvexact_registry_discovery_json(const kvexact_registry *registry,
+                                               uint8_t *buf,
+                                               size_t cap,
+                                               size_t *len);
 
 /**
- * Creates a hasher with the hashing rules of one engine release (`kvprobe::bridge::hasher`):
- * vLLM's NONE_HASH rule, extra-key form and look-ahead ability, SGLang's id rules,
- * TensorRT-LLM's V1 block key. The release is named by `contract_id` (NUL-terminated) and
- * `engine_version`:
+ * Drift check (docs/contracts/registry.md §7) of one profile: re-reads its document and every artifact
+ * it was published with beneath the generation's root, under the same trust policy, and
+ * compares each sha256 with the load-time receipt.
  *
- * * `engine_version` NULL: `contract_id` is a release id (`"vllm-kv-map-v2-r0.24"`), or a
- *   contract id whose releases all share the rules (`"sglang-kv-rank-v1"`); a contract id
- *   whose releases differ is `KVEXACT_ERR_INVALID_ARGUMENT` (code `"CONFIG"`, the message
- *   naming them): give the version.
- * * `engine_version` not NULL (NUL-terminated, as the engine reports it): it is resolved as by
- *   `kvexact_contract_resolve`, and the release it names must be `contract_id` or refine the
- *   contract `contract_id`, else `KVEXACT_ERR_CONTRACT_MISMATCH`.
+ * Returns `KVEXACT_OK` when nothing changed; `KVEXACT_ERR_REGISTRY` with an error object whose
+ * code is `"PROFILE_DRIFT"` (bytes changed) or a trust-policy code (`"INSECURE_MODE"`,
+ * `"MISSING"`, `"SYMLINK"` …) and whose path names the file relative to the root (e.g.
+ * `"artifacts/sha256/<hex>"`); `KVEXACT_ERR_NOT_FOUND` when the generation has no profile
+ * `profile_id` (improvement on §6.2: the same status as `kvexact_profile_by_id`, not a
+ * registry failure); `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_INVALID_ARGUMENT` (`profile_id`
+ * not UTF-8).
  *
- * `algo`: a `kvexact_hash_algo` of the release's engine, or
- * `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT` (`sha256_cbor` for vLLM). `block_size` >= 1. `seed` /
- * `seed_len`: vLLM's `PYTHONHASHSEED`, with `kvexact_hasher_new`'s convention (`(NULL, 0)`
- * unset, non-NULL with length 0 the empty string, UTF-8); under NONE_HASH rule A (vLLM
- * 0.17–0.28) an unset seed is refused for every algorithm, under rule B for the xxhash ones,
- * because the engine then draws a random NONE_HASH. SGLang and TensorRT-LLM take no seed.
+ * This reads files (a tokenizer may be megabytes): run it from the control plane, not per
+ * request. The generation itself never changes; drift only tells the caller to reload.
  *
- * Returns `KVEXACT_OK` and a new reference in `*out`; otherwise a negative status with an
- * error object (code in parentheses): `KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`
- * (`"UNKNOWN_ENGINE_VERSION"`), `KVEXACT_ERR_CONTRACT_MISMATCH` (`"CONTRACT_MISMATCH"`),
- * `KVEXACT_ERR_NOT_FOUND` (`"UNKNOWN_NAME"`: no such contract or release id),
- * `KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE` (`"none_hash_unreproducible"`: the unset seed above),
- * `KVEXACT_ERR_HASH_RULE_UNSUPPORTED` (`"hash_rule_unsupported"`: another refusal of the
- * release's hashing rules), `KVEXACT_ERR_INVALID_ARGUMENT` (`"CONFIG"`: algorithm of another
- * engine, ambiguous contract id, a release without KV plane; `"invalid_argument"`: unknown
- * `algo` value, seed not UTF-8 or given to a non-vLLM release, block size 0),
- * `KVEXACT_ERR_NULL_ARGUMENT`.
- * `*out` is not written on failure.
- *
- * The hasher is used exactly like one from `kvexact_hasher_new` (which keeps the reference
- * rules, vLLM 0.31's, whatever the engine runs), with the same default prefix-chain cache
- * (`kvexact_hasher_new_for_contract_with_options` sets it).
- *
- * Ownership: the caller owns `*out` (free with `kvexact_hasher_free`) and `*err` (free with
- * `kvexact_error_free`); the strings and `seed` are only read during the call.
+ * Ownership: the caller owns `*err` (free with `kvexact_error_free`); `profile_id` is only
+ * read during the call.
  *
  * # Safety
- * `contract_id` and `engine_version` are NULL or NUL-terminated; `seed` is NULL or valid for
- * `seed_len` bytes; `out` and `err` are NULL or valid for one write.
- */
-kvexact_status kvexact_hasher_new_for_contract(const char *contract_id,
-                                               const char *engine_version,
-                                               kvexact_hash_algo algo,
-                                               uint32_t block_size,
-                                               const uint8_t *seed,
-                                               size_t seed_len,
-                                               kvexact_hasher **out,
-                                               kvexact_error **err);
-
-/**
- * `kvexact_hasher_new_for_contract` with options (`options` NULL: its defaults, a
- * prefix-chain cache of `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES`): the prefix-chain cache's
- * capacity, none, or another hasher's cache to share (see `kvexact_hasher_options`).
- * Statuses as `kvexact_hasher_new_for_contract`, and `KVEXACT_ERR_INVALID_ARGUMENT` for bad
- * options.
- *
- * # Safety
- * As `kvexact_hasher_new_for_contract`; `options` is NULL or valid for its `struct_size`
- * bytes, with `share_cache_with` NULL or a live hasher.
- */
-kvexact_status kvexact_hasher_new_for_contract_with_options(const char *contract_id,
-                                                            const char *engine_version,
-                                                            kvexact_hash_algo algo,
-                                                            uint32_t block_size,
-                                                            const uint8_t *seed,
-                                                            size_t seed_len,
-                                                            const kvexact_hasher_options *options,
-                                                            kvexact_hasher **out,
-                                                            kvexact_error **err);
-
-/**
- * Creates an event decoder with the exact KV-event schema of one engine release (the
- * release named by `contract_id` and `engine_version` as for
- * `kvexact_hasher_new_for_contract`): the fields, in wire order, that this release writes,
- * and no others. A payload carrying a field the release never writes (a map key, or an
- * array of another length) is `KVEXACT_ERR_EVENT_SCHEMA` (`"schema_mismatch"`): the engine
- * runs another release than its contract says. `kvexact_event_decoder_new` instead takes a
- * wire schema id and accepts every release of that family. For TensorRT-LLM the release's
- * schema is its JSON format's (the same as `kvexact_event_decoder_new`'s).
- *
- * `rehash`: as for `kvexact_event_decoder_new` (NULL, or a TensorRT-LLM hasher for a
- * TensorRT-LLM release; NULL for vLLM and SGLang).
- *
- * Returns `KVEXACT_OK` and the decoder in `*out`; otherwise the statuses of
- * `kvexact_hasher_new_for_contract` for the id and version (`KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`,
- * `KVEXACT_ERR_CONTRACT_MISMATCH`, `KVEXACT_ERR_NOT_FOUND`, `KVEXACT_ERR_INVALID_ARGUMENT`
- * with `"CONFIG"` for an ambiguous contract id), `KVEXACT_ERR_INVALID_ARGUMENT` (a release
- * without KV events; `rehash` not allowed or not a TensorRT-LLM hasher),
- * `KVEXACT_ERR_NULL_ARGUMENT`, with an error object. `*out` is not written on failure.
- *
- * Ownership: the caller owns `*out` (free with `kvexact_event_decoder_free`) and `*err`; the
- * decoder copies `rehash`'s configuration (the caller may free `rehash` right after).
- *
- * # Safety
- * `contract_id` and `engine_version` are NULL or NUL-terminated; `rehash` is NULL or a live
- * hasher; `out` and `err` are NULL or valid for one write.
- */
-kvexact_status kvexact_event_decoder_new_for_contract(const char *contract_id,
-                                                      const char *engine_version,
-                                                      const kvexact_hasher *rehash,
-                                                      kvexact_event_decoder **out,
-                                                      kvexact_error **err);
-
-/**
- * Creates a drift verifier for one endpoint running the engine release named by
- * `contract_id` and `engine_version` (as for `kvexact_hasher_new_for_contract`: a release id
- * such as `"vllm-kv-map-v2-r0.24"` with `engine_version` NULL, or a contract id with the
- * version the engine reports), under the rule's settings in `opts`.
- *
- * Returns `KVEXACT_OK` and the verifier in `*out`; otherwise a negative status with an error
- * object: the contract statuses of `kvexact_hasher_new_for_contract`
- * (`KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`, `KVEXACT_ERR_CONTRACT_MISMATCH`,
- * `KVEXACT_ERR_NOT_FOUND`, `KVEXACT_ERR_INVALID_ARGUMENT` with code `"CONFIG"` for an
- * ambiguous contract id, a release without a KV plane or an algorithm of another engine),
- * `KVEXACT_ERR_INVALID_ARGUMENT` (`opts.struct_size` too small, above 4096 or with unknown
- * options set, block size 0, unknown `algo`, a seed for a non-vLLM release or not UTF-8, a
- * LoRA entry not UTF-8 or listed twice, a capacity above `KVEXACT_DRIFT_MAX_CAPACITY`,
- * `reserved` not 0),
- * `KVEXACT_ERR_NULL_ARGUMENT`. `*out` is not written on failure.
- *
- * Memory: the map (`map_capacity` × 88 bytes) and the prediction tracker are allocated here
- * and never grow; token buffers grow to the largest event seen.
- *
- * Ownership: the caller owns `*out` (free with `kvexact_drift_verifier_free`) and `*err`
- * (free with `kvexact_error_free`); the strings, `opts` and everything it points to are only
- * read during the call (copied).
- *
- * # Safety
- * `contract_id` and `engine_version` are NULL or NUL-terminated; `opts` is NULL or valid for
- * `opts->struct_size` bytes, its pointers valid for their lengths; `out` and `err` are NULL or
- * valid for one write.
- */
-kvexact_status kvexact_drift_verifier_new(const char *contract_id,
-                                          const char *engine_version,
-                                          const kvexact_drift_options *opts,
-                                          kvexact_drift_verifier **out,
-                                          kvexact_error **err);
-
-/**
- * Frees a verifier. NULL is accepted and ignored.
- *
- * # Safety
- * `verifier` is NULL or a live verifier, not freed before, with no call on it in flight.
- */
-void kvexact_drift_verifier_free(kvexact_drift_verifier *verifier);
-
-/**
- * Feeds one raw input of the endpoint's stream: for a vLLM or SGLang release the msgpack
- * payload of a ZMQ message (frame 2), for a TensorRT-LLM release the JSON body of one
- * `POST /kv_cache_events` response (the drain is destructive: the gateway must be its only
- * reader, and feed here the same body it indexes). Decoded with the release's exact schema,
- * then every stored block is re-derived. Evidence of a msgpack input gives the byte offset
- * of the event's token ids in `payload`.
- *
- * Raw bytes, not the `kvexact_event`s of a `kvexact_event_decoder` (a departure from
- * "feed already-decoded events"): a `kvexact_event` keeps hashes in their 64-bit form and
- * only flags extra keys and LoRA, while re-deriving needs their values (extra keys, LoRA
- * names, salts, look-ahead tokens, vLLM's full digests, TensorRT-LLM's published hash where a
- * re-hashing decoder replaced it). A gateway that indexes the events passes the same bytes to
- * both; decoding is cheap next to re-hashing. `kvexact_drift_feed_frames` takes the ZMQ
- * message as received.
- *
- * Returns `KVEXACT_OK` (0) while the verdict is clean, `KVEXACT_DRIFT_DETECTED` (1) once it is
- * `drift`, or a negative status: `KVEXACT_ERR_EVENT_SCHEMA` (code `"schema_mismatch"`: the
- * bytes are events, but not this release's — a field it never writes), `KVEXACT_ERR_EVENT_DECODE`
- * (`"decode_error"`), both counted in `undecodable` with nothing fed;
- * `KVEXACT_ERR_NULL_ARGUMENT`; `KVEXACT_ERR_PANIC` when an earlier call panicked inside the
- * verifier.
- *
- * Ownership: `payload` is only read during the call; the caller owns `*err`.
- *
- * # Safety
- * `verifier` is NULL or live; `payload` is NULL or valid for `len` bytes; `err` is NULL or
- * valid for one write.
- */
-int32_t kvexact_drift_feed(const kvexact_drift_verifier *verifier,
-                           const uint8_t *payload,
-                           size_t len,
-                           kvexact_error **err);
-
-/**
- * Feeds one ZMQ message of a vLLM or SGLang endpoint as its three frames: the topic (UTF-8,
- * may be empty), the 8-byte big-endian sequence number (named in the evidence as
- * `batch_seq`) and the msgpack payload. Otherwise as `kvexact_drift_feed`; a TensorRT-LLM
- * verifier refuses it (`KVEXACT_ERR_INVALID_ARGUMENT`: use `kvexact_drift_feed`), a sequence
- * frame of another length is `KVEXACT_ERR_EVENT_DECODE`.
- *
- * # Safety
- * `verifier` is NULL or live; each frame pointer is NULL or valid for its length; `err` is
+ * `registry` is NULL or a live registry handle; `profile_id` is valid for `n` bytes; `err` is
  * NULL or valid for one write.
  */
-int32_t kvexact_drift_feed_frames(const kvexact_drift_verifier *verifier,
-                                  const uint8_t *topic,
-                                  size_t topic_len,
-                                  const uint8_t *seq,
-                                  size_t seq_len,
-                                  const uint8_t *payload,
-                                  size_t payload_len,
-                                  kvexact_error **err);
+kvexact_status kvexact_registry_verify_disk(const kvexact_registry *registry,
+                                            const uint8_t *profile_id,
+                                            size_t n,
+                                            kvexact_error **err);
 
 /**
- * Records the block hashes (u64 form, as `kvexact_block_hashes_u64` gives them) kvexact
- * predicted for one request routed to this endpoint, now: each is counted as already stored,
- * stored within `predict_within_ms`, expired, or dropped (`kvexact_drift_get_counters`).
+ * Writes the profile document as compact UTF-8 JSON, no NUL: the parsed and validated
+ * `<profile-id>.yaml` (docs/contracts/registry.md §2) serialized again, with the same camelCase keys
+ * (`profileId`, `baseModel`, `engineQuirks`, `renderPolicy` …) and optional keys the document
+ * leaves out omitted. It is not the file's bytes (comments, key order and YAML formatting
+ * are gone) and adds nothing resolved at load (no artifact bytes, paths or BOS id).
  *
- * Returns `KVEXACT_OK`, `KVEXACT_ERR_INVALID_ARGUMENT` when the verifier was made without
- * prediction tracking (`opts.predict_within_ms` 0), `KVEXACT_ERR_NULL_ARGUMENT`,
- * `KVEXACT_ERR_PANIC` (poisoned verifier). No allocation.
- *
- * Ownership: `hashes` is only read during the call.
+ * Size query and statuses as `kvexact_registry_discovery_json` (NULL `profile` →
+ * `KVEXACT_ERR_NULL_ARGUMENT`).
  *
  * # Safety
- * `verifier` is NULL or live; `hashes` is NULL or valid for `n` reads.
+ * `profile` is NULL or a live profile handle; `buf` is NULL or valid for `cap` writes; `len`
+ * is NULL or valid for one write.
  */
-kvexact_status kvexact_drift_predict(const kvexact_drift_verifier *verifier,
-                                     const uint64_t *hashes,
-                                     size_t n);
+kvexact_status kvexact_profile_json(const kvexact_profile *profile,
+                                    uint8_t *buf,
+                                    size_t cap,
+                                    size_t *len);
 
 /**
- * Writes the verifier's counters to `*out`: set `out->struct_size` to
- * `sizeof(kvexact_drift_counters)` first; the first `min(out->struct_size, this library's
- * size)` bytes are written and `out->struct_size` is set to that count.
+ * Rule admission (docs/contracts/registry.md §9.4, §2 `modelType`): may a strict rule that serves
+ * `model` (the rule's `model_name`, `model_len` bytes of UTF-8, no NUL needed) through
+ * `api_mode` (`KVEXACT_API_BOTH` 0, `KVEXACT_API_COMPLETIONS` 1, `KVEXACT_API_CHAT` 2) on the
+ * engine contract `contract_id` (NUL-terminated, e.g. `"vllm-kv-map-v2"`,
+ * `"sglang-kv-rank-v1"`, `"trtllm-kv-http-v1"`) bind this profile?
  *
- * Returns `KVEXACT_OK`, `KVEXACT_ERR_INVALID_ARGUMENT` (`struct_size` below the first
- * version's size, nothing written), `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_PANIC`
- * (poisoned verifier).
+ * Returns `KVEXACT_OK`, or `KVEXACT_ERR_PROFILE` with an error object whose code is the rule
+ * that refused and whose message starts with it (`"<rule>: <detail>"`); first hit wins:
+ * `"model_name_empty"`, `"model_not_served"` (not `baseModel` nor, with `aliasPolicy: list`,
+ * an allowed alias; compared by slug like `kvexact_profile_by_model`),
+ * `"contracts_unavailable"`, `"unknown_contract"`, `"contract_no_kv_plane"` (llama.cpp),
+ * `"surface_not_supported"` (a served surface not in `supportedApis`), `"renderer_missing"`
+ * (chat without a compilable template), `"engine_renderer"` (chat for `gpt_oss` on vLLM or
+ * TensorRT-LLM, `mistral3` on vLLM or SGLang), `"quirk_incompatible"`,
+ * `"tokenizer_unloadable"`, `"encoder_unbuildable"`. Also `KVEXACT_ERR_NULL_ARGUMENT` and
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (`api_mode` out of range, `model` or `contract_id` not
+ * UTF-8).
+ *
+ * Improvement on §6.2: the refusal status is the gateway's `KVEXACT_ERR_PROFILE` (-3) for
+ * every rule, and the rule is the machine-readable error code instead of being only inside
+ * the message text. Rule-level checks that need the rule itself (`kvExactMode`, P/D, the vLLM
+ * none-hash seed) stay with the caller.
+ *
+ * Builds the encoder `kvexact_encoder_new` would build, then drops it: milliseconds to a
+ * second; call it at rule create/replace, not per request.
+ *
+ * Ownership: the caller owns `*err` (free with `kvexact_error_free`); `model` and
+ * `contract_id` are only read during the call.
  *
  * # Safety
- * `verifier` is NULL or live; `out` is NULL or valid for `out->struct_size` bytes.
+ * `profile` is NULL or a live profile handle; `model` is valid for `model_len` bytes;
+ * `contract_id` is NULL or NUL-terminated; `err` is NULL or valid for one write.
  */
-kvexact_status kvexact_drift_get_counters(const kvexact_drift_verifier *verifier,
-                                          kvexact_drift_counters *out);
+kvexact_status kvexact_profile_admit(const kvexact_profile *profile,
+                                     const uint8_t *model,
+                                     size_t model_len,
+                                     const char *contract_id,
+                                     kvexact_api_mode api_mode,
+                                     kvexact_error **err);
 
-/**
- * The name of slot `index` of `kvexact_drift_counters.unverifiable_by_reason`
- * (`"parent_never_seen"`, `"parent_evicted"`, …, the reason codes of the report JSON), or
- * NULL for an unused slot. Static; never free it.
- */
-const char *kvexact_drift_unverifiable_name(uint32_t index);
-
-/**
- * The verifier's verdict (docs/contracts/drift.md §2): `KVEXACT_DRIFT_VERDICT_CLEAN` (0),
- * `KVEXACT_DRIFT_VERDICT_DRIFT` (1) or `KVEXACT_DRIFT_VERDICT_UNVERIFIABLE` (2: no stored block
- * seen, or fewer than half of them re-derived — never clean); or a negative status:
- * `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_PANIC` (poisoned verifier).
- *
- * # Safety
- * `verifier` is NULL or live.
- */
-int32_t kvexact_drift_verdict(const kvexact_drift_verifier *verifier);
-
-/**
- * Writes the verifier's verdict as the readiness ladder's `hash_drift` observation (the
- * `drift` finding of an endpoint's evidence for `kvexact_readiness_evaluate`): `ok` 1 with a
- * summary while clean; once drifted `ok` 0, reason `"hash_drift"`, and the first offending
- * block in `detail`.
- *
- * Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_PANIC` (poisoned verifier).
- *
- * # Safety
- * `verifier` is NULL or live; `out` is NULL or valid for one write.
- */
-kvexact_status kvexact_drift_finding(const kvexact_drift_verifier *verifier, kvexact_finding *out);
-
-/**
- * Clears the verdict and the mismatch window (after the rule re-attested); the counters and
- * the map stay.
- *
- * Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_PANIC` (poisoned verifier).
- *
- * # Safety
- * `verifier` is NULL or live.
- */
-kvexact_status kvexact_drift_reset_verdict(const kvexact_drift_verifier *verifier);
-
-/**
- * Writes the verifier's report as compact UTF-8 JSON, no NUL (what `kvexact watch --json`
- * reports for the verifier): `{"engine":…,"release_id":…,"contract_id":…,
- * "engine_version":…,"block_size":…,"verdict":"clean"|"drift"|"unverifiable","summary":…,
- * "counters":{…,
- * "unverifiable_by_reason":{"parent_never_seen":…}},"rederived_fraction":…,
- * "predictions":{…}|null,"map":{"capacity":…,"entries":…,"evictions":…,"bytes":…},
- * "evidence":{…}|null,"undecodable":…,"finding":{"ok":…,"reason":…,"detail":…}}`. The
- * evidence of a `drift` verdict names the first offending block: `kind` (`"root"`,
- * `"chained"`, `"block_size"`, `"keys"`), `detail`, `batch_index`, `batch_seq`, `event_id`,
- * `event_index`, `block_index`, `token_ids_offset` (bytes into the msgpack payload),
- * `tokens`, `event_block_size`, `rule_block_size`, `parent`, `published`, `published_hex`,
- * `expected`, `expected_digest`, `mismatches_in_window` and the release used. `finding` is
- * `kvexact_drift_finding`'s, in the ladder's JSON form.
- *
- * Size query as `kvexact_contracts_json`: whenever the call returns `KVEXACT_OK` or
- * `KVEXACT_ERR_BUFFER_TOO_SMALL`, `*len` holds the document's length; `buf` may be NULL with
- * `cap` 0 to ask for it. The counters move with every fed batch, so the document may have
- * grown by the next call: call again with the new length (or leave some room).
- * `KVEXACT_ERR_NULL_ARGUMENT` for a NULL `verifier` or `len` (or a NULL `buf` with `cap` > 0),
- * `KVEXACT_ERR_PANIC` (poisoned verifier).
- *
- * Ownership: `buf` stays the caller's; nothing is allocated for the caller.
- *
- * # Safety
- * `verifier` is NULL or live; `buf` is NULL or valid for `cap` writes; `len` is NULL or valid
- * for one write.
- */
-kvexact_status kvexact_drift_report_json(const kvexact_drift_verifier *verifier,
-                                         uint8_t *buf,
-                                         size_t cap,
-                                         size_t *len);
-
-/**
- * Writes the Prometheus text exposition (format 0.0.4, `text/plain; version=0.0.4`) of the
- * counters of `n_series` verifiers, one series set per verifier, grouped by metric family
- * (each with its `# HELP` and `# TYPE` once), so that the verifiers of every endpoint go into
- * one scrape:
- *
- * * counters `kvexact_drift_batches_total`, `kvexact_drift_undecodable_total`,
- *   `kvexact_drift_events_total{kind="stored"|"removed"|"cleared"|"other"}`,
- *   `kvexact_drift_blocks_total`, `kvexact_drift_blocks_rederived_total`,
- *   `kvexact_drift_blocks_matched_total`,
- *   `kvexact_drift_blocks_mismatched_total{kind="root"|"chained"|"block_size"|"keys"}`,
- *   `kvexact_drift_blocks_unverifiable_total{reason=…}` (every reason, 0 included),
- *   `kvexact_drift_map_evictions_total`;
- * * gauges `kvexact_drift_detected` (1 drift, 0 clean), `kvexact_drift_map_entries`,
- *   `kvexact_drift_map_capacity`;
- * * for verifiers with prediction tracking: `kvexact_drift_predicted_hashes_total`,
- *   `kvexact_drift_predictions_resolved_total{outcome="already_stored"|"stored_within"|
- *   "expired"|"dropped"}`, gauge `kvexact_drift_predictions_pending`.
- *
- * Every sample carries the series' labels (in the order given) and `release="<release id>"`
- * (the verifier's engine release). A label name that is not a Prometheus name, starts with
- * `__`, is reserved (`release`, `kind`, `reason`, `outcome`) or repeats within a series, and
- * two series with the same labels, are `KVEXACT_ERR_INVALID_ARGUMENT`.
- *
- * Size query as `kvexact_drift_report_json` (the text may grow between two calls); like every
- * failure, `KVEXACT_ERR_BUFFER_TOO_SMALL` also writes an error object when `err` is not NULL
- * (pass NULL for the size query). `KVEXACT_ERR_NULL_ARGUMENT` for a NULL `len`, `series` with `n_series` > 0, verifier or
- * label pointer; `KVEXACT_ERR_PANIC` (a poisoned verifier).
- *
- * Each verifier is locked only while its counters are copied, one after the other.
- *
- * Ownership: everything passed is only read during the call; `buf` stays the caller's; the
- * caller owns `*err`.
- *
- * # Safety
- * `series` is NULL or valid for `n_series` reads, each with a NULL or live verifier and labels
- * valid as documented; `buf` is NULL or valid for `cap` writes; `len` and `err` are NULL or
- * valid for one write.
- */
-kvexact_status kvexact_drift_prometheus(const kvexact_drift_series *series,
-                                        size_t n_series,
-                                        uint8_t *buf,
-                                        size_t cap,
-                                        size_t *len,
-                                        kvexact_error **err);
-
-/**
- * Bytes the map of a verifier with `capacity` entries takes (`kvprobe::drift::map_bytes`).
- */
-size_t kvexact_drift_map_bytes(size_t capacity);
+/* ==== 3. Encoder ==================================================================== */
 
 /**
  * Builds the encoder of `profile` for the engine contract `contract_id` (NUL-terminated; its
@@ -2386,140 +2281,7 @@ kvexact_status kvexact_render_chat(const kvexact_encoder *encoder,
                                    size_t *len_out,
                                    kvexact_refusal *refusal_out);
 
-/**
- * The status the failing call returned, or `KVEXACT_ERR_NULL_ARGUMENT` when `err` is NULL.
- *
- * Ownership: `err` is borrowed.
- *
- * # Safety
- * `err` is NULL or a live error object from libkvexact.
- */
-kvexact_status kvexact_error_status(const kvexact_error *err);
-
-/**
- * The machine code of the error, a stable identifier: the status's lower-case name
- * (`kvexact_status_name`: `"null_argument"`, `"schema_mismatch"` …) unless a finer code
- * exists, which keeps its vocabulary's spelling: the registry's upper-case codes
- * (`"INSECURE_MODE"`, `"TOKENIZER_SHA_MISMATCH"`, `"MANIFEST_MISSING"`), the contract
- * catalog's (`"UNKNOWN_ENGINE_VERSION"`, `"CONTRACT_MISMATCH"`, `"UNKNOWN_NAME"`, `"CONFIG"`,
- * `"LIFT_NOT_ALLOWED"`), lower-case refusal feature codes (`"tools"`), admission rules
- * (`"model_not_served"`) and readiness reasons (`"challenge_failed"`). Returns `""` when
- * `err` is NULL.
- *
- * Ownership: the string belongs to `err` and lives until `kvexact_error_free(err)`.
- *
- * # Safety
- * `err` is NULL or a live error object from libkvexact.
- */
-const char *kvexact_error_code(const kvexact_error *err);
-
-/**
- * The human-readable message (UTF-8, NUL-terminated). Returns `""` when `err` is NULL.
- *
- * Ownership: the string belongs to `err` and lives until `kvexact_error_free(err)`.
- *
- * # Safety
- * `err` is NULL or a live error object from libkvexact.
- */
-const char *kvexact_error_message(const kvexact_error *err);
-
-/**
- * The file the error is about, relative to the registry root (e.g.
- * `"profiles/qwen25-7b-instruct-v1.yaml"`), or NULL when the error concerns no file (or
- * `err` is NULL).
- *
- * Ownership: the string belongs to `err` and lives until `kvexact_error_free(err)`.
- *
- * # Safety
- * `err` is NULL or a live error object from libkvexact.
- */
-const char *kvexact_error_path(const kvexact_error *err);
-
-/**
- * Frees an error object. NULL is accepted and ignored.
- *
- * Ownership: takes `err`; every string obtained from it becomes invalid.
- *
- * # Safety
- * `err` is NULL or a live error object from libkvexact, not freed before.
- */
-void kvexact_error_free(kvexact_error *err);
-
-/**
- * Creates a decoder for the wire schema `wire_schema_id` (NUL-terminated): the ZMQ/msgpack
- * schemas `"vllm-kv-array-v1"`, `"vllm-kv-map-v2"`, `"vllm-kv-map-v3"`,
- * `"sglang-kv-rank-v1"`, `"sglang-kv-map-v2"`, or TensorRT-LLM's HTTP/JSON schemas
- * `"trtllm-kv-http-v1"` (1.2.x) and `"trtllm-kv-http-preview-v1"` (1.3.0rc, adds per-block
- * `cache_salt` and `mm_keys`).
- *
- * The decoder uses the wire family's union schema: every field any release of the family
- * writes is accepted (optional where some release leaves it out) and unknown map keys are
- * skipped, so one decoder reads every release of the family. To hold an engine to the exact
- * fields of the release it runs (a field that release never writes is then
- * `KVEXACT_ERR_EVENT_SCHEMA`), use `kvexact_event_decoder_new_for_contract`.
- *
- * `rehash`: for a TensorRT-LLM schema, NULL (hashes are passed on as published) or a
- * TensorRT-LLM hasher (`KVEXACT_BLOCKHASH_TRTLLM`; its block size does not matter) with which
- * every stored block's hash is re-derived from its tokens (see
- * `kvexact_event.rehash_mismatch`). For a ZMQ schema it must be NULL.
- *
- * Returns `KVEXACT_OK` and the decoder in `*out`, or `KVEXACT_ERR_NULL_ARGUMENT` /
- * `KVEXACT_ERR_INVALID_ARGUMENT` (unknown schema id; `rehash` not NULL for a ZMQ schema;
- * `rehash` not a TensorRT-LLM hasher) with an error object in `*err` when `err` is not NULL;
- * `*out` is not written on failure.
- *
- * Ownership: the caller owns `*out` (free with `kvexact_event_decoder_free`) and `*err` (free
- * with `kvexact_error_free`). The decoder keeps its own copy of `rehash`'s configuration:
- * the caller still owns `rehash` and may free it right after this call.
- *
- * # Safety
- * `wire_schema_id` is NULL or NUL-terminated; `rehash` is NULL or a live hasher; `out` and
- * `err` are NULL or valid for one write.
- */
-kvexact_status kvexact_event_decoder_new(const char *wire_schema_id,
-                                         const kvexact_hasher *rehash,
-                                         kvexact_event_decoder **out,
-                                         kvexact_error **err);
-
-/**
- * Decodes one payload: for a ZMQ schema the msgpack frame 2 of a ZMQ message, for a
- * TensorRT-LLM schema the JSON body of a `POST /kv_cache_events` response (a TensorRT-LLM
- * `stored` event becomes one `KVEXACT_EVENT_STORED` event per block, in order; `created` and
- * `updated` become `KVEXACT_EVENT_CREATED` / `KVEXACT_EVENT_UPDATED`, which callers that only
- * index blocks skip). On success writes the events to `*events` / `*n_events` (valid until
- * the next call on this decoder) and the batch's DP rank to `*dp_rank` (-1 when absent;
- * always -1 for TensorRT-LLM, whose `attention_dp_rank` is per event: see
- * `kvexact_event.dp_rank`).
- *
- * All or nothing: a bad event fails the whole payload with `KVEXACT_ERR_EVENT_SCHEMA` (code
- * `"schema_mismatch"`: well-formed msgpack/JSON that is not this schema's events, e.g. for
- * a decoder from `kvexact_event_decoder_new_for_contract` a field or array length the
- * engine release never writes) or
- * `KVEXACT_ERR_EVENT_DECODE` (code `"decode_error"`: bytes that are not msgpack/JSON, a
- * truncated payload, an integer out of range such as a token id above 2^32-1, a limit
- * exceeded), and no output is written; `*err` (when `err` is not NULL) gets a new error
- * object the caller frees with `kvexact_error_free`. NULL arguments are
- * `KVEXACT_ERR_NULL_ARGUMENT`.
- *
- * # Safety
- * `decoder` is NULL or a live decoder not used concurrently; `payload` is valid for `len`
- * bytes; `events`, `n_events`, `dp_rank` and `err` are NULL or valid for one write.
- */
-kvexact_status kvexact_event_decode(kvexact_event_decoder *decoder,
-                                    const uint8_t *payload,
-                                    size_t len,
-                                    const kvexact_event **events,
-                                    size_t *n_events,
-                                    int64_t *dp_rank,
-                                    kvexact_error **err);
-
-/**
- * Frees a decoder (and the events it last returned). NULL is accepted and ignored.
- *
- * # Safety
- * `decoder` is NULL or a live decoder not freed before.
- */
-void kvexact_event_decoder_free(kvexact_event_decoder *decoder);
+/* ==== 4. Hasher ===================================================================== */
 
 /**
  * Creates a hasher for `algo` with `block_size` tokens per block, under the reference rules of
@@ -2584,6 +2346,80 @@ kvexact_status kvexact_hasher_new_with_options(kvexact_hash_algo algo,
                                                const kvexact_hasher_options *options,
                                                kvexact_hasher **out,
                                                kvexact_error **err);
+
+/**
+ * Creates a hasher with the hashing rules of one engine release (`kvprobe::bridge::hasher`):
+ * vLLM's NONE_HASH rule, extra-key form and look-ahead ability, SGLang's id rules,
+ * TensorRT-LLM's V1 block key. The release is named by `contract_id` (NUL-terminated) and
+ * `engine_version`:
+ *
+ * * `engine_version` NULL: `contract_id` is a release id (`"vllm-kv-map-v2-r0.24"`), or a
+ *   contract id whose releases all share the rules (`"sglang-kv-rank-v1"`); a contract id
+ *   whose releases differ is `KVEXACT_ERR_INVALID_ARGUMENT` (code `"CONFIG"`, the message
+ *   naming them): give the version.
+ * * `engine_version` not NULL (NUL-terminated, as the engine reports it): it is resolved as by
+ *   `kvexact_contract_resolve`, and the release it names must be `contract_id` or refine the
+ *   contract `contract_id`, else `KVEXACT_ERR_CONTRACT_MISMATCH`.
+ *
+ * `algo`: a `kvexact_hash_algo` of the release's engine, or
+ * `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT` (`sha256_cbor` for vLLM). `block_size` >= 1. `seed` /
+ * `seed_len`: vLLM's `PYTHONHASHSEED`, with `kvexact_hasher_new`'s convention (`(NULL, 0)`
+ * unset, non-NULL with length 0 the empty string, UTF-8); under NONE_HASH rule A (vLLM
+ * 0.17–0.28) an unset seed is refused for every algorithm, under rule B for the xxhash ones,
+ * because the engine then draws a random NONE_HASH. SGLang and TensorRT-LLM take no seed.
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`; otherwise a negative status with an
+ * error object (code in parentheses): `KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`
+ * (`"UNKNOWN_ENGINE_VERSION"`), `KVEXACT_ERR_CONTRACT_MISMATCH` (`"CONTRACT_MISMATCH"`),
+ * `KVEXACT_ERR_NOT_FOUND` (`"UNKNOWN_NAME"`: no such contract or release id),
+ * `KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE` (`"none_hash_unreproducible"`: the unset seed above),
+ * `KVEXACT_ERR_HASH_RULE_UNSUPPORTED` (`"hash_rule_unsupported"`: another refusal of the
+ * release's hashing rules), `KVEXACT_ERR_INVALID_ARGUMENT` (`"CONFIG"`: algorithm of another
+ * engine, ambiguous contract id, a release without KV plane; `"invalid_argument"`: unknown
+ * `algo` value, seed not UTF-8 or given to a non-vLLM release, block size 0),
+ * `KVEXACT_ERR_NULL_ARGUMENT`.
+ * `*out` is not written on failure.
+ *
+ * The hasher is used exactly like one from `kvexact_hasher_new` (which keeps the reference
+ * rules, vLLM 0.31's, whatever the engine runs), with the same default prefix-chain cache
+ * (`kvexact_hasher_new_for_contract_with_options` sets it).
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_hasher_free`) and `*err` (free with
+ * `kvexact_error_free`); the strings and `seed` are only read during the call.
+ *
+ * # Safety
+ * `contract_id` and `engine_version` are NULL or NUL-terminated; `seed` is NULL or valid for
+ * `seed_len` bytes; `out` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_hasher_new_for_contract(const char *contract_id,
+                                               const char *engine_version,
+                                               kvexact_hash_algo algo,
+                                               uint32_t block_size,
+                                               const uint8_t *seed,
+                                               size_t seed_len,
+                                               kvexact_hasher **out,
+                                               kvexact_error **err);
+
+/**
+ * `kvexact_hasher_new_for_contract` with options (`options` NULL: its defaults, a
+ * prefix-chain cache of `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES`): the prefix-chain cache's
+ * capacity, none, or another hasher's cache to share (see `kvexact_hasher_options`).
+ * Statuses as `kvexact_hasher_new_for_contract`, and `KVEXACT_ERR_INVALID_ARGUMENT` for bad
+ * options.
+ *
+ * # Safety
+ * As `kvexact_hasher_new_for_contract`; `options` is NULL or valid for its `struct_size`
+ * bytes, with `share_cache_with` NULL or a live hasher.
+ */
+kvexact_status kvexact_hasher_new_for_contract_with_options(const char *contract_id,
+                                                            const char *engine_version,
+                                                            kvexact_hash_algo algo,
+                                                            uint32_t block_size,
+                                                            const uint8_t *seed,
+                                                            size_t seed_len,
+                                                            const kvexact_hasher_options *options,
+                                                            kvexact_hasher **out,
+                                                            kvexact_error **err);
 
 /**
  * Takes another reference to `hasher` and returns it (NULL when `hasher` is NULL).
@@ -2678,6 +2514,140 @@ int32_t kvexact_block_hashes_strided(const kvexact_hasher *hasher,
                                      uint8_t *out,
                                      size_t stride,
                                      size_t max_blocks);
+
+/* ==== 5. Route keys and cache counters ============================================== */
+
+/**
+ * The gateway's hot path in one call: the strict refusal scan of the raw chat request
+ * `body` (or the lifted path, for an encoder with lifted codes), the render at `now_unix_ms`
+ * (UTC), tokenization into `ids_out` (at most `max_ids` ids, the rest cut as
+ * `kvexact_encode_chat` cuts them), then the block hashes of the ids written into
+ * `hashes_out` (full blocks only, at most `max_blocks`: the routing keys an engine can
+ * hold). Neither the body nor the ids are copied on the way: the body is parsed in place,
+ * the ids are written once into `ids_out` and hashed from there. With the encoder's segment
+ * cache, the segments of earlier turns are found instead of re-encoded; with the hasher's
+ * prefix-chain cache, the chain resumes after the longest prefix already hashed.
+ *
+ * Exactly what `kvexact_encode_chat(encoder, body, len, now_unix_ms, ids_out, max_ids,
+ * refusal_out)` followed by `kvexact_block_hashes_u64(hasher, ids_out, n, 1, hashes_out,
+ * max_blocks)` give, id for id and hash for hash, whatever the caches hold.
+ *
+ * On success returns `KVEXACT_OK`, with the counts in `*n_ids` and `*n_blocks`. Otherwise a
+ * negative status as `kvexact_encode_chat` (`KVEXACT_ERR_UNSUPPORTED` with the refusal in
+ * `*refusal_out`, `KVEXACT_ERR_REQUEST`, `KVEXACT_ERR_RENDERER`, `KVEXACT_ERR_TOKENIZER`)
+ * or `kvexact_block_hashes_u64` (`KVEXACT_ERR_INVALID_ARGUMENT` for a pickle-serialised
+ * block that does not fit a frame), `KVEXACT_ERR_NULL_ARGUMENT` (`encoder`, `hasher`,
+ * `n_ids` or `n_blocks` NULL, a NULL buffer with a non-zero capacity), with an error object
+ * in `*err` when `err` is not NULL. `*n_ids` and `*n_blocks` are written only on success;
+ * `hashes_out` too, and `ids_out` too except after a hashing failure (which only the pickle
+ * algorithms can have, once the ids are known: then `ids_out` holds them).
+ *
+ * `refusal_out` may be NULL; when not NULL it is always written, as by
+ * `kvexact_encode_chat`.
+ *
+ * Thread safety: any number of threads may call it at once on one encoder and one hasher.
+ *
+ * Ownership: every buffer is borrowed for the call; the caller owns `*err`.
+ *
+ * # Safety
+ * `encoder` and `hasher` are NULL or live handles; `body` is valid for `len` bytes;
+ * `ids_out` for `max_ids` writes and `hashes_out` for `max_blocks` writes (not aliasing each
+ * other); `n_ids`, `n_blocks`, `refusal_out` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_route_keys(const kvexact_encoder *encoder,
+                                  const kvexact_hasher *hasher,
+                                  const uint8_t *body,
+                                  size_t len,
+                                  int64_t now_unix_ms,
+                                  uint32_t *ids_out,
+                                  size_t max_ids,
+                                  uint64_t *hashes_out,
+                                  size_t max_blocks,
+                                  size_t *n_ids,
+                                  size_t *n_blocks,
+                                  kvexact_refusal *refusal_out,
+                                  kvexact_error **err);
+
+/**
+ * `kvexact_route_keys` for `n` requests in one call (a burst), one after the other on the
+ * calling thread, with caller-owned buffers in fixed slots:
+ *
+ * * request `i`'s ids go to `ids_out + i * max_ids` (at most `max_ids` of them), its hashes
+ *   to `hashes_out + i * max_blocks` (at most `max_blocks`), so `ids_out` holds
+ *   `n * max_ids` ids and `hashes_out` `n * max_blocks` hashes;
+ * * `results[i]` receives request `i`'s status, refusal and counts; a request's result is
+ *   exactly what `kvexact_route_keys` with the same arguments gives (one request's failure
+ *   affects no other), and the slots of a request that failed hold unspecified values.
+ *
+ * Returns `KVEXACT_OK` when the arguments are valid (whatever each request's outcome: read
+ * `results`), or, with nothing written anywhere, `KVEXACT_ERR_NULL_ARGUMENT` (a NULL handle,
+ * `requests` or `results` NULL with `n > 0`, a NULL buffer with a non-zero size) or
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (`n * max_ids` or `n * max_blocks` overflows), with an error
+ * object in `*err` when `err` is not NULL.
+ *
+ * Ownership: `requests`, their bodies and every buffer are borrowed for the call; the caller
+ * owns `*err`.
+ *
+ * # Safety
+ * `encoder` and `hasher` are NULL or live handles; `requests` is NULL or valid for `n` reads,
+ * each body valid for its `len` bytes; `results` is NULL or valid for `n` writes; `ids_out`
+ * is NULL or valid for `n * max_ids` writes and `hashes_out` for `n * max_blocks` writes;
+ * `err` is NULL or valid for one write.
+ */
+kvexact_status kvexact_route_keys_batch(const kvexact_encoder *encoder,
+                                        const kvexact_hasher *hasher,
+                                        const kvexact_route_request *requests,
+                                        size_t n,
+                                        uint32_t *ids_out,
+                                        size_t max_ids,
+                                        uint64_t *hashes_out,
+                                        size_t max_blocks,
+                                        kvexact_route_result *results,
+                                        kvexact_error **err);
+
+/**
+ * The counters of `encoder`'s segment cache (zero with `enabled = 0` when it has none, e.g.
+ * built with `KVEXACT_OPTION_NO_CACHE`) written to `*stats`, whose `struct_size` the caller
+ * sets. Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT` or `KVEXACT_ERR_INVALID_ARGUMENT`
+ * (`struct_size` too small); `*stats` is written only on success. Locks each of the cache's
+ * 16 shards in turn: for metrics, not for every request.
+ *
+ * # Safety
+ * `encoder` is NULL or a live encoder; `stats` is NULL or valid for its `struct_size` bytes.
+ */
+kvexact_status kvexact_encoder_cache_stats(const kvexact_encoder *encoder,
+                                           kvexact_cache_stats *stats);
+
+/**
+ * The counters of `hasher`'s prefix-chain cache (shared with every hasher made with
+ * `share_cache_with` pointing at it, or at a hasher sharing it), as
+ * `kvexact_encoder_cache_stats`.
+ *
+ * # Safety
+ * `hasher` is NULL or a live hasher; `stats` is NULL or valid for its `struct_size` bytes.
+ */
+kvexact_status kvexact_hasher_cache_stats(const kvexact_hasher *hasher, kvexact_cache_stats *stats);
+
+/**
+ * Empties `encoder`'s segment cache (the counters are kept; nothing changes in any result).
+ * A no-op for an encoder without one. Returns `KVEXACT_OK` or `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `encoder` is NULL or a live encoder.
+ */
+kvexact_status kvexact_encoder_cache_clear(const kvexact_encoder *encoder);
+
+/**
+ * Empties `hasher`'s prefix-chain cache — for every hasher sharing it — keeping the
+ * counters. A no-op for a hasher without one. Returns `KVEXACT_OK` or
+ * `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `hasher` is NULL or a live hasher.
+ */
+kvexact_status kvexact_hasher_cache_clear(const kvexact_hasher *hasher);
+
+/* ==== 6. Prefix index =============================================================== */
 
 /**
  * Creates a prefix index for the endpoints of one model pool under one engine release. The
@@ -3031,111 +3001,166 @@ kvexact_status kvexact_index_prometheus(const kvexact_index *index,
                                         size_t cap,
                                         size_t *len);
 
+/* ==== 7. KV events ================================================================== */
+
 /**
- * Arms a challenge: grows the nonce prompt through `encoder`'s completions encoding (the
- * engine's, with its contract quirks `cacheChunk` and `challengeLastBlock`) until it is long
- * enough, and computes the expected tokens and block hashes with `hasher` (the rule's).
+ * Creates a decoder for the wire schema `wire_schema_id` (NUL-terminated): the ZMQ/msgpack
+ * schemas `"vllm-kv-array-v1"`, `"vllm-kv-map-v2"`, `"vllm-kv-map-v3"`,
+ * `"sglang-kv-rank-v1"`, `"sglang-kv-map-v2"`, or TensorRT-LLM's HTTP/JSON schemas
+ * `"trtllm-kv-http-v1"` (1.2.x) and `"trtllm-kv-http-preview-v1"` (1.3.0rc, adds per-block
+ * `cache_salt` and `mm_keys`).
  *
- * `nonce` is 16 bytes, or NULL to draw them from the OS (`/dev/urandom`).
+ * The decoder uses the wire family's union schema: every field any release of the family
+ * writes is accepted (optional where some release leaves it out) and unknown map keys are
+ * skipped, so one decoder reads every release of the family. To hold an engine to the exact
+ * fields of the release it runs (a field that release never writes is then
+ * `KVEXACT_ERR_EVENT_SCHEMA`), use `kvexact_event_decoder_new_for_contract`.
  *
- * Improvement on §6.5: `opts` carries the served model name and declared DP ranks, which the
- * request body and the judging need and the encoder does not know.
+ * `rehash`: for a TensorRT-LLM schema, NULL (hashes are passed on as published) or a
+ * TensorRT-LLM hasher (`KVEXACT_BLOCKHASH_TRTLLM`; its block size does not matter) with which
+ * every stored block's hash is re-derived from its tokens (see
+ * `kvexact_event.rehash_mismatch`). For a ZMQ schema it must be NULL.
  *
- * Returns `KVEXACT_OK` and the challenge in `*out`; `KVEXACT_ERR_CHALLENGE` with code
- * `"challenge_failed"` (the readiness reason) when it cannot be built (prompt never long
- * enough, fewer than 2 expected blocks, `cacheChunk` not a multiple of the block size, nonce
- * unavailable); `KVEXACT_ERR_NULL_ARGUMENT` / `KVEXACT_ERR_INVALID_ARGUMENT`.
+ * Returns `KVEXACT_OK` and the decoder in `*out`, or `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (unknown schema id; `rehash` not NULL for a ZMQ schema;
+ * `rehash` not a TensorRT-LLM hasher) with an error object in `*err` when `err` is not NULL;
+ * `*out` is not written on failure.
  *
- * Ownership: the caller owns `*out` (free with `kvexact_challenge_free`) and `*err`; the
- * challenge keeps no reference to `encoder` or `hasher`.
+ * Ownership: the caller owns `*out` (free with `kvexact_event_decoder_free`) and `*err` (free
+ * with `kvexact_error_free`). The decoder keeps its own copy of `rehash`'s configuration:
+ * the caller still owns `rehash` and may free it right after this call.
  *
  * # Safety
- * `encoder`, `hasher` are NULL or live; `nonce` is NULL or valid for 16 bytes; `opts` is NULL
- * or valid (and its `model` valid for `model_len` bytes); `out` and `err` are NULL or valid for
- * one write.
+ * `wire_schema_id` is NULL or NUL-terminated; `rehash` is NULL or a live hasher; `out` and
+ * `err` are NULL or valid for one write.
  */
-kvexact_status kvexact_challenge_new(const kvexact_encoder *encoder,
-                                     const kvexact_hasher *hasher,
-                                     const uint8_t *nonce,
-                                     const kvexact_challenge_opts *opts,
-                                     kvexact_challenge **out,
+kvexact_status kvexact_event_decoder_new(const char *wire_schema_id,
+                                         const kvexact_hasher *rehash,
+                                         kvexact_event_decoder **out,
+                                         kvexact_error **err);
+
+/**
+ * Creates an event decoder with the exact KV-event schema of one engine release (the
+ * release named by `contract_id` and `engine_version` as for
+ * `kvexact_hasher_new_for_contract`): the fields, in wire order, that this release writes,
+ * and no others. A payload carrying a field the release never writes (a map key, or an
+ * array of another length) is `KVEXACT_ERR_EVENT_SCHEMA` (`"schema_mismatch"`): the engine
+ * runs another release than its contract says. `kvexact_event_decoder_new` instead takes a
+ * wire schema id and accepts every release of that family. For TensorRT-LLM the release's
+ * schema is its JSON format's (the same as `kvexact_event_decoder_new`'s).
+ *
+ * `rehash`: as for `kvexact_event_decoder_new` (NULL, or a TensorRT-LLM hasher for a
+ * TensorRT-LLM release; NULL for vLLM and SGLang).
+ *
+ * Returns `KVEXACT_OK` and the decoder in `*out`; otherwise the statuses of
+ * `kvexact_hasher_new_for_contract` for the id and version (`KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`,
+ * `KVEXACT_ERR_CONTRACT_MISMATCH`, `KVEXACT_ERR_NOT_FOUND`, `KVEXACT_ERR_INVALID_ARGUMENT`
+ * with `"CONFIG"` for an ambiguous contract id), `KVEXACT_ERR_INVALID_ARGUMENT` (a release
+ * without KV events; `rehash` not allowed or not a TensorRT-LLM hasher),
+ * `KVEXACT_ERR_NULL_ARGUMENT`, with an error object. `*out` is not written on failure.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_event_decoder_free`) and `*err`; the
+ * decoder copies `rehash`'s configuration (the caller may free `rehash` right after).
+ *
+ * # Safety
+ * `contract_id` and `engine_version` are NULL or NUL-terminated; `rehash` is NULL or a live
+ * hasher; `out` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_event_decoder_new_for_contract(const char *contract_id,
+                                                      const char *engine_version,
+                                                      const kvexact_hasher *rehash,
+                                                      kvexact_event_decoder **out,
+                                                      kvexact_error **err);
+
+/**
+ * Decodes one payload: for a ZMQ schema the msgpack frame 2 of a ZMQ message, for a
+ * TensorRT-LLM schema the JSON body of a `POST /kv_cache_events` response (a TensorRT-LLM
+ * `stored` event becomes one `KVEXACT_EVENT_STORED` event per block, in order; `created` and
+ * `updated` become `KVEXACT_EVENT_CREATED` / `KVEXACT_EVENT_UPDATED`, which callers that only
+ * index blocks skip). On success writes the events to `*events` / `*n_events` (valid until
+ * the next call on this decoder) and the batch's DP rank to `*dp_rank` (-1 when absent;
+ * always -1 for TensorRT-LLM, whose `attention_dp_rank` is per event: see
+ * `kvexact_event.dp_rank`).
+ *
+ * All or nothing: a bad event fails the whole payload with `KVEXACT_ERR_EVENT_SCHEMA` (code
+ * `"schema_mismatch"`: well-formed msgpack/JSON that is not this schema's events, e.g. for
+ * a decoder from `kvexact_event_decoder_new_for_contract` a field or array length the
+ * engine release never writes) or
+ * `KVEXACT_ERR_EVENT_DECODE` (code `"decode_error"`: bytes that are not msgpack/JSON, a
+ * truncated payload, an integer out of range such as a token id above 2^32-1, a limit
+ * exceeded), and no output is written; `*err` (when `err` is not NULL) gets a new error
+ * object the caller frees with `kvexact_error_free`. NULL arguments are
+ * `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `decoder` is NULL or a live decoder not used concurrently; `payload` is valid for `len`
+ * bytes; `events`, `n_events`, `dp_rank` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_event_decode(kvexact_event_decoder *decoder,
+                                    const uint8_t *payload,
+                                    size_t len,
+                                    const kvexact_event **events,
+                                    size_t *n_events,
+                                    int64_t *dp_rank,
+                                    kvexact_error **err);
+
+/**
+ * Frees a decoder (and the events it last returned). NULL is accepted and ignored.
+ *
+ * # Safety
+ * `decoder` is NULL or a live decoder not freed before.
+ */
+void kvexact_event_decoder_free(kvexact_event_decoder *decoder);
+
+/* ==== 8. Probes and readiness ======================================================= */
+
+/**
+ * Reads the manifest of `profile_id` beneath the root `registry` was loaded from, under the
+ * same trust policy (a fresh read: manifests are read on demand, not at publish).
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`; `KVEXACT_ERR_NOT_FOUND` (code
+ * `"MANIFEST_MISSING"`, path `manifests/<id>.yaml`) when the profile has no manifest;
+ * `KVEXACT_ERR_REGISTRY` with the registry's code and path when it is untrusted, unparseable,
+ * names another profile, or the profile is unknown; `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_manifest_free`) and `*err`.
+ *
+ * # Safety
+ * `registry` is NULL or live; `profile_id` is valid for `n` bytes; `out` and `err` are NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_manifest_load(const kvexact_registry *registry,
+                                     const uint8_t *profile_id,
+                                     size_t n,
+                                     kvexact_manifest **out,
                                      kvexact_error **err);
 
 /**
- * The `/v1/completions` body to POST for the challenge:
- * `{"model":…,"prompt":…,"max_tokens":1,"temperature":0}`; with `bootstrap_host` non-NULL
- * (SGLang P/D rules) also `"bootstrap_host":…,"bootstrap_port":…,"bootstrap_room":…`.
- * `bootstrap_room` must be non-negative (a random 63-bit value).
- *
- * Writes the needed length to `*len`; when `cap` is smaller returns
- * `KVEXACT_ERR_BUFFER_TOO_SMALL` and writes nothing else (`buf` may be NULL with `cap` 0 to ask
- * for the size); else copies the body (no NUL) and returns `KVEXACT_OK`.
+ * The manifest file's sha256 (64 lowercase hex digits, NUL-terminated), for receipts; NULL
+ * when `manifest` is NULL. Valid while the manifest lives; never free it.
  *
  * # Safety
- * `challenge` is NULL or live; `bootstrap_host` is NULL or NUL-terminated; `buf` is NULL or
- * valid for `cap` bytes; `len` is NULL or valid for one write.
+ * `manifest` is NULL or live.
  */
-kvexact_status kvexact_challenge_request_body(const kvexact_challenge *challenge,
-                                              const char *bootstrap_host,
-                                              uint16_t bootstrap_port,
-                                              int64_t bootstrap_room,
-                                              uint8_t *buf,
-                                              size_t cap,
-                                              size_t *len);
+const char *kvexact_manifest_digest(const kvexact_manifest *manifest);
 
 /**
- * The challenge's expected block hashes and tokens (for logs and receipts). The pointers point
- * into the challenge (valid while it lives).
- *
- * Returns `KVEXACT_OK`, or `KVEXACT_ERR_NULL_ARGUMENT`.
+ * The engine version the manifest pins (NUL-terminated); NULL when `manifest` is NULL. Valid
+ * while the manifest lives; never free it.
  *
  * # Safety
- * `challenge` is NULL or live; the four out-parameters are NULL or valid for one write.
+ * `manifest` is NULL or live.
  */
-kvexact_status kvexact_challenge_expected(const kvexact_challenge *challenge,
-                                          const uint64_t **hashes,
-                                          size_t *n_hashes,
-                                          const uint32_t **tokens,
-                                          size_t *n_tokens);
+const char *kvexact_manifest_engine_version(const kvexact_manifest *manifest);
 
 /**
- * Feeds one decoded event from the challenged endpoint's stream (as `kvexact_event_decode`
- * returned it; only stored events count). `dp_rank` is the batch's DP rank, or -1 when the
- * stream carries none. Returns 1 once the challenge is decided (passed or failed), 0 while it
- * still waits, or a negative status (`KVEXACT_ERR_NULL_ARGUMENT`,
- * `KVEXACT_ERR_INVALID_ARGUMENT`) when the arguments are unusable.
+ * Releases a manifest reference. NULL is accepted and ignored.
  *
  * # Safety
- * `challenge` is NULL or live and not used concurrently; `ev` is NULL or a valid event whose
- * pointers are valid for their counts.
+ * `manifest` is NULL or a live reference not released before.
  */
-int32_t kvexact_challenge_observe(kvexact_challenge *challenge,
-                                  int64_t dp_rank,
-                                  const kvexact_event *ev);
-
-/**
- * The challenge's outcome: a pass once every expected hash (or, quirk `challengeLastBlock`,
- * the last one) was echoed with matching tokens; `challenge_failed` for a wrong echo (LoRA or
- * extra keys, different tokens, an undeclared rank, a TensorRT-LLM hash its tokens do not
- * give); `challenge_timeout` when undecided (`timed_out` non-zero says the caller's wait —
- * 15 s by default — ended).
- *
- * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT`.
- *
- * # Safety
- * `challenge` is NULL or live; `out` is NULL or valid for one write.
- */
-kvexact_status kvexact_challenge_result(const kvexact_challenge *challenge,
-                                        int32_t timed_out,
-                                        kvexact_finding *out);
-
-/**
- * Frees a challenge. NULL is accepted and ignored.
- *
- * # Safety
- * `challenge` is NULL or live and not freed before.
- */
-void kvexact_challenge_free(kvexact_challenge *challenge);
+void kvexact_manifest_free(kvexact_manifest *manifest);
 
 /**
  * Reads `engine`'s fixture set for `profile_id` beneath the root `registry` was loaded from,
@@ -3357,52 +3382,163 @@ kvexact_status kvexact_judge_served_model(kvexact_engine engine,
                                           kvexact_finding *out);
 
 /**
- * Reads the manifest of `profile_id` beneath the root `registry` was loaded from, under the
- * same trust policy (a fresh read: manifests are read on demand, not at publish).
+ * Where and what to POST to probe fixture `i` under `encoder`: `*path` gets the route
+ * (static, never free it): the tokenize route (`"/tokenize"`, `"/v1/tokenize"`) for
+ * completions fixtures and for chat under the Jinja template, `"/v1/chat/completions"` for
+ * chat under a renderer the tokenize route does not take (harmony on vLLM 0.31/0.33, catalog
+ * `chat.probeRoutes`); the body goes to `body` under the size-query convention (`*len` holds
+ * its length whenever the call returns `KVEXACT_OK` or `KVEXACT_ERR_BUFFER_TOO_SMALL`; `body`
+ * may be NULL with `cap` 0): the fixture's request verbatim on the tokenize route, with
+ * `max_tokens` 1, `return_token_ids` and no streaming on the chat route. Judge the answer
+ * with `kvexact_judge_probe`.
  *
- * Returns `KVEXACT_OK` and a new reference in `*out`; `KVEXACT_ERR_NOT_FOUND` (code
- * `"MANIFEST_MISSING"`, path `manifests/<id>.yaml`) when the profile has no manifest;
- * `KVEXACT_ERR_REGISTRY` with the registry's code and path when it is untrusted, unparseable,
- * names another profile, or the profile is unknown; `KVEXACT_ERR_NULL_ARGUMENT` /
- * `KVEXACT_ERR_INVALID_ARGUMENT`.
- *
- * Ownership: the caller owns `*out` (free with `kvexact_manifest_free`) and `*err`.
+ * `KVEXACT_ERR_UNSUPPORTED` (nothing written): no route shows the ids chat requests get
+ * (the encoder's chat renderer is unknown), or the engine has no tokenize route
+ * (TensorRT-LLM: `kvexact_judge_oracle`). `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range).
  *
  * # Safety
- * `registry` is NULL or live; `profile_id` is valid for `n` bytes; `out` and `err` are NULL or
+ * `encoder` and `fixtures` are NULL or live; `path` and `len` are NULL or valid for one
+ * write; `body` is NULL or valid for `cap` writes.
+ */
+kvexact_status kvexact_fixture_probe(const kvexact_encoder *encoder,
+                                     const kvexact_fixtures *fixtures,
+                                     size_t i,
+                                     const char **path,
+                                     uint8_t *body,
+                                     size_t cap,
+                                     size_t *len);
+
+/**
+ * Judges the engine's answer to the probe `kvexact_fixture_probe` gave for fixture `i`: on
+ * the tokenize route as `kvexact_judge_tokenize`; on the chat route a 200 JSON object whose
+ * `prompt_token_ids` (an engine that ignores `return_token_ids` has none:
+ * `probe_schema_mismatch`) equal the expected ids exactly (else `token_mismatch` naming the
+ * first differing index). A clock fixture's ids are re-derived at `now_unix_ms` (once more a
+ * minute earlier across a UTC midnight). Where no route shows the chat path's ids the finding
+ * fails (`profile_resolution_fault`): a probe of another path proves nothing.
+ *
+ * Writes the finding to `*out` and returns `KVEXACT_OK`; `KVEXACT_ERR_NULL_ARGUMENT` /
+ * `KVEXACT_ERR_INVALID_ARGUMENT` write nothing.
+ *
+ * # Safety
+ * `encoder` and `fixtures` are NULL or live; `body` is valid for `len` bytes; `out` is NULL or
  * valid for one write.
  */
-kvexact_status kvexact_manifest_load(const kvexact_registry *registry,
-                                     const uint8_t *profile_id,
-                                     size_t n,
-                                     kvexact_manifest **out,
+kvexact_status kvexact_judge_probe(const kvexact_encoder *encoder,
+                                   const kvexact_fixtures *fixtures,
+                                   size_t i,
+                                   int32_t http_status,
+                                   const uint8_t *body,
+                                   size_t len,
+                                   int64_t now_unix_ms,
+                                   kvexact_finding *out);
+
+/**
+ * Arms a challenge: grows the nonce prompt through `encoder`'s completions encoding (the
+ * engine's, with its contract quirks `cacheChunk` and `challengeLastBlock`) until it is long
+ * enough, and computes the expected tokens and block hashes with `hasher` (the rule's).
+ *
+ * `nonce` is 16 bytes, or NULL to draw them from the OS (`/dev/urandom`).
+ *
+ * Improvement on §6.5: `opts` carries the served model name and declared DP ranks, which the
+ * request body and the judging need and the encoder does not know.
+ *
+ * Returns `KVEXACT_OK` and the challenge in `*out`; `KVEXACT_ERR_CHALLENGE` with code
+ * `"challenge_failed"` (the readiness reason) when it cannot be built (prompt never long
+ * enough, fewer than 2 expected blocks, `cacheChunk` not a multiple of the block size, nonce
+ * unavailable); `KVEXACT_ERR_NULL_ARGUMENT` / `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_challenge_free`) and `*err`; the
+ * challenge keeps no reference to `encoder` or `hasher`.
+ *
+ * # Safety
+ * `encoder`, `hasher` are NULL or live; `nonce` is NULL or valid for 16 bytes; `opts` is NULL
+ * or valid (and its `model` valid for `model_len` bytes); `out` and `err` are NULL or valid for
+ * one write.
+ */
+kvexact_status kvexact_challenge_new(const kvexact_encoder *encoder,
+                                     const kvexact_hasher *hasher,
+                                     const uint8_t *nonce,
+                                     const kvexact_challenge_opts *opts,
+                                     kvexact_challenge **out,
                                      kvexact_error **err);
 
 /**
- * The manifest file's sha256 (64 lowercase hex digits, NUL-terminated), for receipts; NULL
- * when `manifest` is NULL. Valid while the manifest lives; never free it.
+ * The `/v1/completions` body to POST for the challenge:
+ * `{"model":…,"prompt":…,"max_tokens":1,"temperature":0}`; with `bootstrap_host` non-NULL
+ * (SGLang P/D rules) also `"bootstrap_host":…,"bootstrap_port":…,"bootstrap_room":…`.
+ * `bootstrap_room` must be non-negative (a random 63-bit value).
+ *
+ * Writes the needed length to `*len`; when `cap` is smaller returns
+ * `KVEXACT_ERR_BUFFER_TOO_SMALL` and writes nothing else (`buf` may be NULL with `cap` 0 to ask
+ * for the size); else copies the body (no NUL) and returns `KVEXACT_OK`.
  *
  * # Safety
- * `manifest` is NULL or live.
+ * `challenge` is NULL or live; `bootstrap_host` is NULL or NUL-terminated; `buf` is NULL or
+ * valid for `cap` bytes; `len` is NULL or valid for one write.
  */
-const char *kvexact_manifest_digest(const kvexact_manifest *manifest);
+kvexact_status kvexact_challenge_request_body(const kvexact_challenge *challenge,
+                                              const char *bootstrap_host,
+                                              uint16_t bootstrap_port,
+                                              int64_t bootstrap_room,
+                                              uint8_t *buf,
+                                              size_t cap,
+                                              size_t *len);
 
 /**
- * The engine version the manifest pins (NUL-terminated); NULL when `manifest` is NULL. Valid
- * while the manifest lives; never free it.
+ * The challenge's expected block hashes and tokens (for logs and receipts). The pointers point
+ * into the challenge (valid while it lives).
+ *
+ * Returns `KVEXACT_OK`, or `KVEXACT_ERR_NULL_ARGUMENT`.
  *
  * # Safety
- * `manifest` is NULL or live.
+ * `challenge` is NULL or live; the four out-parameters are NULL or valid for one write.
  */
-const char *kvexact_manifest_engine_version(const kvexact_manifest *manifest);
+kvexact_status kvexact_challenge_expected(const kvexact_challenge *challenge,
+                                          const uint64_t **hashes,
+                                          size_t *n_hashes,
+                                          const uint32_t **tokens,
+                                          size_t *n_tokens);
 
 /**
- * Releases a manifest reference. NULL is accepted and ignored.
+ * Feeds one decoded event from the challenged endpoint's stream (as `kvexact_event_decode`
+ * returned it; only stored events count). `dp_rank` is the batch's DP rank, or -1 when the
+ * stream carries none. Returns 1 once the challenge is decided (passed or failed), 0 while it
+ * still waits, or a negative status (`KVEXACT_ERR_NULL_ARGUMENT`,
+ * `KVEXACT_ERR_INVALID_ARGUMENT`) when the arguments are unusable.
  *
  * # Safety
- * `manifest` is NULL or a live reference not released before.
+ * `challenge` is NULL or live and not used concurrently; `ev` is NULL or a valid event whose
+ * pointers are valid for their counts.
  */
-void kvexact_manifest_free(kvexact_manifest *manifest);
+int32_t kvexact_challenge_observe(kvexact_challenge *challenge,
+                                  int64_t dp_rank,
+                                  const kvexact_event *ev);
+
+/**
+ * The challenge's outcome: a pass once every expected hash (or, quirk `challengeLastBlock`,
+ * the last one) was echoed with matching tokens; `challenge_failed` for a wrong echo (LoRA or
+ * extra keys, different tokens, an undeclared rank, a TensorRT-LLM hash its tokens do not
+ * give); `challenge_timeout` when undecided (`timed_out` non-zero says the caller's wait —
+ * 15 s by default — ended).
+ *
+ * Returns `KVEXACT_OK` with `*out` written, or `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `challenge` is NULL or live; `out` is NULL or valid for one write.
+ */
+kvexact_status kvexact_challenge_result(const kvexact_challenge *challenge,
+                                        int32_t timed_out,
+                                        kvexact_finding *out);
+
+/**
+ * Frees a challenge. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `challenge` is NULL or live and not freed before.
+ */
+void kvexact_challenge_free(kvexact_challenge *challenge);
 
 /**
  * Starts rank coverage for `declared` DP ranks (0 counts as 1). Returns `KVEXACT_OK` and the
@@ -3479,58 +3615,381 @@ kvexact_status kvexact_readiness_evaluate(const uint8_t *evidence_json,
                                           size_t *len,
                                           kvexact_error **err);
 
-/**
- * Where and what to POST to probe fixture `i` under `encoder`: `*path` gets the route
- * (static, never free it): the tokenize route (`"/tokenize"`, `"/v1/tokenize"`) for
- * completions fixtures and for chat under the Jinja template, `"/v1/chat/completions"` for
- * chat under a renderer the tokenize route does not take (harmony on vLLM 0.31/0.33, catalog
- * `chat.probeRoutes`); the body goes to `body` under the size-query convention (`*len` holds
- * its length whenever the call returns `KVEXACT_OK` or `KVEXACT_ERR_BUFFER_TOO_SMALL`; `body`
- * may be NULL with `cap` 0): the fixture's request verbatim on the tokenize route, with
- * `max_tokens` 1, `return_token_ids` and no streaming on the chat route. Judge the answer
- * with `kvexact_judge_probe`.
- *
- * `KVEXACT_ERR_UNSUPPORTED` (nothing written): no route shows the ids chat requests get
- * (the encoder's chat renderer is unknown), or the engine has no tokenize route
- * (TensorRT-LLM: `kvexact_judge_oracle`). `KVEXACT_ERR_NULL_ARGUMENT` /
- * `KVEXACT_ERR_INVALID_ARGUMENT` (index out of range).
- *
- * # Safety
- * `encoder` and `fixtures` are NULL or live; `path` and `len` are NULL or valid for one
- * write; `body` is NULL or valid for `cap` writes.
- */
-kvexact_status kvexact_fixture_probe(const kvexact_encoder *encoder,
-                                     const kvexact_fixtures *fixtures,
-                                     size_t i,
-                                     const char **path,
-                                     uint8_t *body,
-                                     size_t cap,
-                                     size_t *len);
+/* ==== 9. Drift ====================================================================== */
 
 /**
- * Judges the engine's answer to the probe `kvexact_fixture_probe` gave for fixture `i`: on
- * the tokenize route as `kvexact_judge_tokenize`; on the chat route a 200 JSON object whose
- * `prompt_token_ids` (an engine that ignores `return_token_ids` has none:
- * `probe_schema_mismatch`) equal the expected ids exactly (else `token_mismatch` naming the
- * first differing index). A clock fixture's ids are re-derived at `now_unix_ms` (once more a
- * minute earlier across a UTC midnight). Where no route shows the chat path's ids the finding
- * fails (`profile_resolution_fault`): a probe of another path proves nothing.
+ * Creates a drift verifier for one endpoint running the engine release named by
+ * `contract_id` and `engine_version` (as for `kvexact_hasher_new_for_contract`: a release id
+ * such as `"vllm-kv-map-v2-r0.24"` with `engine_version` NULL, or a contract id with the
+ * version the engine reports), under the rule's settings in `opts`.
  *
- * Writes the finding to `*out` and returns `KVEXACT_OK`; `KVEXACT_ERR_NULL_ARGUMENT` /
- * `KVEXACT_ERR_INVALID_ARGUMENT` write nothing.
+ * Returns `KVEXACT_OK` and the verifier in `*out`; otherwise a negative status with an error
+ * object: the contract statuses of `kvexact_hasher_new_for_contract`
+ * (`KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`, `KVEXACT_ERR_CONTRACT_MISMATCH`,
+ * `KVEXACT_ERR_NOT_FOUND`, `KVEXACT_ERR_INVALID_ARGUMENT` with code `"CONFIG"` for an
+ * ambiguous contract id, a release without a KV plane or an algorithm of another engine),
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (`opts.struct_size` too small, above 4096 or with unknown
+ * options set, block size 0, unknown `algo`, a seed for a non-vLLM release or not UTF-8, a
+ * LoRA entry not UTF-8 or listed twice, a capacity above `KVEXACT_DRIFT_MAX_CAPACITY`,
+ * `reserved` not 0),
+ * `KVEXACT_ERR_NULL_ARGUMENT`. `*out` is not written on failure.
+ *
+ * Memory: the map (`map_capacity` × 88 bytes) and the prediction tracker are allocated here
+ * and never grow; token buffers grow to the largest event seen.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_drift_verifier_free`) and `*err`
+ * (free with `kvexact_error_free`); the strings, `opts` and everything it points to are only
+ * read during the call (copied).
  *
  * # Safety
- * `encoder` and `fixtures` are NULL or live; `body` is valid for `len` bytes; `out` is NULL or
+ * `contract_id` and `engine_version` are NULL or NUL-terminated; `opts` is NULL or valid for
+ * `opts->struct_size` bytes, its pointers valid for their lengths; `out` and `err` are NULL or
  * valid for one write.
  */
-kvexact_status kvexact_judge_probe(const kvexact_encoder *encoder,
-                                   const kvexact_fixtures *fixtures,
-                                   size_t i,
-                                   int32_t http_status,
-                                   const uint8_t *body,
-                                   size_t len,
-                                   int64_t now_unix_ms,
-                                   kvexact_finding *out);
+kvexact_status kvexact_drift_verifier_new(const char *contract_id,
+                                          const char *engine_version,
+                                          const kvexact_drift_options *opts,
+                                          kvexact_drift_verifier **out,
+                                          kvexact_error **err);
+
+/**
+ * Frees a verifier. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `verifier` is NULL or a live verifier, not freed before, with no call on it in flight.
+ */
+void kvexact_drift_verifier_free(kvexact_drift_verifier *verifier);
+
+/**
+ * Feeds one raw input of the endpoint's stream: for a vLLM or SGLang release the msgpack
+ * payload of a ZMQ message (frame 2), for a TensorRT-LLM release the JSON body of one
+ * `POST /kv_cache_events` response (the drain is destructive: the gateway must be its only
+ * reader, and feed here the same body it indexes). Decoded with the release's exact schema,
+ * then every stored block is re-derived. Evidence of a msgpack input gives the byte offset
+ * of the event's token ids in `payload`.
+ *
+ * Raw bytes, not the `kvexact_event`s of a `kvexact_event_decoder` (a departure from
+ * "feed already-decoded events"): a `kvexact_event` keeps hashes in their 64-bit form and
+ * only flags extra keys and LoRA, while re-deriving needs their values (extra keys, LoRA
+ * names, salts, look-ahead tokens, vLLM's full digests, TensorRT-LLM's published hash where a
+ * re-hashing decoder replaced it). A gateway that indexes the events passes the same bytes to
+ * both; decoding is cheap next to re-hashing. `kvexact_drift_feed_frames` takes the ZMQ
+ * message as received.
+ *
+ * Returns `KVEXACT_OK` (0) while the verdict is clean, `KVEXACT_DRIFT_DETECTED` (1) once it is
+ * `drift`, or a negative status: `KVEXACT_ERR_EVENT_SCHEMA` (code `"schema_mismatch"`: the
+ * bytes are events, but not this release's — a field it never writes), `KVEXACT_ERR_EVENT_DECODE`
+ * (`"decode_error"`), both counted in `undecodable` with nothing fed;
+ * `KVEXACT_ERR_NULL_ARGUMENT`; `KVEXACT_ERR_PANIC` when an earlier call panicked inside the
+ * verifier.
+ *
+ * Ownership: `payload` is only read during the call; the caller owns `*err`.
+ *
+ * # Safety
+ * `verifier` is NULL or live; `payload` is NULL or valid for `len` bytes; `err` is NULL or
+ * valid for one write.
+ */
+int32_t kvexact_drift_feed(const kvexact_drift_verifier *verifier,
+                           const uint8_t *payload,
+                           size_t len,
+                           kvexact_error **err);
+
+/**
+ * Feeds one ZMQ message of a vLLM or SGLang endpoint as its three frames: the topic (UTF-8,
+ * may be empty), the 8-byte big-endian sequence number (named in the evidence as
+ * `batch_seq`) and the msgpack payload. Otherwise as `kvexact_drift_feed`; a TensorRT-LLM
+ * verifier refuses it (`KVEXACT_ERR_INVALID_ARGUMENT`: use `kvexact_drift_feed`), a sequence
+ * frame of another length is `KVEXACT_ERR_EVENT_DECODE`.
+ *
+ * # Safety
+ * `verifier` is NULL or live; each frame pointer is NULL or valid for its length; `err` is
+ * NULL or valid for one write.
+ */
+int32_t kvexact_drift_feed_frames(const kvexact_drift_verifier *verifier,
+                                  const uint8_t *topic,
+                                  size_t topic_len,
+                                  const uint8_t *seq,
+                                  size_t seq_len,
+                                  const uint8_t *payload,
+                                  size_t payload_len,
+                                  kvexact_error **err);
+
+/**
+ * Records the block hashes (u64 form, as `kvexact_block_hashes_u64` gives them) kvexact
+ * predicted for one request routed to this endpoint, now: each is counted as already stored,
+ * stored within `predict_within_ms`, expired, or dropped (`kvexact_drift_get_counters`).
+ *
+ * Returns `KVEXACT_OK`, `KVEXACT_ERR_INVALID_ARGUMENT` when the verifier was made without
+ * prediction tracking (`opts.predict_within_ms` 0), `KVEXACT_ERR_NULL_ARGUMENT`,
+ * `KVEXACT_ERR_PANIC` (poisoned verifier). No allocation.
+ *
+ * Ownership: `hashes` is only read during the call.
+ *
+ * # Safety
+ * `verifier` is NULL or live; `hashes` is NULL or valid for `n` reads.
+ */
+kvexact_status kvexact_drift_predict(const kvexact_drift_verifier *verifier,
+                                     const uint64_t *hashes,
+                                     size_t n);
+
+/**
+ * Writes the verifier's counters to `*out`: set `out->struct_size` to
+ * `sizeof(kvexact_drift_counters)` first; the first `min(out->struct_size, this library's
+ * size)` bytes are written and `out->struct_size` is set to that count.
+ *
+ * Returns `KVEXACT_OK`, `KVEXACT_ERR_INVALID_ARGUMENT` (`struct_size` below the first
+ * version's size, nothing written), `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_PANIC`
+ * (poisoned verifier).
+ *
+ * # Safety
+ * `verifier` is NULL or live; `out` is NULL or valid for `out->struct_size` bytes.
+ */
+kvexact_status kvexact_drift_get_counters(const kvexact_drift_verifier *verifier,
+                                          kvexact_drift_counters *out);
+
+/**
+ * The name of slot `index` of `kvexact_drift_counters.unverifiable_by_reason`
+ * (`"parent_never_seen"`, `"parent_evicted"`, …, the reason codes of the report JSON), or
+ * NULL for an unused slot. Static; never free it.
+ */
+const char *kvexact_drift_unverifiable_name(uint32_t index);
+
+/**
+ * The verifier's verdict (docs/contracts/drift.md §2): `KVEXACT_DRIFT_VERDICT_CLEAN` (0),
+ * `KVEXACT_DRIFT_VERDICT_DRIFT` (1) or `KVEXACT_DRIFT_VERDICT_UNVERIFIABLE` (2: no stored block
+ * seen, or fewer than half of them re-derived — never clean); or a negative status:
+ * `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_PANIC` (poisoned verifier).
+ *
+ * # Safety
+ * `verifier` is NULL or live.
+ */
+int32_t kvexact_drift_verdict(const kvexact_drift_verifier *verifier);
+
+/**
+ * Writes the verifier's verdict as the readiness ladder's `hash_drift` observation (the
+ * `drift` finding of an endpoint's evidence for `kvexact_readiness_evaluate`): `ok` 1 with a
+ * summary while clean; once drifted `ok` 0, reason `"hash_drift"`, and the first offending
+ * block in `detail`.
+ *
+ * Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_PANIC` (poisoned verifier).
+ *
+ * # Safety
+ * `verifier` is NULL or live; `out` is NULL or valid for one write.
+ */
+kvexact_status kvexact_drift_finding(const kvexact_drift_verifier *verifier, kvexact_finding *out);
+
+/**
+ * Clears the verdict and the mismatch window (after the rule re-attested); the counters and
+ * the map stay.
+ *
+ * Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_PANIC` (poisoned verifier).
+ *
+ * # Safety
+ * `verifier` is NULL or live.
+ */
+kvexact_status kvexact_drift_reset_verdict(const kvexact_drift_verifier *verifier);
+
+/**
+ * Writes the verifier's report as compact UTF-8 JSON, no NUL (what `kvexact watch --json`
+ * reports for the verifier): `{"engine":…,"release_id":…,"contract_id":…,
+ * "engine_version":…,"block_size":…,"verdict":"clean"|"drift"|"unverifiable","summary":…,
+ * "counters":{…,
+ * "unverifiable_by_reason":{"parent_never_seen":…}},"rederived_fraction":…,
+ * "predictions":{…}|null,"map":{"capacity":…,"entries":…,"evictions":…,"bytes":…},
+ * "evidence":{…}|null,"undecodable":…,"finding":{"ok":…,"reason":…,"detail":…}}`. The
+ * evidence of a `drift` verdict names the first offending block: `kind` (`"root"`,
+ * `"chained"`, `"block_size"`, `"keys"`), `detail`, `batch_index`, `batch_seq`, `event_id`,
+ * `event_index`, `block_index`, `token_ids_offset` (bytes into the msgpack payload),
+ * `tokens`, `event_block_size`, `rule_block_size`, `parent`, `published`, `published_hex`,
+ * `expected`, `expected_digest`, `mismatches_in_window` and the release used. `finding` is
+ * `kvexact_drift_finding`'s, in the ladder's JSON form.
+ *
+ * Size query as `kvexact_contracts_json`: whenever the call returns `KVEXACT_OK` or
+ * `KVEXACT_ERR_BUFFER_TOO_SMALL`, `*len` holds the document's length; `buf` may be NULL with
+ * `cap` 0 to ask for it. The counters move with every fed batch, so the document may have
+ * grown by the next call: call again with the new length (or leave some room).
+ * `KVEXACT_ERR_NULL_ARGUMENT` for a NULL `verifier` or `len` (or a NULL `buf` with `cap` > 0),
+ * `KVEXACT_ERR_PANIC` (poisoned verifier).
+ *
+ * Ownership: `buf` stays the caller's; nothing is allocated for the caller.
+ *
+ * # Safety
+ * `verifier` is NULL or live; `buf` is NULL or valid for `cap` writes; `len` is NULL or valid
+ * for one write.
+ */
+kvexact_status kvexact_drift_report_json(const kvexact_drift_verifier *verifier,
+                                         uint8_t *buf,
+                                         size_t cap,
+                                         size_t *len);
+
+/**
+ * Writes the Prometheus text exposition (format 0.0.4, `text/plain; version=0.0.4`) of the
+ * counters of `n_series` verifiers, one series set per verifier, grouped by metric family
+ * (each with its `# HELP` and `# TYPE` once), so that the verifiers of every endpoint go into
+ * one scrape:
+ *
+ * * counters `kvexact_drift_batches_total`, `kvexact_drift_undecodable_total`,
+ *   `kvexact_drift_events_total{kind="stored"|"removed"|"cleared"|"other"}`,
+ *   `kvexact_drift_blocks_total`, `kvexact_drift_blocks_rederived_total`,
+ *   `kvexact_drift_blocks_matched_total`,
+ *   `kvexact_drift_blocks_mismatched_total{kind="root"|"chained"|"block_size"|"keys"}`,
+ *   `kvexact_drift_blocks_unverifiable_total{reason=…}` (every reason, 0 included),
+ *   `kvexact_drift_map_evictions_total`;
+ * * gauges `kvexact_drift_detected` (1 drift, 0 clean), `kvexact_drift_map_entries`,
+ *   `kvexact_drift_map_capacity`;
+ * * for verifiers with prediction tracking: `kvexact_drift_predicted_hashes_total`,
+ *   `kvexact_drift_predictions_resolved_total{outcome="already_stored"|"stored_within"|
+ *   "expired"|"dropped"}`, gauge `kvexact_drift_predictions_pending`.
+ *
+ * Every sample carries the series' labels (in the order given) and `release="<release id>"`
+ * (the verifier's engine release). A label name that is not a Prometheus name, starts with
+ * `__`, is reserved (`release`, `kind`, `reason`, `outcome`) or repeats within a series, and
+ * two series with the same labels, are `KVEXACT_ERR_INVALID_ARGUMENT`.
+ *
+ * Size query as `kvexact_drift_report_json` (the text may grow between two calls); like every
+ * failure, `KVEXACT_ERR_BUFFER_TOO_SMALL` also writes an error object when `err` is not NULL
+ * (pass NULL for the size query). `KVEXACT_ERR_NULL_ARGUMENT` for a NULL `len`, `series` with `n_series` > 0, verifier or
+ * label pointer; `KVEXACT_ERR_PANIC` (a poisoned verifier).
+ *
+ * Each verifier is locked only while its counters are copied, one after the other.
+ *
+ * Ownership: everything passed is only read during the call; `buf` stays the caller's; the
+ * caller owns `*err`.
+ *
+ * # Safety
+ * `series` is NULL or valid for `n_series` reads, each with a NULL or live verifier and labels
+ * valid as documented; `buf` is NULL or valid for `cap` writes; `len` and `err` are NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_drift_prometheus(const kvexact_drift_series *series,
+                                        size_t n_series,
+                                        uint8_t *buf,
+                                        size_t cap,
+                                        size_t *len,
+                                        kvexact_error **err);
+
+/**
+ * Bytes the map of a verifier with `capacity` entries takes (`kvprobe::drift::map_bytes`).
+ */
+size_t kvexact_drift_map_bytes(size_t capacity);
+
+/* ==== 10. Engine contracts ========================================================== */
+
+/**
+ * Resolves the version an engine reports (`version`, NUL-terminated, e.g. vLLM's
+ * `/version` `"0.24.0"`; a leading `v` and a `+local` build label are ignored) to exactly one
+ * release of the built-in contract catalog. Never a family default, never the newest rules.
+ *
+ * On success writes the release id (e.g. `"vllm-kv-map-v2-r0.24"`) to `*release_id` and the
+ * contract (gateway) id it refines (e.g. `"vllm-kv-map-v2"`, the key of profile quirks and
+ * rules) to `*contract_id`, and returns `KVEXACT_OK`. Otherwise returns
+ * `KVEXACT_ERR_UNKNOWN_ENGINE_VERSION` (error code `"UNKNOWN_ENGINE_VERSION"`, the message
+ * naming the nearest known releases), `KVEXACT_ERR_INVALID_ARGUMENT` (`engine` not
+ * `KVEXACT_VLLM`, `KVEXACT_SGLANG` or `KVEXACT_TRTLLM`; `version` not UTF-8) or
+ * `KVEXACT_ERR_NULL_ARGUMENT`, and writes neither output.
+ *
+ * Ownership: both strings are static (they live for the process); never free them. The
+ * caller owns `*err` (free with `kvexact_error_free`); `version` is only read during the call.
+ *
+ * # Safety
+ * `version` is NULL or NUL-terminated; `release_id`, `contract_id` and `err` are NULL or valid
+ * for one write.
+ */
+kvexact_status kvexact_contract_resolve(kvexact_engine engine,
+                                        const char *version,
+                                        const char **release_id,
+                                        const char **contract_id,
+                                        kvexact_error **err);
+
+/**
+ * Writes the built-in contract catalog as compact UTF-8 JSON, no NUL (the document
+ * `kvexact contracts --json` prints, without its indentation):
+ * `{"schema":"kvexact-contracts/v1","generation":…,"releases":[{"release":…,"contract":…,
+ * "engine":…,"versions":[…],"range":…,"hash":{…},"events":{…},"chat":{…},"evidence":{…}}]}`,
+ * one entry per release in catalog order.
+ *
+ * Size query and statuses as `kvexact_registry_discovery_json`: whenever the call returns
+ * `KVEXACT_OK` or `KVEXACT_ERR_BUFFER_TOO_SMALL`, `*len` holds the document's length; `buf`
+ * may be NULL with `cap` 0 to ask for it. `KVEXACT_ERR_NULL_ARGUMENT` for a NULL `len` (or a
+ * NULL `buf` with `cap` > 0). The document is the same for every call in one process.
+ *
+ * Ownership: `buf` stays the caller's; nothing is allocated for the caller.
+ *
+ * # Safety
+ * `buf` is NULL or valid for `cap` writes; `len` is NULL or valid for one write.
+ */
+kvexact_status kvexact_contracts_json(uint8_t *buf,
+                                      size_t cap,
+                                      size_t *len);
+
+/* ==== 11. Errors, statuses and refusals ============================================= */
+
+/**
+ * The status the failing call returned, or `KVEXACT_ERR_NULL_ARGUMENT` when `err` is NULL.
+ *
+ * Ownership: `err` is borrowed.
+ *
+ * # Safety
+ * `err` is NULL or a live error object from libkvexact.
+ */
+kvexact_status kvexact_error_status(const kvexact_error *err);
+
+/**
+ * The machine code of the error, a stable identifier: the status's lower-case name
+ * (`kvexact_status_name`: `"null_argument"`, `"schema_mismatch"` …) unless a finer code
+ * exists, which keeps its vocabulary's spelling: the registry's upper-case codes
+ * (`"INSECURE_MODE"`, `"TOKENIZER_SHA_MISMATCH"`, `"MANIFEST_MISSING"`), the contract
+ * catalog's (`"UNKNOWN_ENGINE_VERSION"`, `"CONTRACT_MISMATCH"`, `"UNKNOWN_NAME"`, `"CONFIG"`,
+ * `"LIFT_NOT_ALLOWED"`), lower-case refusal feature codes (`"tools"`), admission rules
+ * (`"model_not_served"`) and readiness reasons (`"challenge_failed"`). Returns `""` when
+ * `err` is NULL.
+ *
+ * Ownership: the string belongs to `err` and lives until `kvexact_error_free(err)`.
+ *
+ * # Safety
+ * `err` is NULL or a live error object from libkvexact.
+ */
+const char *kvexact_error_code(const kvexact_error *err);
+
+/**
+ * The human-readable message (UTF-8, NUL-terminated). Returns `""` when `err` is NULL.
+ *
+ * Ownership: the string belongs to `err` and lives until `kvexact_error_free(err)`.
+ *
+ * # Safety
+ * `err` is NULL or a live error object from libkvexact.
+ */
+const char *kvexact_error_message(const kvexact_error *err);
+
+/**
+ * The file the error is about, relative to the registry root (e.g.
+ * `"profiles/qwen25-7b-instruct-v1.yaml"`), or NULL when the error concerns no file (or
+ * `err` is NULL).
+ *
+ * Ownership: the string belongs to `err` and lives until `kvexact_error_free(err)`.
+ *
+ * # Safety
+ * `err` is NULL or a live error object from libkvexact.
+ */
+const char *kvexact_error_path(const kvexact_error *err);
+
+/**
+ * Frees an error object. NULL is accepted and ignored.
+ *
+ * Ownership: takes `err`; every string obtained from it becomes invalid.
+ *
+ * # Safety
+ * `err` is NULL or a live error object from libkvexact, not freed before.
+ */
+void kvexact_error_free(kvexact_error *err);
+
+/**
+ * The stable lower-case name of a status (`"ok"`, `"request"`, `"null_argument"` …), or
+ * `"unrecognized_status"` for a value libkvexact does not define.
+ *
+ * Ownership: the string is static; never free it.
+ */
+const char *kvexact_status_name(kvexact_status status);
 
 /**
  * The lift bit of any refusal code: `1 << refusal` for a code libkvexact defines
@@ -3568,388 +4027,6 @@ kvexact_status kvexact_refusal_bits_parse(const uint8_t *names,
  * Ownership: the string is static; never free it.
  */
 const char *kvexact_refusal_name(kvexact_refusal refusal);
-
-/**
- * Loads the registry at `root` (a path as bytes, no NUL needed) as generation
- * `generation_number` (assigned by the caller, process-monotonic). All or nothing: trust
- * policy, strict parsing, artifact digests, template compilation and tokenizer loading must
- * all pass, else nothing is returned and the caller keeps serving its previous handle.
- *
- * Files checked at load: every `*.yaml` of the root (a profile; one that is a symlink,
- * directory, FIFO or device is refused with `SYMLINK` / `NOT_REGULAR_FILE` naming it — the
- * gateway's own loader skips such an entry instead), each profile's pinned tokenizer and
- * template artifacts (read and digest-verified), and the *type* of every staged
- * `manifests/<id>.yaml` and `probefixtures/<id>/[sglang/|trtllm/]*.json` (must be regular
- * files). Their *contents* are read later, by `kvexact_manifest_load` and
- * `kvexact_fixtures_load` (`kvexact registry verify` reads them at load).
- *
- * `opts` may be NULL: trust uid 0 and this process's effective uid, default size caps.
- *
- * Returns `KVEXACT_OK` and a new reference in `*out`; or `KVEXACT_ERR_NULL_ARGUMENT`,
- * `KVEXACT_ERR_INVALID_ARGUMENT`, or `KVEXACT_ERR_REGISTRY` with an error object whose code
- * is the registry's (e.g. `"INSECURE_MODE"`, `"TOKENIZER_SHA_MISMATCH"`) and whose path names
- * the offending file relative to `root`.
- *
- * Ownership: the caller owns `*out` (free with `kvexact_registry_free`) and `*err` (free with
- * `kvexact_error_free`); `root` and `opts` are only read during the call.
- *
- * # Safety
- * `root` is valid for `root_len` bytes; `opts` is NULL or valid; `out` and `err` are NULL or
- * valid for one write.
- */
-kvexact_status kvexact_registry_load(const uint8_t *root,
-                                     size_t root_len,
-                                     const kvexact_registry_opts *opts,
-                                     uint64_t generation_number,
-                                     kvexact_registry **out,
-                                     kvexact_error **err);
-
-/**
- * Takes another reference to `registry` and returns it (NULL when `registry` is NULL).
- *
- * Ownership: the caller owns the returned reference (free with `kvexact_registry_free`).
- *
- * # Safety
- * `registry` is NULL or a live registry handle.
- */
-kvexact_registry *kvexact_registry_retain(kvexact_registry *registry);
-
-/**
- * Releases one reference to a registry generation. NULL is accepted and ignored. Profiles and
- * encoders obtained from it stay valid (they hold their own references).
- *
- * # Safety
- * `registry` is NULL or a reference not released before.
- */
-void kvexact_registry_free(kvexact_registry *registry);
-
-/**
- * The generation number given to `kvexact_registry_load` (0 when `registry` is NULL).
- *
- * # Safety
- * `registry` is NULL or a live registry handle.
- */
-uint64_t kvexact_registry_generation(const kvexact_registry *registry);
-
-/**
- * Writes the generation's `setDigest` (docs/contracts/registry.md §7) as 64 lowercase hex characters and
- * a NUL into `out_hex`, which must hold 65 bytes. Returns `KVEXACT_OK` or
- * `KVEXACT_ERR_NULL_ARGUMENT`; `out_hex` is written only on success.
- *
- * # Safety
- * `registry` is NULL or a live registry handle; `out_hex` is NULL or valid for 65 bytes.
- */
-kvexact_status kvexact_registry_set_digest(const kvexact_registry *registry,
-                                           char *out_hex);
-
-/**
- * Looks up the profile serving a request's `model` name (compared by slug: the base model or
- * an allowed alias).
- *
- * Returns `KVEXACT_OK` and a new profile reference in `*out`; `KVEXACT_ERR_NOT_FOUND` when no
- * profile serves the model; `KVEXACT_ERR_NULL_ARGUMENT` / `KVEXACT_ERR_INVALID_ARGUMENT`
- * (`model` not UTF-8).
- *
- * Improvement on §6.2 (which calls the result a borrowed view): `*out` is an owned reference
- * that keeps its generation alive, so it stays valid whatever order the caller (e.g. Go
- * finalizers) releases handles in. Free it with `kvexact_profile_free`.
- *
- * # Safety
- * `registry` is NULL or a live registry handle; `model` is valid for `n` bytes; `out` is NULL
- * or valid for one write.
- */
-kvexact_status kvexact_profile_by_model(const kvexact_registry *registry,
-                                        const uint8_t *model,
-                                        size_t n,
-                                        const kvexact_profile **out);
-
-/**
- * Looks up a profile by its `profileId`. Returns and owns as `kvexact_profile_by_model`.
- *
- * # Safety
- * As `kvexact_profile_by_model`.
- */
-kvexact_status kvexact_profile_by_id(const kvexact_registry *registry,
-                                     const uint8_t *id,
-                                     size_t n,
-                                     const kvexact_profile **out);
-
-/**
- * The profile's `profileId` (NUL-terminated), or `""` when `profile` is NULL.
- *
- * Ownership: the string belongs to `profile` and lives as long as it.
- *
- * # Safety
- * `profile` is NULL or a live profile handle.
- */
-const char *kvexact_profile_id(const kvexact_profile *profile);
-
-/**
- * The number of the generation the profile belongs to (0 when `profile` is NULL).
- *
- * # Safety
- * `profile` is NULL or a live profile handle.
- */
-uint64_t kvexact_profile_generation(const kvexact_profile *profile);
-
-/**
- * Releases one profile reference. NULL is accepted and ignored.
- *
- * # Safety
- * `profile` is NULL or a reference not released before.
- */
-void kvexact_profile_free(const kvexact_profile *profile);
-
-/**
- * Writes the generation's discovery document (docs/contracts/registry.md §7, what
- * `GET /config/ai/model-profiles` serves) as compact UTF-8 JSON, no NUL:
- * `{"registryGeneration":…,"setDigest":"…","profiles":[{"profileId":…,"gen":…,"baseModel":…,
- * "aliasPolicy":…,"allowedAliases":[…],"supportedApis":[…],…}]}`, profiles sorted by id; no
- * locator, path or root appears in it.
- *
- * Size query: whenever the call returns `KVEXACT_OK` or `KVEXACT_ERR_BUFFER_TOO_SMALL`,
- * `*len` holds the document's length. When `cap` is smaller, returns
- * `KVEXACT_ERR_BUFFER_TOO_SMALL` and writes nothing else; `buf` may be NULL with `cap` 0 to
- * ask for the size. Otherwise copies the document into `buf` and returns `KVEXACT_OK`.
- * `KVEXACT_ERR_NULL_ARGUMENT` for a NULL `registry` or `len` (or a NULL `buf` with `cap` > 0).
- * The document is the same for every call on one handle.
- *
- * Ownership: `buf` stays the caller's; nothing is allocated for the caller.
- *
- * # Safety
- * `registry` is NULL or a live registry handle; `buf` is NULL or valid for `cap` writes; `len`
- * is NULL or valid for one write.
- */
-kvexact_status kvexact_registry_discovery_json(const kvexact_registry *registry,
-                                               uint8_t *buf,
-                                               size_t cap,
-                                               size_t *len);
-
-/**
- * Drift check (docs/contracts/registry.md §7) of one profile: re-reads its document and every artifact
- * it was published with beneath the generation's root, under the same trust policy, and
- * compares each sha256 with the load-time receipt.
- *
- * Returns `KVEXACT_OK` when nothing changed; `KVEXACT_ERR_REGISTRY` with an error object whose
- * code is `"PROFILE_DRIFT"` (bytes changed) or a trust-policy code (`"INSECURE_MODE"`,
- * `"MISSING"`, `"SYMLINK"` …) and whose path names the file relative to the root (e.g.
- * `"artifacts/sha256/<hex>"`); `KVEXACT_ERR_NOT_FOUND` when the generation has no profile
- * `profile_id` (improvement on §6.2: the same status as `kvexact_profile_by_id`, not a
- * registry failure); `KVEXACT_ERR_NULL_ARGUMENT`, `KVEXACT_ERR_INVALID_ARGUMENT` (`profile_id`
- * not UTF-8).
- *
- * This reads files (a tokenizer may be megabytes): run it from the control plane, not per
- * request. The generation itself never changes; drift only tells the caller to reload.
- *
- * Ownership: the caller owns `*err` (free with `kvexact_error_free`); `profile_id` is only
- * read during the call.
- *
- * # Safety
- * `registry` is NULL or a live registry handle; `profile_id` is valid for `n` bytes; `err` is
- * NULL or valid for one write.
- */
-kvexact_status kvexact_registry_verify_disk(const kvexact_registry *registry,
-                                            const uint8_t *profile_id,
-                                            size_t n,
-                                            kvexact_error **err);
-
-/**
- * Writes the profile document as compact UTF-8 JSON, no NUL: the parsed and validated
- * `<profile-id>.yaml` (docs/contracts/registry.md §2) serialized again, with the same camelCase keys
- * (`profileId`, `baseModel`, `engineQuirks`, `renderPolicy` …) and optional keys the document
- * leaves out omitted. It is not the file's bytes (comments, key order and YAML formatting
- * are gone) and adds nothing resolved at load (no artifact bytes, paths or BOS id).
- *
- * Size query and statuses as `kvexact_registry_discovery_json` (NULL `profile` →
- * `KVEXACT_ERR_NULL_ARGUMENT`).
- *
- * # Safety
- * `profile` is NULL or a live profile handle; `buf` is NULL or valid for `cap` writes; `len`
- * is NULL or valid for one write.
- */
-kvexact_status kvexact_profile_json(const kvexact_profile *profile,
-                                    uint8_t *buf,
-                                    size_t cap,
-                                    size_t *len);
-
-/**
- * Rule admission (docs/contracts/registry.md §9.4, §2 `modelType`): may a strict rule that serves
- * `model` (the rule's `model_name`, `model_len` bytes of UTF-8, no NUL needed) through
- * `api_mode` (`KVEXACT_API_BOTH` 0, `KVEXACT_API_COMPLETIONS` 1, `KVEXACT_API_CHAT` 2) on the
- * engine contract `contract_id` (NUL-terminated, e.g. `"vllm-kv-map-v2"`,
- * `"sglang-kv-rank-v1"`, `"trtllm-kv-http-v1"`) bind this profile?
- *
- * Returns `KVEXACT_OK`, or `KVEXACT_ERR_PROFILE` with an error object whose code is the rule
- * that refused and whose message starts with it (`"<rule>: <detail>"`); first hit wins:
- * `"model_name_empty"`, `"model_not_served"` (not `baseModel` nor, with `aliasPolicy: list`,
- * an allowed alias; compared by slug like `kvexact_profile_by_model`),
- * `"contracts_unavailable"`, `"unknown_contract"`, `"contract_no_kv_plane"` (llama.cpp),
- * `"surface_not_supported"` (a served surface not in `supportedApis`), `"renderer_missing"`
- * (chat without a compilable template), `"engine_renderer"` (chat for `gpt_oss` on vLLM or
- * TensorRT-LLM, `mistral3` on vLLM or SGLang), `"quirk_incompatible"`,
- * `"tokenizer_unloadable"`, `"encoder_unbuildable"`. Also `KVEXACT_ERR_NULL_ARGUMENT` and
- * `KVEXACT_ERR_INVALID_ARGUMENT` (`api_mode` out of range, `model` or `contract_id` not
- * UTF-8).
- *
- * Improvement on §6.2: the refusal status is the gateway's `KVEXACT_ERR_PROFILE` (-3) for
- * every rule, and the rule is the machine-readable error code instead of being only inside
- * the message text. Rule-level checks that need the rule itself (`kvExactMode`, P/D, the vLLM
- * none-hash seed) stay with the caller.
- *
- * Builds the encoder `kvexact_encoder_new` would build, then drops it: milliseconds to a
- * second; call it at rule create/replace, not per request.
- *
- * Ownership: the caller owns `*err` (free with `kvexact_error_free`); `model` and
- * `contract_id` are only read during the call.
- *
- * # Safety
- * `profile` is NULL or a live profile handle; `model` is valid for `model_len` bytes;
- * `contract_id` is NULL or NUL-terminated; `err` is NULL or valid for one write.
- */
-kvexact_status kvexact_profile_admit(const kvexact_profile *profile,
-                                     const uint8_t *model,
-                                     size_t model_len,
-                                     const char *contract_id,
-                                     kvexact_api_mode api_mode,
-                                     kvexact_error **err);
-
-/**
- * The counters of `encoder`'s segment cache (zero with `enabled = 0` when it has none, e.g.
- * built with `KVEXACT_OPTION_NO_CACHE`) written to `*stats`, whose `struct_size` the caller
- * sets. Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT` or `KVEXACT_ERR_INVALID_ARGUMENT`
- * (`struct_size` too small); `*stats` is written only on success. Locks each of the cache's
- * 16 shards in turn: for metrics, not for every request.
- *
- * # Safety
- * `encoder` is NULL or a live encoder; `stats` is NULL or valid for its `struct_size` bytes.
- */
-kvexact_status kvexact_encoder_cache_stats(const kvexact_encoder *encoder,
-                                           kvexact_cache_stats *stats);
-
-/**
- * The counters of `hasher`'s prefix-chain cache (shared with every hasher made with
- * `share_cache_with` pointing at it, or at a hasher sharing it), as
- * `kvexact_encoder_cache_stats`.
- *
- * # Safety
- * `hasher` is NULL or a live hasher; `stats` is NULL or valid for its `struct_size` bytes.
- */
-kvexact_status kvexact_hasher_cache_stats(const kvexact_hasher *hasher, kvexact_cache_stats *stats);
-
-/**
- * Empties `encoder`'s segment cache (the counters are kept; nothing changes in any result).
- * A no-op for an encoder without one. Returns `KVEXACT_OK` or `KVEXACT_ERR_NULL_ARGUMENT`.
- *
- * # Safety
- * `encoder` is NULL or a live encoder.
- */
-kvexact_status kvexact_encoder_cache_clear(const kvexact_encoder *encoder);
-
-/**
- * Empties `hasher`'s prefix-chain cache — for every hasher sharing it — keeping the
- * counters. A no-op for a hasher without one. Returns `KVEXACT_OK` or
- * `KVEXACT_ERR_NULL_ARGUMENT`.
- *
- * # Safety
- * `hasher` is NULL or a live hasher.
- */
-kvexact_status kvexact_hasher_cache_clear(const kvexact_hasher *hasher);
-
-/**
- * The gateway's hot path in one call: the strict refusal scan of the raw chat request
- * `body` (or the lifted path, for an encoder with lifted codes), the render at `now_unix_ms`
- * (UTC), tokenization into `ids_out` (at most `max_ids` ids, the rest cut as
- * `kvexact_encode_chat` cuts them), then the block hashes of the ids written into
- * `hashes_out` (full blocks only, at most `max_blocks`: the routing keys an engine can
- * hold). Neither the body nor the ids are copied on the way: the body is parsed in place,
- * the ids are written once into `ids_out` and hashed from there. With the encoder's segment
- * cache, the segments of earlier turns are found instead of re-encoded; with the hasher's
- * prefix-chain cache, the chain resumes after the longest prefix already hashed.
- *
- * Exactly what `kvexact_encode_chat(encoder, body, len, now_unix_ms, ids_out, max_ids,
- * refusal_out)` followed by `kvexact_block_hashes_u64(hasher, ids_out, n, 1, hashes_out,
- * max_blocks)` give, id for id and hash for hash, whatever the caches hold.
- *
- * On success returns `KVEXACT_OK`, with the counts in `*n_ids` and `*n_blocks`. Otherwise a
- * negative status as `kvexact_encode_chat` (`KVEXACT_ERR_UNSUPPORTED` with the refusal in
- * `*refusal_out`, `KVEXACT_ERR_REQUEST`, `KVEXACT_ERR_RENDERER`, `KVEXACT_ERR_TOKENIZER`)
- * or `kvexact_block_hashes_u64` (`KVEXACT_ERR_INVALID_ARGUMENT` for a pickle-serialised
- * block that does not fit a frame), `KVEXACT_ERR_NULL_ARGUMENT` (`encoder`, `hasher`,
- * `n_ids` or `n_blocks` NULL, a NULL buffer with a non-zero capacity), with an error object
- * in `*err` when `err` is not NULL. `*n_ids` and `*n_blocks` are written only on success;
- * `hashes_out` too, and `ids_out` too except after a hashing failure (which only the pickle
- * algorithms can have, once the ids are known: then `ids_out` holds them).
- *
- * `refusal_out` may be NULL; when not NULL it is always written, as by
- * `kvexact_encode_chat`.
- *
- * Thread safety: any number of threads may call it at once on one encoder and one hasher.
- *
- * Ownership: every buffer is borrowed for the call; the caller owns `*err`.
- *
- * # Safety
- * `encoder` and `hasher` are NULL or live handles; `body` is valid for `len` bytes;
- * `ids_out` for `max_ids` writes and `hashes_out` for `max_blocks` writes (not aliasing each
- * other); `n_ids`, `n_blocks`, `refusal_out` and `err` are NULL or valid for one write.
- */
-kvexact_status kvexact_route_keys(const kvexact_encoder *encoder,
-                                  const kvexact_hasher *hasher,
-                                  const uint8_t *body,
-                                  size_t len,
-                                  int64_t now_unix_ms,
-                                  uint32_t *ids_out,
-                                  size_t max_ids,
-                                  uint64_t *hashes_out,
-                                  size_t max_blocks,
-                                  size_t *n_ids,
-                                  size_t *n_blocks,
-                                  kvexact_refusal *refusal_out,
-                                  kvexact_error **err);
-
-/**
- * `kvexact_route_keys` for `n` requests in one call (a burst), one after the other on the
- * calling thread, with caller-owned buffers in fixed slots:
- *
- * * request `i`'s ids go to `ids_out + i * max_ids` (at most `max_ids` of them), its hashes
- *   to `hashes_out + i * max_blocks` (at most `max_blocks`), so `ids_out` holds
- *   `n * max_ids` ids and `hashes_out` `n * max_blocks` hashes;
- * * `results[i]` receives request `i`'s status, refusal and counts; a request's result is
- *   exactly what `kvexact_route_keys` with the same arguments gives (one request's failure
- *   affects no other), and the slots of a request that failed hold unspecified values.
- *
- * Returns `KVEXACT_OK` when the arguments are valid (whatever each request's outcome: read
- * `results`), or, with nothing written anywhere, `KVEXACT_ERR_NULL_ARGUMENT` (a NULL handle,
- * `requests` or `results` NULL with `n > 0`, a NULL buffer with a non-zero size) or
- * `KVEXACT_ERR_INVALID_ARGUMENT` (`n * max_ids` or `n * max_blocks` overflows), with an error
- * object in `*err` when `err` is not NULL.
- *
- * Ownership: `requests`, their bodies and every buffer are borrowed for the call; the caller
- * owns `*err`.
- *
- * # Safety
- * `encoder` and `hasher` are NULL or live handles; `requests` is NULL or valid for `n` reads,
- * each body valid for its `len` bytes; `results` is NULL or valid for `n` writes; `ids_out`
- * is NULL or valid for `n * max_ids` writes and `hashes_out` for `n * max_blocks` writes;
- * `err` is NULL or valid for one write.
- */
-kvexact_status kvexact_route_keys_batch(const kvexact_encoder *encoder,
-                                        const kvexact_hasher *hasher,
-                                        const kvexact_route_request *requests,
-                                        size_t n,
-                                        uint32_t *ids_out,
-                                        size_t max_ids,
-                                        uint64_t *hashes_out,
-                                        size_t max_blocks,
-                                        kvexact_route_result *results,
-                                        kvexact_error **err);
-
-/**
- * The stable lower-case name of a status (`"ok"`, `"request"`, `"null_argument"` …), or
- * `"unrecognized_status"` for a value libkvexact does not define.
- *
- * Ownership: the string is static; never free it.
- */
-const char *kvexact_status_name(kvexact_status status);
 
 #ifdef __cplusplus
 }  // extern "C"

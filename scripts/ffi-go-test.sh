@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the Go module's checks against libkvexact, offline: go vet and go test (tests and
 # Example functions) in go/, then go vet and a run of the example program in examples/go
-# (which imports the module through a replace directive).
+# (which imports the module through a replace directive), whose output must equal
+# examples/encode_and_hash.out.
 # Needs Go >= 1.19 (Debian: apt-get install -y golang-go) and pkg-config.
 # The module finds libkvexact with `#cgo pkg-config: kvexact`; this script writes a kvexact.pc
 # that points at include/ and at a directory holding only libkvexact.a (so the tests link it
@@ -32,4 +33,9 @@ go vet ./...
 go test -count=1 "$@" ./...
 cd "$ROOT/examples/go"
 go vet ./...
-go run . "$ROOT/testdata/registry" Qwen/Qwen3-0.6B
+# Its output must be examples/encode_and_hash.out, which the C example prints too.
+go build -o "$gotmp/encode-and-hash" .
+"$gotmp/encode-and-hash" "$ROOT/testdata/registry" Qwen/Qwen3-0.6B >"$gotmp/encode-and-hash.out"
+cat "$gotmp/encode-and-hash.out"
+diff -u "$ROOT/examples/encode_and_hash.out" "$gotmp/encode-and-hash.out"
+echo "examples/go: output as examples/encode_and_hash.out"

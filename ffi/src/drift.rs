@@ -1,6 +1,7 @@
 //! Drift caught in production (`kvprobe::drift`): a verifier per endpoint that re-derives every
 //! block hash the engine publishes in its KV events, with counters, the verdict and its
-//! evidence, and a Prometheus text exposition of the counters.
+//! evidence, and a Prometheus text exposition of the counters (rendered by
+//! `kvprobe::drift::metrics`).
 //!
 //! The verifier decodes the raw event bytes itself, with the exact event schema of the engine
 //! release it was built for (as `kvexact_event_decoder_new_for_contract` does), because the
@@ -16,26 +17,27 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, CStr};
-use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use kvhash::events::{decode_frames_schema, decode_json, decode_payload_schema, EventBatch};
 use kvhash::events::{EventSchema, Limits, Transport};
 use kvprobe::contract::{self, Contract, HashContract};
+use kvprobe::drift::metrics::{DriftMetrics, Exposition, LabelError, SeriesLabels};
 use kvprobe::drift::{
-    map_bytes, DriftConfig, DriftPolicy, MismatchKind, PredictionConfig, Unverifiable, Verdict,
-    Verifier,
+    map_bytes, DriftConfig, DriftPolicy, PredictionConfig, Unverifiable, Verdict, Verifier,
 };
 
 use crate::enums::kvexact_hash_algo;
-use crate::error::{kvexact_error, Failure};
+use crate::error::boundary_err;
+use crate::error::kvexact_error;
+use crate::failure::Failure;
 use crate::handle::{
     box_free, box_into_raw, box_ref, copy_out, in_c_str, in_slice, in_str, out_param, out_slice,
     BoxHandle,
 };
 use crate::hasher::seed_arg;
-use crate::panic::{boundary, boundary_err};
+use crate::panic::boundary;
 use crate::probe::{finding_to_c, kvexact_finding};
 use crate::status::{kvexact_status, KVEXACT_ERR_PANIC, KVEXACT_ERR_UNKNOWN, KVEXACT_OK};
 
@@ -330,6 +332,11 @@ impl DriftVerifier {
 }
 
 impl State {
+    /// The numbers the Prometheus exposition reads (`kvprobe::drift::metrics`).
+    fn metrics(&self) -> DriftMetrics {
+        DriftMetrics::new(&self.verifier.report(), self.undecodable)
+    }
+
     /// The counters as the C struct (with `struct_size` this library's size).
     fn counters(&self) -> kvexact_drift_counters {
         let v = &self.verifier;
@@ -956,245 +963,6 @@ pub unsafe extern "C" fn kvexact_drift_report_json(
 // ---------------------------------------------------------------------------------------------
 // Prometheus
 
-/// Label names the exposition sets itself.
-const RESERVED_LABELS: &[&str] = &["release", "kind", "reason", "outcome"];
-
-/// Whether `name` is a Prometheus label name a caller may set (`[a-zA-Z_][a-zA-Z0-9_]*`, not
-/// starting with `__`).
-fn label_name_ok(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    matches!(bytes.next(), Some(b'a'..=b'z' | b'A'..=b'Z' | b'_'))
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        && !name.starts_with("__")
-}
-
-/// Appends `value` escaped for a label value of the text format (`\\`, `\"`, `\n`).
-fn escape_into(out: &mut String, value: &str) {
-    for ch in value.chars() {
-        match ch {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
-
-/// One series' snapshot: its rendered labels (`a="x",b="y"`, no braces) and counters.
-struct Snapshot {
-    labels: String,
-    c: kvexact_drift_counters,
-}
-
-/// The samples of one snapshot in a family: `(extra label, value)` pairs.
-type Samples = Vec<(Option<(&'static str, &'static str)>, u64)>;
-
-/// A metric family: name, type, help, and the samples of one snapshot (`(extra label, value)`).
-struct Family {
-    name: &'static str,
-    kind: &'static str,
-    help: &'static str,
-    /// Only for verifiers with prediction tracking.
-    predictions: bool,
-    samples: fn(&kvexact_drift_counters) -> Samples,
-}
-
-/// Every metric family of the exposition, in output order.
-fn families() -> Vec<Family> {
-    fn one(v: u64) -> Samples {
-        vec![(None, v)]
-    }
-    vec![
-        Family {
-            name: "kvexact_drift_batches_total",
-            kind: "counter",
-            help: "KV-event batches fed to the drift verifier (ZMQ messages or drained bodies).",
-            predictions: false,
-            samples: |c| one(c.batches),
-        },
-        Family {
-            name: "kvexact_drift_undecodable_total",
-            kind: "counter",
-            help: "Inputs that did not decode under the release's event schema (not verified).",
-            predictions: false,
-            samples: |c| one(c.undecodable),
-        },
-        Family {
-            name: "kvexact_drift_events_total",
-            kind: "counter",
-            help: "KV events fed, by kind.",
-            predictions: false,
-            samples: |c| {
-                vec![
-                    (Some(("kind", "stored")), c.stored_events),
-                    (Some(("kind", "removed")), c.removed_events),
-                    (Some(("kind", "cleared")), c.cleared_events),
-                    (Some(("kind", "other")), c.other_events),
-                ]
-            },
-        },
-        Family {
-            name: "kvexact_drift_blocks_total",
-            kind: "counter",
-            help: "Stored blocks seen (one per published hash).",
-            predictions: false,
-            samples: |c| one(c.blocks_seen),
-        },
-        Family {
-            name: "kvexact_drift_blocks_rederived_total",
-            kind: "counter",
-            help: "Stored blocks whose hash was re-derived from the event and compared.",
-            predictions: false,
-            samples: |c| one(c.rederived),
-        },
-        Family {
-            name: "kvexact_drift_blocks_matched_total",
-            kind: "counter",
-            help: "Re-derived blocks whose hash equals the published one.",
-            predictions: false,
-            samples: |c| one(c.matched),
-        },
-        Family {
-            name: "kvexact_drift_blocks_mismatched_total",
-            kind: "counter",
-            help: "Blocks that are evidence of drift, by kind of evidence.",
-            predictions: false,
-            samples: |c| {
-                MismatchKind::ALL
-                    .iter()
-                    .map(|k| {
-                        let v = match k {
-                            MismatchKind::Root => c.mismatched_root,
-                            MismatchKind::Chained => c.mismatched_chained,
-                            MismatchKind::BlockSize => c.mismatched_block_size,
-                            MismatchKind::Keys => c.mismatched_keys,
-                        };
-                        (Some(("kind", k.as_str())), v)
-                    })
-                    .collect()
-            },
-        },
-        Family {
-            name: "kvexact_drift_blocks_unverifiable_total",
-            kind: "counter",
-            help: "Stored blocks that could not be re-derived, by reason (never a guess).",
-            predictions: false,
-            samples: |c| {
-                SLOTS
-                    .iter()
-                    .zip(c.unverifiable_by_reason)
-                    .map(|((r, _), v)| (Some(("reason", r.as_str())), v))
-                    .collect()
-            },
-        },
-        Family {
-            name: "kvexact_drift_blocks_consequences_total",
-            kind: "counter",
-            help: "Stored blocks chained on a mismatched block (consequences of the evidence, not re-derivable).",
-            predictions: false,
-            samples: |c| one(c.consequences),
-        },
-        Family {
-            name: "kvexact_drift_unverifiable",
-            kind: "gauge",
-            help: "1 when the verdict is unverifiable (no stored block seen, or fewer than half re-derived), else 0.",
-            predictions: false,
-            samples: |c| one(u64::from(c.verdict == KVEXACT_DRIFT_VERDICT_UNVERIFIABLE as u64)),
-        },
-        Family {
-            name: "kvexact_drift_detected",
-            kind: "gauge",
-            help: "1 when the verdict is drift (readiness reason hash_drift), else 0.",
-            predictions: false,
-            samples: |c| one(c.drift),
-        },
-        Family {
-            name: "kvexact_drift_map_entries",
-            kind: "gauge",
-            help: "Entries of the verifier's published hash to digest map.",
-            predictions: false,
-            samples: |c| one(c.map_entries),
-        },
-        Family {
-            name: "kvexact_drift_map_capacity",
-            kind: "gauge",
-            help: "Most entries the verifier's map holds.",
-            predictions: false,
-            samples: |c| one(c.map_capacity),
-        },
-        Family {
-            name: "kvexact_drift_map_evictions_total",
-            kind: "counter",
-            help: "Entries evicted from the verifier's map.",
-            predictions: false,
-            samples: |c| one(c.map_evictions),
-        },
-        Family {
-            name: "kvexact_drift_predicted_hashes_total",
-            kind: "counter",
-            help: "Block hashes predicted for requests routed to the endpoint.",
-            predictions: true,
-            samples: |c| one(c.predicted),
-        },
-        Family {
-            name: "kvexact_drift_predictions_resolved_total",
-            kind: "counter",
-            help: "Predicted hashes resolved, by outcome (already_stored, stored_within, \
-                   expired, dropped).",
-            predictions: true,
-            samples: |c| {
-                vec![
-                    (
-                        Some(("outcome", "already_stored")),
-                        c.predicted_already_stored,
-                    ),
-                    (
-                        Some(("outcome", "stored_within")),
-                        c.predicted_stored_within,
-                    ),
-                    (Some(("outcome", "expired")), c.predicted_expired),
-                    (Some(("outcome", "dropped")), c.predicted_dropped),
-                ]
-            },
-        },
-        Family {
-            name: "kvexact_drift_predictions_pending",
-            kind: "gauge",
-            help: "Predicted hashes not yet stored nor expired.",
-            predictions: true,
-            samples: |c| one(c.predicted_pending),
-        },
-    ]
-}
-
-/// The exposition of `snaps`, grouped by metric family.
-fn exposition(snaps: &[Snapshot]) -> String {
-    let mut out = String::new();
-    for f in families() {
-        let with: Vec<&Snapshot> = snaps
-            .iter()
-            .filter(|s| !f.predictions || s.c.predictions != 0)
-            .collect();
-        if with.is_empty() {
-            continue;
-        }
-        let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
-        let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind);
-        for s in with {
-            for (extra, value) in (f.samples)(&s.c) {
-                out.push_str(f.name);
-                out.push('{');
-                out.push_str(&s.labels);
-                if let Some((k, v)) = extra {
-                    let _ = write!(out, ",{k}=\"{v}\"");
-                }
-                let _ = writeln!(out, "}} {value}");
-            }
-        }
-    }
-    out
-}
-
 /// Writes the Prometheus text exposition (format 0.0.4, `text/plain; version=0.0.4`) of the
 /// counters of `n_series` verifiers, one series set per verifier, grouped by metric family
 /// (each with its `# HELP` and `# TYPE` once), so that the verifiers of every endpoint go into
@@ -1246,59 +1014,21 @@ pub unsafe extern "C" fn kvexact_drift_prometheus(
             let len = out_param(len, "len")?;
             let buf = out_slice(buf, cap, "buf")?;
             let series = in_slice(series, n_series, "series")?;
-            let mut snaps: Vec<Snapshot> = Vec::with_capacity(series.len());
+            let invalid = |e: LabelError| Failure::invalid(e.argument(), e);
+            let mut text = Exposition::new();
             for (i, s) in series.iter().enumerate() {
                 let v = box_ref(s.verifier, "series[].verifier")?;
                 let labels = in_slice(s.labels, s.n_labels, "series[].labels")?;
-                let mut rendered = String::new();
-                let mut names: Vec<&str> = Vec::with_capacity(labels.len());
+                let mut checked = SeriesLabels::new(i);
                 for l in labels {
                     let name = in_str(l.name, l.name_len, "series[].labels[].name")?;
                     let value = in_str(l.value, l.value_len, "series[].labels[].value")?;
-                    if !label_name_ok(name) {
-                        return Err(Failure::invalid(
-                            "series[].labels[].name",
-                            format_args!("{name:?} is not a Prometheus label name"),
-                        ));
-                    }
-                    if RESERVED_LABELS.contains(&name) {
-                        return Err(Failure::invalid(
-                            "series[].labels[].name",
-                            format_args!("{name:?} is set by the exposition itself"),
-                        ));
-                    }
-                    if names.contains(&name) {
-                        return Err(Failure::invalid(
-                            "series[].labels",
-                            format_args!("series {i}: label {name:?} given twice"),
-                        ));
-                    }
-                    names.push(name);
-                    let _ = write!(rendered, "{name}=\"");
-                    escape_into(&mut rendered, value);
-                    rendered.push_str("\",");
+                    checked.push(name, value).map_err(invalid)?;
                 }
-                let c = v.lock()?.counters();
-                let _ = write!(rendered, "release=\"");
-                escape_into(&mut rendered, v.release_id);
-                rendered.push('"');
-                if snaps.iter().any(|s| s.labels == rendered) {
-                    return Err(Failure::invalid(
-                        "series",
-                        format_args!("series {i} repeats the labels of an earlier one"),
-                    ));
-                }
-                snaps.push(Snapshot {
-                    labels: rendered,
-                    c,
-                });
+                let metrics = v.lock()?.metrics();
+                text.add(checked, v.release_id, metrics).map_err(invalid)?;
             }
-            copy_out(
-                exposition(&snaps).as_bytes(),
-                buf,
-                len,
-                "Prometheus exposition",
-            )
+            copy_out(text.render().as_bytes(), buf, len, "Prometheus exposition")
         })
     }
 }
@@ -1321,18 +1051,5 @@ mod tests {
             let (_, name) = slot.unwrap_or_else(|| panic!("{r} has no counter slot: append one"));
             assert_eq!(name.to_str().unwrap(), r.as_str());
         }
-    }
-
-    #[test]
-    fn label_names() {
-        for ok in ["endpoint", "_x", "a1_B"] {
-            assert!(label_name_ok(ok), "{ok}");
-        }
-        for bad in ["", "1a", "a-b", "__x", "é"] {
-            assert!(!label_name_ok(bad), "{bad}");
-        }
-        let mut s = String::new();
-        escape_into(&mut s, "a\\b\"c\nd");
-        assert_eq!(s, "a\\\\b\\\"c\\nd");
     }
 }

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use kvtemplate::{Encoder, Outcome, Refusal, RefusalSet, ScratchBuf};
 
 use crate::enums::KVEXACT_OPTION_NO_CACHE;
-use crate::error::{kvexact_error, Failure};
+use crate::error::boundary_err;
+use crate::error::kvexact_error;
+use crate::failure::Failure;
 use crate::handle::{
     arc_clone, arc_free, arc_into_raw, arc_ref, in_c_str, in_slice, out_param, out_slice,
     versioned_in, ArcHandle,
 };
-use crate::panic::{boundary, boundary_err};
+use crate::panic::boundary;
 use crate::refusal::{kvexact_refusal, KVEXACT_REFUSAL_NONE, KVEXACT_REFUSAL_TEMPLATE_RAISED};
 use crate::registry::{kvexact_profile, ProfileView};
 use crate::status::{

@@ -4,7 +4,7 @@
 //!
 //! Every enumeration is an integer typedef with `#define`d values rather than a C enum, so that
 //! its size is fixed and an out-of-range value from C is `KVEXACT_ERR_INVALID_ARGUMENT` instead
-//! of undefined behaviour. This module depends on nothing but [`crate::error`], so that the
+//! of undefined behaviour. This module depends on nothing but [`crate::failure`], so that the
 //! handle modules (registry, encoder, hasher, probes, contracts) can all use it without
 //! importing one another.
 
@@ -12,7 +12,7 @@ use kvprobe::fixtures::ApiMode;
 use kvprobe::Engine;
 use kvprofile_core::{Api, HashAlgorithm};
 
-use crate::error::Failure;
+use crate::failure::Failure;
 
 // ---------------------------------------------------------------------------------------------
 // Engines

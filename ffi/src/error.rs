@@ -6,12 +6,14 @@
 //! to the registry root. The caller owns the object and frees it with `kvexact_error_free`.
 //! There is no thread-local "last error": a goroutine may change OS thread between two calls.
 
-use std::borrow::Cow;
 use std::ffi::{c_char, CString};
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::failure::Failure;
 use crate::handle::{box_free, box_into_raw, box_ref, BoxHandle};
-use crate::panic::boundary;
-use crate::status::{self, kvexact_status};
+use crate::panic::{boundary, FfiReturn};
+use crate::status::kvexact_status;
 
 /// An error returned through a `kvexact_error **err` out-parameter. Opaque; owned by the
 /// caller, who frees it with `kvexact_error_free`. Read it with `kvexact_error_status`,
@@ -19,82 +21,6 @@ use crate::status::{self, kvexact_status};
 /// threads by libkvexact; reading it from several threads at once is safe.
 pub struct kvexact_error {
     _private: [u8; 0],
-}
-
-/// What a failing entry point reports: the status it returns and the contents of the error
-/// object it writes when the caller asked for one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// The negative status the entry point returns.
-    pub status: kvexact_status,
-    /// The machine code, stable across releases (`"null_argument"`, `"INSECURE_MODE"` …).
-    pub code: Cow<'static, str>,
-    /// A message for operators.
-    pub message: String,
-    /// The file concerned, relative to the registry root, when there is one.
-    pub path: Option<String>,
-}
-
-impl Failure {
-    /// A failure whose code is the status's own name.
-    pub fn new(status: kvexact_status, message: impl Into<String>) -> Self {
-        Failure {
-            status,
-            code: Cow::Borrowed(status::name(status)),
-            message: message.into(),
-            path: None,
-        }
-    }
-
-    /// A failure with a finer machine code than the status name.
-    pub fn with_code(
-        status: kvexact_status,
-        code: impl Into<Cow<'static, str>>,
-        message: impl Into<String>,
-    ) -> Self {
-        Failure {
-            status,
-            code: code.into(),
-            message: message.into(),
-            path: None,
-        }
-    }
-
-    /// Attaches the registry-relative path of the file concerned.
-    pub fn at_path(mut self, path: impl Into<String>) -> Self {
-        self.path = Some(path.into());
-        self
-    }
-
-    /// A required pointer argument named `arg` was NULL.
-    pub fn null(arg: &str) -> Self {
-        Failure::new(
-            status::KVEXACT_ERR_NULL_ARGUMENT,
-            format!("argument `{arg}` is NULL"),
-        )
-    }
-
-    /// The argument named `arg` is out of range; `why` says how.
-    pub fn invalid(arg: &str, why: impl std::fmt::Display) -> Self {
-        Failure::new(
-            status::KVEXACT_ERR_INVALID_ARGUMENT,
-            format!("argument `{arg}`: {why}"),
-        )
-    }
-
-    /// A panic was caught; `payload` is the panic payload, used for the message when it is a
-    /// string.
-    pub fn panic(payload: &(dyn std::any::Any + Send)) -> Self {
-        let what = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "non-string panic payload".to_string());
-        Failure::new(
-            status::KVEXACT_ERR_PANIC,
-            format!("internal error (caught panic): {what}"),
-        )
-    }
 }
 
 /// The Rust contents of a `kvexact_error`.
@@ -140,6 +66,25 @@ pub(crate) unsafe fn write_error(err: *mut *mut kvexact_error, failure: &Failure
     let obj = box_into_raw::<kvexact_error>(ErrorData::from(failure));
     // SAFETY: the caller guarantees `err` is valid for writes when not NULL.
     unsafe { err.write(obj) };
+}
+
+/// Like [`boundary`], and on failure (or panic) also writes a new error
+/// object into `*err` when `err` is not NULL. On success `*err` is not written.
+///
+/// # Safety
+/// `err` is NULL or valid for one pointer write.
+pub unsafe fn boundary_err<R: FfiReturn>(
+    err: *mut *mut kvexact_error,
+    body: impl FnOnce() -> Result<R, Failure>,
+) -> R {
+    let failure = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(value)) => return value,
+        Ok(Err(failure)) => failure,
+        Err(payload) => Failure::panic(payload.as_ref()),
+    };
+    // Building the error object allocates; guard it too so nothing can unwind out.
+    let _ = catch_unwind(AssertUnwindSafe(|| unsafe { write_error(err, &failure) }));
+    R::on_failure(&failure)
 }
 
 /// The status the failing call returned, or `KVEXACT_ERR_NULL_ARGUMENT` when `err` is NULL.
@@ -232,7 +177,27 @@ impl OrEmpty for *const c_char {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status;
     use std::ffi::CStr;
+
+    #[test]
+    fn panic_becomes_status_and_error_object() {
+        let mut err: *mut kvexact_error = std::ptr::null_mut();
+        let r: kvexact_status = unsafe { boundary_err(&mut err, || panic!("boom {}", 1)) };
+        assert_eq!(r, status::KVEXACT_ERR_PANIC);
+        assert!(!err.is_null());
+        let msg = unsafe { CStr::from_ptr(kvexact_error_message(err)) };
+        assert!(msg.to_string_lossy().contains("boom 1"));
+        unsafe { kvexact_error_free(err) };
+    }
+
+    #[test]
+    fn success_leaves_err_untouched() {
+        let mut err: *mut kvexact_error = std::ptr::NonNull::dangling().as_ptr();
+        let r: kvexact_status = unsafe { boundary_err(&mut err, || Ok(status::KVEXACT_OK)) };
+        assert_eq!(r, status::KVEXACT_OK);
+        assert_eq!(err, std::ptr::NonNull::dangling().as_ptr());
+    }
 
     #[test]
     fn error_object_round_trip() {

@@ -16,11 +16,15 @@ use kvhash::trtllm::TrtllmHasher;
 use kvhash::BlockHasher;
 use kvprobe::challenge::rehash_trt_block;
 
-use crate::error::{kvexact_error, Failure};
+use crate::contract::contract_arg;
+use crate::error::boundary_err;
+use crate::error::kvexact_error;
+use crate::failure::Failure;
 use crate::handle::{
     arc_ref, box_free, box_into_raw, box_mut, in_c_str, in_slice, out_param, BoxHandle,
 };
-use crate::panic::{boundary, boundary_err};
+use crate::hasher::kvexact_hasher;
+use crate::panic::boundary;
 use crate::status::{
     kvexact_status, KVEXACT_ERR_EVENT_DECODE, KVEXACT_ERR_EVENT_SCHEMA, KVEXACT_OK,
 };
@@ -126,10 +130,10 @@ pub struct EventDecoder {
 
 /// Most bytes of C-visible storage (hashes, token ids, `kvexact_event`s) one decoded batch may
 /// fill: 64 MiB.
-pub const STORAGE_BUDGET: usize = 64 << 20;
+pub const KVEXACT_EVENT_STORAGE_BUDGET: usize = 64 << 20;
 
 /// Storage a decoder keeps reserved between calls after a larger batch: 1 MiB per vector.
-pub const RETAINED_BYTES: usize = 1 << 20;
+pub const KVEXACT_EVENT_RETAINED_BYTES: usize = 1 << 20;
 
 impl BoxHandle for kvexact_event_decoder {
     type Inner = EventDecoder;
@@ -204,8 +208,8 @@ impl EventDecoder {
     ///
     /// Memory: the decoded model is bounded by [`Limits::max_decoded_bytes`]; the C-visible
     /// storage is sized exactly for the batch before it is filled, charged against
-    /// [`STORAGE_BUDGET`] (over it: `decode_error`, nothing filled), and what a large batch
-    /// left is released at the next call (at most [`RETAINED_BYTES`] stays reserved).
+    /// [`KVEXACT_EVENT_STORAGE_BUDGET`] (over it: `decode_error`, nothing filled), and what a large batch
+    /// left is released at the next call (at most [`KVEXACT_EVENT_RETAINED_BYTES`] stays reserved).
     fn decode(&mut self, payload: &[u8]) -> Result<Option<u32>, Failure> {
         self.release();
         let batch = match self.schema.format().transport() {
@@ -256,21 +260,21 @@ impl EventDecoder {
         Ok(batch.rank)
     }
 
-    /// Empties the storage, keeping at most [`RETAINED_BYTES`] of it reserved.
+    /// Empties the storage, keeping at most [`KVEXACT_EVENT_RETAINED_BYTES`] of it reserved.
     fn release(&mut self) {
         self.hashes.clear();
         self.tokens.clear();
         self.events.clear();
         self.hashes
-            .shrink_to(RETAINED_BYTES / std::mem::size_of::<u64>());
+            .shrink_to(KVEXACT_EVENT_RETAINED_BYTES / std::mem::size_of::<u64>());
         self.tokens
-            .shrink_to(RETAINED_BYTES / std::mem::size_of::<u32>());
+            .shrink_to(KVEXACT_EVENT_RETAINED_BYTES / std::mem::size_of::<u32>());
         self.events
-            .shrink_to(RETAINED_BYTES / std::mem::size_of::<kvexact_event>());
+            .shrink_to(KVEXACT_EVENT_RETAINED_BYTES / std::mem::size_of::<kvexact_event>());
     }
 
     /// Reserves exactly the storage `events` fill (and returns how many C events they make),
-    /// or refuses when it is over [`STORAGE_BUDGET`].
+    /// or refuses when it is over [`KVEXACT_EVENT_STORAGE_BUDGET`].
     fn reserve_for(&mut self, events: &[Event<'_>]) -> Result<usize, Failure> {
         let (mut n_hashes, mut n_tokens, mut n_events) = (0usize, 0usize, 0usize);
         for ev in events {
@@ -295,13 +299,13 @@ impl EventDecoder {
             .saturating_add(n_events.saturating_mul(
                 std::mem::size_of::<kvexact_event>() + std::mem::size_of::<Span>(),
             ));
-        if bytes > STORAGE_BUDGET {
+        if bytes > KVEXACT_EVENT_STORAGE_BUDGET {
             return Err(Failure::with_code(
                 KVEXACT_ERR_EVENT_DECODE,
                 "decode_error",
                 format!(
                     "the batch's decoded events need {bytes} bytes, over the decoder's \
-                     {STORAGE_BUDGET}-byte budget"
+                     {KVEXACT_EVENT_STORAGE_BUDGET}-byte budget"
                 ),
             ));
         }
@@ -397,7 +401,7 @@ impl EventDecoder {
 /// # Safety
 /// `rehash` is NULL or a live hasher.
 pub(crate) unsafe fn rehash_arg(
-    rehash: *const crate::hasher::kvexact_hasher,
+    rehash: *const kvexact_hasher,
     format: EventFormat,
 ) -> Result<Option<TrtllmHasher>, Failure> {
     if rehash.is_null() {
@@ -450,7 +454,7 @@ pub(crate) unsafe fn rehash_arg(
 #[no_mangle]
 pub unsafe extern "C" fn kvexact_event_decoder_new(
     wire_schema_id: *const c_char,
-    rehash: *const crate::hasher::kvexact_hasher,
+    rehash: *const kvexact_hasher,
     out: *mut *mut kvexact_event_decoder,
     err: *mut *mut kvexact_error,
 ) -> kvexact_status {
@@ -471,6 +475,58 @@ pub unsafe extern "C" fn kvexact_event_decoder_new(
     }
 }
 
+/// Creates an event decoder with the exact KV-event schema of one engine release (the
+/// release named by `contract_id` and `engine_version` as for
+/// `kvexact_hasher_new_for_contract`): the fields, in wire order, that this release writes,
+/// and no others. A payload carrying a field the release never writes (a map key, or an
+/// array of another length) is `KVEXACT_ERR_EVENT_SCHEMA` (`"schema_mismatch"`): the engine
+/// runs another release than its contract says. `kvexact_event_decoder_new` instead takes a
+/// wire schema id and accepts every release of that family. For TensorRT-LLM the release's
+/// schema is its JSON format's (the same as `kvexact_event_decoder_new`'s).
+///
+/// `rehash`: as for `kvexact_event_decoder_new` (NULL, or a TensorRT-LLM hasher for a
+/// TensorRT-LLM release; NULL for vLLM and SGLang).
+///
+/// Returns `KVEXACT_OK` and the decoder in `*out`; otherwise the statuses of
+/// `kvexact_hasher_new_for_contract` for the id and version (`KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`,
+/// `KVEXACT_ERR_CONTRACT_MISMATCH`, `KVEXACT_ERR_NOT_FOUND`, `KVEXACT_ERR_INVALID_ARGUMENT`
+/// with `"CONFIG"` for an ambiguous contract id), `KVEXACT_ERR_INVALID_ARGUMENT` (a release
+/// without KV events; `rehash` not allowed or not a TensorRT-LLM hasher),
+/// `KVEXACT_ERR_NULL_ARGUMENT`, with an error object. `*out` is not written on failure.
+///
+/// Ownership: the caller owns `*out` (free with `kvexact_event_decoder_free`) and `*err`; the
+/// decoder copies `rehash`'s configuration (the caller may free `rehash` right after).
+///
+/// # Safety
+/// `contract_id` and `engine_version` are NULL or NUL-terminated; `rehash` is NULL or a live
+/// hasher; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_event_decoder_new_for_contract(
+    contract_id: *const c_char,
+    engine_version: *const c_char,
+    rehash: *const kvexact_hasher,
+    out: *mut *mut kvexact_event_decoder,
+    err: *mut *mut kvexact_error,
+) -> kvexact_status {
+    unsafe {
+        boundary_err(err, || {
+            let out = out_param(out, "out")?;
+            let c = contract_arg(contract_id, engine_version)?;
+            let schema = c.events().ok_or_else(|| {
+                Failure::invalid(
+                    "contract_id",
+                    format_args!("{} has no KV events", c.release_id()),
+                )
+            })?;
+            let rehash = rehash_arg(rehash, schema.format())?;
+            out.write(box_into_raw::<kvexact_event_decoder>(EventDecoder::new(
+                schema.clone(),
+                rehash,
+            )));
+            Ok(KVEXACT_OK)
+        })
+    }
+}
 /// Decodes one payload: for a ZMQ schema the msgpack frame 2 of a ZMQ message, for a
 /// TensorRT-LLM schema the JSON body of a `POST /kv_cache_events` response (a TensorRT-LLM
 /// `stored` event becomes one `KVEXACT_EVENT_STORED` event per block, in order; `created` and
@@ -562,15 +618,18 @@ mod tests {
         d.decode(&removed_batch(2, 512 << 10)).expect("decodes");
         assert_eq!(d.hashes.len(), 1 << 20);
         assert!(d.hashes.capacity() * 8 >= 8 << 20);
-        // The next (small) batch leaves at most RETAINED_BYTES reserved per vector.
+        // The next (small) batch leaves at most KVEXACT_EVENT_RETAINED_BYTES reserved per vector.
         d.decode(&removed_batch(2, 8)).expect("decodes");
         assert_eq!(d.events.len(), 2);
         assert!(
-            d.hashes.capacity() * 8 <= RETAINED_BYTES,
+            d.hashes.capacity() * 8 <= KVEXACT_EVENT_RETAINED_BYTES,
             "{}",
             d.hashes.capacity()
         );
-        assert!(d.events.capacity() * std::mem::size_of::<kvexact_event>() <= RETAINED_BYTES);
+        assert!(
+            d.events.capacity() * std::mem::size_of::<kvexact_event>()
+                <= KVEXACT_EVENT_RETAINED_BYTES
+        );
     }
 
     #[test]

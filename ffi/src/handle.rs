@@ -9,7 +9,7 @@
 use std::ffi::{c_char, CStr};
 use std::sync::Arc;
 
-use crate::error::Failure;
+use crate::failure::Failure;
 
 /// An opaque C type handed out as `Arc::into_raw(Arc<Inner>)`.
 pub trait ArcHandle {

@@ -1,6 +1,9 @@
-//! Block hashing (docs/contracts/gateway-integration.md §6.4): `kvexact_hasher_new`,
-//! `kvexact_block_hashes_u64`.
+//! Block hashing (docs/contracts/gateway-integration.md §6.4): the hasher's constructors — with
+//! an engine's reference rules (`kvexact_hasher_new`) or with one release's
+//! (`kvexact_hasher_new_for_contract`), each with an options form — and its hash calls
+//! (`kvexact_block_hashes_u64`, `kvexact_block_hashes_strided`).
 
+use std::ffi::c_char;
 use std::sync::Arc;
 
 use kvhash::prefix_cache::PrefixCache;
@@ -8,20 +11,20 @@ use kvhash::sglang::SglangHasher;
 use kvhash::trtllm::TrtllmHasher;
 use kvhash::vllm::{HashAlgo, VllmHasher};
 use kvhash::BlockHasher;
+use kvprobe::contract::HashContract;
 use kvprofile_core::HashAlgorithm;
 
+use crate::contract::{contract_arg, contract_failure};
 use crate::enums::{algorithm_of, kvexact_hash_algo, KVEXACT_OPTION_NO_CACHE};
-use crate::error::{kvexact_error, Failure};
+use crate::error::boundary_err;
+use crate::error::kvexact_error;
+use crate::failure::{hash_failure, Failure};
 use crate::handle::{
     arc_clone, arc_free, arc_into_raw, arc_ref, in_slice, out_param, out_slice, versioned_in,
     ArcHandle,
 };
-use crate::panic::{boundary, boundary_err};
-use crate::status::{
-    kvexact_status, KVEXACT_ERR_HASH_RULE_UNSUPPORTED, KVEXACT_ERR_HASH_UNDEFINED,
-    KVEXACT_ERR_INVALID_ARGUMENT, KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE, KVEXACT_ERR_OVERFLOW,
-    KVEXACT_ERR_PICKLE_TOO_LARGE, KVEXACT_OK,
-};
+use crate::panic::boundary;
+use crate::status::{kvexact_status, KVEXACT_ERR_HASH_UNDEFINED, KVEXACT_ERR_OVERFLOW, KVEXACT_OK};
 
 /// A configured block hasher: algorithm, block size and (vLLM) NONE_HASH seed. Opaque,
 /// immutable and reference-counted: share one pointer between any number of threads; free
@@ -308,28 +311,6 @@ pub(crate) unsafe fn seed_arg<'a>(
     })
 }
 
-/// Maps a kvhash hashing error to a failure, keeping kvhash's message. Each error a caller
-/// acts on differently has its own status (the error code is the status name):
-///
-/// | kvhash error | status |
-/// |---|---|
-/// | `UnreproducibleNoneHash` | `KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE` |
-/// | `PickleTooLarge` | `KVEXACT_ERR_PICKLE_TOO_LARGE` |
-/// | `RuleNotSupported` | `KVEXACT_ERR_HASH_RULE_UNSUPPORTED` |
-/// | `PositionOverflow` | `KVEXACT_ERR_OVERFLOW` |
-/// | any other (block size 0, token id out of range, bad extra keys, …) | `KVEXACT_ERR_INVALID_ARGUMENT` |
-pub(crate) fn hash_failure(e: kvhash::Error) -> Failure {
-    use kvhash::Error as E;
-    let status = match &e {
-        E::UnreproducibleNoneHash { .. } => KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE,
-        E::PickleTooLarge { .. } => KVEXACT_ERR_PICKLE_TOO_LARGE,
-        E::RuleNotSupported { .. } => KVEXACT_ERR_HASH_RULE_UNSUPPORTED,
-        E::PositionOverflow => KVEXACT_ERR_OVERFLOW,
-        _ => KVEXACT_ERR_INVALID_ARGUMENT,
-    };
-    Failure::new(status, e.to_string())
-}
-
 /// A count as the `int32_t` the ABI returns.
 fn count_i32(n: usize) -> Result<i32, Failure> {
     i32::try_from(n).map_err(|_| Failure::new(KVEXACT_ERR_OVERFLOW, "more than INT32_MAX blocks"))
@@ -419,6 +400,131 @@ pub unsafe extern "C" fn kvexact_hasher_new_with_options(
             let cache = hasher_options(options)?;
             let hasher = Hasher::new(algo, block_size, seed)?.with_cache(cache);
             out.write(arc_into_raw(Arc::new(hasher)));
+            Ok(KVEXACT_OK)
+        })
+    }
+}
+
+/// Creates a hasher with the hashing rules of one engine release (`kvprobe::bridge::hasher`):
+/// vLLM's NONE_HASH rule, extra-key form and look-ahead ability, SGLang's id rules,
+/// TensorRT-LLM's V1 block key. The release is named by `contract_id` (NUL-terminated) and
+/// `engine_version`:
+///
+/// * `engine_version` NULL: `contract_id` is a release id (`"vllm-kv-map-v2-r0.24"`), or a
+///   contract id whose releases all share the rules (`"sglang-kv-rank-v1"`); a contract id
+///   whose releases differ is `KVEXACT_ERR_INVALID_ARGUMENT` (code `"CONFIG"`, the message
+///   naming them): give the version.
+/// * `engine_version` not NULL (NUL-terminated, as the engine reports it): it is resolved as by
+///   `kvexact_contract_resolve`, and the release it names must be `contract_id` or refine the
+///   contract `contract_id`, else `KVEXACT_ERR_CONTRACT_MISMATCH`.
+///
+/// `algo`: a `kvexact_hash_algo` of the release's engine, or
+/// `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT` (`sha256_cbor` for vLLM). `block_size` >= 1. `seed` /
+/// `seed_len`: vLLM's `PYTHONHASHSEED`, with `kvexact_hasher_new`'s convention (`(NULL, 0)`
+/// unset, non-NULL with length 0 the empty string, UTF-8); under NONE_HASH rule A (vLLM
+/// 0.17–0.28) an unset seed is refused for every algorithm, under rule B for the xxhash ones,
+/// because the engine then draws a random NONE_HASH. SGLang and TensorRT-LLM take no seed.
+///
+/// Returns `KVEXACT_OK` and a new reference in `*out`; otherwise a negative status with an
+/// error object (code in parentheses): `KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`
+/// (`"UNKNOWN_ENGINE_VERSION"`), `KVEXACT_ERR_CONTRACT_MISMATCH` (`"CONTRACT_MISMATCH"`),
+/// `KVEXACT_ERR_NOT_FOUND` (`"UNKNOWN_NAME"`: no such contract or release id),
+/// `KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE` (`"none_hash_unreproducible"`: the unset seed above),
+/// `KVEXACT_ERR_HASH_RULE_UNSUPPORTED` (`"hash_rule_unsupported"`: another refusal of the
+/// release's hashing rules), `KVEXACT_ERR_INVALID_ARGUMENT` (`"CONFIG"`: algorithm of another
+/// engine, ambiguous contract id, a release without KV plane; `"invalid_argument"`: unknown
+/// `algo` value, seed not UTF-8 or given to a non-vLLM release, block size 0),
+/// `KVEXACT_ERR_NULL_ARGUMENT`.
+/// `*out` is not written on failure.
+///
+/// The hasher is used exactly like one from `kvexact_hasher_new` (which keeps the reference
+/// rules, vLLM 0.31's, whatever the engine runs), with the same default prefix-chain cache
+/// (`kvexact_hasher_new_for_contract_with_options` sets it).
+///
+/// Ownership: the caller owns `*out` (free with `kvexact_hasher_free`) and `*err` (free with
+/// `kvexact_error_free`); the strings and `seed` are only read during the call.
+///
+/// # Safety
+/// `contract_id` and `engine_version` are NULL or NUL-terminated; `seed` is NULL or valid for
+/// `seed_len` bytes; `out` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_hasher_new_for_contract(
+    contract_id: *const c_char,
+    engine_version: *const c_char,
+    algo: kvexact_hash_algo,
+    block_size: u32,
+    seed: *const u8,
+    seed_len: usize,
+    out: *mut *mut kvexact_hasher,
+    err: *mut *mut kvexact_error,
+) -> kvexact_status {
+    unsafe {
+        kvexact_hasher_new_for_contract_with_options(
+            contract_id,
+            engine_version,
+            algo,
+            block_size,
+            seed,
+            seed_len,
+            std::ptr::null(),
+            out,
+            err,
+        )
+    }
+}
+
+/// `kvexact_hasher_new_for_contract` with options (`options` NULL: its defaults, a
+/// prefix-chain cache of `KVEXACT_PREFIX_CACHE_DEFAULT_ENTRIES`): the prefix-chain cache's
+/// capacity, none, or another hasher's cache to share (see `kvexact_hasher_options`).
+/// Statuses as `kvexact_hasher_new_for_contract`, and `KVEXACT_ERR_INVALID_ARGUMENT` for bad
+/// options.
+///
+/// # Safety
+/// As `kvexact_hasher_new_for_contract`; `options` is NULL or valid for its `struct_size`
+/// bytes, with `share_cache_with` NULL or a live hasher.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn kvexact_hasher_new_for_contract_with_options(
+    contract_id: *const c_char,
+    engine_version: *const c_char,
+    algo: kvexact_hash_algo,
+    block_size: u32,
+    seed: *const u8,
+    seed_len: usize,
+    options: *const kvexact_hasher_options,
+    out: *mut *mut kvexact_hasher,
+    err: *mut *mut kvexact_error,
+) -> kvexact_status {
+    unsafe {
+        boundary_err(err, || {
+            let out = out_param(out, "out")?;
+            let seed = seed_arg(seed, seed_len)?;
+            let cache = hasher_options(options)?;
+            let algo = algorithm_of(algo, "algo")?;
+            let block_size = usize::try_from(block_size)
+                .map_err(|_| Failure::invalid("block_size", "too large"))?;
+            if block_size == 0 {
+                return Err(Failure::invalid("block_size", "must be at least 1"));
+            }
+            let c = contract_arg(contract_id, engine_version)?;
+            let seed = seed
+                .map(std::str::from_utf8)
+                .transpose()
+                .map_err(|e| Failure::invalid("seed", format_args!("not UTF-8: {e}")))?;
+            if seed.is_some() && !matches!(c.hash(), Some(HashContract::Vllm(_))) {
+                return Err(Failure::invalid(
+                    "seed",
+                    format_args!(
+                        "only vLLM releases take a NONE_HASH seed ({} is not one); pass NULL",
+                        c.release_id()
+                    ),
+                ));
+            }
+            let inner = kvprobe::bridge::hasher(&c, algo, block_size, seed)
+                .map_err(|e| contract_failure(&e))?;
+            out.write(arc_into_raw(Arc::new(
+                Hasher::from_block_hasher(inner).with_cache(cache),
+            )));
             Ok(KVEXACT_OK)
         })
     }
@@ -577,36 +683,7 @@ pub unsafe extern "C" fn kvexact_block_hashes_strided(
 mod tests {
     use super::*;
     use crate::enums::KVEXACT_SHA256_PICKLE;
-    use crate::status;
-
-    #[test]
-    fn each_kvhash_error_keeps_its_message_under_its_status() {
-        let cases = [
-            (
-                kvhash::Error::UnreproducibleNoneHash {
-                    algo: "xxhash_cbor",
-                    why: "rule B",
-                },
-                KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE,
-            ),
-            (
-                kvhash::Error::PickleTooLarge { len: 70_000 },
-                KVEXACT_ERR_PICKLE_TOO_LARGE,
-            ),
-            (
-                kvhash::Error::RuleNotSupported { what: "look-ahead" },
-                KVEXACT_ERR_HASH_RULE_UNSUPPORTED,
-            ),
-            (kvhash::Error::PositionOverflow, KVEXACT_ERR_OVERFLOW),
-            (kvhash::Error::ZeroBlockSize, KVEXACT_ERR_INVALID_ARGUMENT),
-        ];
-        for (e, want) in cases {
-            let f = hash_failure(e.clone());
-            assert_eq!(f.status, want, "{e}");
-            assert_eq!(f.code, status::name(want));
-            assert_eq!(f.message, e.to_string());
-        }
-    }
+    use crate::status::KVEXACT_ERR_PICKLE_TOO_LARGE;
 
     #[test]
     fn a_pickle_block_over_one_frame_is_refused_with_out_untouched() {

@@ -17,13 +17,15 @@ use kvindex::{
 };
 
 use crate::contract::contract_arg;
-use crate::error::{kvexact_error, Failure};
+use crate::error::boundary_err;
+use crate::error::kvexact_error;
 use crate::events::event_failure;
+use crate::failure::Failure;
 use crate::handle::{
     arc_clone, arc_free, arc_into_raw, arc_ref, in_slice, in_str, out_param, versioned_in,
     versioned_out, ArcHandle,
 };
-use crate::panic::{boundary, boundary_err};
+use crate::panic::boundary;
 use crate::status::{
     kvexact_status, KVEXACT_ERR_DUPLICATE_ENDPOINT, KVEXACT_ERR_EVENT_SCHEMA,
     KVEXACT_ERR_INVALID_ARGUMENT, KVEXACT_ERR_NOT_FOUND, KVEXACT_ERR_PREFIX_HIT_RULE,

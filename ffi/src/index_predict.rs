@@ -11,11 +11,12 @@ use std::cell::RefCell;
 use kvindex::{EndpointId, Observation, Outcome, Prediction, Request, UnknownReason};
 
 use crate::encoder::kvexact_encoder;
-use crate::error::{kvexact_error, Failure};
+use crate::error::boundary_err;
+use crate::error::kvexact_error;
+use crate::failure::Failure;
 use crate::handle::{arc_ref, in_slice, in_str, out_param, out_slice, Out};
 use crate::hasher::kvexact_hasher;
 use crate::index::{index_failure, kvexact_index};
-use crate::panic::boundary_err;
 use crate::refusal::{kvexact_refusal, KVEXACT_REFUSAL_NONE};
 use crate::route::route_one;
 use crate::status::{kvexact_status, KVEXACT_ERR_BUFFER_TOO_SMALL, KVEXACT_OK};

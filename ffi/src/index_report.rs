@@ -6,7 +6,7 @@
 
 use kvindex::StreamState;
 
-use crate::error::Failure;
+use crate::failure::Failure;
 use crate::handle::{arc_ref, copy_out, out_param, out_slice};
 use crate::index::kvexact_index;
 use crate::panic::boundary;

@@ -2,13 +2,14 @@
 //!
 //! Since Rust 1.81 a panic unwinding out of an `extern "C"` function aborts the process — the
 //! whole gateway. Every entry point therefore wraps its body in [`boundary`] (or
-//! [`boundary_err`] when it has a `kvexact_error **err` out-parameter): the body returns
+//! `error::boundary_err` when it has a `kvexact_error **err`
+//! out-parameter, which also writes the error object): the body returns
 //! `Result<R, Failure>`, and both a `Failure` and a caught panic become the return value the
 //! function's type calls for (a negative status, NULL, 0 or nothing).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::error::{kvexact_error, write_error, Failure};
+use crate::failure::Failure;
 use crate::status::kvexact_status;
 
 /// What an entry point returns when its body fails or panics.
@@ -64,51 +65,18 @@ pub fn boundary<R: FfiReturn>(body: impl FnOnce() -> Result<R, Failure>) -> R {
     }
 }
 
-/// Like [`boundary`], and on failure (or panic) also writes a new error object into `*err`
-/// when `err` is not NULL. On success `*err` is not written.
-///
-/// # Safety
-/// `err` is NULL or valid for one pointer write.
-pub unsafe fn boundary_err<R: FfiReturn>(
-    err: *mut *mut kvexact_error,
-    body: impl FnOnce() -> Result<R, Failure>,
-) -> R {
-    let failure = match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(value)) => return value,
-        Ok(Err(failure)) => failure,
-        Err(payload) => Failure::panic(payload.as_ref()),
-    };
-    // Building the error object allocates; guard it too so nothing can unwind out.
-    let _ = catch_unwind(AssertUnwindSafe(|| unsafe { write_error(err, &failure) }));
-    R::on_failure(&failure)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::kvexact_error_free;
-    use crate::status::{KVEXACT_ERR_PANIC, KVEXACT_OK};
+    use crate::status::KVEXACT_ERR_PANIC;
 
     #[test]
-    fn panic_becomes_status_and_error_object() {
+    fn panic_becomes_the_failure_value() {
         let r: kvexact_status = boundary(|| panic!("boom"));
         assert_eq!(r, KVEXACT_ERR_PANIC);
         let p: *const u8 = boundary(|| panic!("boom"));
         assert!(p.is_null());
-        let mut err: *mut kvexact_error = std::ptr::null_mut();
-        let r: kvexact_status = unsafe { boundary_err(&mut err, || panic!("boom {}", 1)) };
-        assert_eq!(r, KVEXACT_ERR_PANIC);
-        assert!(!err.is_null());
-        let msg = unsafe { std::ffi::CStr::from_ptr(crate::error::kvexact_error_message(err)) };
-        assert!(msg.to_string_lossy().contains("boom 1"));
-        unsafe { kvexact_error_free(err) };
-    }
-
-    #[test]
-    fn success_leaves_err_untouched() {
-        let mut err: *mut kvexact_error = std::ptr::NonNull::dangling().as_ptr();
-        let r: kvexact_status = unsafe { boundary_err(&mut err, || Ok(KVEXACT_OK)) };
-        assert_eq!(r, KVEXACT_OK);
-        assert_eq!(err, std::ptr::NonNull::dangling().as_ptr());
+        let n: usize = boundary(|| Err(Failure::null("x")));
+        assert_eq!(n, 0);
     }
 }

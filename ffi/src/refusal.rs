@@ -127,11 +127,11 @@ pub unsafe extern "C" fn kvexact_refusal_bits_parse(
     err: *mut *mut crate::error::kvexact_error,
 ) -> crate::status::kvexact_status {
     unsafe {
-        crate::panic::boundary_err(err, || {
+        crate::error::boundary_err(err, || {
             let names = crate::handle::in_str(names, len, "names")?;
             let bits = crate::handle::out_param(bits, "bits")?;
             let set = kvtemplate::RefusalSet::parse(names)
-                .map_err(|e| crate::error::Failure::invalid("names", e))?;
+                .map_err(|e| crate::failure::Failure::invalid("names", e))?;
             bits.write(set.bits());
             Ok(crate::status::KVEXACT_OK)
         })

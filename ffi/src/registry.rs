@@ -11,12 +11,14 @@ use kvprofile_core::{Generation, LoadOptions, LoadedProfile, RegistryError, Trus
 use kvtemplate::KvtemplateValidator;
 
 use crate::enums::{api_mode_of, kvexact_api_mode};
-use crate::error::{kvexact_error, Failure};
+use crate::error::boundary_err;
+use crate::error::kvexact_error;
+use crate::failure::Failure;
 use crate::handle::{
     arc_clone, arc_free, arc_into_raw, arc_ref, copy_out, in_c_str, in_slice, in_str, out_param,
     out_slice, ArcHandle,
 };
-use crate::panic::{boundary, boundary_err};
+use crate::panic::boundary;
 use crate::status::{
     kvexact_status, KVEXACT_ERR_NOT_FOUND, KVEXACT_ERR_PROFILE, KVEXACT_ERR_REGISTRY,
     KVEXACT_ERR_UNKNOWN, KVEXACT_OK,

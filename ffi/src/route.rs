@@ -12,10 +12,12 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::encoder::{chat_ids, kvexact_encoder};
-use crate::error::{kvexact_error, Failure};
+use crate::error::boundary_err;
+use crate::error::kvexact_error;
+use crate::failure::Failure;
 use crate::handle::{arc_ref, in_slice, out_param, out_slice, versioned_out};
 use crate::hasher::{kvexact_hasher, Hasher};
-use crate::panic::{boundary, boundary_err};
+use crate::panic::boundary;
 use crate::refusal::{kvexact_refusal, KVEXACT_REFUSAL_NONE};
 use crate::status::{kvexact_status, KVEXACT_ERR_PANIC, KVEXACT_OK};
 
@@ -50,108 +52,6 @@ pub struct kvexact_cache_stats {
 
 fn u64_of(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
-}
-
-/// The counters of `encoder`'s segment cache (zero with `enabled = 0` when it has none, e.g.
-/// built with `KVEXACT_OPTION_NO_CACHE`) written to `*stats`, whose `struct_size` the caller
-/// sets. Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT` or `KVEXACT_ERR_INVALID_ARGUMENT`
-/// (`struct_size` too small); `*stats` is written only on success. Locks each of the cache's
-/// 16 shards in turn: for metrics, not for every request.
-///
-/// # Safety
-/// `encoder` is NULL or a live encoder; `stats` is NULL or valid for its `struct_size` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn kvexact_encoder_cache_stats(
-    encoder: *const kvexact_encoder,
-    stats: *mut kvexact_cache_stats,
-) -> kvexact_status {
-    boundary(|| {
-        let enc = unsafe { arc_ref(encoder, "encoder") }?;
-        let mut out = kvexact_cache_stats::default();
-        if let Some(c) = enc.encoder.tokenizer().ok().and_then(|t| t.segment_cache()) {
-            let st = c.stats();
-            out = kvexact_cache_stats {
-                struct_size: 0,
-                enabled: 1,
-                hits: st.hits,
-                misses: st.misses,
-                evictions: st.evicted,
-                bytes: u64_of(c.bytes_held()),
-                entries: u64_of(c.len()),
-                capacity: u64_of(c.capacity_bytes()),
-            };
-        }
-        unsafe { versioned_out(stats, "stats", out) }?;
-        Ok(KVEXACT_OK)
-    })
-}
-
-/// The counters of `hasher`'s prefix-chain cache (shared with every hasher made with
-/// `share_cache_with` pointing at it, or at a hasher sharing it), as
-/// `kvexact_encoder_cache_stats`.
-///
-/// # Safety
-/// `hasher` is NULL or a live hasher; `stats` is NULL or valid for its `struct_size` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn kvexact_hasher_cache_stats(
-    hasher: *const kvexact_hasher,
-    stats: *mut kvexact_cache_stats,
-) -> kvexact_status {
-    boundary(|| {
-        let h = unsafe { arc_ref(hasher, "hasher") }?;
-        let mut out = kvexact_cache_stats::default();
-        if let Some(c) = h.prefix_cache() {
-            let st = c.stats();
-            out = kvexact_cache_stats {
-                struct_size: 0,
-                enabled: 1,
-                hits: st.reused,
-                misses: st.hashed,
-                evictions: st.evicted,
-                bytes: u64_of(c.bytes_held()),
-                entries: u64_of(c.len()),
-                capacity: u64_of(c.capacity()),
-            };
-        }
-        unsafe { versioned_out(stats, "stats", out) }?;
-        Ok(KVEXACT_OK)
-    })
-}
-
-/// Empties `encoder`'s segment cache (the counters are kept; nothing changes in any result).
-/// A no-op for an encoder without one. Returns `KVEXACT_OK` or `KVEXACT_ERR_NULL_ARGUMENT`.
-///
-/// # Safety
-/// `encoder` is NULL or a live encoder.
-#[no_mangle]
-pub unsafe extern "C" fn kvexact_encoder_cache_clear(
-    encoder: *const kvexact_encoder,
-) -> kvexact_status {
-    boundary(|| {
-        let enc = unsafe { arc_ref(encoder, "encoder") }?;
-        if let Some(c) = enc.encoder.tokenizer().ok().and_then(|t| t.segment_cache()) {
-            c.clear();
-        }
-        Ok(KVEXACT_OK)
-    })
-}
-
-/// Empties `hasher`'s prefix-chain cache — for every hasher sharing it — keeping the
-/// counters. A no-op for a hasher without one. Returns `KVEXACT_OK` or
-/// `KVEXACT_ERR_NULL_ARGUMENT`.
-///
-/// # Safety
-/// `hasher` is NULL or a live hasher.
-#[no_mangle]
-pub unsafe extern "C" fn kvexact_hasher_cache_clear(
-    hasher: *const kvexact_hasher,
-) -> kvexact_status {
-    boundary(|| {
-        if let Some(c) = unsafe { arc_ref(hasher, "hasher") }?.prefix_cache() {
-            c.clear();
-        }
-        Ok(KVEXACT_OK)
-    })
 }
 
 /// One request: encode `body` into `ids`, hash the ids written into `hashes`; the counts, and
@@ -381,4 +281,106 @@ pub unsafe extern "C" fn kvexact_route_keys_batch(
             Ok(KVEXACT_OK)
         })
     }
+}
+
+/// The counters of `encoder`'s segment cache (zero with `enabled = 0` when it has none, e.g.
+/// built with `KVEXACT_OPTION_NO_CACHE`) written to `*stats`, whose `struct_size` the caller
+/// sets. Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT` or `KVEXACT_ERR_INVALID_ARGUMENT`
+/// (`struct_size` too small); `*stats` is written only on success. Locks each of the cache's
+/// 16 shards in turn: for metrics, not for every request.
+///
+/// # Safety
+/// `encoder` is NULL or a live encoder; `stats` is NULL or valid for its `struct_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_encoder_cache_stats(
+    encoder: *const kvexact_encoder,
+    stats: *mut kvexact_cache_stats,
+) -> kvexact_status {
+    boundary(|| {
+        let enc = unsafe { arc_ref(encoder, "encoder") }?;
+        let mut out = kvexact_cache_stats::default();
+        if let Some(c) = enc.encoder.tokenizer().ok().and_then(|t| t.segment_cache()) {
+            let st = c.stats();
+            out = kvexact_cache_stats {
+                struct_size: 0,
+                enabled: 1,
+                hits: st.hits,
+                misses: st.misses,
+                evictions: st.evicted,
+                bytes: u64_of(c.bytes_held()),
+                entries: u64_of(c.len()),
+                capacity: u64_of(c.capacity_bytes()),
+            };
+        }
+        unsafe { versioned_out(stats, "stats", out) }?;
+        Ok(KVEXACT_OK)
+    })
+}
+
+/// The counters of `hasher`'s prefix-chain cache (shared with every hasher made with
+/// `share_cache_with` pointing at it, or at a hasher sharing it), as
+/// `kvexact_encoder_cache_stats`.
+///
+/// # Safety
+/// `hasher` is NULL or a live hasher; `stats` is NULL or valid for its `struct_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_hasher_cache_stats(
+    hasher: *const kvexact_hasher,
+    stats: *mut kvexact_cache_stats,
+) -> kvexact_status {
+    boundary(|| {
+        let h = unsafe { arc_ref(hasher, "hasher") }?;
+        let mut out = kvexact_cache_stats::default();
+        if let Some(c) = h.prefix_cache() {
+            let st = c.stats();
+            out = kvexact_cache_stats {
+                struct_size: 0,
+                enabled: 1,
+                hits: st.reused,
+                misses: st.hashed,
+                evictions: st.evicted,
+                bytes: u64_of(c.bytes_held()),
+                entries: u64_of(c.len()),
+                capacity: u64_of(c.capacity()),
+            };
+        }
+        unsafe { versioned_out(stats, "stats", out) }?;
+        Ok(KVEXACT_OK)
+    })
+}
+
+/// Empties `encoder`'s segment cache (the counters are kept; nothing changes in any result).
+/// A no-op for an encoder without one. Returns `KVEXACT_OK` or `KVEXACT_ERR_NULL_ARGUMENT`.
+///
+/// # Safety
+/// `encoder` is NULL or a live encoder.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_encoder_cache_clear(
+    encoder: *const kvexact_encoder,
+) -> kvexact_status {
+    boundary(|| {
+        let enc = unsafe { arc_ref(encoder, "encoder") }?;
+        if let Some(c) = enc.encoder.tokenizer().ok().and_then(|t| t.segment_cache()) {
+            c.clear();
+        }
+        Ok(KVEXACT_OK)
+    })
+}
+
+/// Empties `hasher`'s prefix-chain cache — for every hasher sharing it — keeping the
+/// counters. A no-op for a hasher without one. Returns `KVEXACT_OK` or
+/// `KVEXACT_ERR_NULL_ARGUMENT`.
+///
+/// # Safety
+/// `hasher` is NULL or a live hasher.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_hasher_cache_clear(
+    hasher: *const kvexact_hasher,
+) -> kvexact_status {
+    boundary(|| {
+        if let Some(c) = unsafe { arc_ref(hasher, "hasher") }?.prefix_cache() {
+            c.clear();
+        }
+        Ok(KVEXACT_OK)
+    })
 }

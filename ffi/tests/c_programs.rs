@@ -42,13 +42,19 @@ fn repo_root() -> PathBuf {
 /// Compiles `ffi/tests/c/<name>.c` (plus `extra` flags) into the profile dir as `exe_name`
 /// and returns the executable's path.
 fn compile(name: &str, exe_name: &str, link: &[&str], extra: &[&str]) -> PathBuf {
+    let src = Path::new(CRATE_DIR)
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    compile_source(&src, exe_name, link, extra)
+}
+
+/// Compiles the C file `src` (plus `extra` flags) into the profile dir as `exe_name` and
+/// returns the executable's path.
+fn compile_source(src: &Path, exe_name: &str, link: &[&str], extra: &[&str]) -> PathBuf {
     let out_dir = profile_dir().join("kvexact-ctests");
     std::fs::create_dir_all(&out_dir).expect("create output dir");
     let exe = out_dir.join(exe_name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    let src = Path::new(CRATE_DIR)
-        .join("tests/c")
-        .join(format!("{name}.c"));
     let output = Command::new(&cc)
         .args([
             "-std=c11",
@@ -62,7 +68,7 @@ fn compile(name: &str, exe_name: &str, link: &[&str], extra: &[&str]) -> PathBuf
         .arg("-I")
         .arg(repo_root().join("include"))
         .args(extra)
-        .arg(&src)
+        .arg(src)
         .arg("-o")
         .arg(&exe)
         .args(link)
@@ -113,23 +119,66 @@ fn c_abi_basics() {
     run_static("abi_basics", &[]);
 }
 
-/// The same program linked against the shared library, to check the exported symbols.
+/// The same program linked against the shared library, to check the exported symbols, the way
+/// an installed library is laid out (scripts/ffi-install.sh): the link step sees
+/// `libkvexact.so`, the program runs from a directory that holds only `libkvexact.so.0`. It
+/// loads only when the library's soname (what the link recorded as NEEDED) is
+/// `libkvexact.so.<KVEXACT_ABI_VERSION>` (ffi/build.rs).
 #[test]
 fn c_abi_basics_shared() {
     let so = find_lib("libkvexact.so");
-    let dir = so
-        .parent()
-        .expect("lib dir")
-        .to_str()
-        .expect("UTF-8 path")
-        .to_string();
+    let base = profile_dir().join("kvexact-ctests").join("shared");
+    let (link_dir, run_dir) = (base.join("link"), base.join("run"));
+    for dir in [&link_dir, &run_dir] {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).expect("create lib dir");
+    }
+    std::fs::copy(&so, link_dir.join("libkvexact.so")).expect("copy libkvexact.so");
+    let soname = format!("libkvexact.so.{}", kvexact::KVEXACT_ABI_VERSION);
+    std::fs::copy(&so, run_dir.join(&soname)).expect("copy libkvexact.so.<abi>");
+    let (link, run_at) = (
+        link_dir.to_str().expect("UTF-8 path"),
+        run_dir.to_str().expect("UTF-8 path"),
+    );
     let exe = compile(
         "abi_basics",
         "abi_basics_shared",
-        &["-L", &dir, "-lkvexact", &format!("-Wl,-rpath,{dir}")],
+        &["-L", link, "-lkvexact", &format!("-Wl,-rpath,{run_at}")],
         &[],
     );
     run(&exe, &[]);
+}
+
+/// The shared library's soname carries the ABI major: `readelf -d` (or `objdump -p`) shows
+/// `SONAME libkvexact.so.0`. Skipped, with a message, where neither tool is installed.
+#[test]
+fn shared_library_soname_carries_the_abi_major() {
+    if !cfg!(target_os = "linux") {
+        eprintln!("skipped: the soname is set on Linux only");
+        return;
+    }
+    let so = find_lib("libkvexact.so");
+    let dump = [("readelf", ["-d"]), ("objdump", ["-p"])]
+        .into_iter()
+        .find_map(|(tool, args)| Command::new(tool).args(args).arg(&so).output().ok());
+    let Some(output) = dump else {
+        eprintln!("skipped: neither readelf nor objdump is installed");
+        return;
+    };
+    assert!(output.status.success(), "dumping {} failed", so.display());
+    let text = String::from_utf8_lossy(&output.stdout);
+    let sonames: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("SONAME"))
+        .filter_map(|l| l.split_whitespace().last())
+        .map(|s| s.trim_matches(|c| c == '[' || c == ']'))
+        .collect();
+    assert_eq!(
+        sonames,
+        [format!("libkvexact.so.{}", kvexact::KVEXACT_ABI_VERSION)],
+        "{}",
+        so.display()
+    );
 }
 
 /// The header compiles on its own as C89-compatible C99 and as C++.
@@ -218,4 +267,36 @@ fn c_lifted() {
 #[test]
 fn c_index() {
     run_static("index", &[]);
+}
+
+/// The C example (examples/c/encode_and_hash.c: resolve the release, encoder and hasher for
+/// it, `kvexact_route_keys`) prints, for its default arguments, exactly
+/// examples/encode_and_hash.out, as the Rust and Go examples do.
+#[test]
+fn c_example_prints_the_expected_keys() {
+    let lib = find_lib("libkvexact.a");
+    let lib = lib.to_str().expect("UTF-8 path");
+    let src = repo_root().join("examples/c/encode_and_hash.c");
+    let exe = compile_source(
+        &src,
+        "encode_and_hash",
+        &[lib, "-lpthread", "-ldl", "-lm"],
+        &["-pthread"],
+    );
+    let output = Command::new(&exe)
+        .arg(repo_root().join("testdata/registry"))
+        .arg("Qwen/Qwen3-0.6B")
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", exe.display()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{} failed ({}):\n{stdout}\n{}",
+        exe.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let expected = std::fs::read_to_string(repo_root().join("examples/encode_and_hash.out"))
+        .expect("read examples/encode_and_hash.out");
+    assert_eq!(stdout, expected);
 }

@@ -333,7 +333,7 @@ fn releases_agree_where_the_abi_can_hash(
         let mut h = std::ptr::null_mut();
         let mut err = std::ptr::null_mut();
         let st = unsafe {
-            kvexact::contract::kvexact_hasher_new_for_contract_with_options(
+            kvexact::hasher::kvexact_hasher_new_for_contract_with_options(
                 contract.as_ptr(),
                 version.as_ptr(),
                 KVEXACT_SHA256_CBOR,

@@ -22,7 +22,73 @@ fn generate() -> String {
     let mut out = Vec::new();
     bindings.write(&mut out);
     let text = String::from_utf8(out).expect("the header is UTF-8");
-    parenthesize_negative_defines(&text)
+    with_banners(&parenthesize_negative_defines(&text))
+}
+
+/// The header's parts and the sections of its functions, in order: each title, and the
+/// first line of the header's text (after its doc comment) that the title's banner precedes.
+/// The functions come in the order a gateway calls them (the module order of ffi/src/lib.rs);
+/// the prologue's table of contents (ffi/cbindgen.toml) lists the same titles.
+const BANNERS: &[(&str, &str)] = &[
+    ("Part A. Constants", "#define KVEXACT_VERSION_MAJOR "),
+    ("Part B. Types", "typedef "),
+    ("Part C. Enumeration values", "#define KVEXACT_VLLM "),
+    ("Part D. Functions", "#ifdef __cplusplus"),
+    ("1. Library version", "const char *kvexact_version("),
+    (
+        "2. Registry and profiles",
+        "kvexact_status kvexact_registry_load(",
+    ),
+    ("3. Encoder", "kvexact_status kvexact_encoder_new("),
+    ("4. Hasher", "kvexact_status kvexact_hasher_new("),
+    (
+        "5. Route keys and cache counters",
+        "kvexact_status kvexact_route_keys(",
+    ),
+    ("6. Prefix index", "kvexact_status kvexact_index_new("),
+    ("7. KV events", "kvexact_status kvexact_event_decoder_new("),
+    (
+        "8. Probes and readiness",
+        "kvexact_status kvexact_manifest_load(",
+    ),
+    ("9. Drift", "kvexact_status kvexact_drift_verifier_new("),
+    (
+        "10. Engine contracts",
+        "kvexact_status kvexact_contract_resolve(",
+    ),
+    (
+        "11. Errors, statuses and refusals",
+        "kvexact_status kvexact_error_status(",
+    ),
+];
+
+/// Inserts a banner comment before the first line starting with each of [`BANNERS`]' markers
+/// (before that line's doc comment, when it has one), searching on from the previous banner.
+/// Panics when a marker is missing or out of order.
+fn with_banners(text: &str) -> String {
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut from = 0;
+    for (title, marker) in BANNERS {
+        let at = (from..lines.len())
+            .find(|&i| lines[i].starts_with(marker))
+            .unwrap_or_else(|| panic!("no `{marker}` after line {from} for the banner {title}"));
+        let mut start = at;
+        if start > 0 && lines[start - 1].trim_end() == " */" {
+            while !lines[start - 1].starts_with("/**") {
+                start -= 1;
+            }
+            start -= 1;
+        }
+        let rule = "=".repeat(88usize.saturating_sub(title.len() + 10));
+        lines.splice(
+            start..start,
+            [format!("/* ==== {title} {rule} */"), String::new()],
+        );
+        from = at + 3;
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    out
 }
 
 /// cbindgen writes `#define KVEXACT_ERR_REQUEST -1`; a C macro with a bare negative value
@@ -79,6 +145,28 @@ fn committed_header_is_up_to_date() {
     );
 }
 
+/// The prologue's table of contents names every banner, in the header's order.
+#[test]
+fn table_of_contents_lists_the_sections_in_order() {
+    let h = generate();
+    let prologue = &h[..h.find("#ifndef KVEXACT_H").expect("include guard")];
+    let mut from = 0;
+    for (title, _) in BANNERS {
+        let at = prologue[from..]
+            .find(&format!(" {title}"))
+            .unwrap_or_else(|| panic!("the table of contents lacks `{title}` (after byte {from})"));
+        from += at + title.len();
+    }
+    // And every banner is in the header once.
+    for (title, _) in BANNERS {
+        assert_eq!(
+            h.matches(&format!("/* ==== {title} =")).count(),
+            1,
+            "{title}"
+        );
+    }
+}
+
 #[test]
 fn header_declares_the_contract_names() {
     let h = generate();
@@ -93,4 +181,211 @@ fn header_declares_the_contract_names() {
     ] {
         assert!(h.contains(name), "header lacks `{name}`");
     }
+}
+
+/// The names a C header declares at file scope, by kind: what a C or Go program that includes
+/// it sees. Parses the shape cbindgen writes (no nested declarations, no function pointers).
+#[derive(Debug, Default)]
+struct Declared {
+    macros: Vec<String>,
+    types: Vec<String>,
+    enum_constants: Vec<String>,
+    functions: Vec<String>,
+}
+
+fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(['/']) {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(body) = tail.strip_prefix("/*") {
+            let end = body.find("*/").expect("an unterminated comment");
+            // Keep line structure: a comment ends any line it covers.
+            out.extend(body[..end].chars().filter(|&c| c == '\n'));
+            out.push(' ');
+            rest = &body[end + 2..];
+        } else if tail.starts_with("//") {
+            rest = &tail[tail.find('\n').unwrap_or(tail.len())..];
+        } else {
+            out.push('/');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| {
+            w.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        })
+}
+
+fn declared(header: &str) -> Declared {
+    let mut d = Declared::default();
+    let mut code = String::new();
+    let mut in_cplusplus = false;
+    for line in strip_comments(header).lines() {
+        let line = line.trim();
+        if line.starts_with("#ifdef __cplusplus") {
+            in_cplusplus = true; // extern "C" { … } only
+        } else if in_cplusplus {
+            in_cplusplus = !line.starts_with("#endif");
+        } else if let Some(def) = line.strip_prefix("#define") {
+            d.macros.extend(identifiers(def).next().map(str::to_string));
+        } else if !line.starts_with('#') {
+            code.push_str(line);
+            code.push('\n');
+        }
+    }
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in code.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ';' if depth == 0 => {
+                let statement = code[start..i].trim();
+                start = i + 1;
+                let words: Vec<&str> = identifiers(statement).collect();
+                if words.first() == Some(&"typedef") {
+                    if let Some(&tag) = words.get(2).filter(|_| {
+                        matches!(words.get(1), Some(&"struct" | &"enum" | &"union"))
+                            && !statement
+                                .split_whitespace()
+                                .nth(2)
+                                .unwrap_or("")
+                                .starts_with('{')
+                    }) {
+                        d.types.push(tag.to_string());
+                    }
+                    d.types.extend(words.last().map(|w| w.to_string()));
+                } else if let Some(open) = statement.find('(') {
+                    d.functions
+                        .extend(identifiers(&statement[..open]).last().map(str::to_string));
+                } else if !statement.is_empty() {
+                    d.types.extend(words.last().map(|w| w.to_string()));
+                }
+                if words.contains(&"enum") {
+                    if let (Some(a), Some(b)) = (statement.find('{'), statement.rfind('}')) {
+                        d.enum_constants.extend(
+                            statement[a + 1..b]
+                                .split(',')
+                                .filter_map(|item| identifiers(item).next())
+                                .map(str::to_string),
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    d
+}
+
+/// The names of `d` that lack the library's prefix: `KVEXACT_` for macros and enum constants,
+/// `kvexact_` for types and functions. The include guard `KVEXACT_H` has it too.
+fn unprefixed(d: &Declared) -> Vec<String> {
+    let upper = d.macros.iter().chain(&d.enum_constants);
+    let lower = d.types.iter().chain(&d.functions);
+    upper
+        .filter(|n| !n.starts_with("KVEXACT_"))
+        .chain(lower.filter(|n| !n.starts_with("kvexact_")))
+        .cloned()
+        .collect()
+}
+
+/// Every macro, type, enum constant and function the header declares carries the library's
+/// prefix: nothing leaks an unprefixed name into the C and Go programs that include it.
+#[test]
+fn every_declared_name_is_prefixed() {
+    let d = declared(&generate());
+    // The parser sees the whole header, not a corner of it.
+    for (kind, names, name) in [
+        ("macro", &d.macros, "KVEXACT_OK"),
+        ("macro", &d.macros, "KVEXACT_ERR_DUPLICATE_ENDPOINT"),
+        ("macro", &d.macros, "KVEXACT_H"),
+        ("type", &d.types, "kvexact_status"),
+        ("type", &d.types, "kvexact_registry"),
+        ("type", &d.types, "kvexact_finding"),
+        ("function", &d.functions, "kvexact_version"),
+        ("function", &d.functions, "kvexact_registry_load"),
+        ("function", &d.functions, "kvexact_status_name"),
+    ] {
+        assert!(
+            names.iter().any(|n| n == name),
+            "the {kind} {name} was not found"
+        );
+    }
+    assert!(d.functions.len() > 100, "{} functions", d.functions.len());
+    assert!(d.macros.len() > 100, "{} macros", d.macros.len());
+    assert_eq!(
+        unprefixed(&d),
+        Vec::<String>::new(),
+        "names without the kvexact prefix"
+    );
+}
+
+/// The checker itself finds an unprefixed name of every kind.
+#[test]
+fn the_prefix_check_finds_unprefixed_names() {
+    let sample = "/* #define IN_A_COMMENT 1 */\n#ifndef KVEXACT_H\n#define KVEXACT_H\n\
+        #define STORAGE_BUDGET (64 << 20) // a trailing comment\n#define KVEXACT_FINE 1\n\
+        typedef struct kvexact_a kvexact_a;\ntypedef struct other_tag kvexact_b;\n\
+        typedef struct {\n  uint32_t field;\n} Plain;\ntypedef int32_t kvexact_c;\n\
+        typedef enum { KVEXACT_E0, E1 = 2 } kvexact_e;\n\
+        #ifdef __cplusplus\nextern \"C\" {\n#endif\n\
+        const char *kvexact_version(void);\nint32_t leaky(const kvexact_a *a,\n  size_t n);\n\
+        #ifdef __cplusplus\n}  // extern \"C\"\n#endif\n#endif  /* KVEXACT_H */\n";
+    let d = declared(sample);
+    assert_eq!(d.macros, ["KVEXACT_H", "STORAGE_BUDGET", "KVEXACT_FINE"]);
+    assert_eq!(
+        d.types,
+        [
+            "kvexact_a",
+            "kvexact_a",
+            "other_tag",
+            "kvexact_b",
+            "Plain",
+            "kvexact_c",
+            "kvexact_e"
+        ]
+    );
+    assert_eq!(d.enum_constants, ["KVEXACT_E0", "E1"]);
+    assert_eq!(d.functions, ["kvexact_version", "leaky"]);
+    assert_eq!(
+        unprefixed(&d),
+        ["STORAGE_BUDGET", "E1", "other_tag", "Plain", "leaky"]
+    );
+}
+
+/// The `#define` value of `name` in `header`, as a number.
+fn macro_value(header: &str, name: &str) -> u32 {
+    header
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("#define {name} ")))
+        .unwrap_or_else(|| panic!("the header defines no {name}"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// `KVEXACT_VERSION_MAJOR.MINOR.PATCH` is the crate version, which `kvexact_version()`
+/// returns; `KVEXACT_ABI_VERSION` is 0 before 1.0 and the major after.
+#[test]
+fn version_macros_match_the_library_version() {
+    let h = generate();
+    let [major, minor, patch] =
+        ["MAJOR", "MINOR", "PATCH"].map(|part| macro_value(&h, &format!("KVEXACT_VERSION_{part}")));
+    let from_macros = format!("{major}.{minor}.{patch}");
+    // SAFETY: kvexact_version returns a static NUL-terminated string.
+    let reported = unsafe { std::ffi::CStr::from_ptr(kvexact::kvexact_version()) };
+    assert_eq!(reported.to_str(), Ok(from_macros.as_str()));
+    assert_eq!(from_macros, env!("CARGO_PKG_VERSION"));
+    let abi = macro_value(&h, "KVEXACT_ABI_VERSION");
+    assert_eq!(abi, kvexact::KVEXACT_ABI_VERSION);
+    assert_eq!(abi, if major == 0 { 0 } else { major });
 }

@@ -9,7 +9,6 @@ use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 use std::ptr::{null, null_mut};
 
-use kvexact::contract::kvexact_hasher_new_for_contract;
 use kvexact::encoder::*;
 use kvexact::enums::*;
 use kvexact::error::*;
@@ -151,7 +150,7 @@ fn route(h: &Handles, body: &[u8]) -> (kvexact_status, Vec<u32>, Vec<u64>, u32) 
     };
     ids.truncate(ni);
     keys.truncate(nb);
-    (st, ids, keys, refusal as u32)
+    (st, ids, keys, refusal)
 }
 
 fn hash(h: &Handles, ids: &[u32]) -> Vec<u64> {

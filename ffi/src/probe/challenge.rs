@@ -7,14 +7,16 @@ use kvprobe::challenge::{Bootstrap, Challenge, ChallengeSpec, Observed};
 use kvprobe::{Finding, Reason};
 
 use crate::encoder::{kvexact_encoder, EncoderInner};
-use crate::error::{kvexact_error, Failure};
+use crate::error::boundary_err;
+use crate::error::kvexact_error;
 use crate::events::{kvexact_event, KVEXACT_EVENT_STORED};
+use crate::failure::Failure;
 use crate::handle::{
     arc_ref, box_free, box_into_raw, box_mut, box_ref, copy_out, in_c_str, in_slice, in_str,
     out_param, out_slice, BoxHandle,
 };
 use crate::hasher::kvexact_hasher;
-use crate::panic::{boundary, boundary_err};
+use crate::panic::boundary;
 use crate::status::{kvexact_status, KVEXACT_ERR_CHALLENGE, KVEXACT_OK};
 
 use super::finding::{kvexact_finding, write_finding};

@@ -5,7 +5,8 @@ use std::sync::OnceLock;
 
 use kvprobe::{Finding, Reason};
 
-use crate::error::{c_string_lossless, Failure};
+use crate::error::c_string_lossless;
+use crate::failure::Failure;
 use crate::handle::Out;
 use crate::status::{kvexact_status, KVEXACT_OK};
 

@@ -8,9 +8,11 @@ use kvprobe::fixtures;
 use kvprofile_core::FixtureSet;
 
 use crate::enums::{api_mode_of, api_mode_to_c, engine_of, kvexact_api_mode, kvexact_engine};
-use crate::error::{c_string_lossless, kvexact_error, Failure};
+use crate::error::boundary_err;
+use crate::error::{c_string_lossless, kvexact_error};
+use crate::failure::Failure;
 use crate::handle::{arc_free, arc_into_raw, arc_ref, in_str, out_param, ArcHandle};
-use crate::panic::{boundary, boundary_err};
+use crate::panic::boundary;
 use crate::registry::{kvexact_profile, kvexact_registry, registry_failure};
 use crate::status::{kvexact_status, KVEXACT_OK};
 

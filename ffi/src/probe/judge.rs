@@ -12,7 +12,7 @@ use crate::enums::{
     api_mode_of, engine_of, kvexact_api_mode, kvexact_engine, KVEXACT_SGLANG, KVEXACT_TRTLLM,
     KVEXACT_VLLM,
 };
-use crate::error::Failure;
+use crate::failure::Failure;
 use crate::handle::{arc_ref, in_slice, in_str, out_param};
 use crate::panic::boundary;
 use crate::status::kvexact_status;

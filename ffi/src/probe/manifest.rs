@@ -6,9 +6,11 @@ use std::sync::Arc;
 
 use kvprofile_core::LoadedManifest;
 
-use crate::error::{c_string_lossless, kvexact_error, Failure};
+use crate::error::boundary_err;
+use crate::error::{c_string_lossless, kvexact_error};
+use crate::failure::Failure;
 use crate::handle::{arc_free, arc_into_raw, arc_ref, in_str, out_param, ArcHandle};
-use crate::panic::{boundary, boundary_err};
+use crate::panic::boundary;
 use crate::registry::{kvexact_registry, registry_failure};
 use crate::status::{kvexact_status, KVEXACT_ERR_NOT_FOUND, KVEXACT_OK};
 

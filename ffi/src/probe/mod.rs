@@ -12,14 +12,24 @@
 //! would demote a healthy replica), so it is a status, and only a judged engine answer is a
 //! finding.
 
-pub mod challenge;
-pub mod finding;
-pub mod fixtures;
-pub mod judge;
+// In the order a gateway uses them, which is the header's (blank lines keep rustfmt from
+// sorting them): the manifest, the fixtures, the judges of their answers and the probe routes,
+// the hash challenge, rank coverage, the readiness ladder; the finding they all write.
 pub mod manifest;
-pub mod rank_coverage;
-pub mod readiness;
+
+pub mod fixtures;
+
+pub mod judge;
+
 pub mod route;
+
+pub mod challenge;
+
+pub mod rank_coverage;
+
+pub mod readiness;
+
+pub mod finding;
 
 pub use challenge::*;
 pub use finding::*;

@@ -3,9 +3,11 @@
 
 use kvprobe::challenge::RankCoverage;
 
-use crate::error::{kvexact_error, Failure};
+use crate::error::boundary_err;
+use crate::error::kvexact_error;
+use crate::failure::Failure;
 use crate::handle::{box_free, box_into_raw, box_mut, box_ref, out_param, BoxHandle};
-use crate::panic::{boundary, boundary_err};
+use crate::panic::boundary;
 use crate::status::{kvexact_status, KVEXACT_OK};
 
 use super::challenge::kvexact_challenge;

@@ -1,8 +1,9 @@
 //! The readiness ladder (docs/contracts/registry.md §8.3) as JSON in and JSON out.
 
-use crate::error::{kvexact_error, Failure};
+use crate::error::boundary_err;
+use crate::error::kvexact_error;
+use crate::failure::Failure;
 use crate::handle::{copy_out, in_slice, out_param, out_slice};
-use crate::panic::boundary_err;
 use crate::status::{kvexact_status, KVEXACT_ERR_UNKNOWN};
 
 /// One pass of the readiness ladder (docs/contracts/registry.md §8.3) over the evidence the gateway

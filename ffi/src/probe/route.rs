@@ -10,7 +10,7 @@ use kvprobe::chat_route::{self, Probe};
 use kvprobe::contract::ProbeRoute;
 
 use crate::encoder::{kvexact_encoder, EncoderInner};
-use crate::error::Failure;
+use crate::failure::Failure;
 use crate::handle::{arc_ref, copy_out, in_slice, out_param, out_slice};
 use crate::panic::boundary;
 use crate::status::{kvexact_status, KVEXACT_ERR_UNSUPPORTED};

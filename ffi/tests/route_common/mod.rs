@@ -193,7 +193,7 @@ pub fn hasher_for_contract(
     let mut h = null_mut();
     let mut err = null_mut();
     let st = unsafe {
-        kvexact::contract::kvexact_hasher_new_for_contract_with_options(
+        kvexact::hasher::kvexact_hasher_new_for_contract_with_options(
             contract.as_ptr(),
             version.as_ref().map_or(null(), |v| v.as_ptr()),
             algo,

@@ -105,6 +105,7 @@
 mod book;
 mod config;
 mod map;
+pub mod metrics;
 mod predict;
 mod report;
 mod sglang;
