@@ -379,7 +379,7 @@ fn hex_sha(b: &[u8]) -> String {
 fn admission_admits_own_renderers_on_a_proven_release_only() {
     use kvprobe::admission::{admit, Rule};
     use kvprobe::fixtures::ApiMode;
-    let rule = |r: Result<(), kvprobe::admission::Refusal>| r.err().map(|e| e.rule);
+    let rule = |r: Result<(), kvprobe::admission::AdmissionRefusal>| r.err().map(|e| e.rule);
     let staged = stage(MistralCheckpoint::NemoTekken);
     let nemo = staged.profile(MistralCheckpoint::NemoTekken);
     let m = MistralCheckpoint::NemoTekken.model();

@@ -77,7 +77,7 @@ pub struct EngineRelease {
 /// `evidence` of a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Evidence {
+pub struct ValidationEvidence {
     /// `renderDifferential`.
     pub render_differential: Gate,
     /// `pdChat`.
@@ -138,7 +138,7 @@ pub struct Tuple {
     pub apis: Option<Vec<Api>>,
     /// `evidence`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<Evidence>,
+    pub evidence: Option<ValidationEvidence>,
     /// `lastValidated`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_validated: Option<String>,

@@ -31,7 +31,7 @@
 //!
 //! ```
 //! use kvmodels::source_tree::SourceTree;
-//! use kvmodels::drift::drift;
+//! use kvmodels::check::check;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // A catalog outside `<root>/scripts/models/` is fine to load; the tree around it is empty,
@@ -41,7 +41,7 @@
 //! std::fs::create_dir_all(catalog.parent().unwrap())?;
 //! std::fs::write(&catalog, "schemaVersion: models.loxilb.io/v1alpha1\nengines: []\nlaunchAll: []\nexcludedFeatures: []\nmodels: []\n")?;
 //! let tree = SourceTree::load(&catalog)?;
-//! let findings = drift(&tree, &tree.doc_path());
+//! let findings = check(&tree, &tree.doc_path());
 //! assert_eq!(findings, [
 //!     "engine-contracts/support-catalog.yaml: cannot read: No such file or directory (os error 2)",
 //!     "cicd/common/kv_hash/fixtures/templates/SOURCES.json: cannot read: No such file or directory (os error 2)",
@@ -53,7 +53,7 @@
 #![warn(missing_docs)]
 
 pub mod catalog;
-pub mod drift;
+pub mod check;
 pub mod error;
 pub mod format;
 pub mod fsops;

@@ -1,7 +1,7 @@
 //! Rule admission (docs/contracts/registry.md §9.4 and §2's `modelType` rule): may a strict rule serving
 //! `model` through `mode` on the engine contract `contract_id` bind this published profile?
 //!
-//! [`admit`] answers `Ok(())` or the first [`Refusal`] it finds, in this order:
+//! [`admit`] answers `Ok(())` or the first [`AdmissionRefusal`] it finds, in this order:
 //!
 //! | Rule ([`Rule::as_str`]) | Refused when |
 //! |---|---|
@@ -35,7 +35,7 @@ use kvprofile_core::{AliasPolicy, Api, LoadedProfile, Profile};
 
 use crate::fixtures::ApiMode;
 
-/// The admission rules a [`Refusal`] names. The string forms ([`Rule::as_str`]) are stable: the
+/// The admission rules an [`AdmissionRefusal`] names. The string forms ([`Rule::as_str`]) are stable: the
 /// C ABI hands them out as the error object's code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Rule {
@@ -107,16 +107,16 @@ impl fmt::Display for Rule {
 /// `Display` form is `"<rule>: <detail>"`, so every message names the rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{rule}: {detail}")]
-pub struct Refusal {
+pub struct AdmissionRefusal {
     /// The rule that refused.
     pub rule: Rule,
     /// What was found (profile id, model name, contract …), without the rule name.
     pub detail: String,
 }
 
-impl Refusal {
-    fn new(rule: Rule, detail: impl Into<String>) -> Refusal {
-        Refusal {
+impl AdmissionRefusal {
+    fn new(rule: Rule, detail: impl Into<String>) -> AdmissionRefusal {
+        AdmissionRefusal {
             rule,
             detail: detail.into(),
         }
@@ -187,11 +187,11 @@ pub fn admit(
     model: &str,
     contract_id: &str,
     mode: ApiMode,
-) -> Result<(), Refusal> {
+) -> Result<(), AdmissionRefusal> {
     let p = &profile.profile;
     let id = &p.profile_id;
     if model.trim().is_empty() {
-        return Err(Refusal::new(
+        return Err(AdmissionRefusal::new(
             Rule::ModelNameEmpty,
             format!("the rule names no model (profile {id})"),
         ));
@@ -201,7 +201,7 @@ pub fn admit(
             (AliasPolicy::List, Some(a)) => format!(" nor an allowed alias {a:?}"),
             _ => " (aliasPolicy base_model_only)".to_string(),
         };
-        return Err(Refusal::new(
+        return Err(AdmissionRefusal::new(
             Rule::ModelNotServed,
             format!(
                 "model {model:?} is not profile {id}'s baseModel {:?}{aliases}",
@@ -210,7 +210,7 @@ pub fn admit(
         ));
     }
     let catalog = contracts::builtin()
-        .map_err(|e| Refusal::new(Rule::ContractsUnavailable, e.to_string()))?;
+        .map_err(|e| AdmissionRefusal::new(Rule::ContractsUnavailable, e.to_string()))?;
     let contract = catalog
         .profile(contract_id)
         .or_else(|| {
@@ -219,13 +219,13 @@ pub fn admit(
                 .and_then(|r| catalog.profile(&r.contract))
         })
         .ok_or_else(|| {
-            Refusal::new(
+            AdmissionRefusal::new(
                 Rule::UnknownContract,
                 format!("{contract_id:?} is not an engine contract or release"),
             )
         })?;
     if !contract.engine.has_kv_plane() {
-        return Err(Refusal::new(
+        return Err(AdmissionRefusal::new(
             Rule::ContractNoKvPlane,
             format!(
                 "contract {contract_id} ({}) has no KV plane and no encoder",
@@ -235,7 +235,7 @@ pub fn admit(
     }
     for api in [Api::Chat, Api::Completions] {
         if mode.serves(api) && !p.supports(api) {
-            return Err(Refusal::new(
+            return Err(AdmissionRefusal::new(
                 Rule::SurfaceNotSupported,
                 format!(
                     "the rule serves {} but profile {id} supports {:?}",
@@ -262,7 +262,7 @@ pub fn admit(
     };
     if let (true, Some((what, renderer))) = (chat, own_renderer) {
         if let Err(why) = proven_own_renderer(profile, catalog, contract_id) {
-            return Err(Refusal::new(
+            return Err(AdmissionRefusal::new(
                 Rule::EngineRenderer,
                 format!(
                     "{} renders profile {id}'s chat ({what}) with {renderer}, not a chat \
@@ -272,7 +272,7 @@ pub fn admit(
             ));
         }
     } else if chat && profile.artifacts.template.is_none() {
-        return Err(Refusal::new(
+        return Err(AdmissionRefusal::new(
             Rule::RendererMissing,
             format!("the rule serves chat but profile {id} has no chat template"),
         ));
@@ -282,7 +282,7 @@ pub fn admit(
         .keys()
         .find(|k| catalog.profile(k).is_none() && catalog.release(k).is_none())
     {
-        return Err(Refusal::new(
+        return Err(AdmissionRefusal::new(
             Rule::QuirkIncompatible,
             format!("profile {id}: engineQuirks key {key:?} is not an engine contract"),
         ));
@@ -292,7 +292,7 @@ pub fn admit(
         None => p.quirks(contract_id),
     };
     if quirks.completions_bos && contract.engine != Engine::Sglang {
-        return Err(Refusal::new(
+        return Err(AdmissionRefusal::new(
             Rule::QuirkIncompatible,
             format!(
                 "profile {id}: engineQuirks.{contract_id}.completionsBos is an SGLang quirk; \
@@ -316,7 +316,7 @@ pub fn admit(
                 }
                 _ => Rule::EncoderUnbuildable,
             };
-            Err(Refusal::new(
+            Err(AdmissionRefusal::new(
                 rule,
                 format!("profile {id} on {contract_id}: {e}"),
             ))
@@ -367,7 +367,7 @@ mod tests {
         lp
     }
 
-    fn rule(r: Result<(), Refusal>) -> Option<Rule> {
+    fn rule(r: Result<(), AdmissionRefusal>) -> Option<Rule> {
         r.err().map(|e| {
             assert!(
                 e.to_string().starts_with(&format!("{}: ", e.rule.as_str())),

@@ -219,7 +219,7 @@ impl Contract {
     /// version — the same entry for every version of the release (else `None`).
     fn proven_chat_entry(
         &self,
-        get: impl Fn(&'static kvprofile_core::releases::ChatRules) -> Option<&'static String>,
+        get: impl Fn(&'static kvprofile_core::releases::ReleaseChatRules) -> Option<&'static String>,
     ) -> Option<&'static String> {
         let release: &'static Release = self.release;
         match self.version.as_deref() {

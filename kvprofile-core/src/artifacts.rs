@@ -13,7 +13,7 @@ use crate::trust::{FileMeta, TrustedRoot};
 /// What was read, when, and what it hashed to (docs/contracts/registry.md §3 receipts).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Receipt {
+pub struct ArtifactReceipt {
     /// Path relative to the root, e.g. `artifacts/sha256/<hex>`.
     pub relative_path: String,
     /// sha256 of the bytes, lowercase hex.
@@ -31,10 +31,10 @@ pub struct Receipt {
     pub loaded_at: SystemTime,
 }
 
-impl Receipt {
+impl ArtifactReceipt {
     /// Builds a receipt for bytes read from `relative_path`.
     pub fn new(relative_path: &str, bytes: &[u8], meta: &FileMeta) -> Self {
-        Receipt {
+        ArtifactReceipt {
             relative_path: relative_path.to_string(),
             sha256: sha256_hex(bytes),
             size: meta.size,
@@ -51,7 +51,7 @@ impl Receipt {
 #[derive(Debug, Clone)]
 pub struct VerifiedArtifact {
     /// The receipt.
-    pub receipt: Receipt,
+    pub receipt: ArtifactReceipt,
     /// The verified bytes.
     pub bytes: Arc<[u8]>,
 }
@@ -60,7 +60,7 @@ impl VerifiedArtifact {
     /// Reads `rel` under the trust policy (artifact cap) and checks it against `pin`.
     pub fn read(root: &TrustedRoot, rel: &str, pin: &str, role: ArtifactRole) -> Result<Self> {
         let (bytes, meta) = root.read_file(rel, root.policy().caps.artifact)?;
-        let receipt = Receipt::new(rel, &bytes, &meta);
+        let receipt = ArtifactReceipt::new(rel, &bytes, &meta);
         if receipt.sha256 != pin {
             return Err(Error::DigestMismatch {
                 path: rel.to_string(),
@@ -98,7 +98,7 @@ pub struct VerifiedArtifacts {
 impl VerifiedArtifacts {
     /// Receipts in load order (tokenizer, template, tokenizer config) — the order of
     /// `setDigest`.
-    pub fn receipts(&self) -> impl Iterator<Item = &Receipt> {
+    pub fn receipts(&self) -> impl Iterator<Item = &ArtifactReceipt> {
         std::iter::once(&self.tokenizer.receipt)
             .chain(self.template.iter().map(|t| &t.receipt))
             .chain(self.tokenizer_config.iter().map(|t| &t.receipt))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::artifacts::{resolve_bos_id, Receipt, VerifiedArtifact, VerifiedArtifacts};
+use crate::artifacts::{resolve_bos_id, ArtifactReceipt, VerifiedArtifact, VerifiedArtifacts};
 use crate::contracts::Engine;
 use crate::error::{ArtifactRole, Error, Result};
 use crate::fixtures::{fixture_dir, FixtureSet, FIXTURES_DIR};
@@ -590,7 +590,7 @@ impl Generation {
     }
 
     /// Every artifact receipt of every profile, in setDigest order.
-    pub fn receipts(&self) -> impl Iterator<Item = (&str, &Receipt)> {
+    pub fn receipts(&self) -> impl Iterator<Item = (&str, &ArtifactReceipt)> {
         self.profiles.values().flat_map(|p| {
             p.artifacts
                 .receipts()

@@ -44,7 +44,7 @@ pub mod releases;
 pub mod trust;
 pub mod validator;
 
-pub use artifacts::{Receipt, VerifiedArtifact, VerifiedArtifacts};
+pub use artifacts::{ArtifactReceipt, VerifiedArtifact, VerifiedArtifacts};
 pub use contracts::{ContractCatalog, ContractProfile};
 pub use engine::{Engine, HashAlgorithm, UnknownEngine};
 pub use error::{ArtifactRole, DocKind, Error, RegistryError, Result};

@@ -35,7 +35,7 @@ pub struct Release {
     /// Every engine version (as the engine reports it, without `v`) the entry covers.
     pub versions: Vec<String>,
     /// What proves the rules.
-    pub evidence: Evidence,
+    pub evidence: ReleaseEvidence,
     /// Block-hash rules; absent for an engine without a KV plane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hash: Option<HashRules>,
@@ -44,7 +44,7 @@ pub struct Release {
     pub events: Option<EventRules>,
     /// Chat-path rules, where vectors of the engine's own serving code prove them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chat: Option<ChatRules>,
+    pub chat: Option<ReleaseChatRules>,
     /// How the release's tokenizer stack loads a model's tokenizer; absent for an engine
     /// without a chat or completions path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,7 +100,7 @@ pub struct TokenizerRules {
 /// Where a release's rules come from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Evidence {
+pub struct ReleaseEvidence {
     /// Vector sets (folders under `testdata/vectors/`) produced by running one of the
     /// listed versions' own code; empty when none exists.
     #[serde(default)]
@@ -156,7 +156,7 @@ pub struct EventRules {
 /// Chat-path rules of a release, for the versions whose serving code produced vectors.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ChatRules {
+pub struct ReleaseChatRules {
     /// The versions of the release these rules are proven for (a subset of its versions).
     pub versions: Vec<String>,
     /// kvtemplate `ToolSerialization` name.
@@ -177,7 +177,7 @@ pub struct ChatRules {
     /// `templates-nonjinja` vectors of these versions.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub renderers: std::collections::BTreeMap<String, String>,
-    /// The token-probe route that takes each renderer of [`ChatRules::renderers`]' path
+    /// The token-probe route that takes each renderer of [`ReleaseChatRules::renderers`]' path
     /// (`chat-completions`: the chat route with `return_token_ids`; `tokenize`: the tokenize
     /// route), by renderer (docs/contracts/templates.md §13.12). A renderer listed there
     /// must have one: a probe of another path proves nothing. The Jinja template's route is
@@ -206,7 +206,7 @@ impl Release {
     }
 
     /// The chat rules, when they are proven for `version`.
-    pub fn chat_for(&self, version: &str) -> Option<&ChatRules> {
+    pub fn chat_for(&self, version: &str) -> Option<&ReleaseChatRules> {
         let v = normalise(version);
         self.chat
             .as_ref()

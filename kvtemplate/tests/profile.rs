@@ -3,7 +3,9 @@
 mod common_models;
 
 use common_models::*;
-use kvprofile_core::{ArtifactValidator, Profile, Receipt, VerifiedArtifact, VerifiedArtifacts};
+use kvprofile_core::{
+    ArtifactReceipt, ArtifactValidator, Profile, VerifiedArtifact, VerifiedArtifacts,
+};
 use kvtemplate::{encoder_from_profile, spec_from_profile, KvtemplateValidator, Outcome};
 use std::sync::Arc;
 
@@ -38,7 +40,7 @@ aliasPolicy: base_model_only
 
 fn artifact(bytes: Vec<u8>) -> VerifiedArtifact {
     VerifiedArtifact {
-        receipt: Receipt {
+        receipt: ArtifactReceipt {
             relative_path: "artifacts/test".into(),
             sha256: String::new(),
             size: bytes.len() as u64,

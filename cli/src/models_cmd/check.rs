@@ -1,9 +1,9 @@
-//! `kvexact models check`: the drift gate (`kvmodels::drift`, docs/contracts/registry.md
+//! `kvexact models check`: the catalog check, the gateway's "drift gate" (`kvmodels::check`, docs/contracts/registry.md
 //! §10–11): one `DRIFT: …` line per disagreement, then the summary line.
 
 use std::path::PathBuf;
 
-use kvmodels::drift::drift;
+use kvmodels::check::check;
 use kvmodels::source_tree::SourceTree;
 
 use super::{print_json, Common, Refusal, Status};
@@ -23,7 +23,7 @@ pub struct Args {
 pub fn run(a: &Args) -> Result<Status, Refusal> {
     let tree = SourceTree::load(&a.common.catalog)?;
     let doc = a.doc.clone().unwrap_or_else(|| tree.doc_path());
-    let errs = drift(&tree, &doc);
+    let errs = check(&tree, &doc);
     if a.common.json {
         print_json(&serde_json::json!({"ok": errs.is_empty(), "drift": errs}));
     } else {

@@ -1,4 +1,4 @@
-//! The drift gate (docs/contracts/registry.md §10–11, `modelctl.py check`, `kvexact models
+//! The catalog check, which the gateway calls its "drift gate" (docs/contracts/registry.md §10–11, `modelctl.py check`, `kvexact models
 //! check`). Every disagreement between the catalog and what it describes is one finding (the command prints each as a `DRIFT: …` line):
 //!
 //! - engines ↔ `engine-contracts/support-catalog.yaml` (entry present, contract = catalog
@@ -28,7 +28,7 @@ use kvprofile_core::{EngineManifest, Profile};
 /// Every disagreement between the catalog of `tree` and what it describes, in a stable order;
 /// `doc` is the page to compare. Empty when everything agrees. Never refuses: what cannot be
 /// read is itself a finding.
-pub fn drift(tree: &SourceTree, doc: &Path) -> Vec<String> {
+pub fn check(tree: &SourceTree, doc: &Path) -> Vec<String> {
     let mut errs = Vec::new();
     let c = &tree.catalog;
     let fx = tree.fixtures();
@@ -342,7 +342,7 @@ mod tests {
     fn a_consistent_tree_has_no_drift() {
         let t = TestTree::new();
         let tree = t.load();
-        assert_eq!(drift(&tree, &tree.doc_path()), Vec::<String>::new());
+        assert_eq!(check(&tree, &tree.doc_path()), Vec::<String>::new());
     }
 
     #[test]
@@ -362,7 +362,7 @@ mod tests {
         std::fs::remove_dir_all(fx.join("probefixtures/tiny-g-v1")).unwrap();
         let tree = t.load();
         write(&tree.doc_path(), b"hand edit\n");
-        let got = drift(&tree, &tree.doc_path());
+        let got = check(&tree, &tree.doc_path());
         assert_eq!(
             got,
             [
@@ -392,7 +392,7 @@ mod tests {
             b"schemaVersion: engine-support.loxilb.io/v1alpha1\nentries: []\n",
         );
         let tree = t.load();
-        let got = drift(&tree, &tree.doc_path());
+        let got = check(&tree, &tree.doc_path());
         let got: Vec<&str> = got.iter().map(String::as_str).collect();
         assert_eq!(
             got[0],
@@ -419,7 +419,7 @@ mod tests {
         let cfg: &[u8] = br#"{"added_tokens_decoder": {}}"#;
         let t = TestTree::with(|ms| ms[0] = ms[0].clone().with_config(cfg));
         let tree = t.load();
-        assert_eq!(drift(&tree, &tree.doc_path()), Vec::<String>::new());
+        assert_eq!(check(&tree, &tree.doc_path()), Vec::<String>::new());
         // The committed profile pins another config.
         let prof = t.fx().join("profiles/tiny-a-v1.yaml");
         let text = std::fs::read_to_string(&prof).unwrap().replace(
@@ -431,7 +431,7 @@ mod tests {
         );
         write(&prof, text.as_bytes());
         assert_eq!(
-            drift(&tree, &tree.doc_path()),
+            check(&tree, &tree.doc_path()),
             [format!(
                 "tiny-a-v1: catalog tokenizerConfigSha256 {} != profile tokenizerConfigSha256 {}",
                 crate::testtree::sha(cfg),
@@ -452,7 +452,7 @@ mod tests {
                 .as_bytes(),
         );
         let tree = t.load();
-        let got = drift(&tree, &tree.doc_path());
+        let got = check(&tree, &tree.doc_path());
         assert_eq!(
             got[0],
             "tiny-a-v1: the catalog's tokenizerConfigSha256 is `none` but the weights index lists tokenizer_config.json"
