@@ -13,7 +13,7 @@
 //!
 //! - [`catalog`]: the supported-models manifest (§10.1), weights indexes (§10.2) and the engine
 //!   support catalog (§10.3) as typed, validated models;
-//! - [`drift`]: the drift gate (every disagreement between the catalog and what it describes);
+//! - [`check`]: the catalog check, the gateway's "drift gate" (every disagreement between the catalog and what it describes);
 //! - [`page`]: the page `docs/SUPPORTED-MODELS.md` as a pure function of the catalog;
 //! - [`install`]: staging the profile registry (and the pinned weights) for one engine;
 //! - [`tokenizer_config`]: the pinned upstream `tokenizer_config.json` the installer stages and

@@ -42,14 +42,14 @@ pub struct DriftConfig {
     pub hash_seed: Option<String>,
     /// vLLM: the LoRA adapters the rule declares, name → the path the server registered
     /// (`/v1/models` `root`; K3 releases hash it in every LoRA block's key). Blocks keyed
-    /// with an adapter not listed here are [`MismatchKind::Keys`] evidence under every
+    /// with an adapter not listed here are [`MismatchKind::Keys`](super::MismatchKind::Keys) evidence under every
     /// release.
     pub lora_paths: BTreeMap<String, String>,
     /// Entries of the hash → digest map (at least 1).
     pub map_capacity: usize,
     /// When mismatches make a verdict.
     pub policy: DriftPolicy,
-    /// Track predicted hashes ([`Verifier::predict`]).
+    /// Track predicted hashes ([`Verifier::predict`](super::Verifier::predict)).
     pub predictions: Option<PredictionConfig>,
 }
 

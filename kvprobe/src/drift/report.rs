@@ -45,7 +45,7 @@ named_enum! {
         /// Its parent was itself unverifiable.
         ParentUnverifiable => "parent_unverifiable",
         /// vLLM K3: a LoRA block whose adapter path is not known. No longer produced: an
-        /// adapter the rule does not declare ([`DriftConfig::lora_paths`]) is
+        /// adapter the rule does not declare ([`DriftConfig::lora_paths`](super::DriftConfig::lora_paths)) is
         /// [`MismatchKind::Keys`] evidence; the code stays for the C ABI's slots.
         LoraPathUnknown => "lora_path_unknown",
         /// A LoRA whose hash input the event does not carry (SGLang ≥ 0.5.22 namespaces, a
@@ -119,7 +119,7 @@ impl MismatchKind {
     /// nothing but the seed, the algorithm, the extra keys and the tokens (nothing but a
     /// different seed, algorithm, extra key or tokenizer makes it differ); a block size or
     /// extra keys the rule does not allow are the engine's own word. Chained mismatches wait
-    /// for [`DriftPolicy`].
+    /// for [`DriftPolicy`](super::DriftPolicy).
     pub const fn is_decisive(self) -> bool {
         !matches!(self, MismatchKind::Chained)
     }
@@ -261,7 +261,7 @@ pub struct DriftEvidence {
     /// Index of the block in its event.
     pub block_index: usize,
     /// Byte offset of the event's token ids in the payload (msgpack formats fed with
-    /// [`Verifier::feed_payload`]).
+    /// [`Verifier::feed_payload`](super::Verifier::feed_payload)).
     pub token_ids_offset: Option<usize>,
     /// The block's token ids.
     pub tokens: Vec<u64>,
@@ -299,9 +299,9 @@ pub struct DriftReport {
     pub engine_version: Option<String>,
     /// The rule's block size.
     pub block_size: usize,
-    /// `"clean"`, `"drift"` or `"unverifiable"` ([`Verifier::state`]).
+    /// `"clean"`, `"drift"` or `"unverifiable"` ([`Verifier::state`](super::Verifier::state)).
     pub verdict: Verdict,
-    /// The verdict in one line ([`Verifier::summary`]).
+    /// The verdict in one line ([`Verifier::summary`](super::Verifier::summary)).
     pub summary: String,
     /// The counters.
     pub counters: Counters,
