@@ -62,7 +62,9 @@ pub(super) struct PreScratch {
 /// Buffers for cutting long words ([`Cutter::cuts`]).
 #[derive(Default)]
 pub(super) struct CutScratch {
+    /// The automaton's working buffer.
     lo: Vec<(u32, u32)>,
+    /// The cuts found: where each part ends, and its id when it is one token.
     parts: Vec<(u32, u32)>,
 }
 

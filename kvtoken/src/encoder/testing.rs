@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use super::FastEncoder;
 
+/// Model folders under `testdata/models` (those without a `tokenizer.json` are skipped).
 const MODELS: &[&str] = &[
     "Qwen__Qwen2.5-7B-Instruct",
     "Qwen__Qwen3-0.6B",

@@ -38,12 +38,15 @@ struct ShortSlot {
 /// its length, and a slot is only ever written as a whole with the key and the ids the
 /// encoder computed for that key. Other words go to the hash maps.
 pub(super) struct WordCache {
+    /// The encoder whose words these are.
     pub(super) uid: u64,
+    /// The direct-mapped table ([`SHORT_SLOTS`] slots).
     slots: Vec<ShortSlot>,
     /// Words of up to 15 bytes with more ids, packed into one integer (no memcmp).
     short: HashMap<u128, (u32, u32), BuildHasherDefault<FxHasher>>,
     /// Longer words.
     long: BytesMap<(u32, u32)>,
+    /// The ids of the hash maps' words, one after the other (`(start, len)` in the maps).
     ids: Vec<u32>,
     /// BPE of the parts of cut words, for an encoder whose words skip BPE when they are
     /// vocabulary tokens (`ignore_merges`): a part is always merged, so its ids cannot
