@@ -1,5 +1,7 @@
 //! The one error enum of this crate.
 
+use crate::location::Location;
+
 /// Everything that can go wrong while hashing token ids or decoding KV events.
 ///
 /// Hashing variants come first, event-decoding variants after; both are typed so that a
@@ -111,7 +113,7 @@ pub enum Error {
     #[error("KV event input truncated at {at}: expected {expected}")]
     EventTruncated {
         /// Where the input ended.
-        at: crate::events::Location,
+        at: Location,
         /// What was being read.
         expected: &'static str,
     },
@@ -119,7 +121,7 @@ pub enum Error {
     #[error("KV event: unexpected value at {at}: expected {expected}, found {found}")]
     EventUnexpectedType {
         /// Where the value starts.
-        at: crate::events::Location,
+        at: Location,
         /// What the format allows here.
         expected: &'static str,
         /// What the input holds.
@@ -129,7 +131,7 @@ pub enum Error {
     #[error("KV event: integer {value} at {at} is outside {range}")]
     EventIntegerOutOfRange {
         /// Where the integer starts.
-        at: crate::events::Location,
+        at: Location,
         /// The value as decimal text.
         value: String,
         /// The range the field allows.
@@ -139,13 +141,13 @@ pub enum Error {
     #[error("KV event: invalid UTF-8 in string at {at}")]
     EventInvalidUtf8 {
         /// Where the string starts.
-        at: crate::events::Location,
+        at: Location,
     },
     /// A cap on input size, nesting depth or element count was exceeded.
     #[error("KV event: {limit} exceeds the limit of {max} at {at}")]
     EventLimitExceeded {
         /// Where the offending value starts.
-        at: crate::events::Location,
+        at: Location,
         /// Which limit (see [`crate::events::Limits`]).
         limit: &'static str,
         /// The configured maximum.
@@ -155,7 +157,7 @@ pub enum Error {
     #[error("KV event: unknown event type {name:?} at {at}")]
     EventUnknownType {
         /// Where the tag is.
-        at: crate::events::Location,
+        at: Location,
         /// The tag as found (lossy UTF-8).
         name: String,
     },
@@ -163,7 +165,7 @@ pub enum Error {
     #[error("KV event: missing field {field:?} at {at}")]
     EventMissingField {
         /// The event (map or object) that lacks it.
-        at: crate::events::Location,
+        at: Location,
         /// The field's wire name.
         field: &'static str,
     },
@@ -172,7 +174,7 @@ pub enum Error {
     #[error("KV event: field {field:?} at {at} is not in this engine release's event schema")]
     EventUnknownField {
         /// Where the field is.
-        at: crate::events::Location,
+        at: Location,
         /// The field's wire name.
         field: String,
     },
@@ -186,7 +188,7 @@ pub enum Error {
     #[error("KV event: duplicate field {field:?} at {at}")]
     EventDuplicateField {
         /// Where the second occurrence is.
-        at: crate::events::Location,
+        at: Location,
         /// The field's wire name.
         field: String,
     },
@@ -194,7 +196,7 @@ pub enum Error {
     #[error("KV event: {what} has {found} elements at {at}, expected {expected}")]
     EventBadLength {
         /// Where the array starts.
-        at: crate::events::Location,
+        at: Location,
         /// What the array is.
         what: &'static str,
         /// The allowed count(s), as text.
@@ -206,7 +208,7 @@ pub enum Error {
     #[error("KV event: {count} trailing bytes after the payload at {at}")]
     EventTrailingBytes {
         /// Where the surplus starts.
-        at: crate::events::Location,
+        at: Location,
         /// How many bytes remain.
         count: usize,
     },
@@ -241,7 +243,7 @@ pub enum Error {
     #[error("KV event: invalid value at {at}: {reason}")]
     EventInvalidValue {
         /// Where the value is.
-        at: crate::events::Location,
+        at: Location,
         /// What is wrong.
         reason: String,
     },

@@ -15,6 +15,7 @@ pub mod digest;
 pub mod error;
 pub mod events;
 pub mod hasher;
+mod location;
 pub mod prefix_cache;
 pub mod sglang;
 pub mod trtllm;

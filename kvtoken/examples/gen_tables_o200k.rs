@@ -81,7 +81,7 @@ fn main() {
     println!(
         "//! do not edit. Checked against Oniguruma for every scalar value by the unit test in"
     );
-    println!("//! `src/pretok_o200k.rs`.");
+    println!("//! `src/pretok/o200k.rs`.");
     println!();
     println!("/// ASCII class bits: 1 `\\p{{L}}`, 2 `\\p{{N}}`, 4 `\\s`, 8 `[\\p{{Lu}}\\p{{Lt}}\\p{{Lm}}\\p{{Lo}}\\p{{M}}]`,");
     println!("/// 16 `[\\p{{Ll}}\\p{{Lm}}\\p{{Lo}}\\p{{M}}]`.");

@@ -2,165 +2,17 @@
 //! pair of lowest merge rank, leftmost on ties), without strings.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BinaryHeap;
 
+#[cfg(test)]
+use crate::merge_map::Merge;
+use crate::merge_map::MergeMap;
 use crate::runs::{merge_runs, RunScratch};
 
 /// Words of at most this many symbols are merged by rescanning a rank array (cache friendly);
 /// longer ones with a priority queue ([`merge_queue`], and [`merge_buckets`] from
 /// [`LONG_WORD`] symbols on), so no word costs quadratic time.
 const SMALL_WORD: usize = 48;
-
-/// A tiny multiply-rotate hasher (FxHash) for the byte-string vocabulary.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut buf = [0u8; 8];
-            buf[..chunk.len()].copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(buf));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-    #[inline]
-    fn write_u32(&mut self, i: u32) {
-        self.add(u64::from(i));
-    }
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-    #[inline]
-    fn write_u128(&mut self, i: u128) {
-        self.add(i as u64);
-        self.add((i >> 64) as u64);
-    }
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-/// A map keyed by byte strings.
-pub(crate) type BytesMap<V> = HashMap<Box<[u8]>, V, BuildHasherDefault<FxHasher>>;
-
-/// One merge: the pair of ids, and its `(rank, merged id)`.
-pub(crate) type Merge = ((u32, u32), (u32, u32));
-
-/// Open-addressing map from an id pair to `(rank, merged id)`; key and value share one
-/// 16-byte slot, so a look-up touches one cache line. In front of it, a 256 KiB bitmap
-/// with one bit per hashed pair, set for every pair in the map: a clear bit proves the pair
-/// absent without touching the (megabytes of) slots — most look-ups of long random words
-/// (CJK, emoji, letters) are of absent pairs, and the bitmap stays in L2.
-pub(crate) struct MergeMap {
-    filter: Vec<u64>,
-    slots: Vec<(u64, (u32, u32))>,
-    mask: usize,
-    /// One more than the highest rank present (0 for no merges).
-    ranks: usize,
-}
-
-const EMPTY: u64 = u64::MAX;
-
-impl MergeMap {
-    /// Builds the map; later duplicates of a pair overwrite earlier ones, as a `HashMap`
-    /// collected from the merges list does in `tokenizers`.
-    pub(crate) fn new(merges: &[Merge]) -> Self {
-        let cap = (merges.len() + merges.len() / 2)
-            .next_power_of_two()
-            .max(16);
-        let mut map = Self {
-            filter: vec![0; FILTER_BITS / 64],
-            slots: vec![(EMPTY, (0, 0)); cap],
-            mask: cap - 1,
-            ranks: 0,
-        };
-        for &((a, b), v) in merges {
-            let key = pack(a, b);
-            let mut slot = map.slot(key);
-            loop {
-                match map.slots.get(slot) {
-                    Some(&(k, _)) if k == key || k == EMPTY => break,
-                    _ => slot = (slot + 1) & map.mask,
-                }
-            }
-            if let Some(entry) = map.slots.get_mut(slot) {
-                *entry = (key, v);
-            }
-            let bit = filter_bit(key);
-            if let Some(w) = map.filter.get_mut(bit / 64) {
-                *w |= 1 << (bit % 64);
-            }
-        }
-        map.ranks = map
-            .slots
-            .iter()
-            .filter(|&&(k, _)| k != EMPTY)
-            .map(|&(_, (rank, _))| rank as usize + 1)
-            .max()
-            .unwrap_or(0);
-        map
-    }
-
-    #[inline]
-    fn slot(&self, key: u64) -> usize {
-        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & self.mask
-    }
-
-    /// `(rank, merged id)` of the pair `(a, b)`.
-    #[inline]
-    pub(crate) fn get(&self, a: u32, b: u32) -> Option<(u32, u32)> {
-        let key = pack(a, b);
-        let bit = filter_bit(key);
-        if *self.filter.get(bit / 64)? & (1 << (bit % 64)) == 0 {
-            return None;
-        }
-        let mut slot = self.slot(key);
-        loop {
-            let &(k, v) = self.slots.get(slot)?;
-            if k == key {
-                return Some(v);
-            }
-            if k == EMPTY {
-                return None;
-            }
-            slot = (slot + 1) & self.mask;
-        }
-    }
-}
-
-/// Bits of [`MergeMap`]'s filter (256 KiB).
-const FILTER_BITS: usize = 1 << 21;
-
-/// The filter bit of a packed pair (another multiplier than the slot's, so that pairs
-/// sharing a slot run do not share a bit).
-#[inline]
-fn filter_bit(key: u64) -> usize {
-    (key.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> (64 - FILTER_BITS.trailing_zeros())) as usize
-}
-
-#[inline]
-fn pack(a: u32, b: u32) -> u64 {
-    (u64::from(a) << 32) | u64::from(b)
-}
 
 /// Reusable buffers for [`merge`].
 #[derive(Default)]
@@ -551,7 +403,7 @@ fn merge_buckets(merges: &MergeMap, s: &mut BpeScratch, out: &mut Vec<u32>) {
         prev: (i as u32).wrapping_sub(1),
         next: i as u32 + 1,
     }));
-    q.reset(merges.ranks);
+    q.reset(merges.rank_count());
     for (i, w) in s.syms.windows(2).enumerate() {
         if let Some((rank, _)) = merges.get(w[0], w[1]) {
             q.push(rank, i as u32);
@@ -728,6 +580,7 @@ fn merge_heap(merges: &MergeMap, s: &mut BpeScratch, out: &mut Vec<u32>) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::HashMap;
 
     fn table() -> MergeMap {
         // ids 0..4 are symbols a b c d; merges build ab(10) bc(11) abc(12) cd(13) aa(14)

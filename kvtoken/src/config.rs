@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use crate::pretok::{LLAMA3_PATTERN, QWEN2_PATTERN};
-use crate::pretok_o200k::O200K_PATTERN;
+use crate::pretok::o200k::O200K_PATTERN;
+use crate::pretok::qwen2_llama3::{LLAMA3_PATTERN, QWEN2_PATTERN};
 
 /// The pre-tokenizer configurations the fast path implements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,8 +1,9 @@
-//! The crate's error type.
+//! The crate's one error type, [`Error`] (formerly `KvTokenError`, still exported under
+//! that name).
 
 /// Everything that can go wrong while building or running an encoder.
 #[derive(Debug, thiserror::Error)]
-pub enum KvTokenError {
+pub enum Error {
     /// `tokenizer.json` could not be read or parsed by HF `tokenizers` (or as JSON).
     #[error("cannot load tokenizer: {0}")]
     Load(String),

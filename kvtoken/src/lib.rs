@@ -27,8 +27,9 @@ mod config;
 mod cuts;
 mod encoder;
 mod error;
+mod fxhash;
+mod merge_map;
 mod pretok;
-mod pretok_o200k;
 mod runs;
 pub mod segment_cache;
 pub mod spm;
@@ -38,7 +39,10 @@ pub mod tekken;
 
 pub use config::Flavor;
 pub use encoder::{EncodeLimits, EncoderPath, FastEncoder, Scratch};
-pub use error::KvTokenError;
+pub use error::Error;
+/// The old name of [`Error`], kept so that existing callers build unchanged; use [`Error`].
+#[doc(hidden)]
+pub use error::Error as KvTokenError;
 pub use segment_cache::{SegmentCache, SegmentStats};
 pub use spm::SpmModel;
 pub use tekken::Tekkenizer;

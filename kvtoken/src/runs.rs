@@ -19,7 +19,7 @@
 //! compares them on random tables, `long_words_merge_like_the_reference` on every shipped
 //! tokenizer.
 
-use crate::bpe::MergeMap;
+use crate::merge_map::MergeMap;
 
 /// A word of more runs than this is not merged run-wise (the per-rank pass touches every
 /// run, so many runs would cost more than the queue).
@@ -153,7 +153,8 @@ pub(crate) fn merge_runs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bpe::{self, BpeScratch, Merge};
+    use crate::bpe::{self, BpeScratch};
+    use crate::merge_map::Merge;
     use proptest::prelude::*;
 
     /// A random rank-ordered table: merge `k` joins two ids made before it (the base ids

@@ -23,7 +23,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::bpe::FxHasher;
+use crate::fxhash::FxHasher;
 
 /// Number of shards (independent locks) of a [`SegmentCache`].
 pub const SHARDS: usize = 16;

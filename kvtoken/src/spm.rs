@@ -5,7 +5,7 @@
 //! The reader is a minimal hand-written protobuf decoder for the fields the encoding needs
 //! (pieces with score and type, the trainer's model type, byte fallback and special ids, the
 //! normaliser's name, charsmap and whitespace flags); every length is checked against the
-//! input before use and bad input is a typed error ([`KvTokenError::Spm`]). Only the
+//! input before use and bad input is a typed error ([`Error::Spm`]). Only the
 //! configuration whose encoding is reproduced is accepted: a BPE model, the `identity`
 //! normaliser (no charsmap), whitespace escaped to U+2581, extra whitespace kept, whitespace
 //! as prefix; anything else is refused at load.
@@ -21,8 +21,9 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::bpe::{merge, BpeScratch, Merge, MergeMap};
-use crate::error::KvTokenError;
+use crate::bpe::{merge, BpeScratch};
+use crate::error::Error;
+use crate::merge_map::{Merge, MergeMap};
 
 /// The largest `.model` file accepted.
 pub const MAX_SPM_FILE_BYTES: usize = 64 << 20;
@@ -42,8 +43,8 @@ const BYTE: u64 = 6;
 /// The whitespace mark.
 const WS: char = '\u{2581}';
 
-fn bad(what: impl Into<String>) -> KvTokenError {
-    KvTokenError::Spm(what.into())
+fn bad(what: impl Into<String>) -> Error {
+    Error::Spm(what.into())
 }
 
 /// One protobuf field: its number and value.
@@ -64,7 +65,7 @@ impl<'a> Reader<'a> {
         Reader { buf, at: 0 }
     }
 
-    fn varint(&mut self) -> Result<u64, KvTokenError> {
+    fn varint(&mut self) -> Result<u64, Error> {
         let mut v = 0u64;
         for shift in (0..70).step_by(7) {
             let b = *self
@@ -83,7 +84,7 @@ impl<'a> Reader<'a> {
         Err(bad("varint too long"))
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], KvTokenError> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
         let end = self
             .at
             .checked_add(n)
@@ -95,7 +96,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next field, or `None` at the end of the message.
-    fn next(&mut self) -> Result<Option<(u64, Field<'a>)>, KvTokenError> {
+    fn next(&mut self) -> Result<Option<(u64, Field<'a>)>, Error> {
         if self.at >= self.buf.len() {
             return Ok(None);
         }
@@ -131,7 +132,7 @@ struct Piece {
     kind: u64,
 }
 
-fn piece_of(buf: &[u8]) -> Result<Piece, KvTokenError> {
+fn piece_of(buf: &[u8]) -> Result<Piece, Error> {
     let mut r = Reader::new(buf);
     let mut p = Piece {
         text: String::new(),
@@ -188,12 +189,12 @@ impl std::fmt::Debug for SpmModel {
 }
 
 impl SpmModel {
-    /// Reads a `.model` file's bytes. Fails with [`KvTokenError::Spm`] on a malformed
+    /// Reads a `.model` file's bytes. Fails with [`Error::Spm`] on a malformed
     /// protobuf or a configuration other than the one reproduced (module docs), and
-    /// [`KvTokenError::FileTooLarge`] over [`MAX_SPM_FILE_BYTES`].
-    pub fn from_bytes(bytes: &[u8]) -> Result<SpmModel, KvTokenError> {
+    /// [`Error::FileTooLarge`] over [`MAX_SPM_FILE_BYTES`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<SpmModel, Error> {
         if bytes.len() > MAX_SPM_FILE_BYTES {
-            return Err(KvTokenError::FileTooLarge {
+            return Err(Error::FileTooLarge {
                 bytes: bytes.len(),
                 max: MAX_SPM_FILE_BYTES,
             });
@@ -360,15 +361,15 @@ impl SpmModel {
     }
 
     /// Reads a `.model` file (size checked before reading it whole).
-    pub fn from_file(path: impl AsRef<Path>) -> Result<SpmModel, KvTokenError> {
+    pub fn from_file(path: impl AsRef<Path>) -> Result<SpmModel, Error> {
         let path = path.as_ref();
-        let io = |source| KvTokenError::Io {
+        let io = |source| Error::Io {
             path: path.display().to_string(),
             source,
         };
         let len = std::fs::metadata(path).map_err(io)?.len();
         if len > MAX_SPM_FILE_BYTES as u64 {
-            return Err(KvTokenError::FileTooLarge {
+            return Err(Error::FileTooLarge {
                 bytes: usize::try_from(len).unwrap_or(usize::MAX),
                 max: MAX_SPM_FILE_BYTES,
             });

@@ -1,7 +1,7 @@
 //! Character classes of the o200k pre-tokenizer regex, generated from Oniguruma by
 //! `cargo run -p kvtoken --example gen_tables_o200k > kvtoken/src/tables_o200k.rs`;
 //! do not edit. Checked against Oniguruma for every scalar value by the unit test in
-//! `src/pretok_o200k.rs`.
+//! `src/pretok/o200k.rs`.
 
 /// ASCII class bits: 1 `\p{L}`, 2 `\p{N}`, 4 `\s`, 8 `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`,
 /// 16 `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.

@@ -19,8 +19,10 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::bpe::{merge, BpeScratch, BytesMap, Merge, MergeMap};
-use crate::error::KvTokenError;
+use crate::bpe::{merge, BpeScratch};
+use crate::error::Error;
+use crate::fxhash::BytesMap;
+use crate::merge_map::{Merge, MergeMap};
 
 /// The largest `tekken.json` accepted (the shipped v3 file is 19 MB).
 pub const MAX_TEKKEN_FILE_BYTES: usize = 64 << 20;
@@ -111,8 +113,8 @@ impl std::fmt::Debug for Tekkenizer {
     }
 }
 
-fn bad(what: impl Into<String>) -> KvTokenError {
-    KvTokenError::Tekken(what.into())
+fn bad(what: impl Into<String>) -> Error {
+    Error::Tekken(what.into())
 }
 
 /// Standard base64 (with padding), as Python's `base64.b64decode` accepts it from tekken
@@ -151,14 +153,14 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 }
 
 impl Tekkenizer {
-    /// Loads a `tekken.json` from its bytes. Fails with [`KvTokenError::Tekken`] on a file
+    /// Loads a `tekken.json` from its bytes. Fails with [`Error::Tekken`] on a file
     /// that is not a tekken file mistral_common would load the same way (ranks out of order,
     /// duplicate tokens, a bad pattern, missing single bytes, …) and
-    /// [`KvTokenError::FileTooLarge`] over [`MAX_TEKKEN_FILE_BYTES`]; all bounds are checked
+    /// [`Error::FileTooLarge`] over [`MAX_TEKKEN_FILE_BYTES`]; all bounds are checked
     /// before the tables are built.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Tekkenizer, KvTokenError> {
+    pub fn from_bytes(bytes: &[u8]) -> Result<Tekkenizer, Error> {
         if bytes.len() > MAX_TEKKEN_FILE_BYTES {
-            return Err(KvTokenError::FileTooLarge {
+            return Err(Error::FileTooLarge {
                 bytes: bytes.len(),
                 max: MAX_TEKKEN_FILE_BYTES,
             });
@@ -267,15 +269,15 @@ impl Tekkenizer {
     }
 
     /// Loads a `tekken.json` file (size checked before reading it whole).
-    pub fn from_file(path: impl AsRef<Path>) -> Result<Tekkenizer, KvTokenError> {
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Tekkenizer, Error> {
         let path = path.as_ref();
-        let io = |source| KvTokenError::Io {
+        let io = |source| Error::Io {
             path: path.display().to_string(),
             source,
         };
         let len = std::fs::metadata(path).map_err(io)?.len();
         if len > MAX_TEKKEN_FILE_BYTES as u64 {
-            return Err(KvTokenError::FileTooLarge {
+            return Err(Error::FileTooLarge {
                 bytes: usize::try_from(len).unwrap_or(usize::MAX),
                 max: MAX_TEKKEN_FILE_BYTES,
             });
@@ -319,9 +321,9 @@ impl Tekkenizer {
     }
 
     /// Calls `piece` with every pre-token of `text`, in order.
-    fn split<'t>(&self, text: &'t str, mut piece: impl FnMut(&'t str)) -> Result<(), KvTokenError> {
+    fn split<'t>(&self, text: &'t str, mut piece: impl FnMut(&'t str)) -> Result<(), Error> {
         for m in self.pattern.find_iter(text) {
-            let m = m.map_err(|e| KvTokenError::Encode(format!("tekken pattern: {e}")))?;
+            let m = m.map_err(|e| Error::Encode(format!("tekken pattern: {e}")))?;
             piece(m.as_str());
         }
         Ok(())
@@ -329,7 +331,7 @@ impl Tekkenizer {
 
     /// Appends the ids of `text` as ordinary text (mistral_common `encode(text, bos=False,
     /// eos=False)`) to `out`.
-    pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) -> Result<(), KvTokenError> {
+    pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) -> Result<(), Error> {
         let offset = self.num_special();
         let mut scratch = BpeScratch::default();
         let start = out.len();
@@ -353,7 +355,7 @@ impl Tekkenizer {
     }
 
     /// The ids of `text` as ordinary text.
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>, KvTokenError> {
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, Error> {
         let mut out = Vec::with_capacity(text.len() / 3 + 1);
         self.encode_into(text, &mut out)?;
         Ok(out)
@@ -362,7 +364,7 @@ impl Tekkenizer {
     /// The slow, obvious twin of [`encode`](Self::encode) for tests: each pre-token merged
     /// over byte strings by rescanning for the adjacent pair whose concatenation has the
     /// lowest rank (tiktoken's `_byte_pair_merge`), with tiktoken's whole-piece look-up first.
-    pub fn encode_slow(&self, text: &str) -> Result<Vec<u32>, KvTokenError> {
+    pub fn encode_slow(&self, text: &str) -> Result<Vec<u32>, Error> {
         let offset = self.num_special();
         let mut out = Vec::new();
         self.split(text, |p| {

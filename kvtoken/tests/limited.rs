@@ -6,7 +6,7 @@
 mod common;
 
 use common::{encoder, fallback_encoder, MODELS};
-use kvtoken::{EncodeLimits, KvTokenError};
+use kvtoken::{EncodeLimits, Error};
 use proptest::prelude::*;
 
 fn fragment() -> impl Strategy<Value = String> {
@@ -95,9 +95,9 @@ fn a_long_pre_token_is_refused_before_it_is_encoded() {
         let r = enc.encode_limited(&word, false, &limits, &mut Vec::new());
         // The fast path names the pre-token; the fallback the whole text.
         let expected = if enc.is_fast() {
-            matches!(r, Err(KvTokenError::WordTooLong { bytes, max }) if bytes == word.len() && max == 1 << 20)
+            matches!(r, Err(Error::WordTooLong { bytes, max }) if bytes == word.len() && max == 1 << 20)
         } else {
-            matches!(r, Err(KvTokenError::FallbackTooLong { bytes, max }) if bytes == word.len() && max == 2 << 20)
+            matches!(r, Err(Error::FallbackTooLong { bytes, max }) if bytes == word.len() && max == 2 << 20)
         };
         assert!(expected, "{}: {r:?}", name);
         // Not a timing assertion: only a sanity bound far above the scan cost, printed.

@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use kvtoken::{KvTokenError, SpmModel};
+use kvtoken::{Error, SpmModel};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -77,14 +77,14 @@ fn bad_files_are_typed_errors() {
         &[0x12, 0x02, 0x18, 0x01][..],
     ] {
         match SpmModel::from_bytes(bad) {
-            Err(KvTokenError::Spm(_)) => {}
+            Err(Error::Spm(_)) => {}
             other => panic!("{bad:?}: {other:?}"),
         }
     }
     let huge = vec![0u8; kvtoken::spm::MAX_SPM_FILE_BYTES + 1];
     assert!(matches!(
         SpmModel::from_bytes(&huge),
-        Err(KvTokenError::FileTooLarge { .. })
+        Err(Error::FileTooLarge { .. })
     ));
 }
 

@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use kvtoken::{KvTokenError, Tekkenizer};
+use kvtoken::{Error, Tekkenizer};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -123,14 +123,14 @@ fn bad_files_are_typed_errors() {
         br#"{"config":{"pattern":"\\s+","default_vocab_size":1001,"default_num_special_tokens":1000},"vocab":[{"rank":0,"token_bytes":"AA=="}]}"#,
     ] {
         match Tekkenizer::from_bytes(bad) {
-            Err(KvTokenError::Tekken(_)) => {}
+            Err(Error::Tekken(_)) => {}
             other => panic!("{:?}: {other:?}", String::from_utf8_lossy(bad)),
         }
     }
     let huge = vec![b' '; kvtoken::tekken::MAX_TEKKEN_FILE_BYTES + 1];
     assert!(matches!(
         Tekkenizer::from_bytes(&huge),
-        Err(KvTokenError::FileTooLarge { .. })
+        Err(Error::FileTooLarge { .. })
     ));
 }
 
@@ -183,7 +183,7 @@ fn synthetic_file_loads_and_merges_by_rank() {
     dup.push(b"ab".to_vec());
     assert!(matches!(
         Tekkenizer::from_bytes(file(&dup).as_bytes()),
-        Err(KvTokenError::Tekken(_))
+        Err(Error::Tekken(_))
     ));
 }
 
@@ -258,7 +258,7 @@ fn long_runs_are_encoded_or_refused() {
         let start = std::time::Instant::now();
         match t.encode(&s) {
             Ok(ids) => assert!(!ids.is_empty()),
-            Err(KvTokenError::Encode(_)) => {}
+            Err(Error::Encode(_)) => {}
             Err(e) => panic!("{e}"),
         }
         assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());

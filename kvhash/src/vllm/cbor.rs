@@ -425,7 +425,7 @@ impl PlainSha256Cbor {
         (blocks, used)
     }
 
-    /// [`Self::transcode_ids`] of the block at the start of `raw`, which may end right after
+    /// [`transcode_ids`] of the block at the start of `raw`, which may end right after
     /// the block's ids (an event's last block): each id's window reads 9 bytes, so a block
     /// that could read past the end is transcoded from a copy padded with zeros (a zero is
     /// a valid fixint: what it read past the end must not count).

@@ -19,8 +19,10 @@
 //! The classes come from tables generated from Oniguruma (`tables_o200k.rs`, checked for
 //! every scalar by `classes_match_oniguruma_for_every_scalar`); the splits are checked
 //! against `tokenizers`' own pre-tokenizer for every scalar in several contexts
-//! (`tests/o200k.rs`) and on generated text.
+//! (`tests/o200k.rs`) and on generated text. The chars and the two lanes that drive the
+//! matcher are [`super`]'s, shared with the Qwen2 / Llama 3 matcher.
 
+use super::Matcher;
 use crate::tables_o200k::{ASCII, RANGES};
 
 /// `\p{L}`.
@@ -51,124 +53,27 @@ fn bits_of(c: char) -> u8 {
     }
 }
 
-/// One char of the input: where it starts, its class bits and its literal key.
+/// The matcher of [`O200K_PATTERN`]; its classes are bit sets ([`bits_of`]).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct CharInfo {
-    start: u32,
-    bits: u8,
-    key: u8,
-}
+pub(crate) struct O200k;
 
-/// The literal key of `c` for the literal parts of the pattern (`'`, `\r`/`\n` as `\n`,
-/// `/`, U+0020, the case-folded letters of the contractions), 0 if none.
-#[inline]
-fn key_of(c: char) -> u8 {
-    match c {
-        '\'' => b'\'',
-        '\r' | '\n' => b'\n',
-        '/' => b'/',
-        ' ' => b' ',
-        // Oniguruma's (?i) simple case folding onto the contraction letters; U+017F LATIN
-        // SMALL LETTER LONG S folds to `s`.
-        's' | 'S' | '\u{17F}' => b's',
-        't' | 'T' => b't',
-        'r' | 'R' => b'r',
-        'e' | 'E' => b'e',
-        'v' | 'V' => b'v',
-        'm' | 'M' => b'm',
-        'l' | 'L' => b'l',
-        'd' | 'D' => b'd',
-        _ => 0,
+impl Matcher for O200k {
+    const ASCII: &'static [u8; 128] = &ASCII;
+
+    #[inline]
+    fn class_of(c: char) -> u8 {
+        bits_of(c)
     }
-}
 
-/// The literal key of each ASCII byte, as [`key_of`].
-static ASCII_KEYS: [u8; 128] = {
-    let mut t = [0u8; 128];
-    let mut b = 0;
-    while b < 128 {
-        t[b] = match b as u8 {
-            b'\'' => b'\'',
-            b'\r' | b'\n' => b'\n',
-            b'/' => b'/',
-            b' ' => b' ',
-            b's' | b'S' => b's',
-            b't' | b'T' => b't',
-            b'r' | b'R' => b'r',
-            b'e' | b'E' => b'e',
-            b'v' | b'V' => b'v',
-            b'm' | b'M' => b'm',
-            b'l' | b'L' => b'l',
-            b'd' | b'D' => b'd',
-            _ => 0,
-        };
-        b += 1;
-    }
-    t
-};
-
-/// Calls `emit(start, end)` with the byte span of every split of `text`, in order, until it
-/// returns `false`; `chars` is scratch. ASCII text is matched straight from its bytes, other
-/// text after decoding into `chars` (the same matcher over the same classes and keys:
-/// `ascii_lane_matches_the_general_lane` checks it).
-pub(crate) fn split(text: &str, chars: &mut Vec<CharInfo>, emit: impl FnMut(usize, usize) -> bool) {
-    let bytes = text.as_bytes();
-    if bytes.is_ascii() {
-        split_ascii(bytes, emit);
-    } else {
-        scan(text, chars);
-        split_chars(text.len(), chars, emit);
-    }
-}
-
-/// Decodes `text` into `chars` (cleared first). `text` must be shorter than 4 GiB.
-fn scan(text: &str, chars: &mut Vec<CharInfo>) {
-    chars.clear();
-    chars.reserve(text.len());
-    for (i, c) in text.char_indices() {
-        chars.push(CharInfo {
-            start: i as u32,
-            bits: bits_of(c),
-            key: key_of(c),
-        });
-    }
-}
-
-/// [`split`] over decoded chars.
-fn split_chars(text_len: usize, chars: &[CharInfo], mut emit: impl FnMut(usize, usize) -> bool) {
-    let n = chars.len();
-    let start_of = |i: usize| chars.get(i).map_or(text_len, |c| c.start as usize);
-    let bits_at = |i: usize| chars.get(i).map(|c| c.bits);
-    let key_at = |i: usize| chars.get(i).map_or(0, |c| c.key);
-    let mut i = 0;
-    while i < n {
-        let j = match_at(n, i, &bits_at, &key_at);
-        if !emit(start_of(i), start_of(j)) {
-            return;
-        }
-        i = j;
-    }
-}
-
-/// [`split`] of ASCII text, one char per byte.
-fn split_ascii(text: &[u8], mut emit: impl FnMut(usize, usize) -> bool) {
-    let n = text.len();
-    let bits_at = |i: usize| {
-        text.get(i)
-            .map(|&b| ASCII.get(usize::from(b)).copied().unwrap_or(0))
-    };
-    let key_at = |i: usize| {
-        text.get(i)
-            .and_then(|&b| ASCII_KEYS.get(usize::from(b)).copied())
-            .unwrap_or(0)
-    };
-    let mut i = 0;
-    while i < n {
-        let j = match_at(n, i, &bits_at, &key_at);
-        if !emit(i, j) {
-            return;
-        }
-        i = j;
+    #[inline(always)]
+    fn match_at(
+        &self,
+        n: usize,
+        i: usize,
+        class_at: &impl Fn(usize) -> Option<u8>,
+        key_at: &impl Fn(usize) -> u8,
+    ) -> usize {
+        match_at(n, i, class_at, key_at)
     }
 }
 
@@ -274,12 +179,13 @@ fn match_at(
 
 #[cfg(test)]
 mod tests {
+    use super::super::{scan, split_ascii, split_chars};
     use super::*;
     use tokenizers::utils::SysRegex;
 
     fn splits(text: &str) -> Vec<&str> {
         let mut out = Vec::new();
-        split(text, &mut Vec::new(), |a, b| {
+        super::super::split(&O200k, text, &mut Vec::new(), |a, b| {
             out.push(&text[a..b]);
             true
         });
@@ -330,19 +236,12 @@ mod tests {
             t in "[ -~\t\r\n\x0b\x0c\x00-\x08]{0,80}|(('[sStTmMdD]|'[rRvV][eE]|'[lL][lL]|[a-z]+|[A-Z]+|[0-9]+| +|\n+|[!-/]+)){0,20}",
         ) {
             let mut chars = Vec::new();
-            scan(&t, &mut chars);
+            scan::<O200k>(&t, &mut chars);
             let mut a = Vec::new();
-            split_chars(t.len(), &chars, |x, y| { a.push((x, y)); true });
+            split_chars(&O200k, t.len(), &chars, |x, y| { a.push((x, y)); true });
             let mut b = Vec::new();
-            split_ascii(t.as_bytes(), |x, y| { b.push((x, y)); true });
+            split_ascii(&O200k, t.as_bytes(), |x, y| { b.push((x, y)); true });
             proptest::prop_assert_eq!(a, b);
-        }
-    }
-
-    #[test]
-    fn ascii_keys_match_key_of() {
-        for b in 0u8..128 {
-            assert_eq!(ASCII_KEYS[usize::from(b)], key_of(char::from(b)), "{b}");
         }
     }
 
