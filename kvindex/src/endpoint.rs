@@ -147,6 +147,9 @@ pub(crate) struct Endpoints {
     pub lora_slots: Vec<u64>,
     /// Per slot, the index of its endpoint in `views` (`u32::MAX`: no endpoint here).
     pub view_of: Vec<u32>,
+    /// The endpoints' slots increase in `views` order (no slot reused out of order since the
+    /// endpoints were added): a walk over the slot bitset meets the ranks in output order.
+    pub in_slot_order: bool,
 }
 
 impl Endpoints {
@@ -177,12 +180,14 @@ impl Endpoints {
                 view_of[slot] = i as u32;
             }
         }
+        let in_slot_order = views.windows(2).all(|w| w[0].first_slot < w[1].first_slot);
         Endpoints {
             list,
             views,
             slots,
             lora_slots,
             view_of,
+            in_slot_order,
         }
     }
 }

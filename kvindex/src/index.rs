@@ -563,6 +563,9 @@ impl Index {
         };
         if sparse {
             let nothing = self.nothing_cached();
+            // Slots in output order (the usual case: no endpoint removed and another added in
+            // its slots): the entries go straight out, no sort.
+            let direct = eps.in_slot_order;
             s.listed.clear();
             for (w, &m) in eps.slots.iter().enumerate() {
                 let cand = s.cand_bits[w];
@@ -580,19 +583,23 @@ impl Index {
                         self.not_walked(t.words[slot].load(Ordering::Relaxed), v, proven)
                     };
                     if outcome != nothing {
-                        s.listed.push((
-                            vi,
-                            Prediction {
-                                endpoint: v.id,
-                                rank: slot as u32 - v.first_slot,
-                                outcome,
-                            },
-                        ));
+                        let p = Prediction {
+                            endpoint: v.id,
+                            rank: slot as u32 - v.first_slot,
+                            outcome,
+                        };
+                        if direct {
+                            out.push(p);
+                        } else {
+                            s.listed.push((vi, p));
+                        }
                     }
                 }
             }
-            s.listed.sort_unstable_by_key(|&(vi, p)| (vi, p.rank));
-            out.extend(s.listed.iter().map(|&(_, p)| p));
+            if !direct {
+                s.listed.sort_unstable_by_key(|&(vi, p)| (vi, p.rank));
+                out.extend(s.listed.iter().map(|&(_, p)| p));
+            }
         } else {
             out.reserve(eps.views.iter().map(|v| v.ranks as usize).sum());
             for v in eps.views.iter() {

@@ -680,3 +680,35 @@ proptest! {
         prop_assert_eq!(index.walk_fallbacks(), 0);
     }
 }
+
+/// An endpoint removed and another added in its slots puts the slots out of output order: the
+/// sparse prediction still lists the ranks in the order the endpoints were added, equal to the
+/// dense one's, and every rank's hit is its own.
+#[test]
+fn slots_reused_out_of_order_keep_the_endpoints_order() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 8);
+    let a = index.add_endpoint(endpoint("a", 100)).unwrap();
+    let b = index.add_endpoint(endpoint("b", 100)).unwrap();
+    let c = index.add_endpoint(endpoint("c", 100)).unwrap();
+    let ch = chain(0, 1, 6);
+    feed(&index, a, 0, &[stored(&ch, None)]).unwrap();
+    feed(&index, b, 0, &[stored(&ch[..2], None)]).unwrap();
+    feed(&index, c, 0, &[stored(&ch[..4], None)]).unwrap();
+    index.remove_endpoint(a).unwrap();
+    // `d` takes `a`'s slot (slot 0), before `b`'s and `c`'s.
+    let d = index.add_endpoint(endpoint("d", 100)).unwrap();
+    feed(&index, d, 0, &[stored(&ch[..3], None)]).unwrap();
+    let r = req(&ch, 6 * 16 + 1);
+    let mut dense = Vec::new();
+    index.predict(&r, &mut dense).unwrap();
+    let got: Vec<(kvindex::EndpointId, Option<u64>)> = dense
+        .iter()
+        .map(|p| (p.endpoint, p.outcome.tokens()))
+        .collect();
+    assert_eq!(got, vec![(b, Some(32)), (c, Some(64)), (d, Some(48))]);
+    assert!(sparse_equals_dense(&index, &r, &dense));
+    let mut sparse = Vec::new();
+    index.predict_sparse(&r, &mut sparse).unwrap();
+    assert_eq!(sparse, dense);
+    assert_eq!(index.self_check(), Ok(()));
+}
