@@ -103,6 +103,9 @@ const (
 // Request flags of Predict and RoutePredict.
 const (
 	PredictSkipPrefixCache uint32 = C.KVEXACT_PREDICT_SKIP_PREFIX_CACHE
+	// PredictSparse lists only the endpoint ranks that hold some of the request or are
+	// unknown (every rank not listed is cached with 0 tokens), in the same order.
+	PredictSparse uint32 = C.KVEXACT_PREDICT_SPARSE
 )
 
 // Prediction is one endpoint rank's prediction, laid out exactly as kvexact_index_prediction
@@ -329,8 +332,8 @@ func u64Ptr(s []uint64) *C.uint64_t {
 
 // PredictInto predicts every endpoint rank's cached tokens for a request's full-block hashes
 // (as a hasher of the same release writes them) and prompt length into out, returning the
-// count. When out is too small it returns the needed count with ErrBufferTooSmall. flags:
-// PredictSkipPrefixCache or 0. No allocation.
+// count. When out is too small it returns the needed count with ErrBufferTooSmall. flags: 0 or
+// any of PredictSkipPrefixCache and PredictSparse. No allocation.
 func (x *Index) PredictInto(hashes []uint64, promptTokens int, flags uint32, out []Prediction) (int, error) {
 	var n C.size_t
 	var cerr *C.kvexact_error

@@ -145,6 +145,25 @@ func TestIndexReplaysCacheHitVectors(t *testing.T) {
 					}
 					judged++
 				}
+				// The sparse answer: the same entries, without those cached with 0 tokens.
+				sparse, err := x.Predict(hashes, len(s.Tokens), PredictSparse)
+				if err != nil {
+					t.Fatalf("%s query %d (sparse): %v", f, s.ID, err)
+				}
+				var listed []Prediction
+				for _, p := range preds {
+					if p.Tokens > 0 {
+						listed = append(listed, p)
+					}
+				}
+				if len(sparse) != len(listed) {
+					t.Fatalf("%s query %d: sparse %+v, want %+v", f, s.ID, sparse, listed)
+				}
+				for i := range listed {
+					if sparse[i] != listed[i] {
+						t.Fatalf("%s query %d: sparse %+v, want %+v", f, s.ID, sparse, listed)
+					}
+				}
 				atQuery[s.ID] = preds
 			case "run":
 				p := atQuery[s.Query][ids[s.Endpoint]]

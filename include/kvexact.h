@@ -165,6 +165,16 @@
 #define KVEXACT_PREDICT_SKIP_PREFIX_CACHE 2
 
 /**
+ * Flag of a prediction (`kvexact_index_predict`'s `flags`): list only the endpoint ranks whose
+ * prediction is not "cached, 0 tokens" — those holding some of the request and those that
+ * are unknown — in the same order as the full answer; every rank not listed is
+ * `KVEXACT_PREDICTION_CACHED` with `tokens` 0, `other_media_tokens` 0 on an index of one
+ * KV-cache group (-1 on several) and the release's `proven`. The form of the peers'
+ * answers, and the cheaper one where most endpoints hold nothing of the request.
+ */
+#define KVEXACT_PREDICT_SPARSE 4
+
+/**
  * `kvexact_index_rank_status.endpoint` of an endpoint removed while the status was read.
  */
 #define KVEXACT_INDEX_NO_ENDPOINT UINT32_MAX
@@ -2847,8 +2857,10 @@ kvexact_status kvexact_index_feed_json(const kvexact_index *index,
  * the engine's event integer form, as `kvexact_block_hashes_u64` (full blocks only) of a
  * hasher of the same release writes them; at least `(prompt_tokens - 1) / block_size` of
  * them (the blocks a hit may reach) and at most `prompt_tokens / block_size`.
- * `prompt_tokens`: the prompt's token count. `flags`:
- * `KVEXACT_PREDICT_SKIP_PREFIX_CACHE` or 0.
+ * `prompt_tokens`: the prompt's token count. `flags`: 0 or any of
+ * `KVEXACT_PREDICT_SKIP_PREFIX_CACHE` and `KVEXACT_PREDICT_SPARSE` (only the ranks whose
+ * prediction is not "cached, 0 tokens", in the same order; `*count` and the buffer size
+ * then count those).
  *
  * On success returns `KVEXACT_OK`, writes `*count` predictions to `out` (capacity `cap`)
  * and the count to `*count`. `KVEXACT_ERR_BUFFER_TOO_SMALL`: `cap` is below the number of

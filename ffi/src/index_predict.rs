@@ -49,6 +49,13 @@ pub const KVEXACT_UNKNOWN_LORA_NOT_IN_EVENTS: kvexact_unknown_reason = 5;
 /// hashes where the release's events show them; where they do not, endpoints with adapters
 /// loaded are `KVEXACT_UNKNOWN_LORA_NOT_IN_EVENTS` whatever the request names.)
 pub const KVEXACT_PREDICT_SKIP_PREFIX_CACHE: u32 = 2;
+/// Flag of a prediction (`kvexact_index_predict`'s `flags`): list only the endpoint ranks whose
+/// prediction is not "cached, 0 tokens" — those holding some of the request and those that
+/// are unknown — in the same order as the full answer; every rank not listed is
+/// `KVEXACT_PREDICTION_CACHED` with `tokens` 0, `other_media_tokens` 0 on an index of one
+/// KV-cache group (-1 on several) and the release's `proven`. The form of the peers'
+/// answers, and the cheaper one where most endpoints hold nothing of the request.
+pub const KVEXACT_PREDICT_SPARSE: u32 = 4;
 
 /// How the engine's reported count compared with the prediction (`kvexact_index_observe`).
 pub type kvexact_observation = u32;
@@ -161,14 +168,18 @@ fn outcome_of(p: &kvexact_index_prediction) -> Result<Outcome, Failure> {
     }
 }
 
-fn request_flags(flags: u32) -> Result<bool, Failure> {
-    if flags & !KVEXACT_PREDICT_SKIP_PREFIX_CACHE != 0 {
+/// A prediction's flags: (the request skips the prefix cache, the answer is sparse).
+fn request_flags(flags: u32) -> Result<(bool, bool), Failure> {
+    if flags & !(KVEXACT_PREDICT_SKIP_PREFIX_CACHE | KVEXACT_PREDICT_SPARSE) != 0 {
         return Err(Failure::invalid(
             "flags",
             format_args!("unknown flag bits {flags:#x}"),
         ));
     }
-    Ok(flags & KVEXACT_PREDICT_SKIP_PREFIX_CACHE != 0)
+    Ok((
+        flags & KVEXACT_PREDICT_SKIP_PREFIX_CACHE != 0,
+        flags & KVEXACT_PREDICT_SPARSE != 0,
+    ))
 }
 
 thread_local! {
@@ -181,6 +192,7 @@ thread_local! {
 fn predict_into(
     index: &kvindex::Index,
     req: &Request<'_>,
+    sparse: bool,
     out: &mut [kvexact_index_prediction],
     count: Out<usize>,
 ) -> Result<kvexact_status, Failure> {
@@ -192,7 +204,12 @@ fn predict_into(
             Some(v) => v,
             None => &mut own,
         };
-        index.predict(req, preds).map_err(|e| index_failure(&e))?;
+        if sparse {
+            index.predict_sparse(req, preds)
+        } else {
+            index.predict(req, preds)
+        }
+        .map_err(|e| index_failure(&e))?;
         count.write(preds.len());
         let cap = out.len();
         let dst = out.get_mut(..preds.len()).ok_or_else(|| {
@@ -220,8 +237,10 @@ fn predict_into(
 /// the engine's event integer form, as `kvexact_block_hashes_u64` (full blocks only) of a
 /// hasher of the same release writes them; at least `(prompt_tokens - 1) / block_size` of
 /// them (the blocks a hit may reach) and at most `prompt_tokens / block_size`.
-/// `prompt_tokens`: the prompt's token count. `flags`:
-/// `KVEXACT_PREDICT_SKIP_PREFIX_CACHE` or 0.
+/// `prompt_tokens`: the prompt's token count. `flags`: 0 or any of
+/// `KVEXACT_PREDICT_SKIP_PREFIX_CACHE` and `KVEXACT_PREDICT_SPARSE` (only the ranks whose
+/// prediction is not "cached, 0 tokens", in the same order; `*count` and the buffer size
+/// then count those).
 ///
 /// On success returns `KVEXACT_OK`, writes `*count` predictions to `out` (capacity `cap`)
 /// and the count to `*count`. `KVEXACT_ERR_BUFFER_TOO_SMALL`: `cap` is below the number of
@@ -256,13 +275,13 @@ pub unsafe extern "C" fn kvexact_index_predict(
             let hashes = in_slice(hashes, n_hashes, "hashes")?;
             let out = out_slice(out, cap, "out")?;
             let count = out_param(count, "count")?;
-            let skip = request_flags(flags)?;
+            let (skip, sparse) = request_flags(flags)?;
             let req = Request {
                 block_hashes: hashes,
                 prompt_tokens,
                 skip_prefix_cache: skip,
             };
-            predict_into(index, &req, out, count)
+            predict_into(index, &req, sparse, out, count)
         })
     }
 }
@@ -329,7 +348,7 @@ pub unsafe extern "C" fn kvexact_index_route_predict(
             let n_blocks = out_param(n_blocks, "n_blocks")?;
             let out = out_slice(out, cap, "out")?;
             let count = out_param(count, "count")?;
-            let skip = request_flags(flags)?;
+            let (skip, sparse) = request_flags(flags)?;
             let bs = h.block_hasher().block_size();
             if bs != index.options().block_size as usize {
                 return Err(Failure::invalid(
@@ -355,7 +374,7 @@ pub unsafe extern "C" fn kvexact_index_route_predict(
                 prompt_tokens: ni,
                 skip_prefix_cache: skip,
             };
-            let st = predict_into(index, &req, out, count)?;
+            let st = predict_into(index, &req, sparse, out, count)?;
             n_ids.write(ni);
             n_blocks.write(nb);
             Ok(st)
@@ -469,8 +488,10 @@ mod tests {
             ..Default::default()
         };
         assert!(outcome_of(&bad).is_err());
-        assert!(request_flags(4).is_err());
+        assert!(request_flags(8).is_err());
         assert!(request_flags(1).is_err(), "bit 0 is no flag");
-        assert!(request_flags(2).unwrap());
+        assert_eq!(request_flags(2).unwrap(), (true, false));
+        assert_eq!(request_flags(4).unwrap(), (false, true));
+        assert_eq!(request_flags(6).unwrap(), (true, true));
     }
 }

@@ -143,6 +143,15 @@ fn predict(
     hashes: &[u64],
     prompt: usize,
 ) -> Vec<kvexact_index_prediction> {
+    predict_flags(ix, hashes, prompt, 0)
+}
+
+fn predict_flags(
+    ix: *const kvexact_index,
+    hashes: &[u64],
+    prompt: usize,
+    flags: u32,
+) -> Vec<kvexact_index_prediction> {
     let mut out = vec![kvexact_index_prediction::default(); 16];
     let mut n = usize::MAX;
     let mut err = null_mut();
@@ -152,7 +161,7 @@ fn predict(
             hashes.as_ptr(),
             hashes.len(),
             prompt,
-            0,
+            flags,
             out.as_mut_ptr(),
             out.len(),
             &mut n,
@@ -183,7 +192,7 @@ fn every_plain_cache_hit_replay_is_exact_through_the_abi() {
         .collect();
     files.sort();
     assert!(files.len() >= 8, "{files:?}");
-    let (mut judged, mut hits, mut exact) = (0, 0, 0);
+    let (mut judged, mut hits, mut exact, mut sparse_listed) = (0, 0, 0, 0);
     for f in &files {
         let doc: Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
         let engine = match doc["engine"].as_str().unwrap() {
@@ -270,6 +279,25 @@ fn every_plain_cache_hit_replay_is_exact_through_the_abi() {
                     assert_eq!(n as usize, hashes.len());
                     let preds = predict(ix, &hashes, toks.len());
                     assert_eq!(preds.len(), names.len());
+                    // The sparse answer: the same entries, without the ranks that are
+                    // cached with 0 tokens (and 0 or "not stated" in other media).
+                    let listed: Vec<kvexact_index_prediction> = preds
+                        .iter()
+                        .filter(|p| {
+                            !(p.status == KVEXACT_PREDICTION_CACHED
+                                && p.tokens == 0
+                                && p.other_media_tokens <= 0)
+                        })
+                        .copied()
+                        .collect();
+                    assert_eq!(
+                        predict_flags(ix, &hashes, toks.len(), KVEXACT_PREDICT_SPARSE),
+                        listed,
+                        "{} query {} (sparse)",
+                        f.display(),
+                        s["id"]
+                    );
+                    sparse_listed += listed.len();
                     for p in &preds {
                         let name = &names[p.endpoint as usize];
                         let want = u(&s["expected_cached_tokens"], name);
@@ -314,12 +342,16 @@ fn every_plain_cache_hit_replay_is_exact_through_the_abi() {
         unsafe { kvexact_hasher_free(h) };
     }
     eprintln!(
-        "{} replays: {judged} predictions equal the engines' ({hits} hits), {exact} reports exact",
+        "{} replays: {judged} predictions equal the engines' ({hits} hits), {exact} reports exact; sparse answers list {sparse_listed}",
         files.len()
     );
     assert!(
-        judged > 1000 && hits > 300 && exact > 100,
-        "{judged} {hits} {exact}"
+        judged > 1000
+            && hits > 300
+            && exact > 100
+            && sparse_listed >= hits
+            && sparse_listed < judged,
+        "{judged} {hits} {exact} {sparse_listed}"
     );
 }
 

@@ -72,6 +72,7 @@ fuzz_target!(|data: &[u8]| {
     let index = index(release).expect("the release builds an index");
     let mut rest = &data[1..];
     let mut preds = Vec::new();
+    let mut sparse = Vec::new();
     while let [op, ep, rank, l0, l1, tail @ ..] = rest {
         let len = usize::from(u16::from_le_bytes([*l0, *l1])).min(tail.len());
         let (chunk, next) = tail.split_at(len);
@@ -113,6 +114,11 @@ fuzz_target!(|data: &[u8]| {
                     skip_prefix_cache: op & 2 == 2,
                 };
                 if index.predict(&req, &mut preds).is_ok() {
+                    // The sparse answer lists exactly the dense one's ranks that differ from
+                    // "nothing cached" (no feed runs in between: one state).
+                    let nothing = index.nothing_cached();
+                    index.predict_sparse(&req, &mut sparse).expect("the dense form predicted");
+                    assert!(sparse.iter().eq(preds.iter().filter(|p| p.outcome != nothing)));
                     for p in &preds {
                         if let Outcome::Cached { tokens, .. } = p.outcome {
                             assert!(tokens as usize <= prompt.saturating_sub(1));

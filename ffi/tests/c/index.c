@@ -142,6 +142,20 @@ int main(int argc, char **argv) {
         judged++;
         at_query[s->query][e] = preds[e];
       }
+      /* The sparse answer lists exactly the endpoints with a hit, in the same order. */
+      kvexact_index_prediction listed[8];
+      size_t n_listed = 99;
+      CHECK_STATUS(kvexact_index_predict(index, hashes, (size_t)nb, s->n_tokens,
+                                         KVEXACT_PREDICT_SPARSE, listed, 8, &n_listed, &err),
+                   KVEXACT_OK, err);
+      size_t k = 0;
+      for (int e = 0; e < IX_N_ENDPOINTS; e++) {
+        if (preds[e].tokens == 0) continue;
+        CHECK(k < n_listed);
+        CHECK(memcmp(&listed[k], &preds[e], sizeof preds[e]) == 0);
+        k++;
+      }
+      CHECK_INT(n_listed, k);
     } else {
       kvexact_observation obs = 99;
       const char label[] = "q";
@@ -191,6 +205,12 @@ int main(int argc, char **argv) {
                                      KVEXACT_PREDICT_SKIP_PREFIX_CACHE, preds, 8, &count, NULL),
                KVEXACT_OK, NULL);
   for (int e = 0; e < IX_N_ENDPOINTS; e++) CHECK_U64(preds[e].tokens, 0);
+  /* ... and the sparse answer of such a request lists nobody. */
+  CHECK_STATUS(kvexact_index_predict(index, hashes, (size_t)nb, last->n_tokens,
+                                     KVEXACT_PREDICT_SKIP_PREFIX_CACHE | KVEXACT_PREDICT_SPARSE,
+                                     preds, 8, &count, NULL),
+               KVEXACT_OK, NULL);
+  CHECK_INT(count, 0);
 
   /* Counters: every rank in step, batches and observations counted. */
   kvexact_index_rank_status st[4];
