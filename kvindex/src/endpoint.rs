@@ -150,10 +150,17 @@ pub(crate) struct Endpoints {
     /// The endpoints' slots increase in `views` order (no slot reused out of order since the
     /// endpoints were added): a walk over the slot bitset meets the ranks in output order.
     pub in_slot_order: bool,
+    /// One prediction per rank in output order, each "nothing cached" (the index's
+    /// [`crate::Index::nothing_cached`]): a full answer starts as a copy of it and only the
+    /// ranks that differ are written.
+    pub blank: Vec<crate::Prediction>,
+    /// Per slot, its rank's place in the output (`u32::MAX`: no endpoint here).
+    pub out_of: Vec<u32>,
 }
 
 impl Endpoints {
-    pub fn new(list: Vec<Arc<Endpoint>>) -> Self {
+    /// The list for `list`, in that order; `nothing` is the index's "nothing cached" outcome.
+    pub fn new(list: Vec<Arc<Endpoint>>, nothing: crate::Outcome) -> Self {
         let views: Vec<EpView> = list
             .iter()
             .map(|e| EpView {
@@ -181,6 +188,18 @@ impl Endpoints {
             }
         }
         let in_slot_order = views.windows(2).all(|w| w[0].first_slot < w[1].first_slot);
+        let mut blank = Vec::new();
+        let mut out_of = vec![u32::MAX; end];
+        for v in &views {
+            for r in 0..v.ranks {
+                out_of[(v.first_slot + r) as usize] = blank.len() as u32;
+                blank.push(crate::Prediction {
+                    endpoint: v.id,
+                    rank: r,
+                    outcome: nothing,
+                });
+            }
+        }
         Endpoints {
             list,
             views,
@@ -188,6 +207,8 @@ impl Endpoints {
             lora_slots,
             view_of,
             in_slot_order,
+            blank,
+            out_of,
         }
     }
 }

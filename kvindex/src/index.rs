@@ -146,7 +146,8 @@ impl Index {
         let ep = Arc::new(Endpoint::new(id, config, first as u32, self.words.clone()));
         let mut next: Vec<Arc<Endpoint>> = eps.iter().cloned().collect();
         next.push(ep);
-        self.endpoints.store(Arc::new(Endpoints::new(next)));
+        self.endpoints
+            .store(Arc::new(Endpoints::new(next, self.nothing_cached())));
         Ok(id)
     }
 
@@ -160,7 +161,8 @@ impl Index {
             .cloned()
             .ok_or(Error::UnknownEndpoint(id.0))?;
         let next: Vec<Arc<Endpoint>> = eps.iter().filter(|e| e.id != id).cloned().collect();
-        self.endpoints.store(Arc::new(Endpoints::new(next)));
+        self.endpoints
+            .store(Arc::new(Endpoints::new(next, self.nothing_cached())));
         let _g = ep.lock();
         let mut w = self.runs.writer();
         let mut dropped = [0u64; MAX_MEDIA];
@@ -601,24 +603,25 @@ impl Index {
                 out.extend(s.listed.iter().map(|&(_, p)| p));
             }
         } else {
-            out.reserve(eps.views.iter().map(|v| v.ranks as usize).sum());
-            for v in eps.views.iter() {
-                for r in 0..v.ranks {
-                    let slot = (v.first_slot + r) as usize;
-                    if s.cand_bits[slot / 64] & (1 << (slot % 64)) != 0 {
-                        out.push(Prediction {
-                            endpoint: v.id,
-                            rank: r,
-                            outcome: cached(s.hit[slot]),
-                        });
+            // Every rank "nothing cached" (one copy), then the matched candidates and the
+            // ranks that are not candidates written over their entries.
+            out.extend_from_slice(&eps.blank);
+            for (w, &m) in eps.slots.iter().enumerate() {
+                let cand = s.cand_bits[w];
+                let mut bits = (cand & !s.zero[w]) | (m & !cand);
+                while bits != 0 {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let slot = w * 64 + b;
+                    let Some(e) = out.get_mut(eps.out_of[slot] as usize) else {
+                        continue;
+                    };
+                    e.outcome = if cand & (1 << b) != 0 {
+                        cached(s.hit[slot])
                     } else {
-                        let word = t.words[slot].load(Ordering::Relaxed);
-                        out.push(Prediction {
-                            endpoint: v.id,
-                            rank: r,
-                            outcome: self.not_walked(word, v, proven),
-                        });
-                    }
+                        let v = &eps.views[eps.view_of[slot] as usize];
+                        self.not_walked(t.words[slot].load(Ordering::Relaxed), v, proven)
+                    };
                 }
             }
         }
