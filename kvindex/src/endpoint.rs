@@ -16,7 +16,7 @@ pub struct EndpointId(pub u32);
 /// The most storage media an index tells apart (GPU included).
 pub const MAX_MEDIA: usize = 8;
 
-/// Status codes in [`Endpoint::status`]: 0 = in step; otherwise an [`UnknownReason`].
+/// Status codes ([`Endpoint::code`]): 0 = in step; otherwise an [`UnknownReason`].
 pub(crate) fn status_code(state: &StreamState, overflow: bool) -> u8 {
     if overflow {
         return 4;

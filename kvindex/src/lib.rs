@@ -85,12 +85,14 @@ mod error;
 mod feedback;
 mod index;
 pub mod lookup;
+mod predict;
 mod prediction;
 mod rule;
 mod runs;
 mod status;
 mod stream;
 mod table;
+mod walk;
 
 pub use apply::Applied;
 pub use config::{Capacity, EndpointConfig, IndexOptions};

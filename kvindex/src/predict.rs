@@ -1,0 +1,472 @@
+//! Predictions: a request's block keys in, each endpoint rank's cached tokens out
+//! ([`Index::predict`], [`Index::predict_sparse`], [`Index::predict_endpoint`]). Two paths
+//! give the same answers: the path of a moment no rank changed (`predict_quiet`: statuses from
+//! the in-step bitset, no rank checked again) and the per-slot path (each rank's seqlock
+//! version checked after the walk, a rank changed meanwhile answered again under its lock).
+//! The walks themselves are in `walk.rs`.
+
+use crate::endpoint::{
+    status_reason, word_code, word_version, Endpoint, EndpointId, Endpoints, EpView,
+};
+use crate::lookup;
+use crate::prediction::{Outcome, Prediction, Request, UnknownReason};
+use crate::rule::Lookup;
+use crate::table::Key;
+use crate::{Error, Index};
+use std::cell::RefCell;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+
+/// A prediction's working memory, one per thread (reused: nothing allocated once warm).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    /// The candidates' slots.
+    pub cands: Vec<u32>,
+    /// Each rank's slot word read before the walk, in output order.
+    pub words: Vec<u64>,
+    /// Each candidate slot's hit, by slot (written by the walks, read for candidates only).
+    pub hit: Vec<u32>,
+    pub active: Vec<u32>,
+    pub mark: Vec<u32>,
+    pub stamp: u32,
+    /// Candidate slots still matching (bitset).
+    pub alive: Vec<u64>,
+    /// Partial holders of the run in hand that stay candidates (bitset, zero between runs).
+    pub keep: Vec<u64>,
+    /// Candidates whose hit is 0 (bitset, written by the chain walk).
+    pub zero: Vec<u64>,
+    /// The candidates (bitset) of a prediction taken while nothing changed.
+    pub cand_bits: Vec<u64>,
+    /// A sparse prediction's entries before they are put in endpoint order.
+    pub listed: Vec<(u32, Prediction)>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+impl Index {
+    fn check_request(&self, req: &Request<'_>) -> Result<(), Error> {
+        let bs = self.opts.block_size as usize;
+        let need = lookup::max_hit_tokens(req.prompt_tokens) / bs;
+        let full = req.prompt_tokens / bs;
+        if req.block_hashes.len() < need || req.block_hashes.len() > full {
+            return Err(Error::Request(format!(
+                "{} block hashes for {} prompt tokens of block size {bs} (expected {need}..={full})",
+                req.block_hashes.len(),
+                req.prompt_tokens
+            )));
+        }
+        Ok(())
+    }
+
+    /// Predicts every endpoint's cached tokens for `req`, one entry per endpoint and rank in
+    /// the order the endpoints were added; `out` is cleared first.
+    pub fn predict(&self, req: &Request<'_>, out: &mut Vec<Prediction>) -> Result<(), Error> {
+        self.check_request(req)?;
+        out.clear();
+        let eps = self.endpoints.load();
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            if !self.predict_quiet(&eps, req, &mut s, out, false) {
+                out.clear();
+                self.predict_into(&eps.views, &eps, req, &mut s, out, false);
+            }
+        });
+        Ok(())
+    }
+
+    /// [`Index::predict`] listing only the ranks whose outcome differs from
+    /// [`Index::nothing_cached`] (the matched ranks and the unknown ones), in the same order;
+    /// every rank not listed has that outcome. The same walk and the same consistency as
+    /// `predict` (each listed or omitted rank's answer reflects whole batches only), without
+    /// writing an entry per rank that holds none of the request: the form a router that
+    /// scores the matched endpoints wants. `out` is cleared first.
+    pub fn predict_sparse(
+        &self,
+        req: &Request<'_>,
+        out: &mut Vec<Prediction>,
+    ) -> Result<(), Error> {
+        self.check_request(req)?;
+        out.clear();
+        let eps = self.endpoints.load();
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            if !self.predict_quiet(&eps, req, &mut s, out, true) {
+                out.clear();
+                self.predict_into(&eps.views, &eps, req, &mut s, out, true);
+            }
+        });
+        Ok(())
+    }
+
+    /// [`Index::predict`] (`sparse` false) or [`Index::predict_sparse`] through the per-slot
+    /// path alone (each rank's version checked after the walk), never the path of a moment no
+    /// rank changed: the twin the tests compare that path with.
+    #[doc(hidden)]
+    pub fn predict_per_slot(
+        &self,
+        req: &Request<'_>,
+        out: &mut Vec<Prediction>,
+        sparse: bool,
+    ) -> Result<(), Error> {
+        self.check_request(req)?;
+        out.clear();
+        let eps = self.endpoints.load();
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            self.predict_into(&eps.views, &eps, req, &mut s, out, sparse);
+        });
+        Ok(())
+    }
+
+    /// The outcome of a rank in step that holds none of a request's blocks (the outcome
+    /// [`Index::predict_sparse`] leaves out).
+    pub fn nothing_cached(&self) -> Outcome {
+        Outcome::Cached {
+            tokens: 0,
+            other_media_tokens: (self.opts.groups.len() == 1).then_some(0),
+            proven: self.opts.rule.proven(),
+        }
+    }
+
+    /// One endpoint's predictions (one per rank).
+    pub fn predict_endpoint(
+        &self,
+        id: EndpointId,
+        req: &Request<'_>,
+    ) -> Result<Vec<Prediction>, Error> {
+        self.check_request(req)?;
+        let ep = self.endpoint(id)?;
+        let view = [EpView {
+            id: ep.id,
+            first_slot: ep.first_slot,
+            ranks: ep.config.dp_ranks,
+            lora_adapters: ep.config.lora_adapters,
+        }];
+        let one = [ep];
+        let mut out = Vec::new();
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            self.predict_into(&view, &one, req, &mut s, &mut out, false);
+        });
+        Ok(out)
+    }
+
+    /// Predictions for the endpoints `views` describes (`eps` in the same order); `sparse`:
+    /// only those that differ from [`Index::nothing_cached`].
+    fn predict_into(
+        &self,
+        views: &[EpView],
+        eps: &[Arc<Endpoint>],
+        req: &Request<'_>,
+        s: &mut Scratch,
+        out: &mut Vec<Prediction>,
+        sparse: bool,
+    ) {
+        let proven = self.opts.rule.proven();
+        // A rule whose hashes do not carry the adapter cannot tell base and adapter blocks
+        // apart on an endpoint with adapters loaded, whichever the request uses.
+        let lora_unknown = !self.opts.rule.lora_in_hashes;
+        let slots = self.opts.max_slots as usize;
+        if s.hit.len() < slots {
+            s.hit.resize(slots, 0);
+        }
+        // First pass: every rank's slot word (status and seqlock version), and the candidates
+        // (ranks in step whose blocks the events show).
+        s.cands.clear();
+        s.words.clear();
+        s.alive.clear();
+        for ep in views.iter() {
+            let candidate = !(req.skip_prefix_cache || lora_unknown && ep.lora_adapters);
+            for r in 0..ep.ranks {
+                let slot = ep.first_slot + r;
+                let word = self.words.words[slot as usize].load(Ordering::Acquire);
+                s.words.push(word);
+                if candidate && word_code(word) == 0 {
+                    s.cands.push(slot);
+                    let w = slot as usize / 64;
+                    if s.alive.len() <= w {
+                        s.alive.resize(w + 1, 0);
+                    }
+                    s.alive[w] |= 1u64 << (slot % 64);
+                }
+            }
+        }
+        let single_full = self.opts.groups.len() == 1;
+        if !s.cands.is_empty() {
+            if self.chains {
+                if !self.walk_runs(req, s) {
+                    self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                    self.walk_prefix(req, s);
+                }
+            } else if single_full {
+                self.walk_prefix(req, s);
+            } else {
+                for i in 0..s.cands.len() {
+                    let slot = s.cands[i];
+                    s.hit[slot as usize] = self.slot_hit(req, slot) as u32;
+                }
+            }
+        }
+        fence(Ordering::Acquire);
+        let media = self.media_count.load(Ordering::Acquire);
+        // Second pass: each rank's answer; a candidate whose version moved during the walk is
+        // answered again under its endpoint's lock.
+        if !sparse {
+            out.reserve(s.words.len());
+        }
+        let nothing = self.nothing_cached();
+        // One full-attention group on the GPU alone (the common index): the answer is the hit
+        // in tokens, nothing on other media.
+        let plain = single_full && media <= 1;
+        let bs = self.opts.block_size as u64;
+        let mut k = 0usize;
+        for (ei, ep) in views.iter().enumerate() {
+            let candidate = !(req.skip_prefix_cache || lora_unknown && ep.lora_adapters);
+            for r in 0..ep.ranks {
+                let slot = ep.first_slot + r;
+                let word = s.words[k];
+                k += 1;
+                let outcome = if candidate && word_code(word) == 0 {
+                    let now = self.words.words[slot as usize].load(Ordering::Relaxed);
+                    let version = word_version(word);
+                    if word_version(now) == version && version & 1 == 0 {
+                        let hit = s.hit[slot as usize];
+                        if plain {
+                            if sparse && hit == 0 {
+                                continue;
+                            }
+                            // Pushed here, whole: an answer built apart and copied in stalled
+                            // on its own partial stores.
+                            out.push(Prediction {
+                                endpoint: ep.id,
+                                rank: r,
+                                outcome: Outcome::Cached {
+                                    tokens: u64::from(hit) * bs,
+                                    other_media_tokens: Some(0),
+                                    proven,
+                                },
+                            });
+                            continue;
+                        }
+                        self.cached(req, slot, hit as usize, single_full, media, proven)
+                    } else {
+                        self.answer_again(&eps[ei], r, req, slot, single_full, media, proven)
+                    }
+                } else {
+                    self.not_walked(word, ep, proven)
+                };
+                if sparse && outcome == nothing {
+                    continue;
+                }
+                out.push(Prediction {
+                    endpoint: ep.id,
+                    rank: r,
+                    outcome,
+                });
+            }
+        }
+    }
+
+    /// The prediction of a moment no rank changed, for the common index (the chains, GPU only):
+    /// when no change was in progress before the walk and none began during it, every rank's
+    /// status comes from the in-step bitset and no per-slot version is checked again; a sparse
+    /// answer then touches only the matched and the unknown ranks. False (with `out` to be
+    /// cleared) when that does not hold: the caller takes the per-slot path.
+    fn predict_quiet(
+        &self,
+        eps: &Endpoints,
+        req: &Request<'_>,
+        s: &mut Scratch,
+        out: &mut Vec<Prediction>,
+        sparse: bool,
+    ) -> bool {
+        let t = &*self.words;
+        if !self.chains || req.skip_prefix_cache || self.media_count.load(Ordering::Acquire) > 1 {
+            return false;
+        }
+        let ended = t.ended.load(Ordering::Acquire);
+        let began = t.began.load(Ordering::Acquire);
+        if began != ended {
+            return false;
+        }
+        let proven = self.opts.rule.proven();
+        let lora_unknown = !self.opts.rule.lora_in_hashes;
+        let slots = self.opts.max_slots as usize;
+        if s.hit.len() < slots {
+            s.hit.resize(slots, 0);
+        }
+        s.alive.clear();
+        for (w, &m) in eps.slots.iter().enumerate() {
+            let mut a = t.in_step[w].load(Ordering::Relaxed) & m;
+            if lora_unknown {
+                a &= !eps.lora_slots[w];
+            }
+            s.alive.push(a);
+        }
+        s.cand_bits.clear();
+        s.cand_bits.extend_from_slice(&s.alive);
+        if !self.walk_runs(req, s) {
+            return false;
+        }
+        fence(Ordering::Acquire);
+        if t.began.load(Ordering::Relaxed) != began {
+            return false;
+        }
+        let bs = self.opts.block_size as u64;
+        let cached = |hit: u32| Outcome::Cached {
+            tokens: u64::from(hit) * bs,
+            other_media_tokens: Some(0),
+            proven,
+        };
+        if sparse {
+            let nothing = self.nothing_cached();
+            // Slots in output order (the usual case: no endpoint removed and another added in
+            // its slots): the entries go straight out, no sort.
+            let direct = eps.in_slot_order;
+            s.listed.clear();
+            for (w, &m) in eps.slots.iter().enumerate() {
+                let cand = s.cand_bits[w];
+                // The matched candidates and the ranks that are not candidates.
+                let mut bits = (cand & !s.zero[w]) | (m & !cand);
+                while bits != 0 {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let slot = w * 64 + b;
+                    let vi = eps.view_of[slot];
+                    let v = &eps.views[vi as usize];
+                    let outcome = if cand & (1 << b) != 0 {
+                        cached(s.hit[slot])
+                    } else {
+                        self.not_walked(t.words[slot].load(Ordering::Relaxed), v, proven)
+                    };
+                    if outcome != nothing {
+                        let p = Prediction {
+                            endpoint: v.id,
+                            rank: slot as u32 - v.first_slot,
+                            outcome,
+                        };
+                        if direct {
+                            out.push(p);
+                        } else {
+                            s.listed.push((vi, p));
+                        }
+                    }
+                }
+            }
+            if !direct {
+                s.listed.sort_unstable_by_key(|&(vi, p)| (vi, p.rank));
+                out.extend(s.listed.iter().map(|&(_, p)| p));
+            }
+        } else {
+            // Every rank "nothing cached" (one copy), then the matched candidates and the
+            // ranks that are not candidates written over their entries.
+            out.extend_from_slice(&eps.blank);
+            for (w, &m) in eps.slots.iter().enumerate() {
+                let cand = s.cand_bits[w];
+                let mut bits = (cand & !s.zero[w]) | (m & !cand);
+                while bits != 0 {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let slot = w * 64 + b;
+                    let Some(e) = out.get_mut(eps.out_of[slot] as usize) else {
+                        continue;
+                    };
+                    e.outcome = if cand & (1 << b) != 0 {
+                        cached(s.hit[slot])
+                    } else {
+                        let v = &eps.views[eps.view_of[slot] as usize];
+                        self.not_walked(t.words[slot].load(Ordering::Relaxed), v, proven)
+                    };
+                }
+            }
+        }
+        true
+    }
+
+    /// A rank the walk did not visit: its status, or the adapter or the request's cache skip
+    /// decide.
+    #[cold]
+    fn not_walked(&self, word: u64, ep: &EpView, proven: bool) -> Outcome {
+        match status_reason(word_code(word)) {
+            Some(reason) => Outcome::Unknown(reason),
+            None if !self.opts.rule.lora_in_hashes && ep.lora_adapters => {
+                Outcome::Unknown(UnknownReason::LoraNotInEvents)
+            }
+            None => Outcome::Cached {
+                tokens: 0,
+                other_media_tokens: Some(0),
+                proven,
+            },
+        }
+    }
+
+    /// A candidate whose version moved during the walk: answered again under its endpoint's
+    /// lock.
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn answer_again(
+        &self,
+        ep: &Endpoint,
+        rank: u32,
+        req: &Request<'_>,
+        slot: u32,
+        single_full: bool,
+        media: u8,
+        proven: bool,
+    ) -> Outcome {
+        let _g = ep.lock();
+        match status_reason(ep.code(rank as usize)) {
+            Some(reason) => Outcome::Unknown(reason),
+            None => {
+                let hit = self.slot_hit(req, slot);
+                self.cached(req, slot, hit, single_full, media, proven)
+            }
+        }
+    }
+
+    #[inline]
+    fn cached(
+        &self,
+        req: &Request<'_>,
+        slot: u32,
+        hit_units: usize,
+        single_full: bool,
+        media: u8,
+        proven: bool,
+    ) -> Outcome {
+        let bs = self.opts.block_size as usize;
+        let tokens = match self.opts.rule.lookup {
+            Lookup::VllmCoordinator if !single_full => hit_units,
+            _ => hit_units * bs,
+        };
+        let other = if !single_full {
+            None
+        } else if media <= 1 {
+            Some(0)
+        } else {
+            let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / bs;
+            let more = (hit_units..max_blocks)
+                .take_while(|&j| {
+                    (0..media).any(|m| {
+                        self.table.holds(
+                            &Key {
+                                hash: req.block_hashes[j],
+                                group: 0,
+                                medium: m,
+                            },
+                            slot,
+                        )
+                    })
+                })
+                .count();
+            Some((more * bs) as u64)
+        };
+        Outcome::Cached {
+            tokens: tokens as u64,
+            other_media_tokens: other,
+            proven,
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! The prefix walks behind a prediction: every candidate slot's hit in one pass over the
+//! request's blocks — through the run-compressed chains (one table probe per run, `runs.rs`)
+//! for an index of one full-attention group, else the table block by block — and one slot's
+//! hit under the release's lookup (several KV-cache groups, a rank answered again).
+
+use crate::lookup;
+use crate::predict::Scratch;
+use crate::prediction::Request;
+use crate::rule::{GroupKind, Lookup};
+use crate::runs::chain_key;
+use crate::table::Key;
+use crate::Index;
+
+impl Index {
+    /// One slot's hit under the release's lookup: blocks for a single full-attention group,
+    /// tokens for several groups.
+    pub(crate) fn slot_hit(&self, req: &Request<'_>, slot: u32) -> usize {
+        let present = |g: usize, j: usize| {
+            req.block_hashes.get(j).is_some_and(|&h| {
+                self.table.holds(
+                    &Key {
+                        hash: h,
+                        group: g as u8,
+                        medium: 0,
+                    },
+                    slot,
+                )
+            })
+        };
+        match self.opts.rule.lookup {
+            Lookup::VllmCoordinator if self.opts.groups.len() > 1 => {
+                lookup::vllm_hit_tokens(&self.opts.groups, req.prompt_tokens, present)
+            }
+            _ => {
+                let max_blocks =
+                    lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
+                lookup::prefix_hit(max_blocks, |j| present(0, j))
+            }
+        }
+    }
+
+    /// Every candidate's prefix hit (one full-attention group) through the chains: one table
+    /// probe per run the request's blocks pass through, the run's hashes compared in a loop
+    /// and its cover ANDed with the candidates once. False when a place read was being moved
+    /// by a writer (the caller then walks the table; the hits written so far are overwritten).
+    /// `zero` ends with the candidates whose hit is 0.
+    pub(crate) fn walk_runs(&self, req: &Request<'_>, s: &mut Scratch) -> bool {
+        let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
+        // `alive` holds the candidates (the first pass set it).
+        let hashes = &req.block_hashes[..max_blocks];
+        s.keep.clear();
+        s.keep.resize(s.alive.len(), 0);
+        s.zero.clear();
+        s.zero.resize(s.alive.len(), 0);
+        let (hit, alive, keep, zero) = (&mut s.hit, &mut s.alive, &mut s.keep, &mut s.zero);
+        let mut j = 0usize;
+        while j < max_blocks && alive.iter().any(|&a| a != 0) {
+            let h = hashes[j];
+            let Some(loc) = self.table.loc(&chain_key(h)) else {
+                break;
+            };
+            let next = self
+                .runs
+                .read(loc.run, |run| {
+                    let i = run.index_of(loc.pos)?;
+                    let hs = run.hashes();
+                    if hs[i] != h {
+                        return None;
+                    }
+                    let matched = 1 + hs[i + 1..]
+                        .iter()
+                        .zip(&hashes[j + 1..])
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                    if !run.has_partial() {
+                        for (w, a) in alive.iter_mut().enumerate() {
+                            let c = run.cover_word(w);
+                            let mut gone = *a & !c;
+                            if j == 0 {
+                                zero[w] |= gone;
+                            }
+                            while gone != 0 {
+                                let b = gone.trailing_zeros() as usize;
+                                gone &= gone - 1;
+                                hit[w * 64 + b] = j as u32;
+                            }
+                            *a &= c;
+                        }
+                        return Some(j + matched);
+                    }
+                    // A partial holder holds the matched blocks up to its end: it stays a
+                    // candidate when it holds them all, else its hit ends there (one pass
+                    // over the partial holders; the survivors are ORed with the cover).
+                    for (s, held) in run.partial() {
+                        let (w, bit) = (s as usize / 64, 1u64 << (s % 64));
+                        let Some(a) = alive.get_mut(w) else {
+                            continue;
+                        };
+                        if *a & bit == 0 {
+                            continue;
+                        }
+                        let reach = held.saturating_sub(i);
+                        if reach < matched {
+                            hit[s as usize] = (j + reach) as u32;
+                            if j + reach == 0 {
+                                zero[w] |= bit;
+                            }
+                            *a &= !bit;
+                        } else {
+                            keep[w] |= bit;
+                        }
+                    }
+                    for ((w, a), k) in alive.iter_mut().enumerate().zip(keep.iter_mut()) {
+                        let c = run.cover_word(w) | std::mem::take(k);
+                        let mut gone = *a & !c;
+                        if j == 0 {
+                            zero[w] |= gone;
+                        }
+                        while gone != 0 {
+                            let b = gone.trailing_zeros() as usize;
+                            gone &= gone - 1;
+                            hit[w * 64 + b] = j as u32;
+                        }
+                        *a &= c;
+                    }
+                    Some(j + matched)
+                })
+                .flatten();
+            match next {
+                Some(n) => j = n,
+                None => return false,
+            }
+        }
+        for (w, &a) in alive.iter().enumerate() {
+            if j == 0 {
+                zero[w] |= a;
+            }
+            let mut left = a;
+            while left != 0 {
+                let b = left.trailing_zeros() as usize;
+                left &= left - 1;
+                hit[w * 64 + b] = j as u32;
+            }
+        }
+        true
+    }
+
+    /// Every candidate's prefix hit (one full-attention group) in one walk: each block is
+    /// looked up once, and the walk ends when no candidate still matches.
+    pub(crate) fn walk_prefix(&self, req: &Request<'_>, s: &mut Scratch) {
+        debug_assert!(matches!(self.opts.groups[0].kind, GroupKind::FullAttention));
+        let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
+        let slots = self.opts.max_slots as usize;
+        if s.mark.len() < slots {
+            s.mark.resize(slots, 0);
+        }
+        s.active.clear();
+        s.active.extend_from_slice(&s.cands);
+        let mut j = 0usize;
+        while j < max_blocks && !s.active.is_empty() {
+            if s.stamp == u32::MAX {
+                s.mark.iter_mut().for_each(|m| *m = 0);
+                s.stamp = 0;
+            }
+            s.stamp += 1;
+            let stamp = s.stamp;
+            let key = Key {
+                hash: req.block_hashes[j],
+                group: 0,
+                medium: 0,
+            };
+            let mark = &mut s.mark;
+            self.table.with_holders(&key, |h| {
+                for &(slot, _) in h {
+                    if let Some(m) = mark.get_mut(slot as usize) {
+                        *m = stamp;
+                    }
+                }
+            });
+            let hit = &mut s.hit;
+            let mark = &s.mark;
+            s.active.retain(|&slot| {
+                if mark[slot as usize] == stamp {
+                    true
+                } else {
+                    hit[slot as usize] = j as u32;
+                    false
+                }
+            });
+            j += 1;
+        }
+        for &slot in &s.active {
+            s.hit[slot as usize] = j as u32;
+        }
+    }
+}
