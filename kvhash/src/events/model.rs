@@ -424,8 +424,22 @@ fn read_uint_fast(s: &[u8]) -> Option<(u64, usize)> {
 pub(crate) fn read_token_ids<'a>(r: &mut Reader<'a>) -> Result<TokenIds<'a>, crate::Error> {
     let n = r.array("an array of token ids")?;
     let start = r.pos();
+    // Leading ids in unsigned forms are valid whatever follows (the checked loop below would
+    // accept each): skipped in one tight pass, the checked loop reads from the first other.
+    let skipped = r.skip_uints(n);
+    read_token_units(r, n, start, skipped)
+}
+
+/// The checked loop of [`read_token_ids`]: units `from..n` of the array whose units start at
+/// `start` (units before `from` are flat unsigned ids already read).
+fn read_token_units<'a>(
+    r: &mut Reader<'a>,
+    n: usize,
+    start: usize,
+    from: usize,
+) -> Result<TokenIds<'a>, crate::Error> {
     let mut shape = TokenShape::Flat;
-    for i in 0..n {
+    for i in from..n {
         let b = r.peek("a token id")?;
         if matches!(b, 0x90..=0x9f | 0xdc | 0xdd) {
             // EAGLE bigrams: every unit must be a fixarray of exactly two ids.
@@ -598,6 +612,60 @@ mod tests {
         assert_ne!(a, TokenIds::new(&narrow[..1], 1, TokenShape::Flat));
         assert_eq!(b.wire_bytes().as_ptr(), wide.as_ptr());
         assert_eq!(b.wire_bytes().len(), wide.len());
+    }
+
+    /// The checked loop alone, from the array's first unit: the slow twin of the fast lane.
+    fn read_token_ids_checked<'a>(r: &mut Reader<'a>) -> Result<TokenIds<'a>, crate::Error> {
+        let n = r.array("an array of token ids")?;
+        let start = r.pos();
+        read_token_units(r, n, start, 0)
+    }
+
+    /// Msgpack units a token array may hold, valid or not: every integer form (negative ones
+    /// too), bigram heads of the right and wrong sizes, other types, cut-off tails.
+    fn unit() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u8..0x80).prop_map(|b| vec![b]),
+            any::<u8>().prop_map(|b| vec![0xcc, b]),
+            any::<u16>().prop_map(|v| [&[0xcd][..], &v.to_be_bytes()].concat()),
+            any::<u32>().prop_map(|v| [&[0xce][..], &v.to_be_bytes()].concat()),
+            any::<u64>().prop_map(|v| [&[0xcf][..], &v.to_be_bytes()].concat()),
+            any::<i16>().prop_map(|v| [&[0xd1][..], &v.to_be_bytes()].concat()),
+            any::<i8>().prop_map(|v| vec![0xd0, v as u8]),
+            (0xe0u8..=0xff).prop_map(|b| vec![b]),
+            (any::<u8>(), any::<u8>()).prop_map(|(a, b)| vec![0x92, a & 0x7f, b & 0x7f]),
+            Just(vec![0x93, 1, 2, 3]),
+            Just(vec![0xc0]),
+            Just(vec![0xcd, 0x01]),
+            Just(vec![0xcf, 0, 0]),
+        ]
+    }
+
+    proptest::proptest! {
+        /// The fast lane and the checked loop alone agree on every array: the same view or
+        /// the same error, and the reader left at the same place.
+        #[test]
+        fn token_ids_fast_lane_equals_the_checked_loop(
+            units in proptest::collection::vec(unit(), 0..40),
+            head in 0usize..3,
+            cut in 0usize..4,
+        ) {
+            let n = units.len() + head.saturating_sub(1);
+            let mut buf = vec![0xdc];
+            buf.extend_from_slice(&(n as u16).to_be_bytes());
+            for u in &units {
+                buf.extend_from_slice(u);
+            }
+            buf.truncate(buf.len().saturating_sub(cut));
+            let limits = crate::events::Limits::default();
+            let mut fast = Reader::new(&buf, &limits);
+            let mut slow = Reader::new(&buf, &limits);
+            let a = read_token_ids(&mut fast).map(|t| (t.raw, t.units, t.shape));
+            let b = read_token_ids_checked(&mut slow).map(|t| (t.raw, t.units, t.shape));
+            proptest::prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+            proptest::prop_assert_eq!(fast.pos(), slow.pos());
+        }
     }
 
     #[test]
