@@ -1,4 +1,4 @@
-//! The gateway's whole hot path (issue 9): raw OpenAI body → parse, refusal scan, render,
+//! The gateway's whole hot path: raw OpenAI body → parse, refusal scan, render,
 //! tokenize, block hashes — through `kvprobe::pipeline::Pipeline` — per engine contract
 //! (vLLM sha256_cbor block 16, SGLang page 16, TensorRT-LLM 32 tokens per block), over the
 //! shared workload, with two baselines of the same rendered text in the same group: HF

@@ -1,4 +1,4 @@
-//! The exact prefix index (issue 27, `kvindex`) behind the C ABI: an index per model pool and
+//! The exact prefix index (`kvindex`) behind the C ABI: an index per model pool and
 //! engine release, its endpoints, and the KV events fed to it (docs/architecture.md, the
 //! index beside kvprobe). Predictions, the combined route-and-predict call and feedback live
 //! in [`index_predict`](crate::index_predict); counters, drift and Prometheus text in

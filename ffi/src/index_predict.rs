@@ -1,4 +1,4 @@
-//! Predictions of the prefix index (issue 27): a request's block keys in, each endpoint and
+//! Predictions of the prefix index: a request's block keys in, each endpoint and
 //! rank's cached-token count out (`kvexact_index_predict`), the gateway's hot path in one
 //! call (`kvexact_index_route_predict`: `kvexact_route_keys` then the prediction), and the
 //! engine's reported count fed back (`kvexact_index_observe`).

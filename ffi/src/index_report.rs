@@ -1,4 +1,4 @@
-//! What the prefix index holds and how its predictions fared (issue 27): per-rank counters
+//! What the prefix index holds and how its predictions fared: per-rank counters
 //! (`kvexact_index_status`), the first prediction the engine contradicted
 //! (`kvexact_index_prediction_drift`, the routing-level twin of `hash_drift`) and the
 //! Prometheus text a gateway serves (`kvexact_index_prometheus`). For metrics and operators,

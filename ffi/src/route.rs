@@ -1,4 +1,4 @@
-//! The gateway's hot path in one call (issue 17): `kvexact_route_keys` parses, refuses (or
+//! The gateway's hot path in one call: `kvexact_route_keys` parses, refuses (or
 //! lifts), renders, tokenizes and hashes a chat request, writing the ids and the block hashes
 //! straight into the caller's buffers; `kvexact_route_keys_batch` does it for many bodies;
 //! the caches of encoders (segments) and hashers (prefix chains) report their counters

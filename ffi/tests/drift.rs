@@ -691,7 +691,7 @@ fn a_wrong_seed_is_drift_at_the_first_root_and_the_rest_its_consequences() {
         k.blocks_seen
     );
     assert!(k.consequences > 0, "{k:?}");
-    // One root mismatch is a verdict on its own: the first message (issue 28).
+    // One root mismatch is a verdict on its own: the first message.
     assert_eq!(first_drift, Some(0));
     assert_eq!(k.verdict, KVEXACT_DRIFT_VERDICT_DRIFT as u64);
     let r = v.report();

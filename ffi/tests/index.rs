@@ -1,4 +1,4 @@
-//! The prefix index through the C ABI (issue 27):
+//! The prefix index through the C ABI:
 //!
 //! * every cache-hit replay of `testdata/vectors/cachehit/` without LoRA or `cache_salt`
 //!   traffic replayed whole through `kvexact_index_feed_frames` / `kvexact_index_predict` /

@@ -1,4 +1,4 @@
-//! The prefix index fed arbitrary bytes in any order (issue 27): ZMQ frames, payloads with a
+//! The prefix index fed arbitrary bytes in any order: ZMQ frames, payloads with a
 //! sequence number, TensorRT-LLM JSON bodies, resets, failed replays, predictions and
 //! observations, interleaved over two endpoints of two ranks each, under the vLLM, SGLang and
 //! TensorRT-LLM releases' schemas and rules. Every call returns Ok or a typed error, never a

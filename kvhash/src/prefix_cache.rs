@@ -1,4 +1,4 @@
-//! [`PrefixCache`]: block hashes of prefixes already seen, reused across requests (issue 9).
+//! [`PrefixCache`]: block hashes of prefixes already seen, reused across requests.
 //!
 //! A gateway sees every turn of a conversation, and turn k+1's token ids usually extend
 //! turn k's. The chain makes this cheap to exploit exactly: block `i`'s digest is a function

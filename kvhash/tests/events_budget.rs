@@ -1,4 +1,4 @@
-//! Event decoding under a per-payload memory budget (issue 19): a valid batch whose decoded
+//! Event decoding under a per-payload memory budget: a valid batch whose decoded
 //! form would be many times its size (one-byte hashes become full hash values) is refused
 //! before the memory is taken, and the peak heap of a decode, measured with a counting
 //! allocator, stays under three times the payload (or under the budget when it is decoded).

@@ -1,5 +1,5 @@
 //! [`SegmentCache`]: token ids of whole segments (text between added tokens), reused across
-//! requests (issue 9).
+//! requests.
 //!
 //! `tokenizers` first splits the input at added tokens and then normalizes, pre-tokenizes
 //! and BPE-encodes each piece between them on its own; the fast path does the same

@@ -1,4 +1,4 @@
-/* Hostile input through the C ABI (issue 19): every case is a typed refusal or a correct
+/* Hostile input through the C ABI: every case is a typed refusal or a correct
  * answer, within its documented bound, as the gateway would see it.
  *
  *  - a 512 MB chat body: KVEXACT_ERR_UNSUPPORTED + KVEXACT_REFUSAL_INPUT_TOO_LARGE, with less

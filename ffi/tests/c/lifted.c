@@ -1,4 +1,4 @@
-/* Lifted refusal codes from C (issue 16): an encoder built with `kvexact_encoder_options.lifted`
+/* Lifted refusal codes from C: an encoder built with `kvexact_encoder_options.lifted`
  * encodes a chat request with tools exactly as each engine release's serving path does (the
  * engines' own ids, lifted_vectors.h, generated from testdata/vectors/templates), the strict
  * encoder still refuses it, and a code a release does not define is refused when the encoder
