@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use kvmodels::check::check;
 use kvmodels::source_tree::SourceTree;
 
-use super::{print_json, Common, Refusal, Status};
+use super::{print_json, Common, Status};
 
 /// Arguments of `kvexact models check`.
 #[derive(Debug, clap::Args)]
@@ -20,7 +20,7 @@ pub struct Args {
 }
 
 /// Runs `kvexact models check`.
-pub fn run(a: &Args) -> Result<Status, Refusal> {
+pub fn run(a: &Args) -> Result<Status, kvmodels::Error> {
     let tree = SourceTree::load(&a.common.catalog)?;
     let doc = a.doc.clone().unwrap_or_else(|| tree.doc_path());
     let errs = check(&tree, &doc);

@@ -13,7 +13,7 @@ use kvmodels::source_tree::SourceTree;
 
 use super::hub::UreqFetch;
 use super::list;
-use super::{print_json, Common, Refusal, Status};
+use super::{print_json, Common, Status};
 
 /// Arguments of `kvexact models install`.
 #[derive(Debug, clap::Args)]
@@ -84,7 +84,7 @@ fn record_json(r: &ModelRecord) -> serde_json::Value {
 }
 
 /// `--pull-image`: the digest-pinned image of the engine's (last) release.
-fn pull_image(tree: &SourceTree, a: &Args) -> Result<serde_json::Value, Refusal> {
+fn pull_image(tree: &SourceTree, a: &Args) -> Result<serde_json::Value, kvmodels::Error> {
     let say = |s: &str| {
         if !a.common.json {
             println!("{s}");
@@ -120,7 +120,7 @@ fn pull_image(tree: &SourceTree, a: &Args) -> Result<serde_json::Value, Refusal>
 }
 
 /// Runs `kvexact models install`.
-pub fn run(a: &Args) -> Result<Status, Refusal> {
+pub fn run(a: &Args) -> Result<Status, kvmodels::Error> {
     let tree = SourceTree::load(&a.common.catalog)?;
     if a.list {
         list::print(&tree.catalog, a.common.json);

@@ -4,7 +4,7 @@ use kvmodels::catalog::{ModelEntry, SupportedModels};
 use kvmodels::source_tree::SourceTree;
 use kvmodels::{rev12, state_str, yes_no};
 
-use super::{print_json, Common, Refusal, Status};
+use super::{print_json, Common, Status};
 
 /// Arguments of `kvexact models list`.
 #[derive(Debug, clap::Args)]
@@ -72,7 +72,7 @@ pub fn print(c: &SupportedModels, as_json: bool) {
 }
 
 /// Runs `kvexact models list`.
-pub fn run(a: &Args) -> Result<Status, Refusal> {
+pub fn run(a: &Args) -> Result<Status, kvmodels::Error> {
     let tree = SourceTree::load(&a.common.catalog)?;
     print(&tree.catalog, a.common.json);
     Ok(Status::Ok)

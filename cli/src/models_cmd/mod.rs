@@ -88,10 +88,6 @@ pub struct Common {
     pub json: bool,
 }
 
-/// A refusal: exit status 2, `REFUSED <code>: <detail>` on stderr (`kvmodels::Error::code`, its
-/// message).
-pub type Refusal = kvmodels::Error;
-
 /// What a subcommand that did not refuse found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {

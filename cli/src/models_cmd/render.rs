@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use kvmodels::page::{render, write_page};
 use kvmodels::source_tree::SourceTree;
 
-use super::{print_json, Common, Refusal, Status};
+use super::{print_json, Common, Status};
 
 /// Arguments of `kvexact models render`.
 #[derive(Debug, clap::Args)]
@@ -23,7 +23,7 @@ pub struct Args {
 }
 
 /// Runs `kvexact models render`.
-pub fn run(a: &Args) -> Result<Status, Refusal> {
+pub fn run(a: &Args) -> Result<Status, kvmodels::Error> {
     let tree = SourceTree::load(&a.common.catalog)?;
     if a.stdout {
         print!("{}", render(&tree)?);

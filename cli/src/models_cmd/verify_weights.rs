@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use kvmodels::gb;
 use kvmodels::weights::{verify_snapshot, FileCheck, IndexSource, Progress};
 
-use super::{print_json, Common, Refusal, Status};
+use super::{print_json, Common, Status};
 
 /// Arguments of `kvexact models verify-weights`.
 #[derive(Debug, clap::Args)]
@@ -46,7 +46,7 @@ fn draw(err: &mut dyn Write, done: usize, n: usize, bytes: u64, total: u64) {
 }
 
 /// Runs `kvexact models verify-weights`.
-pub fn run(a: &Args) -> Result<Status, Refusal> {
+pub fn run(a: &Args) -> Result<Status, kvmodels::Error> {
     let source = match &a.index {
         Some(p) => IndexSource::File(p),
         None => IndexSource::Catalog {
