@@ -63,17 +63,7 @@ impl Index {
     /// Predicts every endpoint's cached tokens for `req`, one entry per endpoint and rank in
     /// the order the endpoints were added; `out` is cleared first.
     pub fn predict(&self, req: &Request<'_>, out: &mut Vec<Prediction>) -> Result<(), Error> {
-        self.check_request(req)?;
-        out.clear();
-        let eps = self.endpoints.load();
-        SCRATCH.with(|s| {
-            let mut s = s.borrow_mut();
-            if !self.predict_quiet(&eps, req, &mut s, out, false) {
-                out.clear();
-                self.predict_into(&eps.views, &eps, req, &mut s, out, false);
-            }
-        });
-        Ok(())
+        self.predict_with(req, out, false, true)
     }
 
     /// [`Index::predict`] listing only the ranks whose outcome differs from
@@ -87,17 +77,7 @@ impl Index {
         req: &Request<'_>,
         out: &mut Vec<Prediction>,
     ) -> Result<(), Error> {
-        self.check_request(req)?;
-        out.clear();
-        let eps = self.endpoints.load();
-        SCRATCH.with(|s| {
-            let mut s = s.borrow_mut();
-            if !self.predict_quiet(&eps, req, &mut s, out, true) {
-                out.clear();
-                self.predict_into(&eps.views, &eps, req, &mut s, out, true);
-            }
-        });
-        Ok(())
+        self.predict_with(req, out, true, true)
     }
 
     /// [`Index::predict`] (`sparse` false) or [`Index::predict_sparse`] through the per-slot
@@ -110,12 +90,27 @@ impl Index {
         out: &mut Vec<Prediction>,
         sparse: bool,
     ) -> Result<(), Error> {
+        self.predict_with(req, out, sparse, false)
+    }
+
+    /// The three entry points: the request checked, then the path of a moment no rank
+    /// changed when `quiet` allows it and it holds, else the per-slot path.
+    fn predict_with(
+        &self,
+        req: &Request<'_>,
+        out: &mut Vec<Prediction>,
+        sparse: bool,
+        quiet: bool,
+    ) -> Result<(), Error> {
         self.check_request(req)?;
         out.clear();
         let eps = self.endpoints.load();
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            self.predict_into(&eps.views, &eps, req, &mut s, out, sparse);
+            if !(quiet && self.predict_quiet(&eps, req, &mut s, out, sparse)) {
+                out.clear();
+                self.predict_into(&eps.views, &eps, req, &mut s, out, sparse);
+            }
         });
         Ok(())
     }

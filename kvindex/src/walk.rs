@@ -72,25 +72,10 @@ impl Index {
                         .zip(&hashes[j + 1..])
                         .take_while(|(a, b)| a == b)
                         .count();
-                    if !run.has_partial() {
-                        for (w, a) in alive.iter_mut().enumerate() {
-                            let c = run.cover_word(w);
-                            let mut gone = *a & !c;
-                            if j == 0 {
-                                zero[w] |= gone;
-                            }
-                            while gone != 0 {
-                                let b = gone.trailing_zeros() as usize;
-                                gone &= gone - 1;
-                                hit[w * 64 + b] = j as u32;
-                            }
-                            *a &= c;
-                        }
-                        return Some(j + matched);
-                    }
                     // A partial holder holds the matched blocks up to its end: it stays a
                     // candidate when it holds them all, else its hit ends there (one pass
-                    // over the partial holders; the survivors are ORed with the cover).
+                    // over the partial holders; the survivors, in `keep`, are ORed with the
+                    // cover below; `keep` is all zero between runs).
                     for (s, held) in run.partial() {
                         let (w, bit) = (s as usize / 64, 1u64 << (s % 64));
                         let Some(a) = alive.get_mut(w) else {
