@@ -389,6 +389,20 @@ fn route_predict(
     max_blocks: usize,
     cap: usize,
 ) -> Routed {
+    route_predict_flags(ix, enc, h, body, max_ids, max_blocks, cap, 0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn route_predict_flags(
+    ix: *const kvexact_index,
+    enc: *const kvexact_encoder,
+    h: *const kvexact_hasher,
+    body: &[u8],
+    max_ids: usize,
+    max_blocks: usize,
+    cap: usize,
+    flags: u32,
+) -> Routed {
     let mut ids = vec![0u32; max_ids];
     let mut hashes = vec![0u64; max_blocks];
     let mut preds = vec![
@@ -409,7 +423,7 @@ fn route_predict(
             body.as_ptr(),
             body.len(),
             NOW,
-            0,
+            flags,
             ids.as_mut_ptr(),
             max_ids,
             hashes.as_mut_ptr(),
@@ -519,6 +533,16 @@ fn route_predict_is_route_keys_then_predict_and_the_prefix_walk() {
         let b_want = if t > 0 { 16 } else { 0 };
         assert_eq!(one.preds[1].tokens, b_want, "turn {t}");
         checked_hits += usize::from(walk > 0);
+        // The sparse form: the same keys, and only the endpoints with a hit.
+        let sparse = route_predict_flags(ix, enc, h, &body, 4096, 256, 8, KVEXACT_PREDICT_SPARSE);
+        assert_eq!(sparse.status, KVEXACT_OK);
+        assert_eq!((sparse.n_ids, &sparse.hashes), (one.n_ids, &one.hashes));
+        let listed: Vec<_> = one.preds.iter().filter(|p| p.tokens > 0).copied().collect();
+        assert_eq!(
+            (sparse.count, &sparse.preds),
+            (listed.len(), &listed),
+            "turn {t}"
+        );
         // The engine ran the request on a: it stores every full block.
         for &x in &one.hashes {
             if held.insert(x) {
