@@ -11,6 +11,23 @@ pub(super) fn tokenizer_mismatch(pid: &str, got: &str, want: &str, from: &str) -
     )
 }
 
+/// Reads the tokenizer at `path` (`unreadable` when it cannot be read) and checks it against
+/// its pin (`TOKENIZER_SHA_MISMATCH`, naming where it came `from`).
+fn read_pinned_tokenizer(
+    path: &Path,
+    unreadable: RefusalCode,
+    pid: &str,
+    want: &str,
+    from: &str,
+) -> Result<Vec<u8>> {
+    let b = read_file(path).map_err(|e| refuse(unreadable, format!("{}: {e}", path.display())))?;
+    let got = sha256_hex(&b);
+    if got != want {
+        return Err(tokenizer_mismatch(pid, &got, want, from));
+    }
+    Ok(b)
+}
+
 /// Finds the tokenizer bytes: already staged, from the snapshot, or downloaded (`None` in a dry
 /// run that would download).
 pub(super) fn tokenizer(ctx: &Ctx, m: &ModelEntry, ev: Events<'_>) -> Result<Option<Vec<u8>>> {
@@ -34,16 +51,7 @@ pub(super) fn tokenizer(ctx: &Ctx, m: &ModelEntry, ev: Events<'_>) -> Result<Opt
             .join(slug(&m.repo))
             .join(&m.revision)
             .join("tokenizer.json");
-        let b = read_file(&src).map_err(|e| {
-            refuse(
-                RefusalCode::SnapshotMissing,
-                format!("{}: {e}", src.display()),
-            )
-        })?;
-        let got = sha256_hex(&b);
-        if got != *want {
-            return Err(tokenizer_mismatch(pid, &got, want, "snapshot"));
-        }
+        let b = read_pinned_tokenizer(&src, RefusalCode::SnapshotMissing, pid, want, "snapshot")?;
         ev(&InstallEvent::TokenizerFromSnapshot {
             sha256: want.clone(),
         });
@@ -62,16 +70,7 @@ pub(super) fn tokenizer(ctx: &Ctx, m: &ModelEntry, ev: Events<'_>) -> Result<Opt
             note: s.to_string(),
         })
     })?;
-    let b = read_file(&dest).map_err(|e| {
-        refuse(
-            RefusalCode::DownloadFailed,
-            format!("{}: {e}", dest.display()),
-        )
-    })?;
-    let got = sha256_hex(&b);
-    if got != *want {
-        return Err(tokenizer_mismatch(pid, &got, want, "downloaded"));
-    }
+    let b = read_pinned_tokenizer(&dest, RefusalCode::DownloadFailed, pid, want, "downloaded")?;
     ev(&InstallEvent::TokenizerDownloaded {
         sha256: want.clone(),
     });
