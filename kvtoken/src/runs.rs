@@ -157,20 +157,32 @@ mod tests {
     use crate::merge_map::Merge;
     use proptest::prelude::*;
 
-    /// A random rank-ordered table: merge `k` joins two ids made before it (the base ids
-    /// `0..base`, or the outputs of earlier merges), into id `base + k` or, sometimes, into
-    /// an id some earlier merge also makes.
+    /// A random rank-ordered table: every merge comes after all the merges making its
+    /// inputs. Merge `k` joins two ids made before it (the base ids `0..base`, or the outputs
+    /// of earlier merges), into id `base + k` or, sometimes, into the id the merge before it
+    /// makes when no merge so far, this one included, takes that id as an input (else a
+    /// merge making it again would come after one that uses it; no merge makes one of its
+    /// own inputs, a token is longer than its parts). Every pair is merged once, as in a
+    /// tokenizer's table (a pair listed again would replace the earlier merge's rank).
     fn ordered_table(base: u32, picks: &[(u32, u32, bool)]) -> Vec<Merge> {
         let mut merges: Vec<Merge> = Vec::new();
-        for (k, &(x, y, reuse)) in picks.iter().enumerate() {
-            let made = base + k as u32;
+        let mut pairs = std::collections::HashSet::new();
+        let mut inputs = std::collections::HashSet::new();
+        for &(x, y, reuse) in picks {
+            let k = merges.len() as u32;
+            let made = base + k;
             let pick = |v: u32| v % made;
             let (a, b) = (pick(x), pick(y));
+            if !pairs.insert((a, b)) {
+                continue;
+            }
             let out = match merges.last() {
-                Some(&(_, (_, id))) if reuse => id,
+                Some(&(_, (_, id))) if reuse && !inputs.contains(&id) && id != a && id != b => id,
                 _ => made,
             };
-            merges.push(((a, b), (k as u32, out)));
+            inputs.insert(a);
+            inputs.insert(b);
+            merges.push(((a, b), (k, out)));
         }
         merges
     }
