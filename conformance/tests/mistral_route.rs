@@ -437,3 +437,43 @@ fn admission_admits_own_renderers_on_a_proven_release_only() {
         assert_eq!(admit(gptoss, m, c, ApiMode::Completions), Ok(()), "{c}");
     }
 }
+
+/// A NUL anywhere in the request's text is refused on both checkpoints whatever the cap: the
+/// check reads the text form, not the ids (which stop at the cap, and which SentencePiece
+/// spells `<0x00>`), so a NUL in a turn past the cap is refused as one before it.
+#[test]
+fn a_nul_is_refused_whatever_the_cap_on_both_tokenizers() {
+    let bodies = [
+        br#"{"model":"m","messages":[{"role":"user","content":"a\u0000b"}]}"#.to_vec(),
+        // A conversation whose NUL sits in its last turn, far past a small cap.
+        format!(
+            r#"{{"model":"m","messages":[{{"role":"system","content":"{sys}"}},{{"role":"user","content":"hi"}},{{"role":"assistant","content":"hello"}},{{"role":"user","content":"then\u0000"}}]}}"#,
+            sys = "You are a careful assistant. ".repeat(40)
+        )
+        .into_bytes(),
+    ];
+    for checkpoint in [MistralCheckpoint::NemoTekken, MistralCheckpoint::LargeSpmV7] {
+        let staged = stage(checkpoint);
+        let lp = staged.profile(checkpoint);
+        let contract = kvprobe::contract::resolve(Engine::Vllm, "0.31.0").unwrap();
+        let enc = kvprobe::bridge::encoder(lp, &contract).expect("encoder");
+        for body in &bodies {
+            // The same body without its NUL encodes: the refusal is the NUL's alone.
+            let clean = String::from_utf8(body.clone())
+                .unwrap()
+                .replace("\\u0000", "");
+            let n = match enc.encode_chat_to_vec(clean.as_bytes(), 0, 1 << 20) {
+                Ok(Outcome::Done(r)) => r.ids.len(),
+                other => panic!("{}: {other:?}", checkpoint.profile_id()),
+            };
+            for cap in [0, 1, 16, n, 1 << 20] {
+                assert_eq!(
+                    enc.encode_chat_to_vec(body, 0, cap).unwrap(),
+                    Outcome::Refused(Refusal::NulByte),
+                    "{} cap {cap}",
+                    checkpoint.profile_id()
+                );
+            }
+        }
+    }
+}

@@ -321,21 +321,46 @@ impl Tekkenizer {
     }
 
     /// Calls `piece` with every pre-token of `text`, in order.
-    fn split<'t>(&self, text: &'t str, mut piece: impl FnMut(&'t str)) -> Result<(), Error> {
+    /// Calls `piece` with each pre-token of `text` in order while it returns true; true when
+    /// it stopped the walk early.
+    fn split<'t>(
+        &self,
+        text: &'t str,
+        mut piece: impl FnMut(&'t str) -> bool,
+    ) -> Result<bool, Error> {
         for m in self.pattern.find_iter(text) {
             let m = m.map_err(|e| Error::Encode(format!("tekken pattern: {e}")))?;
-            piece(m.as_str());
+            if !piece(m.as_str()) {
+                return Ok(true);
+            }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Appends the ids of `text` as ordinary text (mistral_common `encode(text, bos=False,
     /// eos=False)`) to `out`.
     pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) -> Result<(), Error> {
+        self.encode_limited_into(text, usize::MAX, out).map(|_| ())
+    }
+
+    /// [`encode_into`](Self::encode_into) that stops once more than `max_ids` ids of `text`
+    /// are known: the pre-tokens are merged one after another (each on its own, as tiktoken
+    /// does), so the ids appended are exactly the first ones of the whole encoding, at least
+    /// `max_ids` of them when there are that many (the last pre-token's ids may go past it).
+    /// True when `text` has ids past those appended or past `max_ids` (the caller cuts).
+    pub fn encode_limited_into(
+        &self,
+        text: &str,
+        max_ids: usize,
+        out: &mut Vec<u32>,
+    ) -> Result<bool, Error> {
         let offset = self.num_special();
         let mut scratch = BpeScratch::default();
         let start = out.len();
-        self.split(text, |p| {
+        let stopped = self.split(text, |p| {
+            if out.len() - start > max_ids {
+                return false;
+            }
             let bytes = p.as_bytes();
             if let Some(&r) = self.ranks.get(bytes) {
                 out.push(r);
@@ -347,11 +372,12 @@ impl Tekkenizer {
                     out,
                 );
             }
+            true
         })?;
         for id in &mut out[start..] {
             *id += offset;
         }
-        Ok(())
+        Ok(stopped || out.len() - start > max_ids)
     }
 
     /// The ids of `text` as ordinary text.
@@ -371,7 +397,7 @@ impl Tekkenizer {
             let bytes = p.as_bytes();
             if let Some(&r) = self.ranks.get(bytes) {
                 out.push(r + offset);
-                return;
+                return true;
             }
             let mut parts: Vec<Vec<u8>> = bytes.iter().map(|&b| vec![b]).collect();
             loop {
@@ -389,6 +415,7 @@ impl Tekkenizer {
                 parts[i].extend_from_slice(&right);
             }
             out.extend(parts.iter().map(|p| self.ranks[p.as_slice()] + offset));
+            true
         })?;
         Ok(out)
     }

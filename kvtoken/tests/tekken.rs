@@ -228,6 +228,22 @@ proptest! {
         }
     }
 
+    /// The bounded encoding is a prefix of the whole one holding at least `max` ids when there
+    /// are that many, and says "more" exactly when the whole one is longer than `max`.
+    #[test]
+    fn limited_is_the_whole_encodings_prefix(prefix in text(), tail in text(), max in 0usize..80) {
+        let t = tekken();
+        let full = format!("{prefix}{tail}");
+        let whole = t.encode(&full).unwrap();
+        let mut out = vec![7u32];
+        let more = t.encode_limited_into(&full, max, &mut out).unwrap();
+        prop_assert_eq!(out[0], 7, "appends after what was there");
+        let got = &out[1..];
+        prop_assert_eq!(got, &whole[..got.len()]);
+        prop_assert!(got.len() >= max.min(whole.len()));
+        prop_assert_eq!(more, whole.len() > max);
+    }
+
     #[test]
     fn arbitrary_unicode_fast_equals_slow(s in "\\PC{0,200}") {
         let t = tekken();

@@ -117,12 +117,46 @@ impl Tok {
         }
     }
 
+    /// Appends the ids of `text` until more than `max_ids` of them are known (tekken stops at
+    /// the pre-token that crosses it; SentencePiece merges across the whole text, so it
+    /// encodes `text` whole); true when `text` has more than `max_ids` ids. The ids appended
+    /// are the first ones of the whole encoding either way.
+    fn encode_limited_into(
+        &self,
+        text: &str,
+        max_ids: usize,
+        out: &mut Vec<u32>,
+    ) -> Result<bool, Error> {
+        match self {
+            Tok::Tekken(t) => t
+                .encode_limited_into(text, max_ids, out)
+                .map_err(|e| Error::Tokenize(e.to_string())),
+            Tok::Spm(m) => {
+                let start = out.len();
+                m.encode_into(text, out);
+                Ok(out.len() - start > max_ids)
+            }
+        }
+    }
+
     fn special_id(&self, name: &str) -> Option<u32> {
         match self {
             Tok::Tekken(t) => t.special_id(name),
             Tok::Spm(m) => m.piece_id(name),
         }
     }
+}
+
+/// What [`MistralEncoder::engine_chat_capped`] gives.
+#[derive(Debug)]
+pub(crate) struct CappedChat {
+    /// The text form and the first `cap` ids.
+    pub chat: EngineChat,
+    /// The whole encoding has more than `cap` ids.
+    pub more: bool,
+    /// The request's text (its pieces' text, SGLang's assistant prefix) holds a NUL; nothing
+    /// was encoded then.
+    pub nul: bool,
 }
 
 /// A control token of the instruct encoding.
@@ -289,6 +323,23 @@ impl MistralEncoder {
     /// [`Error::Unsupported`]; a body, message count or rendered text over a bound with
     /// [`Error::InputTooLarge`] (checked before tokenizing).
     pub fn engine_chat(&self, path: MistralPath, body: &[u8]) -> Result<EngineChat, Error> {
+        Ok(self.engine_chat_capped(path, body, usize::MAX, false)?.chat)
+    }
+
+    /// [`MistralEncoder::engine_chat`] with the ids cut at `cap`: the pieces are encoded one
+    /// after another only until more than `cap` ids are known, so the work past the cap is at
+    /// most one piece (tekken stops inside it, at the pre-token that crosses the cap). The
+    /// ids are exactly the whole encoding's first `cap`; `rendered` is mistral_common's text
+    /// form of the whole request on tekken, and of the ids returned on SentencePiece (its
+    /// pieces). With `strict`, a request whose text holds a NUL is not encoded (`nul`, no
+    /// ids): the strict rules refuse it.
+    pub(crate) fn engine_chat_capped(
+        &self,
+        path: MistralPath,
+        body: &[u8],
+        cap: usize,
+        strict: bool,
+    ) -> Result<CappedChat, Error> {
         if let Some(hit) = LimitHit::check(Limit::BodyBytes, &self.limits, body.len()) {
             return Err(Error::InputTooLarge(hit));
         }
@@ -319,33 +370,68 @@ impl MistralEncoder {
         ) {
             return Err(Error::InputTooLarge(hit));
         }
-        let encode = |text: &str, out: &mut Vec<u32>| self.tok.encode_into(text, out);
-        let mut ids = Vec::with_capacity(text_form.len() / 3 + 8);
+        let nul = text_form.contains('\0')
+            || request
+                .sglang_prefix
+                .as_ref()
+                .is_some_and(|p| p.contains('\0'));
+        if nul && strict {
+            // Refused by the strict rules: nothing to encode.
+            return Ok(CappedChat {
+                chat: EngineChat {
+                    rendered: text_form,
+                    ids: None,
+                },
+                more: false,
+                nul,
+            });
+        }
+        // Each text appended while at most `cap` ids are known; true once more are.
+        let encode = |text: &str, ids: &mut Vec<u32>| {
+            self.tok
+                .encode_limited_into(text, cap.saturating_sub(ids.len()), ids)
+        };
+        let mut ids = Vec::with_capacity((text_form.len() / 3 + 8).min(cap.saturating_add(1)));
+        let mut more = false;
         match path {
             MistralPath::VllmChat | MistralPath::VllmTokenize => {
                 for p in &pieces {
+                    if ids.len() > cap {
+                        break;
+                    }
                     match p {
                         Piece::Control(c) => ids.push(self.control_id(*c)),
-                        Piece::Text(t) => encode(t, &mut ids)?,
+                        Piece::Text(t) => {
+                            if encode(t, &mut ids)? {
+                                more = true;
+                                break;
+                            }
+                        }
                     }
                 }
             }
             MistralPath::SglangText => {
-                encode(&text_form, &mut ids)?;
-                if let Some(prefix) = &request.sglang_prefix {
-                    encode(prefix, &mut ids)?;
+                more = encode(&text_form, &mut ids)?;
+                if let (false, Some(prefix)) = (more, &request.sglang_prefix) {
+                    more = encode(prefix, &mut ids)?;
                 }
             }
         }
+        let more = more || ids.len() > cap;
+        ids.truncate(cap);
         // mistral_common's text form: the pieces' text (SentencePiece pieces keep U+2581 and
         // `<0xXX>`), which for tekken is the text of the pieces above.
         let rendered = match &self.tok {
             Tok::Tekken(_) => text_form,
             Tok::Spm(m) => ids.iter().filter_map(|&i| m.piece(i)).collect(),
         };
-        Ok(EngineChat {
-            rendered,
-            ids: Some(ids),
+        Ok(CappedChat {
+            chat: EngineChat {
+                rendered,
+                ids: Some(ids),
+            },
+            more,
+            nul,
         })
     }
 

@@ -146,8 +146,8 @@ impl Encoder {
         }
     }
 
-    /// [`Encoder::encode_chat_capped`] on a Mistral encoder: the first `cap` ids in `scratch`,
-    /// mistral_common's text form beside them.
+    /// [`Encoder::encode_chat_capped`] on a Mistral encoder: the first `cap` ids in `scratch`
+    /// (the pieces past them not encoded), mistral_common's text form beside them.
     pub(crate) fn mistral_chat(
         &self,
         m: &MistralRoute,
@@ -159,7 +159,7 @@ impl Encoder {
         if let Outcome::Refused(r) = self.scan_top_only(body, scratch, false)? {
             return Ok(Outcome::Refused(r));
         }
-        let chat = match enc.engine_chat(renderer.path, body) {
+        let capped = match enc.engine_chat_capped(renderer.path, body, cap, true) {
             Ok(c) => c,
             // The engine answers HTTP 400: no prompt is cached.
             Err(Error::EngineRequest(_) | Error::Request(_)) => {
@@ -168,19 +168,17 @@ impl Encoder {
             Err(Error::InputTooLarge(hit)) => return Ok(too_large(scratch, hit)),
             Err(e) => return Err(e),
         };
-        if chat.rendered.contains('\0') {
+        let chat = capped.chat;
+        if capped.nul {
             return Ok(Outcome::Refused(Refusal::NulByte));
         }
-        let mut ids = chat
+        scratch.ids = chat
             .ids
             .ok_or_else(|| Error::Tokenize("mistral_common produced no ids".to_string()))?;
-        let truncated = ids.len() > cap;
-        ids.truncate(cap);
-        scratch.ids = ids;
         scratch.rendered = chat.rendered;
         Ok(Outcome::Done(Encoded {
             written: scratch.ids.len(),
-            truncated,
+            truncated: capped.more,
         }))
     }
 
