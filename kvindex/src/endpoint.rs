@@ -156,6 +156,9 @@ pub(crate) struct Endpoints {
     pub blank: Vec<crate::Prediction>,
     /// Per slot, its rank's place in the output (`u32::MAX`: no endpoint here).
     pub out_of: Vec<u32>,
+    /// Per slot, its rank's entry of `blank` (one load where a sparse answer lists the rank;
+    /// a slot without an endpoint has a placeholder never read).
+    pub by_slot: Vec<crate::Prediction>,
 }
 
 impl Endpoints {
@@ -190,14 +193,23 @@ impl Endpoints {
         let in_slot_order = views.windows(2).all(|w| w[0].first_slot < w[1].first_slot);
         let mut blank = Vec::new();
         let mut out_of = vec![u32::MAX; end];
+        let placeholder = crate::Prediction {
+            endpoint: EndpointId(u32::MAX),
+            rank: 0,
+            outcome: nothing,
+        };
+        let mut by_slot = vec![placeholder; end];
         for v in &views {
             for r in 0..v.ranks {
-                out_of[(v.first_slot + r) as usize] = blank.len() as u32;
-                blank.push(crate::Prediction {
+                let slot = (v.first_slot + r) as usize;
+                out_of[slot] = blank.len() as u32;
+                let p = crate::Prediction {
                     endpoint: v.id,
                     rank: r,
                     outcome: nothing,
-                });
+                };
+                by_slot[slot] = p;
+                blank.push(p);
             }
         }
         Endpoints {
@@ -209,6 +221,7 @@ impl Endpoints {
             in_slot_order,
             blank,
             out_of,
+            by_slot,
         }
     }
 }

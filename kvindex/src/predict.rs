@@ -37,7 +37,8 @@ pub(crate) struct Scratch {
     pub zero: Vec<u64>,
     /// The candidates (bitset) of a prediction taken while nothing changed.
     pub cand_bits: Vec<u64>,
-    /// A sparse prediction's entries before they are put in endpoint order.
+    /// A sparse prediction's entries with their places in the full answer, before they are put
+    /// in that order.
     pub listed: Vec<(u32, Prediction)>,
 }
 
@@ -323,35 +324,38 @@ impl Index {
             s.listed.clear();
             for (w, &m) in eps.slots.iter().enumerate() {
                 let cand = s.cand_bits[w];
-                // The matched candidates and the ranks that are not candidates.
-                let mut bits = (cand & !s.zero[w]) | (m & !cand);
+                // The matched candidates (hit above 0: never "nothing cached") and the ranks
+                // that are not candidates.
+                let matched = cand & !s.zero[w];
+                let mut bits = matched | (m & !cand);
                 while bits != 0 {
                     let b = bits.trailing_zeros() as usize;
                     bits &= bits - 1;
                     let slot = w * 64 + b;
-                    let vi = eps.view_of[slot];
-                    let v = &eps.views[vi as usize];
-                    let outcome = if cand & (1 << b) != 0 {
+                    let Some(&blank) = eps.by_slot.get(slot) else {
+                        continue;
+                    };
+                    let outcome = if matched & (1 << b) != 0 {
+                        debug_assert!(s.hit[slot] > 0, "a matched candidate hits");
                         cached(s.hit[slot])
                     } else {
-                        self.not_walked(t.words[slot].load(Ordering::Relaxed), v, proven)
-                    };
-                    if outcome != nothing {
-                        let p = Prediction {
-                            endpoint: v.id,
-                            rank: slot as u32 - v.first_slot,
-                            outcome,
-                        };
-                        if direct {
-                            out.push(p);
-                        } else {
-                            s.listed.push((vi, p));
+                        let v = &eps.views[eps.view_of[slot] as usize];
+                        let o = self.not_walked(t.words[slot].load(Ordering::Relaxed), v, proven);
+                        if o == nothing {
+                            continue;
                         }
+                        o
+                    };
+                    let p = Prediction { outcome, ..blank };
+                    if direct {
+                        out.push(p);
+                    } else {
+                        s.listed.push((eps.out_of[slot], p));
                     }
                 }
             }
             if !direct {
-                s.listed.sort_unstable_by_key(|&(vi, p)| (vi, p.rank));
+                s.listed.sort_unstable_by_key(|&(at, _)| at);
                 out.extend(s.listed.iter().map(|&(_, p)| p));
             }
         } else {
