@@ -11,6 +11,21 @@ use crate::runs::chain_key;
 use crate::table::Key;
 use crate::Index;
 
+/// How many leading hashes `a` and `b` share (four compared at a time while they agree).
+#[inline]
+fn common_prefix(a: &[u64], b: &[u64]) -> usize {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut k = 0;
+    while k + 4 <= n && a[k..k + 4] == b[k..k + 4] {
+        k += 4;
+    }
+    while k < n && a[k] == b[k] {
+        k += 1;
+    }
+    k
+}
+
 impl Index {
     /// One slot's hit under the release's lookup: blocks for a single full-attention group,
     /// tokens for several groups.
@@ -67,11 +82,7 @@ impl Index {
                     if hs[i] != h {
                         return None;
                     }
-                    let matched = 1 + hs[i + 1..]
-                        .iter()
-                        .zip(&hashes[j + 1..])
-                        .take_while(|(a, b)| a == b)
-                        .count();
+                    let matched = 1 + common_prefix(&hs[i + 1..], &hashes[j + 1..]);
                     // A partial holder holds the matched blocks up to its end: it stays a
                     // candidate when it holds them all, else its hit ends there (one pass
                     // over the partial holders; the survivors, in `keep`, are ORed with the
@@ -176,6 +187,28 @@ impl Index {
         }
         for &slot in &s.active {
             s.hit[slot as usize] = j as u32;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common_prefix;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The shared prefix equals the element-by-element count, wherever the first
+        /// difference falls (in or after a group of four, past either end).
+        #[test]
+        fn common_prefix_equals_the_plain_count(
+            a in prop::collection::vec(0..3u64, 0..40),
+            b in prop::collection::vec(0..3u64, 0..40),
+            shared in prop::collection::vec(any::<u64>(), 0..20),
+        ) {
+            let a: Vec<u64> = shared.iter().chain(&a).copied().collect();
+            let b: Vec<u64> = shared.iter().chain(&b).copied().collect();
+            let want = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+            prop_assert_eq!(common_prefix(&a, &b), want);
         }
     }
 }
