@@ -8,6 +8,10 @@
 //!   the timing, since its `apply_event` consumes them).
 //! * `index/apply_decoded/kvexact/{N}`: the same with the batches decoded beforehand
 //!   (`Index::apply_batch`), the index's own share of `apply`.
+//! * `index/apply_wire/dynamo/{N}`: the same ZMQ messages through Dynamo's own vLLM wire path
+//!   (`zmq_wire::decode_event_batch`, its `ZmqEventNormalizer`, `apply_event`: what its
+//!   subscriber runs per message), the twin of `apply/kvexact` (bytes in, index updated). SMG's
+//!   crate has no wire decoder, so it has no such id.
 //! * `index/predict/{kvexact,dynamo,smg}/{N}`: one iteration = one query against every
 //!   endpoint, cycling over 512 queries (next turns, new conversations on the shared system
 //!   prompts, resends of earlier prefixes, cold requests). Dynamo's `find_matches` takes its
@@ -283,6 +287,14 @@ fn peers_report(st: &Setup) {
     let held = w.stats.held as f64;
     let events = peers::dynamo_events(&w.batches);
     let (tree, d_bytes) = alloc::live_bytes_of(|| peers::dynamo_apply(events.clone()));
+    {
+        let (wt, applied) = peers::dynamo_apply_frames(&st.frames, BLOCK_SIZE as u32);
+        println!(
+            "index-report n={n} dynamo from frames: {applied} events applied, {} block copies held (from structs: {})",
+            wt.current_size(),
+            tree.current_size()
+        );
+    }
     let ops = peers::smg_ops(&w.batches);
     let (smg, s_bytes) = alloc::live_bytes_of(|| {
         let mut s = peers::smg_new(n);
@@ -389,6 +401,9 @@ fn bench(c: &mut Criterion) {
         });
         #[cfg(feature = "peers")]
         {
+            g.bench_function(format!("apply_wire/dynamo/{n}"), |b| {
+                b.iter(|| peers::dynamo_apply_frames(&st.frames, BLOCK_SIZE as u32))
+            });
             let events = peers::dynamo_events(&st.w.batches);
             g.bench_function(format!("apply/dynamo/{n}"), |b| {
                 b.iter_batched(

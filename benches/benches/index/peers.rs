@@ -203,3 +203,37 @@ pub fn agreement(
     }
     (d, m)
 }
+
+/// Applies the release's own ZMQ messages to a fresh radix tree through Dynamo's vLLM wire
+/// path: `zmq_wire::decode_event_batch` on each payload, its `ZmqEventNormalizer` (per
+/// worker), then `apply_event` — what Dynamo's subscriber runs per message. Returns the tree
+/// and the events applied.
+pub fn dynamo_apply_frames(frames: &[super::wire::Frames], block_size: u32) -> (RadixTree, usize) {
+    use dynamo_kv_router::protocols::WorkerWithDpRank;
+    use dynamo_kv_router::zmq_wire::{decode_event_batch, ZmqEventNormalizer};
+    let mut t = RadixTree::new();
+    let mut norm: std::collections::HashMap<usize, ZmqEventNormalizer> = Default::default();
+    let mut id = 0u64;
+    let mut applied = 0;
+    for f in frames {
+        let batch = decode_event_batch(&f.payload).expect("Dynamo decodes the payload");
+        let n = norm
+            .entry(f.endpoint)
+            .or_insert_with(|| ZmqEventNormalizer::new(block_size));
+        let worker = WorkerWithDpRank {
+            worker_id: f.endpoint as u64,
+            dp_rank: 0,
+        };
+        for raw in batch.events {
+            id += 1;
+            if let Some(e) = n
+                .normalize(raw, id, worker)
+                .and_then(|p| p.into_router_event())
+            {
+                t.apply_event(e).expect("Dynamo applies the event");
+                applied += 1;
+            }
+        }
+    }
+    (t, applied)
+}
