@@ -320,7 +320,6 @@ impl Tekkenizer {
         self.tokens.get(rank as usize).map(|t| &t[..])
     }
 
-    /// Calls `piece` with every pre-token of `text`, in order.
     /// Calls `piece` with each pre-token of `text` in order while it returns true; true when
     /// it stopped the walk early.
     fn split<'t>(
