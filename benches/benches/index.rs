@@ -6,6 +6,12 @@
 //!   release's own ZMQ messages (`Index::apply_frames`: msgpack decode included); the peers
 //!   get their own event structs, already built (Dynamo's `RouterEvent`s are cloned outside
 //!   the timing, since its `apply_event` consumes them).
+//! * `index/apply/dynamo_concurrent/{N}`: Dynamo's thread-safe tree,
+//!   `ConcurrentRadixTreeCompressed` (the backend its `ThreadPoolIndexer` runs, whose queries
+//!   read the tree while event threads write it, as kvexact's do), fed the same `RouterEvent`s
+//!   through its own worker loop (`SyncIndexer::worker` on the bench thread, the events queued
+//!   in its channel outside the timing). Its predict id is `index/predict/dynamo_concurrent/{N}`
+//!   (`SyncIndexer::find_matches`, which borrows its query).
 //! * `index/apply_decoded/kvexact/{N}`: the same with the batches decoded beforehand
 //!   (`Index::apply_batch`), the index's own share of `apply`.
 //! * `index/apply_wire/dynamo/{N}`: the same ZMQ messages through Dynamo's own vLLM wire path
@@ -46,6 +52,8 @@ mod wire;
 mod workload;
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
+#[cfg(feature = "peers")]
+use dynamo_kv_router::SyncIndexer;
 use kvhash::events::{decode_frames_schema, EventBatch, EventSchema, Limits};
 use kvindex::{
     Applied, Capacity, EndpointConfig, EndpointId, GroupKind, GroupSpec, HitRule, Index,
@@ -295,6 +303,9 @@ fn peers_report(st: &Setup) {
             tree.current_size()
         );
     }
+    let (ctree, c_bytes) = alloc::live_bytes_of(|| {
+        peers::dynamo_concurrent_apply(peers::dynamo_concurrent_queued(events.clone()))
+    });
     let ops = peers::smg_ops(&w.batches);
     let (smg, s_bytes) = alloc::live_bytes_of(|| {
         let mut s = peers::smg_new(n);
@@ -304,14 +315,13 @@ fn peers_report(st: &Setup) {
     alloc::stop();
     let all: Vec<&Query> = w.queries.iter().chain([&w.chat4k]).collect();
     let expected: Vec<Vec<usize>> = all.iter().map(|q| expected_hits(w, q)).collect();
-    let (d, m) = peers::agreement(w, &tree, &smg, &all, &expected);
+    let (d, dc, m) = peers::agreement(w, &tree, &ctree, &smg, &all, &expected);
     report(
         n,
         "peers agree",
         format!(
-            "dynamo = slow count on {d}/{} queries, smg on {m}/{} (same stream, prefix-closed caches)",
-            all.len(),
-            all.len()
+            "dynamo = slow count on {d}/{q} queries, dynamo_concurrent on {dc}/{q}, smg on {m}/{q} (same stream, prefix-closed caches)",
+            q = all.len(),
         ),
     );
     let st_smg = smg.index.stats();
@@ -322,6 +332,14 @@ fn peers_report(st: &Setup) {
             "{d_bytes} live heap bytes = {:.1} B per held block copy (current_size {})",
             d_bytes as f64 / held,
             tree.current_size()
+        ),
+    );
+    report(
+        n,
+        "memory dynamo_concurrent",
+        format!(
+            "{c_bytes} live heap bytes = {:.1} B per held block copy (the tree only: its worker's removal map is gone with the loop)",
+            c_bytes as f64 / held,
         ),
     );
     report(
@@ -351,6 +369,14 @@ fn peers_report(st: &Setup) {
         n,
         "latency dynamo",
         format!("p50 {p50} ns, p99 {p99} ns (query copy made beforehand)"),
+    );
+    let (p50, p99) = latency(dq.len(), |i| {
+        black_box(SyncIndexer::find_matches(&ctree, &dq[i], false));
+    });
+    report(
+        n,
+        "latency dynamo_concurrent",
+        format!("p50 {p50} ns, p99 {p99} ns"),
     );
     let cq: Vec<Vec<u64>> = w.queries.iter().map(Query::contents).collect();
     let (p50, p99) = latency(cq.len(), |i| {
@@ -417,6 +443,13 @@ fn bench(c: &mut Criterion) {
                     BatchSize::PerIteration,
                 )
             });
+            g.bench_function(format!("apply/dynamo_concurrent/{n}"), |b| {
+                b.iter_batched(
+                    || peers::dynamo_concurrent_queued(events.clone()),
+                    peers::dynamo_concurrent_apply,
+                    BatchSize::PerIteration,
+                )
+            });
             let ops = peers::smg_ops(&st.w.batches);
             g.bench_function(format!("apply/smg/{n}"), |b| {
                 b.iter_batched(
@@ -471,6 +504,17 @@ fn bench(c: &mut Criterion) {
                     |v| tree.find_matches(v, false),
                     BatchSize::SmallInput,
                 )
+            });
+            let ctree = peers::dynamo_concurrent_apply(peers::dynamo_concurrent_queued(
+                peers::dynamo_events(&st.w.batches),
+            ));
+            let mut j = 0usize;
+            g.bench_function(format!("predict/dynamo_concurrent/{n}"), |b| {
+                b.iter(|| {
+                    let q = &dq[j % dq.len()];
+                    j += 1;
+                    SyncIndexer::find_matches(&ctree, q, false)
+                })
             });
             let mut smg = peers::smg_new(n);
             peers::smg_apply(&mut smg, &peers::smg_ops(&st.w.batches));

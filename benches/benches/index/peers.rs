@@ -1,14 +1,18 @@
 //! The peers' indexes fed the same workload in their own event types (built once, before
-//! any timing): Dynamo's `RadixTree` (`dynamo-kv-router`) and SMG's `ChainIndex` (`kv-index`).
+//! any timing): Dynamo's `RadixTree` and `ConcurrentRadixTreeCompressed` (`dynamo-kv-router`)
+//! and SMG's `ChainIndex` (`kv-index`).
 //! Both take the engine's chain hash per stored block and the block's content hash, and are
 //! queried by content hashes; both score a worker by the leading blocks it holds.
 
 use super::workload::{Batch, Query, Workload};
+use dynamo_kv_router::indexer::WorkerTask;
 use dynamo_kv_router::protocols::{
     ExternalSequenceBlockHash, KvCacheEvent, KvCacheEventData, KvCacheRemoveData, KvCacheStoreData,
     KvCacheStoredBlockData,
 };
-use dynamo_kv_router::{LocalBlockHash, RadixTree, RouterEvent};
+use dynamo_kv_router::{
+    ConcurrentRadixTreeCompressed, LocalBlockHash, RadixTree, RouterEvent, SyncIndexer,
+};
 use kv_index::{ChainBlockMap, ChainIndex, ContentHash, SequenceHash, StoredBlock};
 
 /// Dynamo's events for the whole stream (removals before stores, like the engine's batch).
@@ -78,6 +82,42 @@ pub fn dynamo_query(q: &Query) -> Vec<LocalBlockHash> {
 /// Per endpoint, the blocks Dynamo scores (0 when absent).
 pub fn dynamo_hits(t: &RadixTree, q: &Query, endpoints: usize) -> Vec<usize> {
     let s = t.find_matches(dynamo_query(q), false);
+    let mut out = vec![0; endpoints];
+    for (w, n) in s.scores {
+        out[w.worker_id as usize] = n as usize;
+    }
+    out
+}
+
+/// Dynamo's thread-safe tree (the backend its `ThreadPoolIndexer` runs; queries read it
+/// while its event threads write) with the whole stream queued in its worker's channel, as
+/// its event lane receives them (the queueing is not timed).
+pub fn dynamo_concurrent_queued(
+    events: Vec<RouterEvent>,
+) -> (ConcurrentRadixTreeCompressed, flume::Receiver<WorkerTask>) {
+    let (tx, rx) = flume::unbounded();
+    for e in events {
+        tx.send(WorkerTask::Event(e)).expect("the channel is open");
+    }
+    (ConcurrentRadixTreeCompressed::new(), rx)
+}
+
+/// Applies the queued stream: the tree's own worker loop (`SyncIndexer::worker`), run on the
+/// calling thread until the queue is empty.
+pub fn dynamo_concurrent_apply(
+    (t, rx): (ConcurrentRadixTreeCompressed, flume::Receiver<WorkerTask>),
+) -> ConcurrentRadixTreeCompressed {
+    t.worker(rx, None).expect("Dynamo's worker loop ends");
+    t
+}
+
+/// Per endpoint, the blocks Dynamo's thread-safe tree scores (0 when absent).
+pub fn dynamo_concurrent_hits(
+    t: &ConcurrentRadixTreeCompressed,
+    q: &Query,
+    endpoints: usize,
+) -> Vec<usize> {
+    let s = SyncIndexer::find_matches(t, &dynamo_query(q), false);
     let mut out = vec![0; endpoints];
     for (w, n) in s.scores {
         out[w.worker_id as usize] = n as usize;
@@ -187,21 +227,24 @@ pub fn smg_hits(s: &Smg, contents: &[u64], endpoints: usize) -> Vec<usize> {
 pub fn agreement(
     w: &Workload,
     t: &RadixTree,
+    c: &ConcurrentRadixTreeCompressed,
     s: &Smg,
     queries: &[&Query],
     expected: &[Vec<usize>],
-) -> (usize, usize) {
-    let mut d = 0;
-    let mut m = 0;
+) -> (usize, usize, usize) {
+    let (mut d, mut dc, mut m) = (0, 0, 0);
     for (q, e) in queries.iter().zip(expected) {
         if dynamo_hits(t, q, w.endpoints) == *e {
             d += 1;
+        }
+        if dynamo_concurrent_hits(c, q, w.endpoints) == *e {
+            dc += 1;
         }
         if smg_hits(s, &q.contents(), w.endpoints) == *e {
             m += 1;
         }
     }
-    (d, m)
+    (d, dc, m)
 }
 
 /// Applies the release's own ZMQ messages to a fresh radix tree through Dynamo's vLLM wire
