@@ -33,7 +33,7 @@
 //! Before timing, for each N the bench prints (lines starting `index-report`): the stream's
 //! counts; the sanity check (kvexact's predictions for every query equal the slow, obvious
 //! count over the simulated engines' caches; the bench stops otherwise), and how many of the
-//! peers' answers equal it; per-query latency p50 / p99 of each index (a separate loop of
+//! peers' answers equal it; per-query latency p50 / p99 / mean of each index (a separate loop of
 //! individually timed queries); and live heap bytes per held block copy for each index
 //! (a counting global allocator; kvexact's own `Index::memory()` beside it).
 //!
@@ -171,8 +171,9 @@ fn kv_sparse_hits(kv: &Kv, q: &Query, out: &mut Vec<Prediction>) -> Vec<usize> {
     hits
 }
 
-/// p50 and p99 of individually timed calls, in nanoseconds.
-fn latency(queries: usize, mut f: impl FnMut(usize)) -> (u64, u64) {
+/// p50, p99 and mean of individually timed calls, in nanoseconds (the mean is criterion's
+/// figure's twin: a heavy tail shows as a mean far above the p50).
+fn latency(queries: usize, mut f: impl FnMut(usize)) -> (u64, u64, u64) {
     let mut t = Vec::with_capacity(queries * LATENCY_PASSES);
     for _ in 0..LATENCY_PASSES {
         for i in 0..queries {
@@ -183,7 +184,8 @@ fn latency(queries: usize, mut f: impl FnMut(usize)) -> (u64, u64) {
     }
     t.sort_unstable();
     let at = |p: f64| t[((t.len() as f64 * p) as usize).min(t.len() - 1)];
-    (at(0.50), at(0.99))
+    let mean = t.iter().sum::<u64>() / t.len() as u64;
+    (at(0.50), at(0.99), mean)
 }
 
 fn report(n: usize, what: &str, line: String) {
@@ -261,13 +263,17 @@ fn setup(n: usize) -> Setup {
         ),
     );
     let reqs: Vec<(Query, Vec<u64>)> = w.queries.iter().map(|q| (q.clone(), q.chains())).collect();
-    let (p50, p99) = latency(reqs.len(), |i| {
+    let (p50, p99, mean) = latency(reqs.len(), |i| {
         let (q, c) = &reqs[i];
         kv.index.predict(&request(q, c), &mut out).expect("predict");
         black_box(&out);
     });
-    report(n, "latency kvexact", format!("p50 {p50} ns, p99 {p99} ns"));
-    let (p50, p99) = latency(reqs.len(), |i| {
+    report(
+        n,
+        "latency kvexact",
+        format!("p50 {p50} ns, p99 {p99} ns, mean {mean} ns"),
+    );
+    let (p50, p99, mean) = latency(reqs.len(), |i| {
         let (q, c) = &reqs[i];
         kv.index
             .predict_sparse(&request(q, c), &mut out)
@@ -277,7 +283,7 @@ fn setup(n: usize) -> Setup {
     report(
         n,
         "latency kvexact sparse",
-        format!("p50 {p50} ns, p99 {p99} ns"),
+        format!("p50 {p50} ns, p99 {p99} ns, mean {mean} ns"),
     );
     Setup {
         w,
@@ -361,31 +367,35 @@ fn peers_report(st: &Setup) {
         .into_iter()
         .rev()
         .collect();
-    let (p50, p99) = latency(dq.len(), |_| {
+    let (p50, p99, mean) = latency(dq.len(), |_| {
         let v = copies.pop().expect("a copy per call");
         black_box(tree.find_matches(v, false));
     });
     report(
         n,
         "latency dynamo",
-        format!("p50 {p50} ns, p99 {p99} ns (query copy made beforehand)"),
+        format!("p50 {p50} ns, p99 {p99} ns, mean {mean} ns (query copy made beforehand)"),
     );
-    let (p50, p99) = latency(dq.len(), |i| {
+    let (p50, p99, mean) = latency(dq.len(), |i| {
         black_box(SyncIndexer::find_matches(&ctree, &dq[i], false));
     });
     report(
         n,
         "latency dynamo_concurrent",
-        format!("p50 {p50} ns, p99 {p99} ns"),
+        format!("p50 {p50} ns, p99 {p99} ns, mean {mean} ns"),
     );
     let cq: Vec<Vec<u64>> = w.queries.iter().map(Query::contents).collect();
-    let (p50, p99) = latency(cq.len(), |i| {
+    let (p50, p99, mean) = latency(cq.len(), |i| {
         let mut acc = 0u64;
         smg.index
             .score_into(&cq[i], |c| *c, false, |wk, s| acc += u64::from(wk ^ s));
         black_box(acc);
     });
-    report(n, "latency smg", format!("p50 {p50} ns, p99 {p99} ns"));
+    report(
+        n,
+        "latency smg",
+        format!("p50 {p50} ns, p99 {p99} ns, mean {mean} ns"),
+    );
 }
 
 fn bench(c: &mut Criterion) {
