@@ -151,6 +151,19 @@ impl Index {
 
     /// Predictions for the endpoints `views` describes (`eps` in the same order); `sparse`:
     /// only those that differ from [`Index::nothing_cached`].
+    /// What every answer starts from: whether the rule is proven, whether an endpoint with
+    /// adapters loaded is unknown (a rule whose hashes do not carry the adapter cannot tell
+    /// base and adapter blocks apart there, whichever the request uses), and a hit entry per
+    /// slot in the scratch.
+    #[inline]
+    fn begin_answer(&self, s: &mut Scratch) -> (bool, bool) {
+        let slots = self.opts.max_slots as usize;
+        if s.hit.len() < slots {
+            s.hit.resize(slots, 0);
+        }
+        (self.opts.rule.proven(), !self.opts.rule.lora_in_hashes)
+    }
+
     fn predict_into(
         &self,
         views: &[EpView],
@@ -160,14 +173,7 @@ impl Index {
         out: &mut Vec<Prediction>,
         sparse: bool,
     ) {
-        let proven = self.opts.rule.proven();
-        // A rule whose hashes do not carry the adapter cannot tell base and adapter blocks
-        // apart on an endpoint with adapters loaded, whichever the request uses.
-        let lora_unknown = !self.opts.rule.lora_in_hashes;
-        let slots = self.opts.max_slots as usize;
-        if s.hit.len() < slots {
-            s.hit.resize(slots, 0);
-        }
+        let (proven, lora_unknown) = self.begin_answer(s);
         // First pass: every rank's slot word (status and seqlock version), and the candidates
         // (ranks in step whose blocks the events show).
         s.cands.clear();
@@ -287,12 +293,7 @@ impl Index {
         if began != ended {
             return false;
         }
-        let proven = self.opts.rule.proven();
-        let lora_unknown = !self.opts.rule.lora_in_hashes;
-        let slots = self.opts.max_slots as usize;
-        if s.hit.len() < slots {
-            s.hit.resize(slots, 0);
-        }
+        let (proven, lora_unknown) = self.begin_answer(s);
         s.alive.clear();
         for (w, &m) in eps.slots.iter().enumerate() {
             let mut a = t.in_step[w].load(Ordering::Relaxed) & m;
