@@ -149,8 +149,6 @@ impl Index {
         Ok(out)
     }
 
-    /// Predictions for the endpoints `views` describes (`eps` in the same order); `sparse`:
-    /// only those that differ from [`Index::nothing_cached`].
     /// What every answer starts from: whether the rule is proven, whether an endpoint with
     /// adapters loaded is unknown (a rule whose hashes do not carry the adapter cannot tell
     /// base and adapter blocks apart there, whichever the request uses), and a hit entry per
@@ -164,6 +162,8 @@ impl Index {
         (self.opts.rule.proven(), !self.opts.rule.lora_in_hashes)
     }
 
+    /// Predictions for the endpoints `views` describes (`eps` in the same order); `sparse`:
+    /// only those that differ from [`Index::nothing_cached`].
     fn predict_into(
         &self,
         views: &[EpView],

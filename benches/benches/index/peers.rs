@@ -1,8 +1,8 @@
 //! The peers' indexes fed the same workload in their own event types (built once, before
 //! any timing): Dynamo's `RadixTree` and `ConcurrentRadixTreeCompressed` (`dynamo-kv-router`)
 //! and SMG's `ChainIndex` (`kv-index`).
-//! Both take the engine's chain hash per stored block and the block's content hash, and are
-//! queried by content hashes; both score a worker by the leading blocks it holds.
+//! Each takes the engine's chain hash per stored block and the block's content hash, is
+//! queried by content hashes and scores a worker by the leading blocks it holds.
 
 use super::workload::{Batch, Query, Workload};
 use dynamo_kv_router::indexer::WorkerTask;
