@@ -137,25 +137,30 @@ var allLifts = RefusalBit(RefusalTools) | RefusalBit(RefusalTemplateKwargs) |
 	RefusalBit(RefusalAddGenerationPrompt) | RefusalBit(RefusalContinueFinalMessage) |
 	RefusalBit(RefusalMessageField) | RefusalBit(RefusalNullContent)
 
-// The gateway's hot path on Mistral checkpoints, strict and with every liftable rule lifted: RouteKeys gives the engine release's own ids
-// (vLLM's mistral_common ids, SGLang 0.5.19's text-form ids) for every chat case the vectors
-// give that engine's ids for, or refuses it (strict rules, never other ids), and block keys
-// equal to the hasher's over exactly those ids; completions are BOS + the text; a release no
-// vectors prove refuses with ErrUnsupported.
+// The gateway's hot path on Mistral checkpoints, strict and with every liftable rule lifted:
+// RouteKeys gives the engine release's own ids (vLLM's mistral_common ids, SGLang 0.5.19's
+// text-form ids) for every chat case the vectors give that engine's ids for, or refuses it
+// (strict rules, never other ids; with the rules lifted, only the cases listed), and block
+// keys equal to the hasher's over exactly those ids; completions are BOS + the text; a
+// release no vectors prove refuses with ErrUnsupported.
 func TestMistralRouteKeysGiveTheEnginesIDs(t *testing.T) {
 	for _, run := range []struct {
 		c                         mistralCheckpoint
 		contract, version, engine string
 		lifted                    uint32
 		minExact                  int // the chat cases of testdata's vectors kvexact answers
-
+		// With every liftable rule lifted, the cases still refused and why: reasoning_effort
+		// is never liftable, and a tool_choice of "none" stays refused with the tools code.
+		stillRefused string
 	}{
-		{nemoTekken, "vllm-kv-map-v3", "0.31.0", "vllm", 0, 14},
-		{nemoTekken, "vllm-kv-map-v3", "0.31.0", "vllm", allLifts, 24},
-		{nemoTekken, "sglang-kv-rank-v2", "0.5.19", "sglang", 0, 15},
-		{nemoTekken, "sglang-kv-rank-v2", "0.5.19", "sglang", allLifts, 24},
-		{largeSpmV7, "vllm-kv-map-v3", "0.33.0", "vllm", 0, 14},
-		{largeSpmV7, "vllm-kv-map-v3", "0.33.0", "vllm", allLifts, 25},
+		{nemoTekken, "vllm-kv-map-v3", "0.31.0", "vllm", 0, 14, ""},
+		{nemoTekken, "vllm-kv-map-v3", "0.31.0", "vllm", allLifts, 24,
+			"reasoning_effort_high:reasoning_effort reasoning_effort_max:reasoning_effort tools_tool_choice_none:tools "},
+		{nemoTekken, "sglang-kv-rank-v2", "0.5.19", "sglang", 0, 15, ""},
+		{nemoTekken, "sglang-kv-rank-v2", "0.5.19", "sglang", allLifts, 24, "tools_tool_choice_none:tools "},
+		{largeSpmV7, "vllm-kv-map-v3", "0.33.0", "vllm", 0, 14, ""},
+		{largeSpmV7, "vllm-kv-map-v3", "0.33.0", "vllm", allLifts, 25,
+			"reasoning_effort_high:reasoning_effort reasoning_effort_max:reasoning_effort tools_tool_choice_none:tools "},
 	} {
 		name := fmt.Sprintf("%s/%s-%s/lifted=%#x", run.c.profileID, run.engine, run.version, run.lifted)
 		reg, err := LoadRegistry(stageMistral(t, run.c), uint32(os.Geteuid()), 1)
@@ -180,6 +185,7 @@ func TestMistralRouteKeysGiveTheEnginesIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 		exact, refused, completions := 0, 0, 0
+		refusedWhy := ""
 		for _, c := range mistralCases(t, run.c) {
 			var want []uint32
 			if raw, ok := c.Truth[run.engine]; !ok || json.Unmarshal(raw, &want) != nil || want == nil {
@@ -203,6 +209,7 @@ func TestMistralRouteKeysGiveTheEnginesIDs(t *testing.T) {
 			ni, nb, err := enc.RouteKeys(h, body, 0, ids, keys)
 			var ref *RefusedError
 			if errors.As(err, &ref) {
+				refusedWhy += c.ID + ":" + ref.Reason.Name() + " "
 				refused++
 				continue
 			}
@@ -227,6 +234,9 @@ func TestMistralRouteKeysGiveTheEnginesIDs(t *testing.T) {
 			exact++
 		}
 		t.Logf("%s: %d chat cases exact, %d refused, %d completions exact", name, exact, refused, completions)
+		if run.lifted != 0 && refusedWhy != run.stillRefused {
+			t.Fatalf("%s: refused %q, want %q", name, refusedWhy, run.stillRefused)
+		}
 		if exact < run.minExact || completions == 0 {
 			t.Fatalf("%s: only %d chat cases and %d completions checked", name, exact, completions)
 		}
