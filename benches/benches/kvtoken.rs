@@ -4,7 +4,9 @@
 //! bytes of prompt text; `add_special_tokens = false` (the engines' chat path).
 //!
 //! Besides chat text: gemma-2 on chat-4k (Gemma's turn format), gpt-oss on chat-4k (harmony
-//! framing, o200k), and an adversarial mix
+//! framing, o200k), Mistral's tekken on chat-4k's messages and the adversarial mix
+//! (`tekken_*_fast`: kvtoken's split; `tekken_*_regex`: fancy-regex's, tiktoken's own; the same
+//! merges after both), and an adversarial mix
 //! generated here (long white-space runs, 64 KiB words, digit runs of every `Nd` digit kind,
 //! CJK without spaces, emoji ZWJ runs), whole (`*_adversarial_*`) and per class
 //! (`*_adv_<class>_*`).
@@ -300,6 +302,64 @@ fn bench(c: &mut Criterion) {
                     .encode(black_box(text.as_str()), false)
                     .expect("encode");
                 black_box(e.get_ids().len())
+            })
+        });
+    }
+    // Mistral's tekken (Nemo's tekken.json): kvtoken's split against fancy-regex's split
+    // (tiktoken's own, the same merges after it), on each message's text (mistral_common
+    // tokenizes every text piece on its own) and on the adversarial mix.
+    let tekken = kvtoken::Tekkenizer::from_file(format!(
+        "{MODELS}/mistralai__Mistral-Nemo-Instruct-2407/tekken.json"
+    ))
+    .expect("tekken.json");
+    let pieces: Vec<String> = chat4k.iter().map(|(_, c)| c.clone()).collect();
+    let adv: Vec<String> = adversarial()
+        .into_iter()
+        .filter(|(class, _)| *class == "adversarial")
+        .map(|(_, t)| t)
+        .collect();
+    for (name, texts) in [("tekken_chat4k", &pieces), ("tekken_adversarial", &adv)] {
+        if std::env::var("KVTOKEN_BENCH_ONLY").is_ok_and(|only| !name.contains(only.as_str())) {
+            continue;
+        }
+        let mut ids = 0;
+        for t in texts.iter() {
+            let fast = tekken.encode(t).expect("encode");
+            assert_eq!(
+                fast,
+                tekken.encode_regex_split(t).expect("encode"),
+                "{name}"
+            );
+            ids += fast.len();
+        }
+        let bytes: usize = texts.iter().map(String::len).sum();
+        eprintln!("{name}: {bytes} bytes, {ids} tokens");
+        group.throughput(Throughput::Bytes(bytes as u64));
+        group.sample_size(if name.contains("adversarial") {
+            10
+        } else {
+            100
+        });
+        let mut out = Vec::new();
+        group.bench_function(format!("{name}_fast"), |b| {
+            b.iter(|| {
+                out.clear();
+                for t in texts.iter() {
+                    tekken.encode_into(black_box(t), &mut out).expect("encode");
+                }
+                black_box(out.len())
+            })
+        });
+        group.bench_function(format!("{name}_regex"), |b| {
+            b.iter(|| {
+                let mut n = 0;
+                for t in texts.iter() {
+                    n += tekken
+                        .encode_regex_split(black_box(t))
+                        .expect("encode")
+                        .len();
+                }
+                black_box(n)
             })
         });
     }

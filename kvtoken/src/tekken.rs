@@ -5,8 +5,11 @@
 //! pre-tokenizer pattern, and (in newer files) the control tokens. mistral_common's
 //! `Tekkenizer` puts the control tokens on the first `default_num_special_tokens` ids and
 //! the first `default_vocab_size - num_special` ranks after them: id = rank + number of
-//! control tokens. Text is split with the file's pattern (the `fancy-regex` engine tiktoken
-//! itself runs) and each piece is encoded as tiktoken does: a piece that is a vocabulary token
+//! control tokens. Text is split with the file's pattern as the `fancy-regex` engine tiktoken
+//! itself runs it — by kvtoken's hand-written matcher when the pattern is the one Mistral's
+//! files carry (`pretok::tekken`, checked against fancy-regex), by fancy-regex itself for any
+//! other pattern or a text fancy-regex could fail on — and each piece is encoded as tiktoken
+//! does: a piece that is a vocabulary token
 //! is that token; any other is merged from its bytes, always the adjacent pair whose
 //! concatenation has the lowest rank (leftmost on ties). The merging runs on kvtoken's
 //! id-based BPE (kvtoken's `bpe` module) with a merge table built from the ranks (pair → rank of the
@@ -23,6 +26,8 @@ use crate::bpe::{merge, BpeScratch};
 use crate::error::Error;
 use crate::fxhash::BytesMap;
 use crate::merge_map::{Merge, MergeMap};
+use crate::pretok::tekken::{has_long_space_run, Tekken, TEKKEN_PATTERN};
+use crate::pretok::{self, CharInfo};
 
 /// The largest `tekken.json` accepted (the shipped v3 file is 19 MB).
 pub const MAX_TEKKEN_FILE_BYTES: usize = 64 << 20;
@@ -34,6 +39,14 @@ const MAX_SPECIAL: usize = 1 << 16;
 const MAX_PATTERN_BYTES: usize = 4096;
 /// The longest single token accepted, in bytes.
 const MAX_TOKEN_BYTES: usize = 1024;
+
+thread_local! {
+    /// The chars of a non-ASCII text being split (reused call after call).
+    static CHARS: std::cell::Cell<Vec<CharInfo>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Chars of split scratch a thread keeps between calls (a larger buffer is dropped).
+const MAX_KEPT_CHARS: usize = 1 << 16;
 
 /// mistral_common's control tokens of a tekken file without a `special_tokens` list
 /// (`Tekkenizer.DEPRECATED_SPECIAL_TOKENS`, ids 0..20); the rest are `<SPECIAL_{id}>`.
@@ -99,6 +112,8 @@ pub struct Tekkenizer {
     byte_rank: [u32; 256],
     merges: MergeMap,
     pattern: fancy_regex::Regex,
+    /// The pattern is [`TEKKEN_PATTERN`]: split by the hand-written matcher.
+    matcher: bool,
     specials: Vec<String>,
     version: Option<String>,
 }
@@ -262,6 +277,7 @@ impl Tekkenizer {
             tokens,
             byte_rank,
             merges,
+            matcher: cfg.pattern == TEKKEN_PATTERN,
             pattern,
             specials,
             version: cfg.version.clone(),
@@ -321,8 +337,31 @@ impl Tekkenizer {
     }
 
     /// Calls `piece` with each pre-token of `text` in order while it returns true; true when
-    /// it stopped the walk early.
+    /// it stopped the walk early. The hand-written matcher where it splits as fancy-regex
+    /// does, else fancy-regex.
     fn split<'t>(
+        &self,
+        text: &'t str,
+        mut piece: impl FnMut(&'t str) -> bool,
+    ) -> Result<bool, Error> {
+        if !self.matcher || has_long_space_run(text) {
+            return self.split_regex(text, piece);
+        }
+        let mut chars = CHARS.with(|c| c.take());
+        let mut stopped = false;
+        pretok::split(&Tekken, text, &mut chars, |a, b| {
+            stopped = !piece(&text[a..b]);
+            !stopped
+        });
+        if chars.capacity() <= MAX_KEPT_CHARS {
+            CHARS.with(|c| c.set(chars));
+        }
+        Ok(stopped)
+    }
+
+    /// [`split`](Self::split) by fancy-regex running the file's pattern, as tiktoken does
+    /// (the slow twin of the hand-written matcher, and the split of any other pattern).
+    fn split_regex<'t>(
         &self,
         text: &'t str,
         mut piece: impl FnMut(&'t str) -> bool,
@@ -353,10 +392,22 @@ impl Tekkenizer {
         max_ids: usize,
         out: &mut Vec<u32>,
     ) -> Result<bool, Error> {
+        self.encode_pieces(text, max_ids, out, false)
+    }
+
+    /// [`encode_limited_into`](Self::encode_limited_into), split by fancy-regex alone when
+    /// `regex_split`. Nothing is appended when it fails.
+    fn encode_pieces(
+        &self,
+        text: &str,
+        max_ids: usize,
+        out: &mut Vec<u32>,
+        regex_split: bool,
+    ) -> Result<bool, Error> {
         let offset = self.num_special();
         let mut scratch = BpeScratch::default();
         let start = out.len();
-        let stopped = self.split(text, |p| {
+        let mut each = |p: &str| {
             if out.len() - start > max_ids {
                 return false;
             }
@@ -372,11 +423,33 @@ impl Tekkenizer {
                 );
             }
             true
-        })?;
+        };
+        let split = if regex_split {
+            self.split_regex(text, &mut each)
+        } else {
+            self.split(text, &mut each)
+        };
+        let stopped = match split {
+            Ok(s) => s,
+            Err(e) => {
+                out.truncate(start);
+                return Err(e);
+            }
+        };
         for id in &mut out[start..] {
             *id += offset;
         }
         Ok(stopped || out.len() - start > max_ids)
+    }
+
+    /// [`encode`](Self::encode) with the text split by fancy-regex (tiktoken's own split)
+    /// whatever the pattern: the baseline of the `kvtoken` bench's tekken ids and a twin in
+    /// the tests.
+    #[doc(hidden)]
+    pub fn encode_regex_split(&self, text: &str) -> Result<Vec<u32>, Error> {
+        let mut out = Vec::with_capacity(text.len() / 3 + 1);
+        self.encode_pieces(text, usize::MAX, &mut out, true)?;
+        Ok(out)
     }
 
     /// The ids of `text` as ordinary text.
@@ -389,10 +462,11 @@ impl Tekkenizer {
     /// The slow, obvious twin of [`encode`](Self::encode) for tests: each pre-token merged
     /// over byte strings by rescanning for the adjacent pair whose concatenation has the
     /// lowest rank (tiktoken's `_byte_pair_merge`), with tiktoken's whole-piece look-up first.
+    /// Its split is fancy-regex's (the twin of the hand-written matcher too).
     pub fn encode_slow(&self, text: &str) -> Result<Vec<u32>, Error> {
         let offset = self.num_special();
         let mut out = Vec::new();
-        self.split(text, |p| {
+        self.split_regex(text, |p| {
             let bytes = p.as_bytes();
             if let Some(&r) = self.ranks.get(bytes) {
                 out.push(r + offset);

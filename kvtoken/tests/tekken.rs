@@ -1,5 +1,6 @@
 //! The tekken tokenizer against the engines' ids (testdata/vectors/templates-nonjinja/
-//! mistral-tekken-v1.json) and its fast BPE against the slow twin.
+//! mistral-tekken-v1.json), its fast BPE against the slow twin and its split (kvtoken's
+//! matcher) against fancy-regex's (tiktoken's).
 
 use std::sync::OnceLock;
 
@@ -224,7 +225,9 @@ proptest! {
         let t = tekken();
         for s in &tail {
             let full = format!("{prefix}{s}");
-            prop_assert_eq!(t.encode(&full).unwrap(), t.encode_slow(&full).unwrap());
+            let fast = t.encode(&full).unwrap();
+            prop_assert_eq!(&fast, &t.encode_slow(&full).unwrap());
+            prop_assert_eq!(&fast, &t.encode_regex_split(&full).unwrap());
         }
     }
 
@@ -260,23 +263,41 @@ proptest! {
 }
 
 /// Long runs of white space and of one letter (the pattern's `\s+(?!\S)` / `\s*[\r\n]+`
-/// backtrack over them): an answer, ids or a typed error, in bounded time.
+/// backtrack over them): the ids fancy-regex's split gives (tiktoken's), in bounded time, on
+/// both sides of the run length where kvtoken leaves the split to fancy-regex (64 Ki chars).
 #[test]
-fn long_runs_are_encoded_or_refused() {
+fn long_runs_are_encoded_as_the_regex_split_encodes_them() {
     let t = tekken();
     for s in [
+        " ".repeat((1 << 16) - 1),
         " ".repeat(1 << 16),
         "\n".repeat(1 << 16),
         format!("{}x", " \t".repeat(1 << 15)),
+        format!(
+            "{}x{}",
+            " ".repeat((1 << 16) - 1),
+            "\u{3000}".repeat(1 << 16)
+        ),
         "a".repeat(1 << 16),
         "東".repeat(1 << 14),
     ] {
         let start = std::time::Instant::now();
-        match t.encode(&s) {
-            Ok(ids) => assert!(!ids.is_empty()),
-            Err(Error::Encode(_)) => {}
-            Err(e) => panic!("{e}"),
-        }
+        let ids = t.encode(&s).expect("fancy-regex splits these");
+        assert!(!ids.is_empty());
+        assert_eq!(ids, t.encode_regex_split(&s).unwrap(), "{}", s.len());
         assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
     }
+}
+
+/// A white-space run of a million chars overflows fancy-regex's backtracking stack, so
+/// tiktoken (and mistral_common) fail on it: kvtoken refuses it with a typed error and
+/// appends nothing.
+#[test]
+fn a_text_fancy_regex_fails_on_is_refused_whole() {
+    let t = tekken();
+    let s = format!("Hello{}x", " ".repeat(1 << 20));
+    let mut out = vec![7];
+    assert!(matches!(t.encode_into(&s, &mut out), Err(Error::Encode(_))));
+    assert_eq!(out, [7]);
+    assert!(matches!(t.encode_regex_split(&s), Err(Error::Encode(_))));
 }

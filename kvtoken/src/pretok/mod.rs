@@ -4,7 +4,9 @@
 //! exactly one split).
 //!
 //! * [`qwen2_llama3`]: the pattern of Qwen2 / Qwen2.5 / Qwen3 / R1-Distill-Qwen and Llama 3;
-//! * [`o200k`]: gpt-oss's o200k pattern.
+//! * [`o200k`]: gpt-oss's o200k pattern;
+//! * [`tekken`]: the pattern of Mistral's tekken files (run by fancy-regex in tiktoken, with
+//!   the same semantics), o200k's matcher without contractions.
 //!
 //! This module holds what the matchers share: the chars of the input, each with its class
 //! and its literal key ([`CharInfo`]), and the two lanes that drive a matcher over a text —
@@ -13,6 +15,7 @@
 
 pub(crate) mod o200k;
 pub(crate) mod qwen2_llama3;
+pub(crate) mod tekken;
 
 /// A pre-tokenizer regex as a matcher over classified chars.
 pub(crate) trait Matcher {

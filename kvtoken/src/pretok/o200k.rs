@@ -20,28 +20,30 @@
 //! every scalar by `classes_match_oniguruma_for_every_scalar`); the splits are checked
 //! against `tokenizers`' own pre-tokenizer for every scalar in several contexts
 //! (`tests/o200k.rs`) and on generated text. The chars and the two lanes that drive the
-//! matcher are [`super`]'s, shared with the Qwen2 / Llama 3 matcher.
+//! matcher are [`super`]'s, shared with the Qwen2 / Llama 3 matcher. Mistral's tekken pattern
+//! is this one without the contractions and with `\p{N}` for `\p{N}{1,3}`: its matcher
+//! ([`super::tekken`]) is [`match_at`] with those two parameters and these classes.
 
 use super::Matcher;
 use crate::tables_o200k::{ASCII, RANGES};
 
 /// `\p{L}`.
-const L: u8 = 1;
+pub(super) const L: u8 = 1;
 /// `\p{N}`.
-const N: u8 = 2;
+pub(super) const N: u8 = 2;
 /// `\s`.
-const S: u8 = 4;
+pub(super) const S: u8 = 4;
 /// `U` (see the module documentation).
-const U: u8 = 8;
+pub(super) const U: u8 = 8;
 /// `W` (see the module documentation).
-const W: u8 = 16;
+pub(super) const W: u8 = 16;
 
 /// The exact `Split` pattern of the o200k pre-tokenizer (gpt-oss).
 pub(crate) const O200K_PATTERN: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
-/// The class bits of `c` as Oniguruma sees it.
+/// The class bits of `c` as Oniguruma sees it (and fancy-regex: `super::tekken` checks it).
 #[inline]
-fn bits_of(c: char) -> u8 {
+pub(super) fn bits_of(c: char) -> u8 {
     let cp = c as u32;
     if cp < 0x80 {
         return ASCII.get(cp as usize).copied().unwrap_or(0);
@@ -73,13 +75,16 @@ impl Matcher for O200k {
         class_at: &impl Fn(usize) -> Option<u8>,
         key_at: &impl Fn(usize) -> u8,
     ) -> usize {
-        match_at(n, i, class_at, key_at)
+        match_at::<true, 3>(n, i, class_at, key_at)
     }
 }
 
-/// The end (char index, exclusive) of the match starting at char `i` of `n` (`i < n`).
+/// The end (char index, exclusive) of the match starting at char `i` of `n` (`i < n`) of
+/// the o200k-shaped pattern: `CONTRACTIONS`, whether the two word alternatives end with
+/// `(?i:'s|'t|'re|'ve|'m|'ll|'d)?`; `MAX_DIGITS`, the `k` of `\p{N}{1,k}` (1 for a bare
+/// `\p{N}`).
 #[inline(always)]
-fn match_at(
+pub(super) fn match_at<const CONTRACTIONS: bool, const MAX_DIGITS: usize>(
     n: usize,
     i: usize,
     bits_at: &impl Fn(usize) -> Option<u8>,
@@ -97,7 +102,7 @@ fn match_at(
     };
     // (?i:'s|'t|'re|'ve|'m|'ll|'d)? at `e`.
     let contraction = |e: usize| {
-        if key_at(e) == b'\'' {
+        if CONTRACTIONS && key_at(e) == b'\'' {
             match key_at(e + 1) {
                 b's' | b't' | b'm' | b'd' => return e + 2,
                 b'r' | b'v' if key_at(e + 2) == b'e' => return e + 3,
@@ -132,10 +137,10 @@ fn match_at(
             return contraction(run(run(s, U), W));
         }
     }
-    // 3. \p{N}{1,3}
+    // 3. \p{N}{1,MAX_DIGITS}
     if bits & N != 0 {
         let mut j = i + 1;
-        while j < i + 3 && has(j, N) {
+        while j < i + MAX_DIGITS && has(j, N) {
             j += 1;
         }
         return j;
