@@ -11,7 +11,9 @@
 //! other pattern or a text fancy-regex could fail on — and each piece is encoded as tiktoken
 //! does: a piece that is a vocabulary token
 //! is that token; any other is merged from its bytes, always the adjacent pair whose
-//! concatenation has the lowest rank (leftmost on ties). The merging runs on kvtoken's
+//! concatenation has the lowest rank (leftmost on ties); a pre-token seen before on the thread
+//! takes its ids from the word cache the fast paths keep (`encoder/word_cache.rs`, one cache
+//! per tokenizer, keyed by every byte of the pre-token). The merging runs on kvtoken's
 //! id-based BPE (kvtoken's `bpe` module) with a merge table built from the ranks (pair → rank of the
 //! concatenation); [`Tekkenizer::encode_slow`] is its slow twin over byte strings.
 //!
@@ -23,6 +25,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::bpe::{merge, BpeScratch};
+use crate::encoder::{extend_short, next_uid, with_word_cache, WordCache, CACHE_MAX_WORD};
 use crate::error::Error;
 use crate::fxhash::BytesMap;
 use crate::merge_map::{Merge, MergeMap};
@@ -114,6 +117,8 @@ pub struct Tekkenizer {
     pattern: fancy_regex::Regex,
     /// The pattern is [`TEKKEN_PATTERN`]: split by the hand-written matcher.
     matcher: bool,
+    /// Its word cache in each thread's scratch (the fast paths' caches, `encoder/word_cache.rs`).
+    uid: u64,
     specials: Vec<String>,
     version: Option<String>,
 }
@@ -278,6 +283,7 @@ impl Tekkenizer {
             byte_rank,
             merges,
             matcher: cfg.pattern == TEKKEN_PATTERN,
+            uid: next_uid(),
             pattern,
             specials,
             version: cfg.version.clone(),
@@ -395,8 +401,8 @@ impl Tekkenizer {
         self.encode_pieces(text, max_ids, out, false)
     }
 
-    /// [`encode_limited_into`](Self::encode_limited_into), split by fancy-regex alone when
-    /// `regex_split`. Nothing is appended when it fails.
+    /// [`encode_limited_into`](Self::encode_limited_into), split by fancy-regex alone (and no
+    /// word cache) when `regex_split`. Nothing is appended when it fails.
     fn encode_pieces(
         &self,
         text: &str,
@@ -404,30 +410,24 @@ impl Tekkenizer {
         out: &mut Vec<u32>,
         regex_split: bool,
     ) -> Result<bool, Error> {
-        let offset = self.num_special();
-        let mut scratch = BpeScratch::default();
         let start = out.len();
-        let mut each = |p: &str| {
-            if out.len() - start > max_ids {
-                return false;
-            }
-            let bytes = p.as_bytes();
-            if let Some(&r) = self.ranks.get(bytes) {
-                out.push(r);
-            } else {
-                merge(
-                    &self.merges,
-                    bytes.iter().map(|&b| self.byte_rank[b as usize]),
-                    &mut scratch,
-                    out,
-                );
-            }
-            true
-        };
         let split = if regex_split {
-            self.split_regex(text, &mut each)
+            let mut bpe = BpeScratch::default();
+            self.split_regex(text, |p| {
+                out.len() - start <= max_ids && {
+                    self.encode_piece(p.as_bytes(), &mut bpe, out);
+                    true
+                }
+            })
         } else {
-            self.split(text, &mut each)
+            with_word_cache(self.uid, |cache, bpe| {
+                self.split(text, |p| {
+                    out.len() - start <= max_ids && {
+                        self.encode_cached(p.as_bytes(), cache, bpe, out);
+                        true
+                    }
+                })
+            })
         };
         let stopped = match split {
             Ok(s) => s,
@@ -436,10 +436,54 @@ impl Tekkenizer {
                 return Err(e);
             }
         };
+        let offset = self.num_special();
         for id in &mut out[start..] {
             *id += offset;
         }
         Ok(stopped || out.len() - start > max_ids)
+    }
+
+    /// Appends the ranks of one pre-token: the vocabulary token it is, else merged from its
+    /// bytes.
+    #[inline]
+    fn encode_piece(&self, bytes: &[u8], bpe: &mut BpeScratch, out: &mut Vec<u32>) {
+        if let Some(&r) = self.ranks.get(bytes) {
+            out.push(r);
+        } else {
+            merge(
+                &self.merges,
+                bytes.iter().map(|&b| self.byte_rank[b as usize]),
+                bpe,
+                out,
+            );
+        }
+    }
+
+    /// [`encode_piece`](Self::encode_piece) through the word cache: a pre-token of up to
+    /// [`CACHE_MAX_WORD`] bytes seen before on this thread takes its ranks from the cache
+    /// (keyed by every byte of the pre-token; a pre-token's ranks depend on it alone).
+    #[inline]
+    fn encode_cached(
+        &self,
+        bytes: &[u8],
+        cache: &mut WordCache,
+        bpe: &mut BpeScratch,
+        out: &mut Vec<u32>,
+    ) {
+        if let [b] = bytes {
+            out.push(self.byte_rank[usize::from(*b)]);
+            return;
+        }
+        if bytes.len() > CACHE_MAX_WORD {
+            return self.encode_piece(bytes, bpe, out);
+        }
+        if let Some(ids) = cache.get(bytes) {
+            extend_short(out, ids);
+            return;
+        }
+        let first = out.len();
+        self.encode_piece(bytes, bpe, out);
+        cache.insert(bytes, out.get(first..).unwrap_or_default());
     }
 
     /// [`encode`](Self::encode) with the text split by fancy-regex (tiktoken's own split)

@@ -137,8 +137,8 @@ fn bad_files_are_typed_errors() {
 
 /// A small synthetic file: 256 bytes plus a few merges; duplicate and out-of-order ranks
 /// are refused.
-#[test]
-fn synthetic_file_loads_and_merges_by_rank() {
+/// A tekken file of `vocab` (ranks in order) and `pattern` (as the JSON string holds it).
+fn synthetic_file(vocab: &[Vec<u8>], pattern: &str) -> String {
     let b64 = |b: &[u8]| {
         const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         let mut s = String::new();
@@ -157,22 +157,25 @@ fn synthetic_file_loads_and_merges_by_rank() {
         }
         s
     };
+    let entries: Vec<String> = vocab
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!(r#"{{"rank":{i},"token_bytes":"{}"}}"#, b64(t)))
+        .collect();
+    format!(
+        r#"{{"config":{{"pattern":"{pattern}","default_vocab_size":{},"default_num_special_tokens":20}},"vocab":[{}]}}"#,
+        vocab.len() + 20,
+        entries.join(",")
+    )
+}
+
+#[test]
+fn synthetic_file_loads_and_merges_by_rank() {
     let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     for t in [&b"ab"[..], b"bc", b"abc", b"aa", b"aaaa"] {
         vocab.push(t.to_vec());
     }
-    let file = |vocab: &[Vec<u8>]| {
-        let entries: Vec<String> = vocab
-            .iter()
-            .enumerate()
-            .map(|(i, t)| format!(r#"{{"rank":{i},"token_bytes":"{}"}}"#, b64(t)))
-            .collect();
-        format!(
-            r#"{{"config":{{"pattern":"\\S+|\\s+","default_vocab_size":{},"default_num_special_tokens":20}},"vocab":[{}]}}"#,
-            vocab.len() + 20,
-            entries.join(",")
-        )
-    };
+    let file = |vocab: &[Vec<u8>]| synthetic_file(vocab, r"\\S+|\\s+");
     let t = Tekkenizer::from_bytes(file(&vocab).as_bytes()).unwrap();
     let r = |s: &[u8]| vocab.iter().position(|v| v == s).unwrap() as u32 + 20;
     assert_eq!(t.encode("abc").unwrap(), vec![r(b"abc")]);
@@ -186,6 +189,38 @@ fn synthetic_file_loads_and_merges_by_rank() {
         Tekkenizer::from_bytes(file(&dup).as_bytes()),
         Err(Error::Tekken(_))
     ));
+}
+
+/// Two tokenizers with Mistral's pattern and different vocabularies, used in turns on one
+/// thread: each gives its own ids (each has its own word cache), the ids its slow twin gives.
+#[test]
+fn word_caches_of_two_tokenizers_stay_apart() {
+    let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    for t in [&b"He"[..], b"llo", b"Hello", b" wor", b"ld", b" world"] {
+        vocab.push(t.to_vec());
+    }
+    let pattern = tekken_pattern().replace('\\', "\\\\");
+    let small = Tekkenizer::from_bytes(synthetic_file(&vocab, &pattern).as_bytes()).unwrap();
+    let nemo = tekken();
+    let text = "Hello world Hello world";
+    for _ in 0..3 {
+        for t in [&small, nemo] {
+            assert_eq!(t.encode(text).unwrap(), t.encode_slow(text).unwrap());
+        }
+    }
+    assert_eq!(
+        small.encode(text).unwrap()[..2],
+        [256 + 20 + 2, 256 + 20 + 5]
+    );
+    assert_ne!(small.encode(text).unwrap(), nemo.encode(text).unwrap());
+}
+
+/// The pattern of Nemo's `tekken.json`.
+fn tekken_pattern() -> String {
+    let path = format!("{ROOT}/testdata/models/mistralai__Mistral-Nemo-Instruct-2407/tekken.json");
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(path).expect("tekken.json")).expect("JSON");
+    v["config"]["pattern"].as_str().expect("pattern").to_owned()
 }
 
 /// Realistic text: shared prefixes, CJK, emoji, white-space runs, code.

@@ -4,23 +4,17 @@
 //! byte-level BPE ([`super::byte_level`]) or SentencePiece-style BPE
 //! ([`super::sentencepiece`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use serde_json::Value;
 use tokenizers::Tokenizer;
 
 use super::added::AddedTokens;
 use super::byte_level::ByteLevel;
 use super::sentencepiece::SpmTables;
-use super::word_cache::cache_of;
+use super::word_cache::{cache_of, next_uid};
 use super::{EncodeLimits, Scratch};
 use crate::config::{recognise, Flavor, Recognised};
 use crate::error::Error;
 use crate::segment_cache::{SegmentCache, MIN_SEGMENT};
-
-/// Identifies each fast path's word cache in a [`Scratch`] (and its entries in a
-/// [`SegmentCache`]).
-static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 /// The tables a fast path encodes pieces with, one layout per kind of BPE.
 // One per encoder, built once and never moved after: the variants are not boxed, so that
@@ -99,7 +93,7 @@ impl FastPath {
             Tables::ByteLevel(ByteLevel::new(&cfg, &vocab, json)?)
         };
         Ok(Self {
-            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+            uid: next_uid(),
             cfg,
             added,
             tables,

@@ -30,7 +30,7 @@ use crate::segment_cache::SegmentCache;
 use byte_level::{ByteLevelScratch, PreScratch};
 use fast_path::FastPath;
 use sentencepiece::SpmScratch;
-use word_cache::WordCache;
+pub(crate) use word_cache::{extend_short, next_uid, WordCache, CACHE_MAX_WORD};
 
 /// Which path an encoder takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,6 +66,18 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut scratch) => f(&mut scratch),
         Err(_) => f(&mut Scratch::default()),
+    })
+}
+
+/// `f` with encoder `uid`'s word cache and the BPE buffers of this thread's [`Scratch`]: the
+/// tekken tokenizer's share of what the fast paths keep per thread.
+pub(crate) fn with_word_cache<R>(
+    uid: u64,
+    f: impl FnOnce(&mut WordCache, &mut BpeScratch) -> R,
+) -> R {
+    with_scratch(|s| {
+        let Scratch { caches, bpe, .. } = s;
+        f(word_cache::cache_of(caches, uid), bpe)
     })
 }
 

@@ -4,11 +4,21 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::fxhash::{BytesMap, FxHasher};
 
+/// Identifies each encoder's word cache in a [`Scratch`](super::Scratch) (and a fast path's
+/// entries in a [`SegmentCache`](crate::segment_cache::SegmentCache)).
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+
+/// A uid no other encoder has (fast paths and tekken tokenizers alike).
+pub(crate) fn next_uid() -> u64 {
+    NEXT_UID.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Words longer than this (bytes) are not cached.
-pub(super) const CACHE_MAX_WORD: usize = 256;
+pub(crate) const CACHE_MAX_WORD: usize = 256;
 /// A cache holding this many words is emptied before the next insertion.
 const CACHE_MAX_WORDS: usize = 1 << 16;
 /// A scratch keeps the caches of at most this many encoders (the oldest goes first).
@@ -37,7 +47,7 @@ struct ShortSlot {
 /// cannot return the ids of another word: the packed key holds every byte of the word and
 /// its length, and a slot is only ever written as a whole with the key and the ids the
 /// encoder computed for that key. Other words go to the hash maps.
-pub(super) struct WordCache {
+pub(crate) struct WordCache {
     /// The encoder whose words these are.
     pub(super) uid: u64,
     /// The direct-mapped table ([`SHORT_SLOTS`] slots).
@@ -125,7 +135,7 @@ impl WordCache {
 
     /// The ids cached for `word`.
     #[inline]
-    pub(super) fn get(&self, word: &[u8]) -> Option<&[u32]> {
+    pub(crate) fn get(&self, word: &[u8]) -> Option<&[u32]> {
         let &(at, len) = match pack_short(word) {
             Some(key) => {
                 if let Some(slot) = self.slots.get(slot_of(key)).filter(|s| s.key == key) {
@@ -151,7 +161,7 @@ impl WordCache {
 
     /// Caches `ids` as `word`'s: in its direct-mapped slot when it has one (evicting the
     /// word there), else in a hash map (all maps emptied first when they are full).
-    pub(super) fn insert(&mut self, word: &[u8], ids: &[u32]) {
+    pub(crate) fn insert(&mut self, word: &[u8], ids: &[u32]) {
         let key = pack_short(word);
         if let Some(key) = key.filter(|_| ids.len() <= SLOT_IDS) {
             if let Some(slot) = self.slots.get_mut(slot_of(key)) {
@@ -193,7 +203,7 @@ pub(super) enum Cached {
 /// `out.extend_from_slice(ids)`, without a `memcpy` call for the one to three ids of a
 /// cached word.
 #[inline]
-pub(super) fn extend_short(out: &mut Vec<u32>, ids: &[u32]) {
+pub(crate) fn extend_short(out: &mut Vec<u32>, ids: &[u32]) {
     match *ids {
         [a] => out.push(a),
         [a, b] => out.extend([a, b]),
