@@ -57,7 +57,13 @@ fn gptoss_on_vllm_is_probed_on_the_chat_route() {
         r.verdict.detail
     );
     assert_eq!(r.release_id.as_deref(), Some("vllm-kv-map-v3-r0.31"));
-    // A chat route that renders as /tokenize does (the Jinja template) is caught.
+}
+
+/// A chat route that renders as /tokenize does (the Jinja template) is caught (a test of its
+/// own: the two attest runs go side by side).
+#[test]
+fn gptoss_chat_route_rendering_as_tokenize_is_a_token_mismatch() {
+    let reg = registry();
     let r = run(&reg, |c| c.faults.chat_like_tokenize = true);
     assert_eq!(
         r.verdict.reason_codes,
