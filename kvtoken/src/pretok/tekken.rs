@@ -26,8 +26,9 @@ use super::o200k::{self, S};
 use super::Matcher;
 use crate::tables_o200k::ASCII;
 
-/// The exact pre-tokenizer pattern of Mistral's tekken files (v3 `tekken.json`, Mistral Nemo's
-/// and later), as the file's `config.pattern` holds it.
+/// The exact pre-tokenizer pattern of Mistral's tekken files (the v3 `tekken.json` of Mistral
+/// Nemo in `testdata/models`), as the file's `config.pattern` holds it; a file with any other
+/// pattern is split by fancy-regex.
 pub(crate) const TEKKEN_PATTERN: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// The longest white-space run (in chars) of a text the matcher splits: far below the run
