@@ -10,11 +10,12 @@
 //! files carry (`pretok::tekken`, checked against fancy-regex), by fancy-regex itself for any
 //! other pattern or a text fancy-regex could fail on — and each piece is encoded as tiktoken
 //! does: a piece that is a vocabulary token is that token; any other is merged from its bytes,
-//! always the adjacent pair whose concatenation has the lowest rank (leftmost on ties); a pre-token seen before on the thread
-//! takes its ids from the word cache the fast paths keep (`encoder/word_cache.rs`, one cache
-//! per tokenizer, keyed by every byte of the pre-token). The merging runs on kvtoken's
-//! id-based BPE (kvtoken's `bpe` module) with a merge table built from the ranks (pair → rank of the
-//! concatenation); [`Tekkenizer::encode_slow`] is its slow twin over byte strings.
+//! always the adjacent pair whose concatenation has the lowest rank (leftmost on ties); a
+//! pre-token seen before on the thread takes its ids from the word cache the fast paths keep
+//! (`encoder/word_cache.rs`, one cache per tokenizer, keyed by every byte of the pre-token).
+//! The merging runs on kvtoken's id-based BPE (kvtoken's `bpe` module) with a merge table built
+//! from the ranks (pair → rank of the concatenation); [`Tekkenizer::encode_slow`] is its slow
+//! twin over byte strings.
 //!
 //! Control-token strings in text are ordinary text (mistral_common's `encode` never matches
 //! them): the instruct encoding adds control tokens as ids.
