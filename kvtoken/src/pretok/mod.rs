@@ -178,6 +178,26 @@ pub(crate) fn split_ascii<M: Matcher>(
     }
 }
 
+/// The splits of an ASCII `text` by `m` through both lanes — decoded chars ([`scan`],
+/// [`split_chars`]) and straight from the bytes ([`split_ascii`]) — which each matcher's tests
+/// check are equal.
+#[cfg(test)]
+pub(crate) fn both_lanes<M: Matcher>(m: &M, text: &str) -> [Vec<(usize, usize)>; 2] {
+    let mut chars = Vec::new();
+    scan::<M>(text, &mut chars);
+    let mut a = Vec::new();
+    split_chars(m, text.len(), &chars, |x, y| {
+        a.push((x, y));
+        true
+    });
+    let mut b = Vec::new();
+    split_ascii(m, text.as_bytes(), |x, y| {
+        b.push((x, y));
+        true
+    });
+    [a, b]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -184,7 +184,7 @@ pub(super) fn match_at<const CONTRACTIONS: bool, const MAX_DIGITS: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{scan, split_ascii, split_chars};
+    use super::super::both_lanes;
     use super::*;
     use tokenizers::utils::SysRegex;
 
@@ -240,12 +240,7 @@ mod tests {
         fn ascii_lane_matches_the_general_lane(
             t in "[ -~\t\r\n\x0b\x0c\x00-\x08]{0,80}|(('[sStTmMdD]|'[rRvV][eE]|'[lL][lL]|[a-z]+|[A-Z]+|[0-9]+| +|\n+|[!-/]+)){0,20}",
         ) {
-            let mut chars = Vec::new();
-            scan::<O200k>(&t, &mut chars);
-            let mut a = Vec::new();
-            split_chars(&O200k, t.len(), &chars, |x, y| { a.push((x, y)); true });
-            let mut b = Vec::new();
-            split_ascii(&O200k, t.as_bytes(), |x, y| { b.push((x, y)); true });
+            let [a, b] = both_lanes(&O200k, &t);
             proptest::prop_assert_eq!(a, b);
         }
     }

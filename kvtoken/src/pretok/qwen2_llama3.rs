@@ -119,7 +119,7 @@ fn match_at(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{scan, split_ascii, split_chars};
+    use super::super::both_lanes;
     use super::*;
 
     fn splits(text: &str, k: usize) -> Vec<&str> {
@@ -139,13 +139,7 @@ mod tests {
             t in "[ -~\t\r\n\x0b\x0c\x00-\x08]{0,80}|(('[sStTmMdD]|'[rRvV][eE]|'[lL][lL]|[a-z]+|[0-9]+| +|\n+|[!-/]+)){0,20}",
             k in 1usize..4,
         ) {
-            let m = Qwen2Llama3 { max_digits: k };
-            let mut chars = Vec::new();
-            scan::<Qwen2Llama3>(&t, &mut chars);
-            let mut a = Vec::new();
-            split_chars(&m, t.len(), &chars, |x, y| { a.push((x, y)); true });
-            let mut b = Vec::new();
-            split_ascii(&m, t.as_bytes(), |x, y| { b.push((x, y)); true });
+            let [a, b] = both_lanes(&Qwen2Llama3 { max_digits: k }, &t);
             proptest::prop_assert_eq!(a, b);
         }
     }

@@ -86,7 +86,7 @@ pub(crate) fn has_long_space_run(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::o200k::{L, N, U, W};
-    use super::super::{scan, split, split_ascii, split_chars};
+    use super::super::{both_lanes, split};
     use super::*;
 
     fn regex() -> &'static fancy_regex::Regex {
@@ -253,12 +253,7 @@ mod tests {
         fn ascii_lane_matches_the_general_lane(
             t in "[ -~\t\r\n\x0b\x0c\x00-\x08]{0,80}|(('[sStTmMdD]|[a-z]+|[A-Z]+|[0-9]+| +|\n+|[!-/]+)){0,20}",
         ) {
-            let mut chars = Vec::new();
-            scan::<Tekken>(&t, &mut chars);
-            let mut a = Vec::new();
-            split_chars(&Tekken, t.len(), &chars, |x, y| { a.push((x, y)); true });
-            let mut b = Vec::new();
-            split_ascii(&Tekken, t.as_bytes(), |x, y| { b.push((x, y)); true });
+            let [a, b] = both_lanes(&Tekken, &t);
             proptest::prop_assert_eq!(a, b);
         }
 
