@@ -28,15 +28,15 @@ use super::Matcher;
 use crate::tables_o200k::{ASCII, RANGES};
 
 /// `\p{L}`.
-pub(super) const L: u8 = 1;
+const L: u8 = 1;
 /// `\p{N}`.
-pub(super) const N: u8 = 2;
+const N: u8 = 2;
 /// `\s`.
 pub(super) const S: u8 = 4;
 /// `U` (see the module documentation).
-pub(super) const U: u8 = 8;
+const U: u8 = 8;
 /// `W` (see the module documentation).
-pub(super) const W: u8 = 16;
+const W: u8 = 16;
 
 /// The exact `Split` pattern of the o200k pre-tokenizer (gpt-oss).
 pub(crate) const O200K_PATTERN: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -182,6 +182,40 @@ pub(super) fn match_at<const CONTRACTIONS: bool, const MAX_DIGITS: usize>(
     end
 }
 
+/// Checks the class bits of every scalar value against a regex engine: each category pattern
+/// (`\p{L}+`, …) matches exactly the scalars the table gives its bit, `find(pattern, text)`
+/// giving the byte spans of the pattern's matches in `text` (one search over all scalars per
+/// pattern). o200k's engine is Oniguruma; tekken's, fancy-regex (`super::tekken`).
+#[cfg(test)]
+pub(super) fn check_classes_for_every_scalar(find: impl Fn(&str, &str) -> Vec<(usize, usize)>) {
+    let mut all = String::new();
+    let mut starts = Vec::new();
+    for c in (0u32..=0x10FFFF).filter_map(char::from_u32) {
+        starts.push((all.len(), c));
+        all.push(c);
+    }
+    let cases = [
+        (r"\p{L}+", L),
+        (r"\p{N}+", N),
+        (r"\s+", S),
+        (r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+", U),
+        (r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]+", W),
+    ];
+    for (pattern, bit) in cases {
+        let mut want = vec![false; starts.len()];
+        for (s, e) in find(pattern, &all) {
+            let first = starts.partition_point(|&(b, _)| b < s);
+            let last = starts.partition_point(|&(b, _)| b < e);
+            for w in &mut want[first..last] {
+                *w = true;
+            }
+        }
+        for (&(_, c), &w) in starts.iter().zip(&want) {
+            assert_eq!(bits_of(c) & bit != 0, w, "{pattern} U+{:04X}", c as u32);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::both_lanes;
@@ -197,41 +231,13 @@ mod tests {
         out
     }
 
-    /// The class bits of every scalar value are Oniguruma's: each category pattern matches
-    /// exactly the scalars the table gives its bit (one `find_iter` over all scalars per
-    /// pattern).
+    /// The class bits of every scalar value are Oniguruma's.
     #[test]
     fn classes_match_oniguruma_for_every_scalar() {
-        let mut all = String::new();
-        let mut starts = Vec::new();
-        for c in (0u32..=0x10FFFF).filter_map(char::from_u32) {
-            starts.push((all.len(), c));
-            all.push(c);
-        }
-        let cases = [
-            (r"\p{L}+", L),
-            (r"\p{N}+", N),
-            (r"\s+", S),
-            (r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+", U),
-            (r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]+", W),
-        ];
-        for (pattern, bit) in cases {
-            let re = match SysRegex::new(pattern) {
-                Ok(r) => r,
-                Err(e) => panic!("{pattern}: {e}"),
-            };
-            let mut want = vec![false; starts.len()];
-            for (s, e) in re.find_iter(&all) {
-                let first = starts.partition_point(|&(b, _)| b < s);
-                let last = starts.partition_point(|&(b, _)| b < e);
-                for w in &mut want[first..last] {
-                    *w = true;
-                }
-            }
-            for (&(_, c), &w) in starts.iter().zip(&want) {
-                assert_eq!(bits_of(c) & bit != 0, w, "{pattern} U+{:04X}", c as u32);
-            }
-        }
+        check_classes_for_every_scalar(|pattern, text| match SysRegex::new(pattern) {
+            Ok(re) => re.find_iter(text).collect(),
+            Err(e) => panic!("{pattern}: {e}"),
+        });
     }
 
     proptest::proptest! {

@@ -85,7 +85,6 @@ pub(crate) fn has_long_space_run(text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::o200k::{L, N, U, W};
     use super::super::{both_lanes, split};
     use super::*;
 
@@ -118,63 +117,28 @@ mod tests {
             .collect()
     }
 
-    /// All scalar values in one text, with each one's byte offset.
-    fn all_scalars() -> (String, Vec<(usize, char)>) {
-        let mut all = String::new();
-        let mut starts = Vec::new();
-        for c in (0u32..=0x10FFFF).filter_map(char::from_u32) {
-            starts.push((all.len(), c));
-            all.push(c);
-        }
-        (all, starts)
-    }
-
-    /// o200k's class bits are fancy-regex's for every scalar value: each category pattern
-    /// matches exactly the scalars the table gives its bit.
+    /// o200k's class bits are fancy-regex's for every scalar value.
     #[test]
     fn classes_match_fancy_regex_for_every_scalar() {
-        let (all, starts) = all_scalars();
-        let cases = [
-            (r"\p{L}+", L),
-            (r"\p{N}+", N),
-            (r"\s+", S),
-            (r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+", U),
-            (r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]+", W),
-        ];
-        for (pattern, bit) in cases {
+        o200k::check_classes_for_every_scalar(|pattern, text| {
             let re = match fancy_regex::Regex::new(pattern) {
                 Ok(r) => r,
                 Err(e) => panic!("{pattern}: {e}"),
             };
-            let mut want = vec![false; starts.len()];
-            for m in re.find_iter(&all) {
-                let m = match m {
-                    Ok(m) => m,
+            re.find_iter(text)
+                .map(|m| match m {
+                    Ok(m) => (m.start(), m.end()),
                     Err(e) => panic!("{pattern}: {e}"),
-                };
-                let first = starts.partition_point(|&(b, _)| b < m.start());
-                let last = starts.partition_point(|&(b, _)| b < m.end());
-                for w in &mut want[first..last] {
-                    *w = true;
-                }
-            }
-            for (&(_, c), &w) in starts.iter().zip(&want) {
-                assert_eq!(
-                    o200k::bits_of(c) & bit != 0,
-                    w,
-                    "{pattern} U+{:04X}",
-                    c as u32
-                );
-            }
-        }
+                })
+                .collect()
+        });
     }
 
     /// Every scalar value next to each class and to itself, split as fancy-regex splits it.
     #[test]
     fn splits_match_fancy_regex_for_every_scalar() {
-        let (all, _) = all_scalars();
-        let mut text = String::with_capacity(all.len() * 12);
-        for c in all.chars() {
+        let mut text = String::new();
+        for c in (0u32..=0x10FFFF).filter_map(char::from_u32) {
             // c "a" c "1" c " " c c "\n" c "'s" "A" c c " " "!" c
             for x in [
                 c, 'a', c, '1', c, ' ', c, c, '\n', c, '\'', 's', 'A', c, c, ' ', '!', c,
