@@ -1,6 +1,6 @@
 //! `kvexact models list|render|check` on the real catalog and on synthetic trees.
 
-mod models_common;
+use crate::models_common;
 
 use std::fs;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! loopback HTTP server (never the internet), resume after a dropped connection, pin-mismatch and
 //! unsafe-path refusals, air-gapped snapshots.
 
-mod models_common;
+use crate::models_common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

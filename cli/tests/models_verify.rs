@@ -1,7 +1,7 @@
 //! `kvexact models verify-weights`: synthetic snapshot directories checked against indexes
 //! generated here, and the real llama32 index.
 
-mod models_common;
+use crate::models_common;
 
 use std::fs;
 

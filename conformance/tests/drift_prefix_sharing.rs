@@ -4,8 +4,8 @@
 //! so the engine stores each shared block once and chains every later block on it, and a wrong
 //! root hides behind hundreds of chained blocks. Every fault × engine pair must give a verdict
 //! other than `clean`, with evidence (`drift`) or reasons (`unverifiable`); every correct
-//! engine `clean`. The table is printed (`cargo test -p kvexact-conformance --features emulator
-//! --test drift_prefix_sharing -- --nocapture`).
+//! engine `clean`. The table is printed
+//! (`cargo test -p kvexact-conformance --test conformance drift_prefix_sharing:: -- --nocapture`).
 
 use kvexact_conformance::emulator::{
     DriftFault, EventWriter, Faults, Published, Shape, Workload, WriterConfig,

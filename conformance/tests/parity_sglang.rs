@@ -1,6 +1,6 @@
 //! Every case of the SGLang block-hash vectors recomputes exactly; error cases are rejected.
 
-mod common;
+use crate::common;
 use kvexact_conformance::hashes::VectorFormat;
 
 #[test]

@@ -1,6 +1,6 @@
 //! Every case of the TensorRT-LLM block-hash vectors recomputes exactly.
 
-mod common;
+use crate::common;
 use kvexact_conformance::hashes::VectorFormat;
 
 #[test]

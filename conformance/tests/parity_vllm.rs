@@ -1,6 +1,6 @@
 //! Every case of the vLLM block-hash vectors (all four algorithms) recomputes exactly.
 
-mod common;
+use crate::common;
 use kvexact_conformance::hashes::VectorFormat;
 
 #[test]

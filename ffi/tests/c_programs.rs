@@ -13,7 +13,7 @@ const CRATE_DIR: &str = env!("CARGO_MANIFEST_DIR");
 /// cargo builds the library's staticlib and cdylib there too.
 fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/c_programs-<hash>
+    // target/<profile>/deps/ffi-<hash> (the crate's test binary, tests/main.rs)
     exe.parent()
         .and_then(Path::parent)
         .expect("test binary lives in target/<profile>/deps")

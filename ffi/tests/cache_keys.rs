@@ -21,7 +21,7 @@
 //!   chain whenever a seed is set and a refusal (rule A) when it is not, so through the ABI a
 //!   0.17.0 hasher is checked to equal the reference, not to differ from it.
 
-mod route_common;
+use crate::route_common;
 
 use std::ptr::null;
 

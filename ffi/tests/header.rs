@@ -3,7 +3,7 @@
 //! so CI needs no cbindgen binary. To regenerate after changing the ABI:
 //!
 //! ```text
-//! KVEXACT_BLESS=1 cargo test -p kvexact-ffi --test header
+//! KVEXACT_BLESS=1 cargo test -p kvexact-ffi --test ffi header::
 //! ```
 
 use std::path::Path;
@@ -137,7 +137,7 @@ fn committed_header_is_up_to_date() {
     panic!(
         "include/kvexact.h is out of date with ffi/src.\n\
          first difference at line {}:\n  committed: {}\n  generated: {}\n\
-         Regenerate with:  KVEXACT_BLESS=1 cargo test -p kvexact-ffi --test header\n\
+         Regenerate with:  KVEXACT_BLESS=1 cargo test -p kvexact-ffi --test ffi header::\n\
          (then review `git diff include/kvexact.h`)",
         first_diff + 1,
         line(&committed),

@@ -9,7 +9,7 @@
 //!   endpoint was fed (stores built from a real vLLM 0.31.0 payload with the hash replaced);
 //! * its refusals and argument checks, with nothing of the prediction written.
 
-mod route_common;
+use crate::route_common;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;

@@ -14,7 +14,7 @@
 //! * options: versioned struct sizes, flags, lift refusals (`LIFT_NOT_ALLOWED` with the reason),
 //!   unknown engine versions, counters and clearing.
 
-mod route_common;
+use crate::route_common;
 
 use std::ffi::CString;
 use std::ptr::{null, null_mut};

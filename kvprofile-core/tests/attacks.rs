@@ -2,7 +2,7 @@
 //! keeps serving. Each case runs twice: with `openat2` (when the kernel has it) and with the
 //! `openat(O_NOFOLLOW)` walk the fallback uses.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::symlink;

@@ -1,6 +1,6 @@
 //! Readers keep using generation N while N+1 publishes and N+2 is refused.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};

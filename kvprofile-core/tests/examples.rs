@@ -2,7 +2,7 @@
 //! paths kept) parses with the typed models; the few that cannot be loaded as a whole are
 //! refused for the reason docs/contracts/registry.md or the README gives, stated at each place.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;

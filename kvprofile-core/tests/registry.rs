@@ -2,7 +2,7 @@
 //! discovery behave, its fixtures equal the vectors' engine truth, and `setDigest` equals an
 //! independent re-computation from docs/contracts/registry.md §7.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! thread sharing, publish-time validation, and the strict path agreeing with the engine
 //! emulation on plain chat.
 
-mod common_models;
+use crate::common_models;
 
 use common_models::*;
 use kvtemplate::{

@@ -4,7 +4,7 @@
 //! paths as strict ones. Parity of every vector case through the lifted encoder is
 //! `conformance/tests/lifted_parity.rs`.
 
-mod common_models;
+use crate::common_models;
 
 use common_models::*;
 use kvtemplate::{Encoder, EncoderSpec, Engine, Error, Outcome, Refusal, RefusalSet, ScratchBuf};

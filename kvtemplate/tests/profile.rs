@@ -1,6 +1,6 @@
 //! kvprofile-core profile → encoder, and the publish-time validator.
 
-mod common_models;
+use crate::common_models;
 
 use common_models::*;
 use kvprofile_core::{

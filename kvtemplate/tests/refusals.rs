@@ -1,7 +1,7 @@
 //! One minimal request per strict-rule refusal code (docs/contracts/registry.md §9.2), the scan order,
 //! and the exact-key semantics.
 
-mod common_models;
+use crate::common_models;
 
 use common_models::*;
 use kvtemplate::{Encoder, Engine, Outcome, Refusal, ScratchBuf};

@@ -1,7 +1,7 @@
 //! Differential tests: the fast path gives exactly the ids (and pre-tokenizer splits) of HF
 //! `tokenizers` for every shipped tokenizer, on arbitrary Unicode and on real corpora.
 
-mod common;
+use crate::common;
 
 use common::{
     assert_same, check_spans, encoder, fallback_encoder, index_of, json_files, long_runs, pool,

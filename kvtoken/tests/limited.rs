@@ -3,7 +3,7 @@
 //! tokens) and says whether more exist; a pre-token over the byte bound is refused before it
 //! is encoded.
 
-mod common;
+use crate::common;
 
 use common::{encoder, fallback_encoder, MODELS};
 use kvtoken::{EncodeLimits, Error};

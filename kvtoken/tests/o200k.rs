@@ -5,7 +5,7 @@
 //! with trailing `\r`, `\n`, `/`, white space, emoji). The bench corpora and long runs are
 //! checked on gpt-oss with every other shipped tokenizer in `differential.rs`.
 
-mod common;
+use crate::common;
 
 use common::{assert_same, check_spans, encoder, index_of, pool, text_of};
 use kvtoken::{EncodeLimits, EncoderPath, Error, Flavor};

@@ -1,7 +1,7 @@
 //! The segment cache is exact: ids through a [`SegmentCache`] equal ids without it (and
 //! `tokenizers`' own ids) for every shipped tokenizer, on arbitrary prompts, cold or warm.
 
-mod common;
+use crate::common;
 
 use std::sync::OnceLock;
 

@@ -3,7 +3,7 @@
 //! a newline). The class tables themselves are checked one scalar at a time against `\p{L}`,
 //! `\p{N}` and `\s` by the unit test in `src/classes.rs`.
 
-mod common;
+use crate::common;
 
 use common::{encoder, stock_spans, MODELS};
 
