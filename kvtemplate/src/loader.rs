@@ -160,10 +160,12 @@ pub fn effective_tokenizer_json(
     if rule == AddedTokensRule::TokenizerJson {
         return Ok(None);
     }
-    let mut doc: Value = serde_json::from_slice(tokenizer_json)
-        .map_err(|e| Error::TokenizerLoad(format!("tokenizer.json: {e}")))?;
+    let load_err = |e: serde_json::Error| Error::TokenizerLoad(format!("tokenizer.json: {e}"));
+    // The list alone first: most models' two files agree, and the whole document (10 MB of
+    // vocabulary and merges) is built as a `Value` only when its list is replaced.
+    let AddedTokensField(listed) = serde_json::from_slice(tokenizer_json).map_err(load_err)?;
     let mut from_json = Vec::new();
-    if let Some(list) = doc.get("added_tokens").and_then(Value::as_array) {
+    if let Some(list) = listed.as_ref().and_then(Value::as_array) {
         for t in list {
             let o = t.as_object().ok_or_else(|| {
                 Error::TokenizerLoad("tokenizer.json: added token is not an object".into())
@@ -199,15 +201,81 @@ pub fn effective_tokenizer_json(
             }
         )));
     }
+    let mut doc: Value = serde_json::from_slice(tokenizer_json).map_err(load_err)?;
     if let Some(o) = doc.as_object_mut() {
         o.insert(
             "added_tokens".into(),
             Value::Array(from_config.iter().map(Added::json).collect()),
         );
     }
-    serde_json::to_vec(&doc)
-        .map(Some)
-        .map_err(|e| Error::TokenizerLoad(format!("tokenizer.json: {e}")))
+    serde_json::to_vec(&doc).map(Some).map_err(load_err)
+}
+
+/// A JSON document's top-level `added_tokens` value (the last one, as `serde_json::Value`
+/// keeps it; `None` when the document is not an object or has none), the rest of the
+/// document read as [`Skip`]: what parsing the whole document into a `Value` and reading
+/// `added_tokens` gives (the same documents refused), without building the rest.
+struct AddedTokensField(Option<Value>);
+
+/// Any JSON value, checked as `serde_json::Value` parsing checks it (strings' escapes, numbers
+/// in range, nesting depth) and dropped as it is read. `serde::de::IgnoredAny` would be
+/// lighter but lets through numbers a `Value` refuses (`1e400`).
+struct Skip;
+
+/// The visitor of both: `true` keeps a top-level map's `added_tokens` (for
+/// [`AddedTokensField`]), `false` keeps nothing (for [`Skip`]).
+struct SkipVisitor(bool);
+
+impl<'de> serde::de::Visitor<'de> for SkipVisitor {
+    type Value = Option<Value>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = m.next_key::<std::borrow::Cow<'de, str>>()? {
+            if self.0 && key == "added_tokens" {
+                found = Some(m.next_value::<Value>()?);
+            } else {
+                m.next_value::<Skip>()?;
+            }
+        }
+        Ok(found)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+        while s.next_element::<Skip>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Skip {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SkipVisitor(false)).map(|_| Skip)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for AddedTokensField {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SkipVisitor(true)).map(AddedTokensField)
+    }
 }
 
 #[cfg(test)]
@@ -253,5 +321,88 @@ mod tests {
             AddedTokensRule::Either
         );
         assert!("tf5".parse::<AddedTokensRule>().is_err());
+    }
+
+    /// The slow obvious twin of [`AddedTokensField`]: the whole document as a `Value`.
+    fn twin(doc: &[u8]) -> Option<Option<Value>> {
+        let v: Value = serde_json::from_slice(doc).ok()?;
+        Some(v.get("added_tokens").cloned())
+    }
+
+    fn field(doc: &[u8]) -> Option<Option<Value>> {
+        serde_json::from_slice::<AddedTokensField>(doc)
+            .ok()
+            .map(|f| f.0)
+    }
+
+    #[test]
+    fn the_added_tokens_field_is_what_the_whole_document_gives() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        for doc in [
+            TOK,
+            r#"{"model":{"added_tokens":[1]},"added_tokens":null}"#,
+            r#"{"added_tokens":[1],"added_tokens":[2,3]}"#,
+            r#"{"added_\u0074okens":[7]}"#,
+            r#"{"model":{"added_tokens":[1]}}"#,
+            r#"[{"added_tokens":[1]}]"#,
+            r#""added_tokens""#,
+            "3.5",
+            "-4",
+            "18446744073709551615",
+            "true",
+            "null",
+            "{}",
+            r#"{"added_tokens":[1]} x"#,
+            r#"{"added_tokens":[1],}"#,
+            r#"{"a":1e400,"added_tokens":[]}"#,
+            r#"{"a":"\ud800","added_tokens":[]}"#,
+            "",
+            &deep,
+        ] {
+            assert_eq!(field(doc.as_bytes()), twin(doc.as_bytes()), "{doc:?}");
+        }
+    }
+
+    fn json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            "[a-z_\\\"]{0,4}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(
+                    (
+                        prop_oneof![Just("added_tokens".to_string()), "[a-z]{1,3}"],
+                        inner
+                    ),
+                    0..4
+                )
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Any document, also with its top-level `added_tokens` key written twice and with
+        /// bytes cut off its end (invalid JSON: both refuse).
+        #[test]
+        fn the_field_equals_its_twin_on_any_document(
+            doc in json(),
+            dup in json(),
+            cut in 0usize..8,
+        ) {
+            let text = doc.to_string();
+            proptest::prop_assert_eq!(field(text.as_bytes()), twin(text.as_bytes()));
+            if let Some(body) = text.strip_prefix('{').filter(|b| b.len() > 1) {
+                let twice = format!(r#"{{"added_tokens":{dup},{body}"#);
+                proptest::prop_assert_eq!(field(twice.as_bytes()), twin(twice.as_bytes()));
+            }
+            let cut = &text.as_bytes()[..text.len().saturating_sub(cut)];
+            proptest::prop_assert_eq!(field(cut), twin(cut));
+        }
     }
 }

@@ -48,6 +48,22 @@ impl ByteLevel {
             .map(|c| self.to_byte.get(c as usize).copied().flatten())
             .collect()
     }
+
+    /// [`ByteLevel::decode`] appended to `out`: false (and `out` as it was) when a char of
+    /// `s` is not byte-level.
+    pub(crate) fn decode_into(&self, s: &str, out: &mut Vec<u8>) -> bool {
+        let start = out.len();
+        for c in s.chars() {
+            match self.to_byte.get(c as usize).copied().flatten() {
+                Some(b) => out.push(b),
+                None => {
+                    out.truncate(start);
+                    return false;
+                }
+            }
+        }
+        true
+    }
 }
 
 #[cfg(test)]
@@ -68,5 +84,31 @@ mod tests {
         assert_eq!(bl.char_of(0xAD), '\u{143}');
         assert_eq!(bl.decode("\u{144}"), None);
         assert_eq!(bl.decode("a\u{120}b"), Some(b"a b".to_vec()));
+    }
+
+    #[test]
+    fn decode_into_appends_what_decode_returns_or_nothing() {
+        let bl = ByteLevel::new();
+        for s in [
+            "a\u{120}b",
+            "\u{10A}\u{10A}",
+            "",
+            "ab\u{144}",
+            "\u{144}",
+            "x\u{3042}y",
+        ] {
+            let mut out = b"prior".to_vec();
+            let ok = bl.decode_into(s, &mut out);
+            match bl.decode(s) {
+                Some(bytes) => {
+                    assert!(ok, "{s:?}");
+                    assert_eq!(out, [b"prior".as_slice(), &bytes].concat(), "{s:?}");
+                }
+                None => {
+                    assert!(!ok, "{s:?}");
+                    assert_eq!(out, b"prior", "{s:?}");
+                }
+            }
+        }
     }
 }

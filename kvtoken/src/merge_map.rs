@@ -114,12 +114,12 @@ fn pack(a: u32, b: u32) -> u64 {
 
 /// The merges of a `tokenizer.json` (`model.merges`, as `"a b"` lines or `["a", "b"]`
 /// pairs; a `#version` line skipped) on the ids of `vocab`, ranked in list order. `each` is
-/// called with every merge's result (`a` and `b` joined) before its ids are looked up, for
-/// the tables a path derives from the merges; its error stops the reading.
+/// called with every merge's result (`a` and `b` joined) and its id, for the tables a path
+/// derives from the merges; its error stops the reading.
 pub(crate) fn merges_from_json(
     json: &Value,
     vocab: &HashMap<String, u32>,
-    mut each: impl FnMut(&str) -> Result<(), String>,
+    mut each: impl FnMut(&str, u32) -> Result<(), String>,
 ) -> Result<Vec<Merge>, String> {
     let model = json.get("model").unwrap_or(&Value::Null);
     let merges_json = model
@@ -128,6 +128,8 @@ pub(crate) fn merges_from_json(
         .ok_or("model.merges missing")?;
     let mut merges = Vec::with_capacity(merges_json.len());
     let mut rank = 0u32;
+    // One buffer for every merge's result (a tokenizer has 10^5 merges).
+    let mut joined = String::new();
     for m in merges_json {
         let (a, b) = match m {
             Value::String(line) => {
@@ -152,9 +154,12 @@ pub(crate) fn merges_from_json(
                 .copied()
                 .ok_or_else(|| format!("merge token {s:?} not in vocab"))
         };
-        let joined = format!("{a}{b}");
-        each(&joined)?;
-        merges.push(((id(a)?, id(b)?), (rank, id(&joined)?)));
+        joined.clear();
+        joined.push_str(a);
+        joined.push_str(b);
+        let out = id(&joined)?;
+        each(&joined, out)?;
+        merges.push(((id(a)?, id(b)?), (rank, out)));
         rank += 1;
     }
     Ok(merges)

@@ -111,15 +111,10 @@ impl ByteLevel {
                 .ok_or_else(|| format!("byte-level char {c:?} missing from the vocabulary"))?;
         }
         let (mut outputs, mut output_ends) = (Vec::new(), Vec::new());
-        let merges = merges_from_json(json, vocab, |joined| {
-            outputs.extend(
-                bl.decode(joined)
-                    .ok_or_else(|| format!("merge {joined:?} is not byte-level"))?,
-            );
-            let id = vocab
-                .get(joined)
-                .copied()
-                .ok_or_else(|| format!("merge token {joined:?} not in vocab"))?;
+        let merges = merges_from_json(json, vocab, |joined, id| {
+            if !bl.decode_into(joined, &mut outputs) {
+                return Err(format!("merge {joined:?} is not byte-level"));
+            }
             output_ends.push((outputs.len() as u32, id));
             Ok(())
         })?;

@@ -67,7 +67,7 @@ impl SpmTables {
         json: &Value,
     ) -> Result<Self, String> {
         let mut tables = Self::chars_of(vocab, added)?;
-        let merges = merges_from_json(json, vocab, |joined| {
+        let merges = merges_from_json(json, vocab, |joined, _| {
             tables.note_merge(joined);
             Ok(())
         })?;
