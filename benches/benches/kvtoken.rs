@@ -6,7 +6,9 @@
 //! Besides chat text: gemma-2 on chat-4k (Gemma's turn format), gpt-oss on chat-4k (harmony
 //! framing, o200k), Mistral's tekken on chat-4k's messages and the adversarial mix
 //! (`tekken_*_fast`: kvtoken's split; `tekken_*_regex`: fancy-regex's, tiktoken's own; the same
-//! merges after both), and an adversarial mix
+//! merges after both), Mistral Large's SentencePiece v7 `.model` on the same texts
+//! (`spmv7_*_fast`: kvtoken's id-based merging; `spmv7_chat4k_slow`: its string-based twin), and an
+//! adversarial mix
 //! generated here (long white-space runs, 64 KiB words, digit runs of every `Nd` digit kind,
 //! CJK without spaces, emoji ZWJ runs), whole (`*_adversarial_*`) and per class
 //! (`*_adv_<class>_*`).
@@ -358,6 +360,55 @@ fn bench(c: &mut Criterion) {
                         .encode_regex_split(black_box(t))
                         .expect("encode")
                         .len();
+                }
+                black_box(n)
+            })
+        });
+    }
+    // Mistral Large's SentencePiece v7 `.model` (the `sentencepiece` library's BPE: no
+    // pre-tokenizer, the pair of best score merged across each whole text): kvtoken's
+    // id-based merging against its string-based twin (`SpmModel::encode_slow`), on chat-4k's
+    // messages one by one (ids asserted equal before timing), and kvtoken's alone on the
+    // adversarial mix (the twin rescans the whole text per merge: quadratic on 64 KiB words).
+    let spm = kvtoken::SpmModel::from_file(format!(
+        "{MODELS}/mistralai__Mistral-Large-Instruct-2411/tokenizer.model.v7"
+    ))
+    .expect("tokenizer.model.v7");
+    for (name, texts) in [("spmv7_chat4k", &pieces), ("spmv7_adversarial", &adv)] {
+        if std::env::var("KVTOKEN_BENCH_ONLY").is_ok_and(|only| !name.contains(only.as_str())) {
+            continue;
+        }
+        let twin = name == "spmv7_chat4k";
+        let mut ids = 0;
+        for t in texts.iter() {
+            let fast = spm.encode(t);
+            if twin {
+                assert_eq!(fast, spm.encode_slow(t), "{name}");
+            }
+            ids += fast.len();
+        }
+        let bytes: usize = texts.iter().map(String::len).sum();
+        eprintln!("{name}: {bytes} bytes, {ids} tokens");
+        group.throughput(Throughput::Bytes(bytes as u64));
+        group.sample_size(10);
+        let mut out = Vec::new();
+        group.bench_function(format!("{name}_fast"), |b| {
+            b.iter(|| {
+                out.clear();
+                for t in texts.iter() {
+                    spm.encode_into(black_box(t), &mut out);
+                }
+                black_box(out.len())
+            })
+        });
+        if !twin {
+            continue;
+        }
+        group.bench_function(format!("{name}_slow"), |b| {
+            b.iter(|| {
+                let mut n = 0;
+                for t in texts.iter() {
+                    n += spm.encode_slow(black_box(t)).len();
                 }
                 black_box(n)
             })

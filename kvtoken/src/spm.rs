@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::bpe::{merge, BpeScratch};
+use crate::bpe::merge;
 use crate::error::Error;
 use crate::merge_map::{Merge, MergeMap};
 
@@ -168,6 +168,8 @@ pub struct SpmModel {
     scores: Vec<f32>,
     /// User-defined pieces, longest first (matched before merging).
     user_defined: Vec<(String, u32)>,
+    /// The bytes some user-defined piece starts with.
+    user_first: [bool; 256],
     /// `<0xXX>` ids, when byte fallback is on.
     bytes: Option<[u32; 256]>,
     unk_id: u32,
@@ -350,6 +352,16 @@ impl SpmModel {
             texts: pieces.iter().map(|p| p.text.clone()).collect(),
             scores: pieces.iter().map(|p| p.score).collect(),
             pieces: map,
+            user_first: {
+                let mut first = [false; 256];
+                for &b in user_defined
+                    .iter()
+                    .filter_map(|(u, _)| u.as_bytes().first())
+                {
+                    first[usize::from(b)] = true;
+                }
+                first
+            },
             user_defined,
             bytes,
             unk_id,
@@ -420,11 +432,15 @@ impl SpmModel {
         let mut out = Vec::with_capacity(norm.len());
         let mut rest = norm;
         while let Some(c) = rest.chars().next() {
-            let n = self
-                .user_defined
-                .iter()
-                .find(|(u, _)| rest.starts_with(u.as_str()))
-                .map_or(c.len_utf8(), |(u, _)| u.len());
+            // Only a byte some user-defined piece starts with can start one (none is empty).
+            let n = if self.user_first[usize::from(rest.as_bytes()[0])] {
+                self.user_defined
+                    .iter()
+                    .find(|(u, _)| rest.starts_with(u.as_str()))
+                    .map_or(c.len_utf8(), |(u, _)| u.len())
+            } else {
+                c.len_utf8()
+            };
             out.push(&rest[..n]);
             rest = &rest[n..];
         }
@@ -459,12 +475,11 @@ impl SpmModel {
             })
             .collect();
         let mut merged = Vec::with_capacity(ids.len());
-        merge(
-            &self.merges,
-            ids.iter().copied(),
-            &mut BpeScratch::default(),
-            &mut merged,
-        );
+        // This thread's BPE buffers, reused (a fresh set per call allocated a bucket per
+        // rank, every call).
+        crate::encoder::with_bpe_scratch(|scratch| {
+            merge(&self.merges, ids.iter().copied(), scratch, &mut merged)
+        });
         // Placeholders come back unchanged and in order: map each to its symbol.
         for id in merged {
             match id.checked_sub(base) {

@@ -69,6 +69,12 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     })
 }
 
+/// `f` with the BPE buffers of this thread's [`Scratch`] (the SentencePiece `.model` path's
+/// share: it merges whole texts, with no word cache).
+pub(crate) fn with_bpe_scratch<R>(f: impl FnOnce(&mut BpeScratch) -> R) -> R {
+    with_scratch(|s| f(&mut s.bpe))
+}
+
 /// `f` with encoder `uid`'s word cache and the BPE buffers of this thread's [`Scratch`]: the
 /// tekken tokenizer's share of what the fast paths keep per thread.
 pub(crate) fn with_word_cache<R>(
