@@ -33,6 +33,61 @@ pub(crate) struct BpeScratch {
     touched: u32,
 }
 
+/// A [`BpeScratch`] that merged a word of more symbols than this gives its buffers back
+/// ([`BpeScratch::trim`]): what a thread keeps is sized by ordinary words, not by the longest
+/// input it ever saw.
+pub(crate) const MAX_KEPT_SYMS: usize = 1 << 15;
+
+/// A [`BpeScratch`] whose rank queue took more pushes than this since it was made gives its
+/// buffers back. A bucket's buffer is at most twice the longest it ever was, or four
+/// positions after its first push, so the buffers together hold at most four positions per
+/// push: this bounds them (8 MB, besides 24 bytes per rank for the bucket array) however many
+/// long words pass through.
+pub(crate) const MAX_KEPT_PUSHES: usize = 1 << 19;
+
+impl BpeScratch {
+    /// Gives the buffers back when they grew past what ordinary words need
+    /// ([`MAX_KEPT_SYMS`], [`MAX_KEPT_PUSHES`]). `syms` holds every word merged, whole, so its
+    /// capacity is the longest word since the last trim, and every per-word buffer is a
+    /// small multiple of it; the rank queue's buckets keep their capacity from word to word,
+    /// so they are bounded by the pushes counted instead.
+    pub(crate) fn trim(&mut self) {
+        if self.syms.capacity() > MAX_KEPT_SYMS || self.rank_queue.pushed > MAX_KEPT_PUSHES {
+            *self = BpeScratch::default();
+        }
+    }
+
+    /// Whether the buffers are within what [`BpeScratch::trim`] keeps.
+    #[cfg(test)]
+    pub(crate) fn within_caps(&self) -> bool {
+        self.syms.capacity() <= MAX_KEPT_SYMS && self.rank_queue.pushed <= MAX_KEPT_PUSHES
+    }
+
+    /// Bytes the buffers hold (their capacities), for the tests of [`BpeScratch::trim`].
+    #[cfg(test)]
+    pub(crate) fn kept_bytes(&self) -> usize {
+        use std::mem::size_of_val;
+        fn cap<T>(v: &Vec<T>) -> usize {
+            v.capacity() * std::mem::size_of::<T>()
+        }
+        let q = &self.rank_queue;
+        cap(&self.syms)
+            + cap(&self.ranks)
+            + cap(&self.prev)
+            + cap(&self.next)
+            + self.heap.capacity() * size_of_val(&Reverse((0u32, 0usize, 0u32)))
+            + cap(&self.prev32)
+            + cap(&self.next32)
+            + cap(&self.nodes)
+            + cap(&q.buckets)
+            + q.buckets.iter().map(cap).sum::<usize>()
+            + cap(&q.cur)
+            + q.low.capacity() * 8
+            + self.queue.buckets.iter().map(cap).sum::<usize>()
+            + cap(&self.queue.spare)
+    }
+}
+
 /// One symbol of a word in [`merge_buckets`]: its id ([`NONE`] once merged into its left
 /// neighbour) and the positions of its live neighbours, side by side so that a merge
 /// touches one or two cache lines.
@@ -73,6 +128,8 @@ pub(crate) struct RankQueue {
     len: usize,
     /// `cur[..ahead_to]` were handed out by [`RankQueue::ahead`].
     ahead_to: usize,
+    /// Positions pushed to `buckets` since the queue was made (what bounds their capacity).
+    pushed: usize,
 }
 
 /// How many positions [`RankQueue::ahead`] hands out at once.
@@ -140,6 +197,7 @@ impl RankQueue {
             }
             b.push(pos);
             self.len += 1;
+            self.pushed += 1;
         }
     }
 
@@ -719,5 +777,68 @@ mod tests {
         out.clear();
         merge(&m, [0, 0, 0, 0, 0].into_iter(), &mut s, &mut out);
         assert_eq!(out, [15, 0]);
+    }
+
+    /// A word of symbols cycling through `a b c d` (no run of one symbol: merged by the
+    /// queue or the buckets, not run-wise).
+    fn mixed_word(len: usize) -> impl Iterator<Item = u32> {
+        (0..len).map(|i| [0, 1, 2, 3, 1, 0, 3, 2][i % 8])
+    }
+
+    /// After an ordinary word the buffers stay for the next one; after a word longer than
+    /// `MAX_KEPT_SYMS` they are given back, and merging goes on the same.
+    #[test]
+    fn trim_gives_back_what_a_long_word_grew() {
+        let m = table();
+        let mut s = BpeScratch::default();
+        let (mut out, mut want) = (Vec::new(), Vec::new());
+        merge(&m, mixed_word(300), &mut s, &mut out);
+        s.trim();
+        let kept = s.kept_bytes();
+        assert!(kept > 0, "an ordinary word's buffers are kept");
+        merge(&m, mixed_word(300), &mut s, &mut Vec::new());
+        s.trim();
+        assert!(s.kept_bytes() >= kept, "and still kept after the next");
+        out.clear();
+        merge(&m, mixed_word(MAX_KEPT_SYMS + 1), &mut s, &mut out);
+        assert!(s.kept_bytes() > MAX_KEPT_SYMS * 4);
+        s.trim();
+        assert_eq!(s.kept_bytes(), 0);
+        merge_reference(&m, mixed_word(MAX_KEPT_SYMS + 1), &mut s, &mut want);
+        assert_eq!(out, want);
+        s.trim();
+        assert_eq!(s.kept_bytes(), 0);
+    }
+
+    /// Many long words below `MAX_KEPT_SYMS`: what the rank queue's buckets keep stays within
+    /// four positions per push counted, and the pushes counted trigger a trim.
+    #[test]
+    fn trim_bounds_the_rank_queue_over_many_words() {
+        let m = table();
+        let mut s = BpeScratch::default();
+        let mut out = Vec::new();
+        let mut trimmed = 0;
+        for _ in 0..400 {
+            out.clear();
+            merge(&m, mixed_word(4000), &mut s, &mut out);
+            let pushed = s.rank_queue.pushed;
+            let buckets: usize = s
+                .rank_queue
+                .buckets
+                .iter()
+                .map(|b| b.capacity())
+                .sum::<usize>()
+                + s.rank_queue.cur.capacity();
+            assert!(
+                buckets <= 4 * pushed.max(1),
+                "{buckets} positions kept for {pushed} pushes"
+            );
+            s.trim();
+            if s.kept_bytes() == 0 {
+                trimmed += 1;
+            }
+            assert!(s.rank_queue.pushed <= MAX_KEPT_PUSHES);
+        }
+        assert!(trimmed > 0, "the pushes counted trimmed the scratch");
     }
 }

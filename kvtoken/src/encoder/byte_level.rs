@@ -53,6 +53,29 @@ pub(super) struct ByteLevelScratch {
     cut: CutScratch,
 }
 
+impl ByteLevelScratch {
+    /// Whether every buffer is within what [`Self::trim`] keeps.
+    #[cfg(test)]
+    pub(super) fn within_caps(&self) -> bool {
+        [
+            self.nfc.capacity(),
+            self.pre.chars.capacity(),
+            self.cut.lo.capacity(),
+            self.cut.parts.capacity(),
+        ]
+        .iter()
+        .all(|&c| c <= super::MAX_KEPT)
+    }
+
+    /// Gives back the buffers a long input grew ([`super::drop_if_long`]).
+    pub(super) fn trim(&mut self) {
+        super::drop_if_long(&mut self.nfc);
+        super::drop_if_long(&mut self.pre.chars);
+        super::drop_if_long(&mut self.cut.lo);
+        super::drop_if_long(&mut self.cut.parts);
+    }
+}
+
 /// Decoded chars for the pre-tokenizers (their ASCII lanes need none).
 #[derive(Default)]
 pub(super) struct PreScratch {

@@ -60,11 +60,56 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+/// A buffer that can hold more than this many elements (bytes for a string) after a call is
+/// given back ([`Scratch::trim`]), as is every BPE buffer after a word of more symbols
+/// ([`crate::bpe::MAX_KEPT_SYMS`], the same figure): a thread keeps what ordinary requests
+/// need, not what the longest input it ever encoded needed.
+const MAX_KEPT: usize = crate::bpe::MAX_KEPT_SYMS;
+
+/// Drops `buf`'s allocation when it can hold more than [`MAX_KEPT`] elements.
+pub(super) fn drop_if_long<B: Buffer>(buf: &mut B) {
+    if buf.capacity() > MAX_KEPT {
+        *buf = B::default();
+    }
+}
+
+/// A growable buffer ([`drop_if_long`]).
+pub(super) trait Buffer: Default {
+    /// Elements it can hold without growing.
+    fn capacity(&self) -> usize;
+}
+
+impl<T> Buffer for Vec<T> {
+    fn capacity(&self) -> usize {
+        Vec::capacity(self)
+    }
+}
+
+impl Buffer for String {
+    fn capacity(&self) -> usize {
+        String::capacity(self)
+    }
+}
+
+impl Scratch {
+    /// Gives back the buffers that grew past what ordinary inputs need (after a long word or
+    /// a long SentencePiece text); the word caches are bounded on their own.
+    fn trim(&mut self) {
+        self.bpe.trim();
+        self.byte_level.trim();
+        self.spm.trim();
+    }
+}
+
 /// `f` with this thread's [`Scratch`], or a fresh one when it is in use (a call made from
-/// inside another on the same thread).
+/// inside another on the same thread); the scratch is trimmed after `f`.
 fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut scratch) => f(&mut scratch),
+        Ok(mut scratch) => {
+            let r = f(&mut scratch);
+            scratch.trim();
+            r
+        }
         Err(_) => f(&mut Scratch::default()),
     })
 }
@@ -250,6 +295,7 @@ impl FastEncoder {
                     out,
                 );
                 debug_assert!(done.is_ok());
+                scratch.trim();
                 Ok(())
             }
             _ => self.encode_stock_into(text, add_special_tokens, out),
@@ -397,4 +443,40 @@ impl EncodeLimits {
         max_word_bytes: usize::MAX,
         max_fallback_bytes: usize::MAX,
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{encoders, long_word};
+    use super::SCRATCH;
+
+    /// A thread that encoded a long input keeps no more than ordinary inputs need, whatever
+    /// path the input took (one long pre-token of each kind, cut or merged whole; the ids of
+    /// such words are compared with the stock tokenizer's in `fast_path.rs`).
+    #[test]
+    fn a_long_input_leaves_the_thread_scratch_within_its_caps() {
+        for enc in encoders() {
+            for kind in 0..6u8 {
+                let text = long_word(kind, 7 + u64::from(kind), 40_000);
+                let mut ids = Vec::new();
+                enc.encode_into(&text, false, &mut ids).expect("encodes");
+                let mut want = Vec::new();
+                enc.encode_stock_into(&text, false, &mut want)
+                    .expect("stock");
+                assert_eq!(ids, want, "kind {kind}");
+                SCRATCH.with(|c| {
+                    let s = c.borrow();
+                    assert!(s.bpe.within_caps(), "BPE buffers after kind {kind}");
+                    assert!(
+                        s.byte_level.within_caps(),
+                        "byte-level buffers after kind {kind}"
+                    );
+                    assert!(
+                        s.spm.within_caps(),
+                        "SentencePiece buffers after kind {kind}"
+                    );
+                });
+            }
+        }
+    }
 }

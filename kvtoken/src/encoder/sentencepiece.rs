@@ -37,6 +37,27 @@ pub(super) struct SpmScratch {
     syms: Vec<u32>,
 }
 
+impl SpmScratch {
+    /// Whether every buffer is within what [`Self::trim`] keeps.
+    #[cfg(test)]
+    pub(super) fn within_caps(&self) -> bool {
+        [
+            self.norm.capacity(),
+            self.spaces.capacity(),
+            self.syms.capacity(),
+        ]
+        .iter()
+        .all(|&c| c <= super::MAX_KEPT)
+    }
+
+    /// Gives back the buffers a long input grew ([`super::drop_if_long`]).
+    pub(super) fn trim(&mut self) {
+        super::drop_if_long(&mut self.norm);
+        super::drop_if_long(&mut self.spaces);
+        super::drop_if_long(&mut self.syms);
+    }
+}
+
 /// The tables of [`Flavor::SentencePieceBpe`](crate::Flavor::SentencePieceBpe): the merges,
 /// the symbols of a char, and where a normalized piece splits into parts that BPE encodes
 /// independently.
