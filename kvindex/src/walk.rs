@@ -86,24 +86,32 @@ impl Index {
                     // A partial holder holds the matched blocks up to its end: it stays a
                     // candidate when it holds them all, else its hit ends there (one pass
                     // over the partial holders; the survivors, in `keep`, are ORed with the
-                    // cover below; `keep` is all zero between runs).
-                    for (s, held) in run.partial() {
-                        let (w, bit) = (s as usize / 64, 1u64 << (s % 64));
-                        let Some(a) = alive.get_mut(w) else {
-                            continue;
-                        };
-                        if *a & bit == 0 {
-                            continue;
-                        }
-                        let reach = held.saturating_sub(i);
-                        if reach < matched {
-                            hit[s as usize] = (j + reach) as u32;
-                            if j + reach == 0 {
-                                zero[w] |= bit;
+                    // cover below; `keep` is all zero between runs). Partial holders are outside
+                    // the cover: when every candidate left is in it, none of them is one.
+                    let outside = run.has_partial()
+                        && alive
+                            .iter()
+                            .enumerate()
+                            .any(|(w, &a)| a & !run.cover_word(w) != 0);
+                    if outside {
+                        for (s, held) in run.partial() {
+                            let (w, bit) = (s as usize / 64, 1u64 << (s % 64));
+                            let Some(a) = alive.get_mut(w) else {
+                                continue;
+                            };
+                            if *a & bit == 0 {
+                                continue;
                             }
-                            *a &= !bit;
-                        } else {
-                            keep[w] |= bit;
+                            let reach = held.saturating_sub(i);
+                            if reach < matched {
+                                hit[s as usize] = (j + reach) as u32;
+                                if j + reach == 0 {
+                                    zero[w] |= bit;
+                                }
+                                *a &= !bit;
+                            } else {
+                                keep[w] |= bit;
+                            }
                         }
                     }
                     for ((w, a), k) in alive.iter_mut().enumerate().zip(keep.iter_mut()) {
