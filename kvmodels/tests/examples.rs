@@ -3,57 +3,14 @@
 //! profiles, templates and weights indexes they pin (moved here from kvprofile-core's
 //! tests/examples.rs with the catalog).
 
-use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
 
 use kvmodels::catalog::{SupportCatalog, SupportedModels, TupleState, WeightsIndex};
-use kvprofile_core::{Engine, Profile};
+use kvprofile_core::Engine;
 
-fn testdata() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata"))
-}
-
-fn gw() -> PathBuf {
-    testdata().join("registry-examples/loxilb-inference-gateway")
-}
-
-fn fixtures_dir() -> PathBuf {
-    gw().join("cicd/common/kv_hash/fixtures")
-}
-
-fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file() && p.to_str().unwrap().ends_with(suffix))
-        .collect();
-    v.sort();
-    v
-}
-
-fn stem(p: &Path, suffix: &str) -> String {
-    p.file_name()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .strip_suffix(suffix)
-        .unwrap()
-        .to_string()
-}
-
-fn profiles() -> BTreeMap<String, Profile> {
-    files(&fixtures_dir().join("profiles"), ".yaml")
-        .iter()
-        .map(|p| {
-            let prof = Profile::parse(&fs::read(p).unwrap(), p.to_str().unwrap())
-                .unwrap_or_else(|e| panic!("{e}"));
-            // The installer names every file for its profile id.
-            assert_eq!(prof.profile_id, stem(p, ".yaml"));
-            (prof.profile_id.clone(), prof)
-        })
-        .collect()
-}
+#[path = "../../kvprofile-core/tests/common/gateway_tree.rs"]
+mod gateway_tree;
+use gateway_tree::*;
 
 #[test]
 fn profile_pins_agree_with_sources_and_supported_models() {

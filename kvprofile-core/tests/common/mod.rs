@@ -12,6 +12,8 @@ use kvprofile_core::{
 };
 use sha2::{Digest, Sha256};
 
+pub mod gateway_tree;
+
 pub fn testdata() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata"))
 }
