@@ -451,8 +451,8 @@ mod tests {
     use super::SCRATCH;
 
     /// A thread that encoded a long input keeps no more than ordinary inputs need, whatever
-    /// path the input took (one long pre-token of each kind, cut or merged whole; the ids of
-    /// such words are compared with the stock tokenizer's in `fast_path.rs`).
+    /// path the input took (one long pre-token of each kind, cut or merged whole), and the ids
+    /// are the stock tokenizer's.
     #[test]
     fn a_long_input_leaves_the_thread_scratch_within_its_caps() {
         for enc in encoders() {
