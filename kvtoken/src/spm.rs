@@ -17,11 +17,21 @@
 //! merged (leftmost on ties) until none is left; a symbol that is not a piece becomes its
 //! UTF-8 bytes' `<0xXX>` pieces (byte fallback) or `<unk>`. The merging runs on kvtoken's
 //! id-based BPE with ranks = score order; [`SpmModel::encode_slow`] is the string-based twin.
+//!
+//! Word by word when the vocabulary proves it ([`SpmModel::merges_by_word`]): if no mergeable
+//! piece (normal or user-defined) holds U+2581 right after another character, no symbol can
+//! span the start of a white-space run (neither a user-defined match nor a merge result), and
+//! the merges inside one stretch never depend on another (each merge is the lowest-ranked,
+//! leftmost pair, which restricted to one stretch is that stretch's own lowest pair). So the
+//! normalised text is cut before each white-space run, each word is merged on its
+//! own and its ids are kept in the thread's word cache. Otherwise the whole text is merged at
+//! once.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use crate::bpe::merge;
+use crate::encoder::{extend_short, CACHE_MAX_WORD};
 use crate::error::Error;
 use crate::merge_map::{Merge, MergeMap};
 
@@ -125,6 +135,45 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Whether `t` holds a U+2581 right after a character other than U+2581 (a piece that would
+/// span the start of a white-space run).
+fn ws_after_other(t: &str) -> bool {
+    t.chars()
+        .zip(t.chars().skip(1))
+        .any(|(a, b)| b == WS && a != WS)
+}
+
+/// The words of a normalised text: cut before every U+2581 that follows another character
+/// (each white-space run starts a word and stays whole).
+fn words(norm: &str) -> impl Iterator<Item = &str> {
+    let mut rest = norm;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut prev = WS;
+        let cut = rest
+            .char_indices()
+            .find(|&(i, c)| {
+                let at = i > 0 && c == WS && prev != WS;
+                prev = c;
+                at
+            })
+            .map_or(rest.len(), |(i, _)| i);
+        let (word, tail) = rest.split_at(cut);
+        rest = tail;
+        Some(word)
+    })
+}
+
+/// The buffers of one [`SpmModel::encode_into`] call, reused from part to part.
+#[derive(Default)]
+struct PartBuffers<'t> {
+    syms: Vec<&'t str>,
+    ids: Vec<u32>,
+    merged: Vec<u32>,
+}
+
 /// One piece of the model.
 struct Piece {
     text: String,
@@ -179,6 +228,14 @@ pub struct SpmModel {
     merges: MergeMap,
     /// Pieces that are single characters, by character.
     chars: HashMap<char, u32>,
+    /// The same for ASCII and U+2581, the characters of most text, by code point
+    /// (`u32::MAX`: no piece); index 128 is U+2581.
+    common_chars: [u32; 129],
+    /// No mergeable piece holds a U+2581 right after another character: no symbol can span
+    /// the start of a white-space run, so the text is merged word by word ([`words`]).
+    split_words: bool,
+    /// This model's word cache in each thread's scratch (words merged word by word only).
+    uid: u64,
 }
 
 impl std::fmt::Debug for SpmModel {
@@ -186,6 +243,7 @@ impl std::fmt::Debug for SpmModel {
         f.debug_struct("SpmModel")
             .field("pieces", &self.texts.len())
             .field("byte_fallback", &self.bytes.is_some())
+            .field("merges_by_word", &self.split_words)
             .finish_non_exhaustive()
     }
 }
@@ -342,12 +400,15 @@ impl SpmModel {
                 }
             }
         }
-        let chars = map
+        let chars: HashMap<char, u32> = map
             .iter()
             .filter(|(t, id)| t.chars().count() == 1 && !user.contains(id))
             .filter_map(|(t, &id)| Some((t.chars().next()?, id)))
             .collect();
+        let split_words = map.keys().all(|t| !ws_after_other(t));
         Ok(SpmModel {
+            split_words,
+            uid: crate::encoder::next_uid(),
             merges: MergeMap::new(&table),
             texts: pieces.iter().map(|p| p.text.clone()).collect(),
             scores: pieces.iter().map(|p| p.score).collect(),
@@ -368,6 +429,17 @@ impl SpmModel {
             bos_id,
             eos_id,
             add_dummy_prefix: dummy,
+            common_chars: {
+                let mut t = [u32::MAX; 129];
+                for (&c, &id) in &chars {
+                    match c {
+                        WS => t[128] = id,
+                        c if c.is_ascii() => t[c as usize] = id,
+                        _ => {}
+                    }
+                }
+                t
+            },
             chars,
         })
     }
@@ -414,6 +486,14 @@ impl SpmModel {
         self.eos_id
     }
 
+    /// Whether the text is merged word by word (cut before every white-space run): true when
+    /// no mergeable piece holds a U+2581 right after another character, so no merge can span
+    /// such a cut and the ids are those of merging the whole text; else the whole text is
+    /// merged at once.
+    pub fn merges_by_word(&self) -> bool {
+        self.split_words
+    }
+
     /// The text the model merges: dummy prefix, spaces as U+2581.
     fn normalise(&self, text: &str) -> String {
         if text.is_empty() {
@@ -430,6 +510,12 @@ impl SpmModel {
     /// The initial symbols of `norm`: user-defined pieces (longest first) or characters.
     fn symbols<'t>(&self, norm: &'t str) -> Vec<&'t str> {
         let mut out = Vec::with_capacity(norm.len());
+        self.symbols_into(norm, &mut out);
+        out
+    }
+
+    /// [`symbols`](Self::symbols) appended to `out`.
+    fn symbols_into<'t>(&self, norm: &'t str, out: &mut Vec<&'t str>) {
         let mut rest = norm;
         while let Some(c) = rest.chars().next() {
             // Only a byte some user-defined piece starts with can start one (none is empty).
@@ -444,7 +530,17 @@ impl SpmModel {
             out.push(&rest[..n]);
             rest = &rest[n..];
         }
-        out
+    }
+
+    /// The id of the piece that is the single character `c`, if any.
+    #[inline]
+    fn char_id(&self, c: char) -> Option<u32> {
+        let slot = match c {
+            WS => 128,
+            c if c.is_ascii() => c as usize,
+            _ => return self.chars.get(&c).copied(),
+        };
+        Some(self.common_chars[slot]).filter(|&id| id != u32::MAX)
     }
 
     /// Appends the ids of a final symbol (byte fallback or `<unk>` when it is no piece).
@@ -459,29 +555,58 @@ impl SpmModel {
     /// Appends the ids of `text` (sentencepiece `encode`, no BOS/EOS) to `out`.
     pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) {
         let norm = self.normalise(text);
-        let syms = self.symbols(&norm);
+        let mut buf = PartBuffers::default();
+        if self.split_words {
+            // A word's ids depend on the word alone: the thread's word cache for this model
+            // (exact: keyed by every byte of the word) and its BPE buffers.
+            crate::encoder::with_word_cache(self.uid, |cache, scratch| {
+                for word in words(&norm) {
+                    if word.len() > CACHE_MAX_WORD {
+                        self.encode_part(word, &mut buf, scratch, out);
+                    } else if let Some(ids) = cache.get(word.as_bytes()) {
+                        extend_short(out, ids);
+                    } else {
+                        let first = out.len();
+                        self.encode_part(word, &mut buf, scratch, out);
+                        cache.insert(word.as_bytes(), out.get(first..).unwrap_or_default());
+                    }
+                }
+            });
+        } else {
+            // This thread's BPE buffers, reused (a fresh set per call allocated a bucket per
+            // rank, every call).
+            crate::encoder::with_bpe_scratch(|scratch| {
+                self.encode_part(&norm, &mut buf, scratch, out);
+            });
+        }
+    }
+
+    /// Appends the ids of `part` of the normalised text, merged on its own.
+    fn encode_part<'t>(
+        &self,
+        part: &'t str,
+        buf: &mut PartBuffers<'t>,
+        scratch: &mut crate::bpe::BpeScratch,
+        out: &mut Vec<u32>,
+    ) {
+        let PartBuffers { syms, ids, merged } = buf;
+        syms.clear();
+        self.symbols_into(part, syms);
         // Symbols that are no piece get ids past the vocabulary (no merge touches them).
         let base = self.vocab_size();
-        let ids: Vec<u32> = syms
-            .iter()
-            .enumerate()
-            .map(|(k, s)| {
-                let mut cs = s.chars();
-                match (cs.next(), cs.next()) {
-                    (Some(c), None) => self.chars.get(&c).copied(),
-                    _ => self.pieces.get(*s).copied(),
-                }
-                .unwrap_or(base + k as u32)
-            })
-            .collect();
-        let mut merged = Vec::with_capacity(ids.len());
-        // This thread's BPE buffers, reused (a fresh set per call allocated a bucket per
-        // rank, every call).
-        crate::encoder::with_bpe_scratch(|scratch| {
-            merge(&self.merges, ids.iter().copied(), scratch, &mut merged)
-        });
+        ids.clear();
+        ids.extend(syms.iter().enumerate().map(|(k, s)| {
+            let mut cs = s.chars();
+            match (cs.next(), cs.next()) {
+                (Some(c), None) => self.char_id(c),
+                _ => self.pieces.get(*s).copied(),
+            }
+            .unwrap_or(base + k as u32)
+        }));
+        merged.clear();
+        merge(&self.merges, ids.iter().copied(), scratch, merged);
         // Placeholders come back unchanged and in order: map each to its symbol.
-        for id in merged {
+        for &id in merged.iter() {
             match id.checked_sub(base) {
                 Some(k) => self.emit(syms[k as usize], out),
                 None => out.push(id),
@@ -532,5 +657,131 @@ impl SpmModel {
             self.emit(s, &mut out);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    fn bytes_field(n: u64, b: &[u8], out: &mut Vec<u8>) {
+        varint(n << 3 | 2, out);
+        varint(b.len() as u64, out);
+        out.extend_from_slice(b);
+    }
+
+    fn varint_field(n: u64, v: u64, out: &mut Vec<u8>) {
+        varint(n << 3, out);
+        varint(v, out);
+    }
+
+    /// A `.model` file of a BPE model with `<unk>`, `<s>`, `</s>`, the given normal pieces
+    /// with their scores, no byte fallback, the identity normaliser and a dummy prefix.
+    fn model_file(pieces: &[(&str, f32)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let specials = [("<unk>", UNKNOWN), ("<s>", CONTROL), ("</s>", CONTROL)];
+        let all = specials
+            .iter()
+            .map(|&(t, k)| (t, 0.0, k))
+            .chain(pieces.iter().map(|&(t, s)| (t, s, NORMAL)));
+        for (text, score, kind) in all {
+            let mut p = Vec::new();
+            bytes_field(1, text.as_bytes(), &mut p);
+            varint(2 << 3 | 5, &mut p);
+            p.extend_from_slice(&score.to_bits().to_le_bytes());
+            varint_field(3, kind, &mut p);
+            bytes_field(1, &p, &mut out);
+        }
+        let mut t = Vec::new();
+        varint_field(3, 2, &mut t);
+        bytes_field(2, &t, &mut out);
+        let mut n = Vec::new();
+        bytes_field(1, b"identity", &mut n);
+        varint_field(3, 1, &mut n);
+        varint_field(4, 0, &mut n);
+        bytes_field(3, &n, &mut out);
+        out
+    }
+
+    proptest! {
+        /// The words are the text cut before every U+2581 that follows another character,
+        /// nothing lost or added.
+        #[test]
+        fn words_cut_before_each_white_space_run(v in prop::collection::vec(prop::sample::select(vec!['a', 'é', WS, '東']), 0..40)) {
+            let norm: String = v.iter().collect();
+            let got: Vec<&str> = words(&norm).collect();
+            prop_assert_eq!(got.concat(), norm.clone());
+            let mut want = Vec::new();
+            let mut start = 0;
+            for k in 1..v.len() {
+                if v[k] == WS && v[k - 1] != WS {
+                    want.push(v[start..k].iter().collect::<String>());
+                    start = k;
+                }
+            }
+            if !v.is_empty() {
+                want.push(v[start..].iter().collect::<String>());
+            }
+            prop_assert_eq!(got, want);
+        }
+
+        /// Random small vocabularies, some with pieces spanning the start of a white-space
+        /// run (then merged whole), some without (then word by word): the ids equal the slow
+        /// twin's, which always merges the whole text.
+        #[test]
+        fn small_vocabularies_equal_the_slow_twin(
+            extra in prop::collection::vec((prop::sample::select(vec![
+                "ab", "ba", "aa", "bb", "▁a", "▁b", "▁▁", "a▁", "b▁", "▁ab", "ab▁", "a▁b", "▁▁a",
+                "aab", "▁ba", "bab▁",
+            ]), -50i32..0), 0..10),
+            text in prop::collection::vec(prop::sample::select(vec!["a", "b", " ", "  "]), 0..30),
+        ) {
+            let mut pieces: Vec<(&str, f32)> = vec![("a", -100.0), ("b", -100.0), ("▁", -100.0)];
+            for (t, s) in extra {
+                if !pieces.iter().any(|p| p.0 == t) {
+                    pieces.push((t, s as f32));
+                }
+            }
+            let m = SpmModel::from_bytes(&model_file(&pieces)).expect("loads");
+            prop_assert_eq!(m.split_words, !pieces.iter().any(|p| ws_after_other(p.0)));
+            let text = text.concat();
+            prop_assert_eq!(m.encode(&text), m.encode_slow(&text));
+        }
+    }
+
+    /// A piece that spans the start of a white-space run (`a▁`) keeps the text whole: split
+    /// into words, `a b` could not give it.
+    #[test]
+    fn a_piece_across_a_word_start_keeps_the_text_whole() {
+        let with = SpmModel::from_bytes(&model_file(&[
+            ("a", -10.0),
+            ("b", -10.0),
+            ("▁", -10.0),
+            ("▁a", -3.0),
+            ("a▁", -1.0),
+        ]))
+        .expect("loads");
+        assert!(!with.split_words);
+        // ▁a▁b: `a▁` (score -1) beats `▁a` (-3).
+        assert_eq!(with.encode("a b"), [3 + 2, 3 + 4, 3 + 1]);
+        assert_eq!(with.encode("a b"), with.encode_slow("a b"));
+        let without = SpmModel::from_bytes(&model_file(&[
+            ("a", -10.0),
+            ("b", -10.0),
+            ("▁", -10.0),
+            ("▁a", -3.0),
+        ]))
+        .expect("loads");
+        assert!(without.split_words);
+        assert_eq!(without.encode("a b"), [3 + 3, 3 + 2, 3 + 1]);
     }
 }

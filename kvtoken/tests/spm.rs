@@ -39,6 +39,8 @@ fn layout() {
         assert_eq!(m.piece_id(name), Some(id), "{name}");
     }
     assert!(m.encode("").is_empty());
+    // No piece holds a U+2581 after another character: merged word by word.
+    assert!(m.merges_by_word());
 }
 
 /// vLLM completions: BOS + the prompt's pieces.
