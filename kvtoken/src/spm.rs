@@ -554,6 +554,15 @@ impl SpmModel {
 
     /// Appends the ids of `text` (sentencepiece `encode`, no BOS/EOS) to `out`.
     pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) {
+        self.encode_limited_into(text, usize::MAX, out);
+    }
+
+    /// Appends the ids of `text` until more than `max_ids` of them are known; true when `text`
+    /// has more than `max_ids` ids. The ids appended are the first ones of the whole encoding.
+    /// Merged word by word ([`merges_by_word`](Self::merges_by_word)), it stops after the word
+    /// that crosses `max_ids`; merged whole, it encodes the whole text.
+    pub fn encode_limited_into(&self, text: &str, max_ids: usize, out: &mut Vec<u32>) -> bool {
+        let start = out.len();
         let norm = self.normalise(text);
         let mut buf = PartBuffers::default();
         if self.split_words {
@@ -561,6 +570,9 @@ impl SpmModel {
             // (exact: keyed by every byte of the word) and its BPE buffers.
             crate::encoder::with_word_cache(self.uid, |cache, scratch| {
                 for word in words(&norm) {
+                    if out.len() - start > max_ids {
+                        break;
+                    }
                     if word.len() > CACHE_MAX_WORD {
                         self.encode_part(word, &mut buf, scratch, out);
                     } else if let Some(ids) = cache.get(word.as_bytes()) {
@@ -579,6 +591,7 @@ impl SpmModel {
                 self.encode_part(&norm, &mut buf, scratch, out);
             });
         }
+        out.len() - start > max_ids
     }
 
     /// Appends the ids of `part` of the normalised text, merged on its own.

@@ -130,6 +130,40 @@ proptest! {
         }
     }
 
+    /// Encoding until a cap: the ids appended are the first ones of the whole encoding, at
+    /// least `max_ids + 1` of them when the text has more (then it says so), all of them
+    /// otherwise; it stops after the word that crosses the cap.
+    #[test]
+    fn limited_encoding_is_a_prefix_of_the_whole(text in text(), max_ids in 0usize..80) {
+        let whole = model().encode(&text);
+        let mut got = vec![7u32];
+        let over = model().encode_limited_into(&text, max_ids, &mut got);
+        prop_assert_eq!(got[0], 7);
+        let got = &got[1..];
+        prop_assert_eq!(over, whole.len() > max_ids);
+        prop_assert_eq!(got, &whole[..got.len()]);
+        if over {
+            prop_assert!(got.len() > max_ids);
+            // Nothing past the word that crossed the cap: at most one id per byte of the
+            // longest word (cut before each white-space run of the normalised text).
+            let norm = format!("\u{2581}{}", text.replace(' ', "\u{2581}"));
+            let (mut longest, mut cur, mut prev_ws) = (0, 0, true);
+            for c in norm.chars() {
+                let ws = c == '\u{2581}';
+                if ws && !prev_ws {
+                    cur = 0;
+                }
+                cur += c.len_utf8();
+                longest = longest.max(cur);
+                prev_ws = ws;
+            }
+            prop_assert!(got.len() <= max_ids + longest, "{} ids for a cap of {}", got.len(), max_ids);
+            prop_assert!(got.len() < whole.len() || whole.len() <= max_ids + longest);
+        } else {
+            prop_assert_eq!(got.len(), whole.len());
+        }
+    }
+
     #[test]
     fn arbitrary_unicode_fast_equals_slow(s in "\\PC{0,200}") {
         prop_assert_eq!(model().encode(&s), model().encode_slow(&s));

@@ -118,9 +118,10 @@ impl Tok {
     }
 
     /// Appends the ids of `text` until more than `max_ids` of them are known (tekken stops at
-    /// the pre-token that crosses it; SentencePiece merges across the whole text, so it
-    /// encodes `text` whole); true when `text` has more than `max_ids` ids. The ids appended
-    /// are the first ones of the whole encoding either way.
+    /// the pre-token that crosses it, SentencePiece after the word that crosses it when its
+    /// vocabulary proves the word split, else at the end of `text`); true when `text` has more
+    /// than `max_ids` ids. The ids appended are the first ones of the whole encoding either
+    /// way.
     fn encode_limited_into(
         &self,
         text: &str,
@@ -131,11 +132,7 @@ impl Tok {
             Tok::Tekken(t) => t
                 .encode_limited_into(text, max_ids, out)
                 .map_err(|e| Error::Tokenize(e.to_string())),
-            Tok::Spm(m) => {
-                let start = out.len();
-                m.encode_into(text, out);
-                Ok(out.len() - start > max_ids)
-            }
+            Tok::Spm(m) => Ok(m.encode_limited_into(text, max_ids, out)),
         }
     }
 
