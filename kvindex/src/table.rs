@@ -319,9 +319,12 @@ impl Table {
 
     /// One copy fewer of `key` in `slot`; `None` when `slot` held none.
     pub fn remove(&self, key: Key, slot: u32) -> Option<Removed> {
-        let i = Self::shard_of(&key);
-        let mut shard = self.write(i);
-        let e = shard.get_mut(&key)?;
+        let mut shard = self.write(Self::shard_of(&key));
+        // One probe: the entry found is the one dropped when its last holder goes.
+        let std::collections::hash_map::Entry::Occupied(mut o) = shard.entry(key) else {
+            return None;
+        };
+        let e = o.get_mut();
         let pos = e.holders.find(slot).ok()?;
         let loc = e.loc;
         let n = &mut e.holders.as_mut_slice()[pos].1;
@@ -329,7 +332,7 @@ impl Table {
         let last = *n == 0;
         let mut gone = false;
         if last && !e.holders.remove_at(pos) {
-            shard.remove(&key);
+            o.remove();
             gone = true;
         }
         Some(Removed {

@@ -58,7 +58,8 @@ impl Index {
     /// probe per run the request's blocks pass through, the run's hashes compared in a loop
     /// and its cover ANDed with the candidates once. False when a place read was being moved
     /// by a writer (the caller then walks the table; the hits written so far are overwritten).
-    /// `zero` ends with the candidates whose hit is 0.
+    /// `zero` ends with the candidates whose hit is 0; `hit` is written for the other
+    /// candidates only (a candidate in `zero` may keep an earlier prediction's entry).
     pub(crate) fn walk_runs(&self, req: &Request<'_>, s: &mut Scratch) -> bool {
         let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
         // `alive` holds the candidates (the first pass set it).
@@ -118,7 +119,10 @@ impl Index {
                         let c = run.cover_word(w) | std::mem::take(k);
                         let mut gone = *a & !c;
                         if j == 0 {
+                            // Most candidates of a wide index drop out here: their hit is
+                            // the bit alone, no entry written.
                             zero[w] |= gone;
+                            gone = 0;
                         }
                         while gone != 0 {
                             let b = gone.trailing_zeros() as usize;
@@ -138,6 +142,7 @@ impl Index {
         for (w, &a) in alive.iter().enumerate() {
             if j == 0 {
                 zero[w] |= a;
+                continue;
             }
             let mut left = a;
             while left != 0 {
