@@ -568,12 +568,13 @@ impl Runs {
 
     /// Nobody holds the key at `loc` any more (its table entry is gone): its position goes.
     pub fn drop_key(&self, w: &mut Writer, table: &Table, loc: Loc) {
-        // Nobody holds the position, so no partial holder reaches it: it is the run's last
-        // (every later position's holders are among its own). The tail shrinks in place.
+        // A run's last position (a leaf evicted, the usual removal) goes in place: the tail
+        // shrinks, and partial holders that now reach the end join the cover. (Nobody holds
+        // the position, so no partial holder reached it.)
         let popped = self
             .write(loc.run, |r| {
                 let tail = r.index_of(loc.pos).is_some_and(|i| i + 1 == r.hashes.len());
-                let shrink = tail && r.hashes.len() > 1 && r.has_partial();
+                let shrink = tail && r.hashes.len() > 1;
                 if shrink {
                     r.hashes.pop();
                     r.promote();
