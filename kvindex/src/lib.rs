@@ -22,10 +22,11 @@
 //!   index's walk is tested against).
 //!
 //! Memory: one table entry per distinct held block key — 16 bytes of key (hash, group,
-//! medium), 16 of holders (the first holder inline) and 8 of its place in the chains, about
-//! [`BYTES_PER_KEY`] = 46 bytes with the hash map's control byte at its 7/8 load factor (up to
-//! twice that right after the map grew); a key held by several slots moves its holders to one
-//! heap vector ([`BYTES_PER_HOLDER`] = 8 bytes each). An index of one full-attention group
+//! medium), 24 of holders (a bitset of the first 128 slots and a pointer) and 8 of its place
+//! in the chains, about [`BYTES_PER_KEY`] = 56 bytes with the hash map's control byte at its
+//! 7/8 load factor (up to twice that right after the map grew), however many of the first 128
+//! slots hold it; a slot holding more than one copy, or a slot from the 129th on, is listed in
+//! one heap vector per key ([`BYTES_PER_HOLDER`] = 8 bytes each, and the vector's 24). An index of one full-attention group
 //! also keeps its GPU keys as run-compressed chains (`runs.rs`): 8 bytes per distinct block
 //! in its run's array (up to twice that in a run that grew at the front), about 160 bytes
 //! per run (a 112-byte header with the cover of up to 128 slots inline, the writers' child

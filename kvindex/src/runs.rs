@@ -902,7 +902,7 @@ impl Runs {
             };
             let want = holders
                 .iter()
-                .fold(Cover::default(), |c, &(s, _)| c.with(s, true));
+                .fold(Cover::default(), |c, (s, _)| c.with(s, true));
             if want != cover {
                 err = Some(format!(
                     "key {:#x}: cover {cover:?}, holders {holders:?}",

@@ -3,7 +3,7 @@
 
 use crate::endpoint::{Endpoint, MAX_MEDIA};
 use crate::stream::StreamState;
-use crate::table::{BYTES_PER_HOLDER, BYTES_PER_KEY};
+use crate::table::BYTES_PER_KEY;
 use crate::Index;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -57,13 +57,9 @@ impl Index {
     /// Memory: (keys held, key × holder pairs, approximate bytes of the table and the
     /// chains).
     pub fn memory(&self) -> (usize, usize, usize) {
-        let (keys, pairs) = self.table.sizes();
+        let (keys, pairs, lists) = self.table.sizes();
         let chains = if self.chains { self.runs.sizes().2 } else { 0 };
-        (
-            keys,
-            pairs,
-            keys * BYTES_PER_KEY + pairs * BYTES_PER_HOLDER + chains,
-        )
+        (keys, pairs, keys * BYTES_PER_KEY + lists + chains)
     }
 
     /// The Prometheus text exposition of every rank's gauges and counters.

@@ -76,79 +76,179 @@ impl BuildHasher for BuildKeyHasher {
     }
 }
 
-/// The slots holding one key, with their copy counts (never 0), in slot order. Most keys have
-/// one holder (kept inline: no allocation per stored block); a shared system prompt has many
-/// (found by binary search: an index of a hundred endpoints changes them often).
-#[derive(Debug)]
-pub(crate) enum Holders {
-    One([(u32, u32); 1]),
-    // Boxed on purpose: a thin pointer keeps `Holders` at 16 bytes for every key, while the
-    // extra allocation is paid only by keys several slots hold.
+/// Slots whose holders sit in the inline bitset (bit `s % 64` of word `s / 64`).
+const INLINE_SLOTS: u32 = 128;
+
+/// The slots holding one key, with their copy counts (never 0). A slot below
+/// [`INLINE_SLOTS`] holding one copy is its bit alone (no allocation, no search: the common
+/// case, an index of up to 128 slots whose engines store each block once); the exceptions sit
+/// in one sorted heap list: a copy count above 1 (vLLM stores one hash in two physical blocks)
+/// for an inline slot, and every slot from [`INLINE_SLOTS`] on with its count.
+#[derive(Debug, Default)]
+pub(crate) struct Holders {
+    bits: [u64; 2],
+    // Boxed on purpose: a thin pointer keeps the entry small for every key, while the extra
+    // allocation is paid only by keys with a duplicate copy or a slot past the inline ones.
     #[allow(clippy::box_collection)]
-    Many(Box<Vec<(u32, u32)>>),
+    more: Option<Box<Vec<(u32, u32)>>>,
 }
+
+/// The holders of a key nobody holds.
+static NO_HOLDERS: Holders = Holders {
+    bits: [0, 0],
+    more: None,
+};
 
 impl Holders {
     #[inline]
-    fn as_slice(&self) -> &[(u32, u32)] {
-        match self {
-            Holders::One(a) => a,
-            Holders::Many(v) => v,
-        }
+    fn bit(slot: u32) -> (usize, u64) {
+        (slot as usize / 64, 1u64 << (slot % 64))
     }
 
     #[inline]
-    fn as_mut_slice(&mut self) -> &mut [(u32, u32)] {
-        match self {
-            Holders::One(a) => a,
-            Holders::Many(v) => v,
-        }
+    fn more_slice(&self) -> &[(u32, u32)] {
+        self.more.as_deref().map_or(&[], |v| &v[..])
     }
 
-    /// The position of `slot`'s entry, or where it would go.
+    /// The position of `slot` in the heap list, or where it would go.
     #[inline]
-    fn find(&self, slot: u32) -> Result<usize, usize> {
-        match self {
-            Holders::One([(s, _)]) => match slot.cmp(s) {
-                std::cmp::Ordering::Equal => Ok(0),
-                std::cmp::Ordering::Less => Err(0),
-                std::cmp::Ordering::Greater => Err(1),
-            },
-            Holders::Many(v) => v.binary_search_by_key(&slot, |&(s, _)| s),
-        }
+    fn find_more(&self, slot: u32) -> Result<usize, usize> {
+        self.more_slice().binary_search_by_key(&slot, |&(s, _)| s)
     }
 
-    /// Inserts a holder at `at` (from [`Holders::find`]).
-    fn insert(&mut self, at: usize, h: (u32, u32)) {
-        match self {
-            Holders::One([first]) => {
-                let mut v = Vec::with_capacity(2);
-                v.push(*first);
-                v.insert(at, h);
-                *self = Holders::Many(Box::new(v));
-            }
-            Holders::Many(v) => v.insert(at, h),
-        }
-    }
-
-    /// Drops the holder at `pos`; false when none is left.
-    fn remove_at(&mut self, pos: usize) -> bool {
-        match self {
-            Holders::One(_) => false,
-            Holders::Many(v) => {
-                v.remove(pos);
-                if v.len() == 1 {
-                    *self = Holders::One([v[0]]);
-                }
-                true
-            }
-        }
+    /// Whether nobody holds the key.
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.bits == [0, 0] && self.more.is_none()
     }
 
     /// Whether `slot` holds a copy.
     #[inline]
-    fn has(&self, slot: u32) -> bool {
-        self.find(slot).is_ok()
+    pub fn has(&self, slot: u32) -> bool {
+        if slot < INLINE_SLOTS {
+            let (w, b) = Self::bit(slot);
+            self.bits[w] & b != 0
+        } else {
+            self.find_more(slot).is_ok()
+        }
+    }
+
+    /// The copies `slot` holds (0 when none).
+    pub fn copies(&self, slot: u32) -> u32 {
+        match self.find_more(slot) {
+            Ok(i) => self.more_slice()[i].1,
+            Err(_) => u32::from(self.has(slot)),
+        }
+    }
+
+    /// One more copy in `slot`; true when it held none before.
+    fn add(&mut self, slot: u32) -> bool {
+        if slot < INLINE_SLOTS {
+            let (w, b) = Self::bit(slot);
+            if self.bits[w] & b == 0 {
+                self.bits[w] |= b;
+                return true;
+            }
+        }
+        let v = self.more.get_or_insert_with(Default::default);
+        match v.binary_search_by_key(&slot, |&(s, _)| s) {
+            Ok(i) => {
+                v[i].1 += 1;
+                false
+            }
+            Err(i) => {
+                // An inline slot's first extra copy makes two; a slot past them starts at one.
+                let first = slot >= INLINE_SLOTS;
+                v.insert(i, (slot, if first { 1 } else { 2 }));
+                first
+            }
+        }
+    }
+
+    /// One copy fewer in `slot`: `None` when it held none, else whether that was its last.
+    fn remove(&mut self, slot: u32) -> Option<bool> {
+        if let Ok(i) = self.find_more(slot) {
+            let v = self.more.as_mut().expect("found in the list");
+            v[i].1 -= 1;
+            // An inline slot back to one copy is its bit alone; a slot past them leaves the
+            // list at zero.
+            let left = v[i].1;
+            let last = slot >= INLINE_SLOTS && left == 0;
+            if last || slot < INLINE_SLOTS && left == 1 {
+                v.remove(i);
+                if v.is_empty() {
+                    self.more = None;
+                }
+            }
+            return Some(last);
+        }
+        if slot < INLINE_SLOTS {
+            let (w, b) = Self::bit(slot);
+            if self.bits[w] & b != 0 {
+                self.bits[w] &= !b;
+                return Some(true);
+            }
+        }
+        None
+    }
+
+    /// Drops every copy `slot` holds; returns how many.
+    fn remove_all(&mut self, slot: u32) -> u32 {
+        let n = self.copies(slot);
+        if n == 0 {
+            return 0;
+        }
+        if let Ok(i) = self.find_more(slot) {
+            let v = self.more.as_mut().expect("found in the list");
+            v.remove(i);
+            if v.is_empty() {
+                self.more = None;
+            }
+        }
+        if slot < INLINE_SLOTS {
+            let (w, b) = Self::bit(slot);
+            self.bits[w] &= !b;
+        }
+        n
+    }
+
+    /// The holding slots in slot order, with their copy counts.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let more = self.more_slice();
+        let inline = self.bits.iter().enumerate().flat_map(move |(w, &word)| {
+            let mut left = word;
+            std::iter::from_fn(move || {
+                if left == 0 {
+                    return None;
+                }
+                let b = left.trailing_zeros();
+                left &= left - 1;
+                let slot = w as u32 * 64 + b;
+                let n = match more.binary_search_by_key(&slot, |&(s, _)| s) {
+                    Ok(i) => more[i].1,
+                    Err(_) => 1,
+                };
+                Some((slot, n))
+            })
+        });
+        inline.chain(more.iter().copied().filter(|&(s, _)| s >= INLINE_SLOTS))
+    }
+
+    /// Holding slots.
+    fn len(&self) -> usize {
+        (self.bits[0].count_ones() + self.bits[1].count_ones()) as usize
+            + self
+                .more_slice()
+                .iter()
+                .filter(|&&(s, _)| s >= INLINE_SLOTS)
+                .count()
+    }
+
+    /// Heap bytes.
+    fn heap_bytes(&self) -> usize {
+        self.more
+            .as_ref()
+            .map_or(0, |v| 24 + v.capacity() * BYTES_PER_HOLDER)
     }
 }
 
@@ -202,11 +302,13 @@ type Shard = HashMap<Key, Entry, BuildKeyHasher>;
 const SHARD_BITS: u32 = 6;
 const SHARDS: usize = 1 << SHARD_BITS;
 
-/// Bytes the table spends per held key besides the holder list's heap part: key, holders,
-/// place in the chains and the hash map's control byte, at the map's load factor (7/8).
+/// Bytes the table spends per held key besides the heap list of its exceptional holders: key,
+/// holder bitset and list pointer, place in the chains and the hash map's control byte, at the
+/// map's load factor (7/8).
 pub const BYTES_PER_KEY: usize =
     (std::mem::size_of::<Key>() + std::mem::size_of::<Entry>() + 1) * 8 / 7;
-/// Heap bytes per (key, holder) pair.
+/// Heap bytes per listed holder of a key: a slot holding more than one copy, or a slot from
+/// the 129th on (slots below 128 holding one copy cost nothing beyond [`BYTES_PER_KEY`]).
 pub const BYTES_PER_HOLDER: usize = std::mem::size_of::<(u32, u32)>();
 
 /// The sharded table.
@@ -240,13 +342,13 @@ impl Table {
         self.shards[i].write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Calls `f` with the holders of `key` (an empty slice when nobody holds it).
+    /// Calls `f` with the holders of `key` (empty when nobody holds it).
     #[inline]
-    pub fn with_holders<R>(&self, key: &Key, f: impl FnOnce(&[(u32, u32)]) -> R) -> R {
+    pub fn with_holders<R>(&self, key: &Key, f: impl FnOnce(&Holders) -> R) -> R {
         let shard = self.read(Self::shard_of(key));
         match shard.get(key) {
-            Some(e) => f(e.holders.as_slice()),
-            None => f(&[]),
+            Some(e) => f(&e.holders),
+            None => f(&NO_HOLDERS),
         }
     }
 
@@ -275,8 +377,7 @@ impl Table {
 
     /// Whether `slot` holds `key`.
     pub fn holds(&self, key: &Key, slot: u32) -> bool {
-        // Holders are in slot order.
-        self.with_holders(key, |h| h.binary_search_by_key(&slot, |&(s, _)| s).is_ok())
+        self.with_holders(key, |h| h.has(slot))
     }
 
     /// One more copy of `key` in `slot`. A key nobody held gets the place `place` makes
@@ -286,10 +387,9 @@ impl Table {
         match shard.entry(key) {
             std::collections::hash_map::Entry::Vacant(e) => {
                 let loc = place();
-                e.insert(Entry {
-                    holders: Holders::One([(slot, 1)]),
-                    loc,
-                });
+                let mut holders = Holders::default();
+                holders.add(slot);
+                e.insert(Entry { holders, loc });
                 Added {
                     first_for_slot: true,
                     new_key: true,
@@ -298,16 +398,7 @@ impl Table {
             }
             std::collections::hash_map::Entry::Occupied(mut e) => {
                 let e = e.get_mut();
-                let first = match e.holders.find(slot) {
-                    Ok(at) => {
-                        e.holders.as_mut_slice()[at].1 += 1;
-                        false
-                    }
-                    Err(at) => {
-                        e.holders.insert(at, (slot, 1));
-                        true
-                    }
-                };
+                let first = e.holders.add(slot);
                 Added {
                     first_for_slot: first,
                     new_key: false,
@@ -325,15 +416,11 @@ impl Table {
             return None;
         };
         let e = o.get_mut();
-        let pos = e.holders.find(slot).ok()?;
+        let last = e.holders.remove(slot)?;
         let loc = e.loc;
-        let n = &mut e.holders.as_mut_slice()[pos].1;
-        *n -= 1;
-        let last = *n == 0;
-        let mut gone = false;
-        if last && !e.holders.remove_at(pos) {
+        let gone = e.holders.is_empty();
+        if gone {
             o.remove();
-            gone = true;
         }
         Some(Removed {
             last_for_slot: last,
@@ -347,41 +434,38 @@ impl Table {
         for i in 0..SHARDS {
             let mut shard = self.write(i);
             shard.retain(|k, e| {
-                let h = &mut e.holders;
-                let Ok(pos) = h.find(slot) else {
-                    return true;
-                };
+                let n = e.holders.remove_all(slot);
                 if let Some(d) = dropped.get_mut(usize::from(k.medium)) {
-                    *d += u64::from(h.as_slice()[pos].1);
+                    *d += u64::from(n);
                 }
-                h.remove_at(pos)
+                !e.holders.is_empty()
             });
         }
     }
 
     /// Calls `f` with every held key, its holders and its place (the self-check).
-    pub fn for_each(&self, mut f: impl FnMut(&Key, &[(u32, u32)], Loc)) {
+    pub fn for_each(&self, mut f: impl FnMut(&Key, &Holders, Loc)) {
         for i in 0..SHARDS {
             let shard = self.read(i);
             for (k, e) in shard.iter() {
-                f(k, e.holders.as_slice(), e.loc);
+                f(k, &e.holders, e.loc);
             }
         }
     }
 
-    /// Keys held and (key, holder) pairs, for the memory figure.
-    pub fn sizes(&self) -> (usize, usize) {
-        let mut keys = 0;
-        let mut pairs = 0;
+    /// Keys held, (key, holder) pairs and the heap bytes of the holder lists, for the
+    /// memory figure.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        let (mut keys, mut pairs, mut heap) = (0, 0, 0);
         for i in 0..SHARDS {
             let shard = self.read(i);
             keys += shard.len();
-            pairs += shard
-                .values()
-                .map(|e| e.holders.as_slice().len())
-                .sum::<usize>();
+            for e in shard.values() {
+                pairs += e.holders.len();
+                heap += e.holders.heap_bytes();
+            }
         }
-        (keys, pairs)
+        (keys, pairs, heap)
     }
 }
 
@@ -395,7 +479,10 @@ mod tests {
         /// Adds and removals of copies equal a plain map of copy counts per slot: the holders,
         /// in slot order, what each call reports, and whether the key is held at all.
         #[test]
-        fn holders_equal_a_map_of_counts(ops in prop::collection::vec((0..40u32, any::<bool>()), 1..120)) {
+        fn holders_equal_a_map_of_counts(
+            ops in prop::collection::vec((prop_oneof![0..8u32, 60..70u32, 120..136u32, 250..256u32], any::<bool>()), 1..160),
+            clear in prop_oneof![0..8u32, 120..136u32],
+        ) {
             let t = Table::new();
             let k = Key { hash: 9, group: 0, medium: 0 };
             let mut m: BTreeMap<u32, u32> = BTreeMap::new();
@@ -420,21 +507,36 @@ mod tests {
                     }
                 }
                 let want: Vec<(u32, u32)> = m.iter().map(|(&s, &n)| (s, n)).collect();
-                t.with_holders(&k, |h| assert_eq!(h, &want[..]));
-                for s in 0..40 {
+                let got: Vec<(u32, u32)> = t.with_holders(&k, |h| h.iter().collect());
+                prop_assert_eq!(&got, &want);
+                prop_assert_eq!(t.with_holders(&k, |h| h.len()), want.len());
+                for s in 0..256 {
                     prop_assert_eq!(t.holds(&k, s), m.contains_key(&s));
                     prop_assert_eq!(t.holds_at(&k, s).0, m.contains_key(&s));
+                    prop_assert_eq!(t.with_holders(&k, |h| h.copies(s)), m.get(&s).copied().unwrap_or(0));
                 }
+                // The heap list holds exactly the exceptions: more than one copy, or a slot
+                // past the inline ones.
+                let listed = want.iter().filter(|&&(s, n)| n > 1 || s >= INLINE_SLOTS).count();
+                prop_assert_eq!(t.with_holders(&k, |h| h.more_slice().len()), listed);
             }
+            // Clearing a slot drops all its copies and leaves the others as they were.
+            let mut dropped = [0u64; 2];
+            t.clear_slot(clear, &mut dropped);
+            prop_assert_eq!(dropped[0], u64::from(m.remove(&clear).unwrap_or(0)));
+            let want: Vec<(u32, u32)> = m.iter().map(|(&s, &n)| (s, n)).collect();
+            let got: Vec<(u32, u32)> = t.with_holders(&k, |h| h.iter().collect());
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(t.sizes().0, usize::from(!m.is_empty()));
         }
     }
 
     #[test]
     fn the_stated_sizes_hold() {
         assert_eq!(std::mem::size_of::<Key>(), 16);
-        assert_eq!(std::mem::size_of::<Holders>(), 16);
-        assert_eq!(std::mem::size_of::<Entry>(), 24);
-        assert_eq!(BYTES_PER_KEY, 46);
+        assert_eq!(std::mem::size_of::<Holders>(), 24);
+        assert_eq!(std::mem::size_of::<Entry>(), 32);
+        assert_eq!(BYTES_PER_KEY, 56);
     }
 
     #[test]
@@ -453,16 +555,16 @@ mod tests {
         assert!(t
             .remove(k, 1)
             .is_some_and(|r| r.last_for_slot && !r.key_gone));
-        t.with_holders(&k, |h| assert_eq!(h, &[(2, 2)]));
+        t.with_holders(&k, |h| assert!(h.iter().eq([(2, 2)])));
         assert!(t.remove(k, 2).is_some_and(|r| !r.last_for_slot));
         assert!(t.remove(k, 2).is_some_and(|r| r.key_gone));
         assert!(t.remove(k, 2).is_none());
-        assert_eq!(t.sizes(), (0, 0));
+        assert_eq!(t.sizes(), (0, 0, 0));
         t.add(k, 3, none);
         t.add(k, 4, none);
         let mut dropped = [0u64; 8];
         t.clear_slot(4, &mut dropped);
         assert_eq!(dropped[0], 1);
-        t.with_holders(&k, |h| assert_eq!(h, &[(3, 1)]));
+        t.with_holders(&k, |h| assert!(h.iter().eq([(3, 1)])));
     }
 }

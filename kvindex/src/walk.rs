@@ -180,7 +180,7 @@ impl Index {
             };
             let mark = &mut s.mark;
             self.table.with_holders(&key, |h| {
-                for &(slot, _) in h {
+                for (slot, _) in h.iter() {
                     if let Some(m) = mark.get_mut(slot as usize) {
                         *m = stamp;
                     }
