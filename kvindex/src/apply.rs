@@ -155,11 +155,17 @@ impl Index {
         ep.end(r);
     }
 
+    /// The medium a store or removal names (the GPU when it names none).
+    #[inline]
     fn medium_of(&self, name: Option<&str>) -> Result<Medium, Error> {
-        let name = match name {
-            None | Some("GPU") => return Ok(0),
-            Some(n) => n,
-        };
+        match name {
+            None | Some("GPU") => Ok(0),
+            Some(n) => self.other_medium(n),
+        }
+    }
+
+    /// A medium other than the GPU, registered on first sight.
+    fn other_medium(&self, name: &str) -> Result<Medium, Error> {
         if let Some(i) = self
             .media
             .read()

@@ -91,14 +91,16 @@ pub enum BlockHash<'a> {
 
 impl BlockHash<'_> {
     /// The 64-bit value the gateway indexes (see the table on [`BlockHash`]).
+    #[inline]
     pub fn to_u64(&self) -> u64 {
         match *self {
             BlockHash::U64(v) => v,
             BlockHash::I64(v) => v as u64,
-            BlockHash::Bytes(b) => {
-                let tail = &b[b.len().saturating_sub(8)..];
-                tail.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x))
-            }
+            BlockHash::Bytes(b) => match b.last_chunk::<8>() {
+                // A digest (vLLM's 32 bytes): its last eight, big-endian.
+                Some(tail) => u64::from_be_bytes(*tail),
+                None => b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x)),
+            },
         }
     }
 }
@@ -665,6 +667,14 @@ mod tests {
             let b = read_token_ids_checked(&mut slow).map(|t| (t.raw, t.units, t.shape));
             proptest::prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
             proptest::prop_assert_eq!(fast.pos(), slow.pos());
+        }
+
+        /// A byte hash of any length reads as the fold of its last eight bytes, big-endian.
+        #[test]
+        fn bytes_hash_to_u64_equals_the_fold(b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)) {
+            let tail = &b[b.len().saturating_sub(8)..];
+            let want = tail.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
+            proptest::prop_assert_eq!(BlockHash::Bytes(&b).to_u64(), want);
         }
     }
 
