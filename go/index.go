@@ -49,8 +49,8 @@ type IndexOptions struct {
 type EndpointConfig struct {
 	Name        string
 	DPRanks     uint32 // data-parallel ranks (each its own cache and stream), >= 1
-	GPUBlocks   uint64 // per-rank GPU pool (vLLM num_gpu_blocks-1, ...), >= 1
-	OtherBlocks uint64 // per-rank blocks in other media together
+	GPUBlocks   uint64 // per-rank GPU pool (vLLM num_gpu_blocks-1, ...), 1..=4294967295
+	OtherBlocks uint64 // per-rank blocks in other media together, <= 4294967295
 	// LoRAAdapters: adapters are loaded (unknown predictions under a release whose events do
 	// not show the adapter).
 	LoRAAdapters bool

@@ -715,12 +715,14 @@ typedef struct {
   size_t name_len;
   /**
    * Per-rank blocks of the engine's GPU pool (vLLM `num_gpu_blocks - 1`, SGLang
-   * `max_total_num_tokens / page_size`, TensorRT-LLM's primary blocks), >= 1: a stream
-   * that stores more has lost removals and is `unknown` until its cache is known again.
+   * `max_total_num_tokens / page_size`, TensorRT-LLM's primary blocks), 1..=4294967295: a
+   * stream that stores more has lost removals and is `unknown` until its cache is known
+   * again.
    */
   uint64_t gpu_blocks;
   /**
-   * Per-rank blocks in every other medium together (CPU offloading, HiCache).
+   * Per-rank blocks in every other medium together (CPU offloading, HiCache),
+   * 0..=4294967295.
    */
   uint64_t other_blocks;
   /**
@@ -2717,6 +2719,7 @@ void kvexact_index_free(const kvexact_index *index);
  *
  * Returns `KVEXACT_OK`, or with an error object: `KVEXACT_ERR_DUPLICATE_ENDPOINT` (the name
  * is taken), `KVEXACT_ERR_INVALID_ARGUMENT` (`dp_ranks` outside 1..=1024, `gpu_blocks` 0,
+ * `gpu_blocks` or `other_blocks` above 4294967295,
  * a flag other than 0/1, the name not UTF-8, `struct_size` too small, no free slots left
  * under `max_slots`: code `"INVALID_OPTIONS"`), `KVEXACT_ERR_NULL_ARGUMENT`. `*id` is written
  * only on success.

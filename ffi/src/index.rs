@@ -105,10 +105,12 @@ pub struct kvexact_index_endpoint {
     /// Length of `name` in bytes.
     pub name_len: usize,
     /// Per-rank blocks of the engine's GPU pool (vLLM `num_gpu_blocks - 1`, SGLang
-    /// `max_total_num_tokens / page_size`, TensorRT-LLM's primary blocks), >= 1: a stream
-    /// that stores more has lost removals and is `unknown` until its cache is known again.
+    /// `max_total_num_tokens / page_size`, TensorRT-LLM's primary blocks), 1..=4294967295: a
+    /// stream that stores more has lost removals and is `unknown` until its cache is known
+    /// again.
     pub gpu_blocks: u64,
-    /// Per-rank blocks in every other medium together (CPU offloading, HiCache).
+    /// Per-rank blocks in every other medium together (CPU offloading, HiCache),
+    /// 0..=4294967295.
     pub other_blocks: u64,
     /// 1: LoRA adapters are loaded on the endpoint (under a release whose events do not show
     /// the adapter, its predictions are then `unknown`, reason
@@ -367,6 +369,7 @@ pub unsafe extern "C" fn kvexact_index_free(index: *const kvexact_index) {
 ///
 /// Returns `KVEXACT_OK`, or with an error object: `KVEXACT_ERR_DUPLICATE_ENDPOINT` (the name
 /// is taken), `KVEXACT_ERR_INVALID_ARGUMENT` (`dp_ranks` outside 1..=1024, `gpu_blocks` 0,
+/// `gpu_blocks` or `other_blocks` above 4294967295,
 /// a flag other than 0/1, the name not UTF-8, `struct_size` too small, no free slots left
 /// under `max_slots`: code `"INVALID_OPTIONS"`), `KVEXACT_ERR_NULL_ARGUMENT`. `*id` is written
 /// only on success.

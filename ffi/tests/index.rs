@@ -708,6 +708,20 @@ fn options_and_endpoints_are_checked() {
     );
     assert_eq!(id, 77);
     e.name = b"x".as_ptr();
+    // A capacity past the index's 32-bit copy counters.
+    e.gpu_blocks = u64::from(u32::MAX) + 1;
+    assert_eq!(
+        unsafe { kvexact_index_add_endpoint(ix, &e, &mut id, null_mut()) },
+        KVEXACT_ERR_INVALID_ARGUMENT
+    );
+    e.gpu_blocks = 10;
+    e.other_blocks = u64::MAX;
+    assert_eq!(
+        unsafe { kvexact_index_add_endpoint(ix, &e, &mut id, null_mut()) },
+        KVEXACT_ERR_INVALID_ARGUMENT
+    );
+    assert_eq!(id, 77);
+    e.other_blocks = 0;
     e.lora_adapters = 1;
     assert_eq!(
         unsafe { kvexact_index_add_endpoint(ix, &e, &mut id, null_mut()) },

@@ -27,7 +27,8 @@ pub struct IndexOptions {
 /// The GPU figure is the engine's own pool (vLLM `num_gpu_blocks - 1`, SGLang
 /// `max_total_num_tokens / page_size`, TensorRT-LLM's primary blocks): an engine can never
 /// cache more, so a stream that would exceed it has lost removals. Other media (CPU
-/// offloading, SGLang HiCache) are bounded by `other_blocks`.
+/// offloading, SGLang HiCache) are bounded by `other_blocks`. Neither may exceed
+/// [`MAX_BLOCKS_PER_RANK`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capacity {
     /// Blocks of the GPU pool (every KV-cache group together).
@@ -35,6 +36,11 @@ pub struct Capacity {
     /// Blocks in every other medium together.
     pub other_blocks: u64,
 }
+
+/// The largest capacity of one medium class of a rank, in blocks (2^32 - 1; engines' pools are
+/// far smaller): the index counts a rank's copies of one block in 32 bits, and the capacity
+/// bounds them.
+pub const MAX_BLOCKS_PER_RANK: u64 = u32::MAX as u64;
 
 /// One endpoint (an engine replica) of the pool.
 #[derive(Debug, Clone)]

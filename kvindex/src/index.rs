@@ -97,6 +97,15 @@ impl Index {
         if config.capacity.gpu_blocks == 0 {
             return Err(Error::Options("GPU capacity of 0 blocks".into()));
         }
+        let cap = config.capacity;
+        if cap.gpu_blocks.max(cap.other_blocks) > crate::config::MAX_BLOCKS_PER_RANK {
+            return Err(Error::Options(format!(
+                "capacity of {} GPU / {} other blocks per rank: at most {} each",
+                cap.gpu_blocks,
+                cap.other_blocks,
+                crate::config::MAX_BLOCKS_PER_RANK
+            )));
+        }
         let mut admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
         let eps = self.endpoints.load();
         if eps.iter().any(|e| e.config.name == config.name) {

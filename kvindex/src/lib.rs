@@ -96,7 +96,7 @@ mod table;
 mod walk;
 
 pub use apply::Applied;
-pub use config::{Capacity, EndpointConfig, IndexOptions};
+pub use config::{Capacity, EndpointConfig, IndexOptions, MAX_BLOCKS_PER_RANK};
 pub use endpoint::{EndpointId, MAX_MEDIA};
 pub use error::Error;
 pub use feedback::{Observation, PredictionDrift};

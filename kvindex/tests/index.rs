@@ -421,6 +421,24 @@ fn more_than_the_pool_holds_is_an_overflow_and_frees_the_memory() {
     assert_eq!(index.status()[0].overflows, 1);
 }
 
+/// A rank's copies of one block are counted in 32 bits, bounded by its capacity: a capacity
+/// above 2^32 - 1 blocks is refused, one at the bound accepted.
+#[test]
+fn a_capacity_past_the_copy_counters_is_refused() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let max = kvindex::MAX_BLOCKS_PER_RANK;
+    assert_eq!(max, u64::from(u32::MAX));
+    for (gpu, other) in [(max + 1, 0), (8, max + 1), (u64::MAX, u64::MAX)] {
+        let mut e = endpoint("big", gpu);
+        e.capacity.other_blocks = other;
+        assert!(
+            matches!(index.add_endpoint(e), Err(kvindex::Error::Options(_))),
+            "{gpu} / {other}"
+        );
+    }
+    assert!(index.add_endpoint(endpoint("at-the-bound", max)).is_ok());
+}
+
 #[test]
 fn a_batch_that_does_not_decode_is_refused_whole() {
     let index = index_of("vllm-kv-map-v3-r0.31", 4);
