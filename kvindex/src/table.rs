@@ -167,8 +167,11 @@ impl Holders {
 
     /// One copy fewer in `slot`: `None` when it held none, else whether that was its last.
     fn remove(&mut self, slot: u32) -> Option<bool> {
-        if let Ok(i) = self.find_more(slot) {
-            let v = self.more.as_mut().expect("found in the list");
+        let listed = self.more.as_mut().and_then(|v| {
+            let i = v.binary_search_by_key(&slot, |&(s, _)| s).ok()?;
+            Some((v, i))
+        });
+        if let Some((v, i)) = listed {
             v[i].1 -= 1;
             // An inline slot back to one copy is its bit alone; a slot past them leaves the
             // list at zero.
@@ -198,9 +201,10 @@ impl Holders {
         if n == 0 {
             return 0;
         }
-        if let Ok(i) = self.find_more(slot) {
-            let v = self.more.as_mut().expect("found in the list");
-            v.remove(i);
+        if let Some(v) = self.more.as_mut() {
+            if let Ok(i) = v.binary_search_by_key(&slot, |&(s, _)| s) {
+                v.remove(i);
+            }
             if v.is_empty() {
                 self.more = None;
             }
