@@ -35,10 +35,21 @@ impl Cover {
     }
 
     /// Whether `slot` is the only member.
+    #[inline]
     pub fn is_only(&self, slot: u32) -> bool {
-        let mut one = Cover::default();
-        one.set(slot, true);
-        *self == one
+        let (w, bit) = (slot as usize / 64, 1u64 << (slot % 64));
+        match (w, self.high.as_deref()) {
+            (0 | 1, None) => self.low[w] == bit && self.low[1 - w] == 0,
+            (0 | 1, Some(_)) => false,
+            (_, None) => false,
+            // The heap words have no trailing zero word: the slot's word is the last.
+            (_, Some(h)) => {
+                self.low == [0, 0]
+                    && h.len() == w - 1
+                    && h[w - 2] == bit
+                    && h[..w - 2].iter().all(|&x| x == 0)
+            }
+        }
     }
 
     /// The set with `slot` added (`on`) or taken out.
