@@ -333,7 +333,8 @@ func u64Ptr(s []uint64) *C.uint64_t {
 // PredictInto predicts every endpoint rank's cached tokens for a request's full-block hashes
 // (as a hasher of the same release writes them) and prompt length into out, returning the
 // count. When out is too small it returns the needed count with ErrBufferTooSmall. flags: 0 or
-// any of PredictSkipPrefixCache and PredictSparse. No allocation.
+// any of PredictSkipPrefixCache and PredictSparse. A promptTokens above 4294967295 is refused
+// (ErrInvalidArgument). No allocation.
 func (x *Index) PredictInto(hashes []uint64, promptTokens int, flags uint32, out []Prediction) (int, error) {
 	var n C.size_t
 	var cerr *C.kvexact_error
@@ -397,7 +398,8 @@ func (x *Index) RoutePredict(e *Encoder, h *Hasher, body []byte, nowUnixMs int64
 }
 
 // Observe records the engine's reported cached tokens for a request routed to p's endpoint
-// and rank, against p (the prediction made when it was routed); request labels it.
+// and rank, against p (the prediction made when it was routed); request labels it. A p whose
+// token counts exceed 4294967295 (no prediction's do) is refused (ErrInvalidArgument).
 func (x *Index) Observe(p Prediction, request string, reported uint64) (Observation, error) {
 	label := []byte(request)
 	var obs C.kvexact_observation

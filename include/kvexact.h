@@ -2860,7 +2860,8 @@ kvexact_status kvexact_index_feed_json(const kvexact_index *index,
  * the engine's event integer form, as `kvexact_block_hashes_u64` (full blocks only) of a
  * hasher of the same release writes them; at least `(prompt_tokens - 1) / block_size` of
  * them (the blocks a hit may reach) and at most `prompt_tokens / block_size`.
- * `prompt_tokens`: the prompt's token count. `flags`: 0 or any of
+ * `prompt_tokens`: the prompt's token count, at most 2^32 - 1 (`KVEXACT_ERR_INVALID_ARGUMENT`
+ * past it). `flags`: 0 or any of
  * `KVEXACT_PREDICT_SKIP_PREFIX_CACHE` and `KVEXACT_PREDICT_SPARSE` (only the ranks whose
  * prediction is not "cached, 0 tokens", in the same order; `*count` and the buffer size
  * then count those).
@@ -2950,8 +2951,9 @@ kvexact_status kvexact_index_route_predict(const kvexact_index *index,
  * Writes `KVEXACT_OBSERVATION_EXACT`, `_OVER`, `_UNDER` or `_UNJUDGED` (an unknown
  * prediction) to `*observation` and counts it per rank. Returns `KVEXACT_OK`; otherwise,
  * with an error object: `KVEXACT_ERR_UNKNOWN_ENDPOINT`, `KVEXACT_ERR_INVALID_ARGUMENT`
- * (`"UNKNOWN_RANK"`; a status or reason code libkvexact does not define; the label not
- * UTF-8), `KVEXACT_ERR_NULL_ARGUMENT`. `*observation` is written only on success.
+ * (`"UNKNOWN_RANK"`; a status or reason code libkvexact does not define; a token count in
+ * `prediction` past 2^32 - 1, which no prediction has; the label not UTF-8),
+ * `KVEXACT_ERR_NULL_ARGUMENT`. `*observation` is written only on success.
  *
  * # Safety
  * `index` is NULL or a live index; `prediction` is NULL or valid for one read; `request` is

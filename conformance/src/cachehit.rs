@@ -237,7 +237,7 @@ pub fn check(doc: &Value) -> Result<Replay, String> {
                     let want = u(expected, &name)?;
                     let case = format!("q{qid}/{name}");
                     match p.outcome {
-                        Outcome::Cached { tokens, .. } if tokens == want => {
+                        Outcome::Cached { tokens, .. } if u64::from(tokens) == want => {
                             out.cases.push(CaseResult {
                                 name: case,
                                 failure: None,

@@ -131,9 +131,8 @@ impl From<&Prediction> for kvexact_index_prediction {
                 proven,
             } => {
                 out.status = KVEXACT_PREDICTION_CACHED;
-                out.tokens = tokens;
-                out.other_media_tokens =
-                    other_media_tokens.map_or(-1, |t| i64::try_from(t).unwrap_or(i64::MAX));
+                out.tokens = u64::from(tokens);
+                out.other_media_tokens = other_media_tokens.map_or(-1, i64::from);
                 out.proven = u32::from(proven);
             }
             Outcome::Unknown(r) => {
@@ -148,11 +147,23 @@ impl From<&Prediction> for kvexact_index_prediction {
 /// The outcome a C prediction stands for (for `kvexact_index_observe`).
 fn outcome_of(p: &kvexact_index_prediction) -> Result<Outcome, Failure> {
     match p.status {
-        KVEXACT_PREDICTION_CACHED => Ok(Outcome::Cached {
-            tokens: p.tokens,
-            other_media_tokens: u64::try_from(p.other_media_tokens).ok(),
-            proven: p.proven != 0,
-        }),
+        KVEXACT_PREDICTION_CACHED => {
+            // The index never predicts more than a prompt's tokens, which it bounds to 32
+            // bits: a larger count is not one of its predictions.
+            let bounded = |what: &'static str, t: u64| {
+                u32::try_from(t).map_err(|_| {
+                    Failure::invalid(what, format_args!("{t} tokens is not a prediction"))
+                })
+            };
+            Ok(Outcome::Cached {
+                tokens: bounded("prediction.tokens", p.tokens)?,
+                other_media_tokens: match u64::try_from(p.other_media_tokens) {
+                    Ok(t) => Some(bounded("prediction.other_media_tokens", t)?),
+                    Err(_) => None,
+                },
+                proven: p.proven != 0,
+            })
+        }
         KVEXACT_PREDICTION_UNKNOWN => reason_of(p.unknown_reason)
             .map(Outcome::Unknown)
             .ok_or_else(|| {
@@ -237,7 +248,8 @@ fn predict_into(
 /// the engine's event integer form, as `kvexact_block_hashes_u64` (full blocks only) of a
 /// hasher of the same release writes them; at least `(prompt_tokens - 1) / block_size` of
 /// them (the blocks a hit may reach) and at most `prompt_tokens / block_size`.
-/// `prompt_tokens`: the prompt's token count. `flags`: 0 or any of
+/// `prompt_tokens`: the prompt's token count, at most 2^32 - 1 (`KVEXACT_ERR_INVALID_ARGUMENT`
+/// past it). `flags`: 0 or any of
 /// `KVEXACT_PREDICT_SKIP_PREFIX_CACHE` and `KVEXACT_PREDICT_SPARSE` (only the ranks whose
 /// prediction is not "cached, 0 tokens", in the same order; `*count` and the buffer size
 /// then count those).
@@ -398,8 +410,9 @@ pub unsafe extern "C" fn kvexact_index_route_predict(
 /// Writes `KVEXACT_OBSERVATION_EXACT`, `_OVER`, `_UNDER` or `_UNJUDGED` (an unknown
 /// prediction) to `*observation` and counts it per rank. Returns `KVEXACT_OK`; otherwise,
 /// with an error object: `KVEXACT_ERR_UNKNOWN_ENDPOINT`, `KVEXACT_ERR_INVALID_ARGUMENT`
-/// (`"UNKNOWN_RANK"`; a status or reason code libkvexact does not define; the label not
-/// UTF-8), `KVEXACT_ERR_NULL_ARGUMENT`. `*observation` is written only on success.
+/// (`"UNKNOWN_RANK"`; a status or reason code libkvexact does not define; a token count in
+/// `prediction` past 2^32 - 1, which no prediction has; the label not UTF-8),
+/// `KVEXACT_ERR_NULL_ARGUMENT`. `*observation` is written only on success.
 ///
 /// # Safety
 /// `index` is NULL or a live index; `prediction` is NULL or valid for one read; `request` is

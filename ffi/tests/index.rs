@@ -746,6 +746,43 @@ fn options_and_endpoints_are_checked() {
         )
     );
     assert_eq!(p[0].other_media_tokens, -1);
+    // Token counts are 32-bit: a longer prompt, or a prediction handed back with a larger
+    // count, is refused.
+    let mut out = [kvexact_index_prediction::default(); 4];
+    let mut n = usize::MAX;
+    let too_long = u32::MAX as usize + 1;
+    assert_eq!(
+        unsafe {
+            kvexact_index_predict(
+                ix,
+                [1u64].as_ptr(),
+                1,
+                too_long,
+                0,
+                out.as_mut_ptr(),
+                out.len(),
+                &mut n,
+                null_mut(),
+            )
+        },
+        KVEXACT_ERR_INVALID_ARGUMENT
+    );
+    assert_eq!(n, usize::MAX);
+    let mut obs = 99;
+    for (tokens, other) in [(u64::from(u32::MAX) + 1, 0), (16, i64::from(u32::MAX) + 1)] {
+        let big = kvexact_index_prediction {
+            endpoint: id,
+            status: KVEXACT_PREDICTION_CACHED,
+            tokens,
+            other_media_tokens: other,
+            ..Default::default()
+        };
+        assert_eq!(
+            unsafe { kvexact_index_observe(ix, &big, b"q".as_ptr(), 1, 0, &mut obs, null_mut()) },
+            KVEXACT_ERR_INVALID_ARGUMENT
+        );
+    }
+    assert_eq!(obs, 99);
     assert_eq!(
         unsafe { kvexact_index_replay_failed(ix, id, 1, null_mut()) },
         KVEXACT_ERR_INVALID_ARGUMENT

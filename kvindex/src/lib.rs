@@ -101,7 +101,7 @@ pub use endpoint::{EndpointId, MAX_MEDIA};
 pub use error::Error;
 pub use feedback::{Observation, PredictionDrift};
 pub use index::Index;
-pub use prediction::{Outcome, Prediction, Request, UnknownReason};
+pub use prediction::{Outcome, Prediction, Request, UnknownReason, MAX_PROMPT_TOKENS};
 pub use rule::{GroupKind, GroupSpec, HitRule, Lookup, MAX_GROUPS};
 pub use status::RankStatus;
 pub use stream::{Step, StreamState};

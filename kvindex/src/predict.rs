@@ -9,7 +9,7 @@ use crate::endpoint::{
     status_reason, word_code, word_version, Endpoint, EndpointId, Endpoints, EpView,
 };
 use crate::lookup;
-use crate::prediction::{Outcome, Prediction, Request, UnknownReason};
+use crate::prediction::{Outcome, Prediction, Request, UnknownReason, MAX_PROMPT_TOKENS};
 use crate::rule::Lookup;
 use crate::table::Key;
 use crate::{Error, Index};
@@ -48,6 +48,12 @@ thread_local! {
 
 impl Index {
     fn check_request(&self, req: &Request<'_>) -> Result<(), Error> {
+        if req.prompt_tokens > MAX_PROMPT_TOKENS {
+            return Err(Error::Request(format!(
+                "{} prompt tokens (at most {MAX_PROMPT_TOKENS})",
+                req.prompt_tokens
+            )));
+        }
         let bs = self.opts.block_size as usize;
         let need = lookup::max_hit_tokens(req.prompt_tokens) / bs;
         let full = req.prompt_tokens / bs;
@@ -232,7 +238,7 @@ impl Index {
         // One full-attention group on the GPU alone (the common index): the answer is the hit
         // in tokens, nothing on other media.
         let plain = single_full && media <= 1;
-        let bs = self.opts.block_size as u64;
+        let bs = self.opts.block_size;
         let mut k = 0usize;
         for (ei, ep) in views.iter().enumerate() {
             let candidate = !(req.skip_prefix_cache || lora_unknown && ep.lora_adapters);
@@ -255,7 +261,7 @@ impl Index {
                                 endpoint: ep.id,
                                 rank: r,
                                 outcome: Outcome::Cached {
-                                    tokens: u64::from(hit) * bs,
+                                    tokens: hit * bs,
                                     other_media_tokens: Some(0),
                                     proven,
                                 },
@@ -321,9 +327,9 @@ impl Index {
         if t.began.load(Ordering::Relaxed) != began {
             return false;
         }
-        let bs = self.opts.block_size as u64;
+        let bs = self.opts.block_size;
         let cached = |hit: u32| Outcome::Cached {
-            tokens: u64::from(hit) * bs,
+            tokens: hit * bs,
             other_media_tokens: Some(0),
             proven,
         };
@@ -471,10 +477,10 @@ impl Index {
                     })
                 })
                 .count();
-            Some((more * bs) as u64)
+            Some((more * bs) as u32)
         };
         Outcome::Cached {
-            tokens: tokens as u64,
+            tokens: tokens as u32,
             other_media_tokens: other,
             proven,
         }

@@ -8,13 +8,18 @@ pub struct Request<'a> {
     /// engine's event integer form. At least every block a hit may reach must be given
     /// (`(prompt_tokens - 1) / block_size`); more than the prompt's full blocks is refused.
     pub block_hashes: &'a [u64],
-    /// Prompt tokens. (A LoRA adapter or `cache_salt` is in the hashes where the release's
+    /// Prompt tokens, at most [`MAX_PROMPT_TOKENS`]. (A LoRA adapter or `cache_salt` is in the hashes where the release's
     /// events show it; where they do not, the endpoint's predictions are `unknown` whatever
     /// the request names: see [`UnknownReason::LoraNotInEvents`].)
     pub prompt_tokens: usize,
     /// The request skips reading the prefix cache (vLLM: `prompt_logprobs`): no hit.
     pub skip_prefix_cache: bool,
 }
+
+/// The longest prompt a request may name: counts of tokens (the prompt's, a prediction's) are
+/// 32-bit, which keeps a prediction at 24 bytes (the answers are most of a wide index's
+/// prediction time). A longer one is refused ([`crate::Error::Request`]).
+pub const MAX_PROMPT_TOKENS: usize = u32::MAX as usize;
 
 /// Why a slot's count cannot be known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,13 +62,13 @@ pub enum Outcome {
     /// The engine will report `tokens` cached tokens (its GPU prefix-cache hit).
     Cached {
         /// Cached tokens the engine reports.
-        tokens: u64,
+        tokens: u32,
         /// Further tokens of the prompt held right after the GPU hit, the first of them in
         /// another medium (CPU offloading, HiCache, TensorRT-LLM's secondary level), which a
         /// connector may load: the chained blocks from the GPU hit on that some medium holds.
         /// Stated, not proven by a replay; `None` where the rule does not say (several
         /// KV-cache groups). Never part of `tokens`.
-        other_media_tokens: Option<u64>,
+        other_media_tokens: Option<u32>,
         /// A cache-hit replay of the release proves the rule.
         proven: bool,
     },
@@ -75,7 +80,7 @@ impl Outcome {
     /// The cached tokens when known.
     pub fn tokens(&self) -> Option<u64> {
         match self {
-            Outcome::Cached { tokens, .. } => Some(*tokens),
+            Outcome::Cached { tokens, .. } => Some(u64::from(*tokens)),
             Outcome::Unknown(_) => None,
         }
     }

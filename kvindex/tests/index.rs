@@ -440,6 +440,32 @@ fn a_capacity_past_the_copy_counters_is_refused() {
 }
 
 #[test]
+fn a_prompt_past_the_token_counters_is_refused() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let ep = index.add_endpoint(endpoint("a", 64)).unwrap();
+    let req = Request {
+        block_hashes: &[],
+        prompt_tokens: kvindex::MAX_PROMPT_TOKENS + 1,
+        skip_prefix_cache: false,
+    };
+    let mut out = Vec::new();
+    for r in [
+        index.predict(&req, &mut out),
+        index.predict_sparse(&req, &mut out),
+        index.predict_endpoint(ep, &req).map(|_| ()),
+    ] {
+        match r {
+            Err(kvindex::Error::Request(why)) => {
+                assert!(why.contains("at most 4294967295"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // A prediction is 24 bytes: the counts are 32-bit (what the bound above is for).
+    assert_eq!(std::mem::size_of::<kvindex::Prediction>(), 24);
+}
+
+#[test]
 fn a_batch_that_does_not_decode_is_refused_whole() {
     let index = index_of("vllm-kv-map-v3-r0.31", 4);
     let ep = index.add_endpoint(endpoint("e", 100)).unwrap();
