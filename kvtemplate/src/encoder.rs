@@ -201,7 +201,10 @@ impl ScratchBuf {
 
     /// Runs `f` with this thread's scratch buffer, reused by every call made on the thread
     /// (only a buffer: no state survives between calls); a fresh one when the thread's is
-    /// already in use (a re-entrant call).
+    /// already in use (a re-entrant call). After a call that grew it past
+    /// [`ScratchBuf::KEPT_TEXT_BYTES`] of text or [`ScratchBuf::KEPT_IDS`] ids, the thread
+    /// keeps no more than those: one outsized request does not pin its memory in every
+    /// thread that served one.
     ///
     /// ```
     /// use kvtemplate::ScratchBuf;
@@ -214,9 +217,32 @@ impl ScratchBuf {
                 std::cell::RefCell::new(ScratchBuf::new());
         }
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut s) => f(&mut s),
+            Ok(mut s) => {
+                let out = f(&mut s);
+                s.trim();
+                out
+            }
             Err(_) => f(&mut ScratchBuf::new()),
         })
+    }
+
+    /// Text capacity a thread's scratch buffer keeps between calls (a chat of a few hundred
+    /// thousand characters reuses it; a larger one allocates for itself).
+    pub const KEPT_TEXT_BYTES: usize = 1 << 20;
+    /// Id capacity a thread's scratch buffer keeps between calls.
+    pub const KEPT_IDS: usize = 1 << 18;
+
+    /// Gives back what a call grew past the kept capacities (the contents go: nothing
+    /// survives between calls anyway).
+    fn trim(&mut self) {
+        if self.rendered.capacity() > Self::KEPT_TEXT_BYTES {
+            self.rendered.clear();
+            self.rendered.shrink_to(Self::KEPT_TEXT_BYTES);
+        }
+        if self.ids.capacity() > Self::KEPT_IDS {
+            self.ids.clear();
+            self.ids.shrink_to(Self::KEPT_IDS);
+        }
     }
 }
 
@@ -909,5 +935,36 @@ fn mark_final_message(messages: &[Value]) -> Result<(String, Value), Error> {
         _ => Err(Error::EngineRequest(
             "continue_final_message: the final message has no text content".to_string(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ScratchBuf;
+
+    /// A call that grew the thread's buffer past the kept capacities leaves no more than those
+    /// behind; an ordinary one keeps its capacity for the next call.
+    #[test]
+    fn a_thread_keeps_no_more_scratch_than_the_kept_capacities() {
+        std::thread::spawn(|| {
+            let caps =
+                || ScratchBuf::with_thread_local(|s| (s.rendered.capacity(), s.ids.capacity()));
+            ScratchBuf::with_thread_local(|s| {
+                s.rendered.push_str(&"x".repeat(4096));
+                s.ids.extend(0..1024);
+            });
+            let small = caps();
+            assert!(small.0 >= 4096 && small.1 >= 1024, "{small:?}");
+            ScratchBuf::with_thread_local(|s| {
+                s.rendered
+                    .push_str(&"y".repeat(3 * ScratchBuf::KEPT_TEXT_BYTES));
+                s.ids.extend(0..3 * ScratchBuf::KEPT_IDS as u32);
+            });
+            let (text, ids) = caps();
+            assert!(text <= ScratchBuf::KEPT_TEXT_BYTES, "{text}");
+            assert!(ids <= ScratchBuf::KEPT_IDS, "{ids}");
+        })
+        .join()
+        .unwrap();
     }
 }
