@@ -44,6 +44,9 @@ pub struct Index {
     /// `media.len()`, read lock-free on the predict path.
     pub(crate) media_count: AtomicU8,
     pub(crate) drift: Mutex<Option<PredictionDrift>>,
+    /// `log2(block_size)` when the block size is a power of two (every engine's default): a
+    /// token count's whole blocks by a shift, not a division, on the predict path.
+    block_shift: Option<u32>,
 }
 
 struct Admin {
@@ -80,8 +83,21 @@ impl Index {
             media: RwLock::new(vec!["GPU".to_string()]),
             media_count: AtomicU8::new(1),
             drift: Mutex::new(None),
+            block_shift: opts
+                .block_size
+                .is_power_of_two()
+                .then(|| opts.block_size.trailing_zeros()),
             opts,
         })
+    }
+
+    /// The whole blocks in `tokens` tokens.
+    #[inline]
+    pub(crate) fn blocks_in(&self, tokens: usize) -> usize {
+        match self.block_shift {
+            Some(s) => tokens >> s,
+            None => tokens / self.opts.block_size as usize,
+        }
     }
 
     /// The options the index was made with.
@@ -264,5 +280,41 @@ impl Index {
     #[doc(hidden)]
     pub fn walk_fallbacks(&self) -> u64 {
         self.fallbacks.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Index;
+    use crate::{GroupKind, GroupSpec, HitRule, IndexOptions};
+    use kvhash::events::{EventFormat, EventSchema};
+    use proptest::prelude::*;
+
+    fn index(block_size: u32) -> Index {
+        Index::new(IndexOptions {
+            rule: HitRule::for_release_id("vllm-kv-map-v3-r0.31").unwrap(),
+            schema: EventSchema::family(EventFormat::VllmKvMapV3).clone(),
+            block_size,
+            groups: vec![GroupSpec {
+                kind: GroupKind::FullAttention,
+                block_size,
+            }],
+            max_slots: 1,
+        })
+        .unwrap()
+    }
+
+    proptest! {
+        /// A token count's whole blocks equal the division, for block sizes that are powers
+        /// of two (the shift) and those that are not (hybrid models' odd sizes).
+        #[test]
+        fn whole_blocks_equal_the_division(
+            bs in prop_oneof![Just(1u32), Just(16), Just(528), 1u32..5000],
+            tokens in prop_oneof![any::<usize>(), 0usize..100_000],
+        ) {
+            let ix = index(bs);
+            prop_assert_eq!(ix.blocks_in(tokens), tokens / bs as usize);
+            prop_assert_eq!(ix.blocks_in(usize::MAX), usize::MAX / bs as usize);
+        }
     }
 }

@@ -54,14 +54,14 @@ impl Index {
                 req.prompt_tokens
             )));
         }
-        let bs = self.opts.block_size as usize;
-        let need = lookup::max_hit_tokens(req.prompt_tokens) / bs;
-        let full = req.prompt_tokens / bs;
+        let need = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
+        let full = self.blocks_in(req.prompt_tokens);
         if req.block_hashes.len() < need || req.block_hashes.len() > full {
             return Err(Error::Request(format!(
-                "{} block hashes for {} prompt tokens of block size {bs} (expected {need}..={full})",
+                "{} block hashes for {} prompt tokens of block size {} (expected {need}..={full})",
                 req.block_hashes.len(),
-                req.prompt_tokens
+                req.prompt_tokens,
+                self.opts.block_size
             )));
         }
         Ok(())
@@ -462,7 +462,7 @@ impl Index {
         } else if media <= 1 {
             Some(0)
         } else {
-            let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / bs;
+            let max_blocks = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
             let more = (hit_units..max_blocks)
                 .take_while(|&j| {
                     (0..media).any(|m| {

@@ -47,8 +47,7 @@ impl Index {
                 lookup::vllm_hit_tokens(&self.opts.groups, req.prompt_tokens, present)
             }
             _ => {
-                let max_blocks =
-                    lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
+                let max_blocks = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
                 lookup::prefix_hit(max_blocks, |j| present(0, j))
             }
         }
@@ -61,7 +60,7 @@ impl Index {
     /// `zero` ends with the candidates whose hit is 0; `hit` is written for the other
     /// candidates only (a candidate in `zero` may keep an earlier prediction's entry).
     pub(crate) fn walk_runs(&self, req: &Request<'_>, s: &mut Scratch) -> bool {
-        let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
+        let max_blocks = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
         // `alive` holds the candidates (the first pass set it).
         let hashes = &req.block_hashes[..max_blocks];
         s.keep.clear();
@@ -158,7 +157,7 @@ impl Index {
     /// looked up once, and the walk ends when no candidate still matches.
     pub(crate) fn walk_prefix(&self, req: &Request<'_>, s: &mut Scratch) {
         debug_assert!(matches!(self.opts.groups[0].kind, GroupKind::FullAttention));
-        let max_blocks = lookup::max_hit_tokens(req.prompt_tokens) / self.opts.block_size as usize;
+        let max_blocks = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
         let slots = self.opts.max_slots as usize;
         if s.mark.len() < slots {
             s.mark.resize(slots, 0);
