@@ -8,9 +8,10 @@ pub struct Request<'a> {
     /// engine's event integer form. At least every block a hit may reach must be given
     /// (`(prompt_tokens - 1) / block_size`); more than the prompt's full blocks is refused.
     pub block_hashes: &'a [u64],
-    /// Prompt tokens, at most [`MAX_PROMPT_TOKENS`]. (A LoRA adapter or `cache_salt` is in the hashes where the release's
-    /// events show it; where they do not, the endpoint's predictions are `unknown` whatever
-    /// the request names: see [`UnknownReason::LoraNotInEvents`].)
+    /// Prompt tokens, at most [`MAX_PROMPT_TOKENS`]. (A LoRA adapter or `cache_salt` is in the
+    /// hashes where the release's events show it; where they do not, the endpoint's
+    /// predictions are `unknown` whatever the request names: see
+    /// [`UnknownReason::LoraNotInEvents`].)
     pub prompt_tokens: usize,
     /// The request skips reading the prefix cache (vLLM: `prompt_logprobs`): no hit.
     pub skip_prefix_cache: bool,
