@@ -18,8 +18,8 @@ pub struct Request<'a> {
 }
 
 /// The longest prompt a request may name: counts of tokens (the prompt's, a prediction's) are
-/// 32-bit, which keeps a prediction at 24 bytes (the answers are most of a wide index's
-/// prediction time). A longer one is refused ([`crate::Error::Request`]).
+/// 32-bit, which keeps a prediction at 24 bytes (writing the answers is about a quarter of a
+/// wide index's prediction time). A longer one is refused ([`crate::Error::Request`]).
 pub const MAX_PROMPT_TOKENS: usize = u32::MAX as usize;
 
 /// Why a slot's count cannot be known.
