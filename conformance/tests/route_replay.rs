@@ -28,3 +28,29 @@ fn predicted_equals_reported_for_every_request_and_prefix_routing_wins() {
         rr.hit_rate()
     );
 }
+
+/// Other seeds, fleets and pool sizes (small pools evict more; a fleet of eight spreads the
+/// sessions thinner): every prediction still equals the engine's count under both policies.
+#[test]
+fn predicted_equals_reported_under_other_seeds_fleets_and_pools() {
+    for seed in [7919u64, 104_729, 1_299_709] {
+        for (endpoints, pool_blocks) in [(3, 120), (8, 200), (2, 150)] {
+            let cfg = ReplayConfig {
+                endpoints,
+                pool_blocks,
+                seed,
+                ..ReplayConfig::default()
+            };
+            for policy in [Policy::Prefix, Policy::RoundRobin] {
+                let r = replay(&cfg, policy).unwrap();
+                assert_eq!(
+                    r.exact,
+                    r.lines.len(),
+                    "seed {seed}, {endpoints} engines of {pool_blocks} blocks, {policy:?}: {:?}",
+                    r.lines.iter().find(|l| l.predicted != Some(l.reported))
+                );
+                assert!(r.evictions > 0, "seed {seed}: the pools must evict");
+            }
+        }
+    }
+}
