@@ -2,10 +2,12 @@
 //! (docs/contracts/templates.md §2 and §5).
 
 use crate::pyjson::{self, DumpOptions};
+use crate::pyrepr;
 use crate::pystr;
 use crate::strftime::{strftime, UtcTime};
+use crate::template_source::{prints_floats_unchecked, rewrite_generation_tags};
 use kvprofile_core::ClockPolicy;
-use minijinja::value::{Kwargs, Value, ValueKind};
+use minijinja::value::{Kwargs, Rest, Value, ValueKind};
 use minijinja::{Environment, ErrorKind, State};
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -71,6 +73,10 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     source: String,
     max_output: usize,
+    /// The template may spell a float through a path minijinja formats
+    /// ([`prints_floats_unchecked`]): a context holding a float Python spells otherwise is
+    /// refused.
+    floats_unchecked: bool,
 }
 
 /// The render's output, refusing to grow past `max` bytes (the render then stops with a
@@ -116,8 +122,31 @@ impl ChatTemplate {
         env.set_syntax(syntax);
         env.set_fuel(fuel);
         env.set_unknown_method_callback(unknown_method);
+        env.set_formatter(python_formatter);
         env.add_filter("tojson", tojson);
         env.add_filter("trim", trim);
+        env.add_filter("escape", escape);
+        env.add_filter("e", escape);
+        let builtin_join = Value::from_function(minijinja::filters::join);
+        env.add_filter("join", move |state: &mut State, args: Rest<Value>| {
+            join(state, args, &builtin_join)
+        });
+        // The string filters take Python's `str()` of their input, as Jinja's do.
+        for (name, builtin) in [
+            ("string", Value::from_function(minijinja::filters::string)),
+            ("safe", Value::from_function(minijinja::filters::safe)),
+            ("upper", Value::from_function(minijinja::filters::upper)),
+            ("lower", Value::from_function(minijinja::filters::lower)),
+            ("title", Value::from_function(minijinja::filters::title)),
+            (
+                "capitalize",
+                Value::from_function(minijinja::filters::capitalize),
+            ),
+        ] {
+            env.add_filter(name, move |state: &mut State, args: Rest<Value>| {
+                python_input(state, args, &builtin)
+            });
+        }
         env.add_function("raise_exception", raise_exception);
         if clock == Some(ClockPolicy::UtcDate) {
             env.add_function("strftime_now", strftime_now);
@@ -128,6 +157,7 @@ impl ChatTemplate {
             env,
             source: source.to_string(),
             max_output: usize::MAX,
+            floats_unchecked: prints_floats_unchecked(source),
         })
     }
 
@@ -158,6 +188,14 @@ impl ChatTemplate {
         out: &mut String,
     ) -> Result<(), RenderFailure> {
         out.clear();
+        if self.floats_unchecked && pyrepr::holds_differing_float(ctx) {
+            return Err(RenderFailure::Failed(
+                "a float Python spells otherwise than minijinja (below 1e-4 or from 1e16 on), \
+                 in a template that may print it through `~` or a filter kvexact does not \
+                 control"
+                    .into(),
+            ));
+        }
         let tmpl = self
             .env
             .get_template(TEMPLATE_NAME)
@@ -199,130 +237,6 @@ impl ChatTemplate {
         let mut out = String::new();
         self.render_into(ctx, now_unix_ms, &mut out)?;
         Ok(out)
-    }
-}
-
-/// transformers' `{% generation %}` … `{% endgeneration %}` block (its `AssistantTracker`
-/// extension, used by SmolLM3-style templates to mark assistant tokens for training masks;
-/// rendering gives the body unchanged) rewritten into a block minijinja knows that renders its
-/// body: `{% if true %}` … `{% endif %}`. Each tag keeps its whitespace-control markers
-/// (`{%-`, `-%}`, `+`) and its place on the line, so trim_blocks, lstrip_blocks and `-` trim
-/// exactly as around the original tag.
-///
-/// Only real block tags are rewritten, found the way Jinja's lexer finds them: text outside
-/// tags, `{{ … }}` expressions, `{# … #}` comments, string literals inside tags, and
-/// `{% raw %}` … `{% endraw %}` blocks are left alone. A source without such a tag comes back
-/// borrowed.
-///
-/// `{%- generation -%}{{ x }}{% endgeneration %}` becomes `{%- if true -%}{{ x }}{% endif %}`;
-/// `{{ '{% generation %}' }}` is left as it is (unit tests below).
-pub fn rewrite_generation_tags(source: &str) -> Cow<'_, str> {
-    let b = source.as_bytes();
-    let mut out: Option<String> = None;
-    let mut copied = 0;
-    let mut i = 0;
-    while let Some(off) = source.get(i..).and_then(|t| t.find('{')) {
-        let at = i + off;
-        let next = b.get(at + 1).copied();
-        match next {
-            Some(b'#') => {
-                let Some(end) = source.get(at + 2..).and_then(|t| t.find("#}")) else {
-                    break;
-                };
-                i = at + 2 + end + 2;
-            }
-            Some(b'{') => {
-                let Some(end) = tag_end(source, at + 2, "}}") else {
-                    break;
-                };
-                i = end + 2;
-            }
-            Some(b'%') => {
-                let Some(end) = tag_end(source, at + 2, "%}") else {
-                    break;
-                };
-                let inner = source.get(at + 2..end).unwrap_or("");
-                let (lead, body, trail) = split_markers(inner);
-                match body.trim() {
-                    word @ ("generation" | "endgeneration") => {
-                        let with = if word == "generation" {
-                            "if true"
-                        } else {
-                            "endif"
-                        };
-                        let o = out.get_or_insert_with(|| String::with_capacity(source.len()));
-                        o.push_str(source.get(copied..at + 2).unwrap_or(""));
-                        o.push_str(lead);
-                        o.push_str(&body.replacen(word, with, 1));
-                        o.push_str(trail);
-                        copied = end;
-                        i = end + 2;
-                    }
-                    "raw" => match raw_block_end(source, end + 2) {
-                        Some(after) => i = after,
-                        None => break,
-                    },
-                    _ => i = end + 2,
-                }
-            }
-            _ => i = at + 1,
-        }
-    }
-    match out {
-        Some(mut o) => {
-            o.push_str(source.get(copied..).unwrap_or(""));
-            Cow::Owned(o)
-        }
-        None => Cow::Borrowed(source),
-    }
-}
-
-/// The byte index of `close` ending a tag whose inside starts at `from`, skipping Jinja string
-/// literals (`'…'`, `"…"`, backslash escapes).
-fn tag_end(source: &str, from: usize, close: &str) -> Option<usize> {
-    let b = source.as_bytes();
-    let mut i = from;
-    let mut quote: Option<u8> = None;
-    while let Some(&c) = b.get(i) {
-        match quote {
-            Some(q) => {
-                if c == b'\\' {
-                    i += 1;
-                } else if c == q {
-                    quote = None;
-                }
-            }
-            None if c == b'\'' || c == b'"' => quote = Some(c),
-            None if b.get(i..).is_some_and(|t| t.starts_with(close.as_bytes())) => {
-                return Some(i);
-            }
-            None => {}
-        }
-        i += 1;
-    }
-    None
-}
-
-/// A block tag's inside split into its whitespace-control markers and its statement.
-fn split_markers(inner: &str) -> (&str, &str, &str) {
-    let lead = if inner.starts_with(['-', '+']) { 1 } else { 0 };
-    let (l, rest) = inner.split_at(lead);
-    let trail = if rest.ends_with(['-', '+']) { 1 } else { 0 };
-    let (body, t) = rest.split_at(rest.len() - trail);
-    (l, body, t)
-}
-
-/// The index after the `{% endraw %}` tag that closes a raw block whose body starts at `from`.
-fn raw_block_end(source: &str, from: usize) -> Option<usize> {
-    let mut i = from;
-    loop {
-        let at = i + source.get(i..)?.find("{%")?;
-        let end = at + 2 + source.get(at + 2..)?.find("%}")?;
-        let (_, body, _) = split_markers(source.get(at + 2..end)?);
-        if body.trim() == "endraw" {
-            return Some(end + 2);
-        }
-        i = at + 2;
     }
 }
 
@@ -397,8 +311,101 @@ fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, minijinja::Error> {
     pyjson::dumps(value, &opts).map(Value::from_safe_string)
 }
 
-fn trim(s: &str, chars: Option<&str>) -> String {
-    pystr::strip_chars(s, chars, true, true).to_string()
+/// Jinja's `trim`: `str(value).strip(chars)`, for any value.
+fn trim(v: &Value, chars: Option<&str>) -> Result<String, minijinja::Error> {
+    let s = match v.as_str() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(pyrepr::to_str(v)?),
+    };
+    Ok(pystr::strip_chars(&s, chars, true, true).to_string())
+}
+
+/// Jinja's `escape` (`e`): markupsafe's `escape(str(value))` (`&`, `<`, `>`, `'` as `&#39;`,
+/// `"` as `&#34;`), a string already marked safe as it is.
+fn escape(v: &Value) -> Result<Value, minijinja::Error> {
+    if v.is_safe() {
+        return Ok(v.clone());
+    }
+    let s = match v.as_str() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(pyrepr::to_str(v)?),
+    };
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\'' => out.push_str("&#39;"),
+            '"' => out.push_str("&#34;"),
+            c => out.push(c),
+        }
+    }
+    Ok(Value::from_safe_string(out))
+}
+
+/// Prints `{{ … }}` as Python's `str()` where minijinja's display differs
+/// ([`pyrepr::str_differs`]: a float Python spells in exponent form, a container holding one
+/// or a string `repr()` escapes otherwise); else minijinja's own formatter.
+fn python_formatter(
+    out: &mut minijinja::Output,
+    state: &mut State,
+    value: &Value,
+) -> Result<(), minijinja::Error> {
+    if pyrepr::str_differs(value) {
+        let s = pyrepr::to_str(value)?;
+        out.write_str(&s)
+            .map_err(|e| minijinja::Error::new(ErrorKind::WriteFailure, e.to_string()))
+    } else {
+        minijinja::escape_formatter(out, state, value)
+    }
+}
+
+/// Calls a string filter with Python's `str()` of its input in place of the input where
+/// minijinja would display it otherwise (Jinja's string filters start from `str(value)`).
+fn python_input(
+    state: &mut State,
+    args: Rest<Value>,
+    builtin: &Value,
+) -> Result<Value, minijinja::Error> {
+    let mut args = args.0;
+    if let Some(first) = args.first_mut() {
+        if pyrepr::str_differs(first) {
+            *first = Value::from(pyrepr::to_str(first)?);
+        }
+    }
+    builtin.call(state, &args)
+}
+
+/// `join` with Python's `str()` of each item (Jinja joins `map(str, items)`). With an
+/// `attribute` or keyword arguments, items Python would print otherwise are refused.
+fn join(state: &mut State, args: Rest<Value>, builtin: &Value) -> Result<Value, minijinja::Error> {
+    let mut args = args.0;
+    let differs = args
+        .first()
+        .and_then(|seq| seq.try_iter().ok())
+        .is_some_and(|mut items| items.any(|v| pyrepr::str_differs(&v)));
+    if !differs {
+        return builtin.call(state, &args);
+    }
+    if args.len() > 2 || args.last().is_some_and(Value::is_kwargs) {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            "join by attribute over values Python spells otherwise than minijinja",
+        ));
+    }
+    let items = args[0]
+        .try_iter()?
+        .map(|v| {
+            if pyrepr::str_differs(&v) {
+                pyrepr::to_str(&v).map(Value::from)
+            } else {
+                Ok(v)
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    args[0] = Value::from(items);
+    builtin.call(state, &args)
 }
 
 fn unknown_method(
@@ -440,6 +447,12 @@ fn unknown_method(
                     )
                 })?;
                 return Ok(parts.into_iter().map(Value::from).collect());
+            }
+            "format" if args.iter().any(pyrepr::str_differs) => {
+                return Err(minijinja::Error::new(
+                    ErrorKind::InvalidOperation,
+                    "str.format of a value Python spells otherwise than minijinja",
+                ));
             }
             _ => {}
         }

@@ -163,7 +163,7 @@ impl<'a> Json<'a> {
             Json::U64(n) => Value::from(*n),
             Json::F64(f) => Value::from(*f),
             Json::Str(s) => Value::from(s.as_ref()),
-            Json::Array(a) => Value::from(a.iter().map(Json::to_value).collect::<Vec<_>>()),
+            Json::Array(a) => list_value(a.iter().map(Json::to_value).collect()),
             Json::Object(o) => map_value(
                 o.effective()
                     .into_iter()
@@ -174,7 +174,8 @@ impl<'a> Json<'a> {
 }
 
 /// Builds a template map (insertion order kept; a repeated key keeps its first position and
-/// takes the last value, like a Python dict).
+/// takes the last value, like a Python dict; printed as Python prints a `dict`, see
+/// `pyvalue.rs`).
 pub fn map_value<K: Into<minijinja::Value>>(
     pairs: impl IntoIterator<Item = (K, minijinja::Value)>,
 ) -> minijinja::Value {
@@ -182,7 +183,12 @@ pub fn map_value<K: Into<minijinja::Value>>(
     for (k, v) in pairs {
         m.insert(k.into(), v);
     }
-    minijinja::Value::from_object(m)
+    minijinja::Value::from_object(crate::pyvalue::PyDict(m))
+}
+
+/// Builds a template list (printed as Python prints a `list`, see `pyvalue.rs`).
+pub fn list_value(items: Vec<minijinja::Value>) -> minijinja::Value {
+    minijinja::Value::from_object(crate::pyvalue::PyList(items))
 }
 
 /// Parses a whole document (trailing whitespace allowed, nothing else).

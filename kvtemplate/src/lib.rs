@@ -58,11 +58,15 @@ pub mod mistral;
 mod model_dir;
 mod profile;
 mod pyjson;
+mod pyrepr;
+mod pyrepr_table;
 mod pystr;
+mod pyvalue;
 mod refusal;
 mod strftime;
 mod strict;
 mod template_facts;
+mod template_source;
 mod tokenize;
 
 pub use chat_rules::{ChatRules, TemplateErrorClass, ToolSerialization, UnknownRule};

@@ -456,7 +456,7 @@ impl Encoder {
                         ])]),
                         StrictContent::Null => Value::from(Vec::<Value>::new()),
                         StrictContent::Parts(p) => {
-                            Value::from(p.iter().map(Json::to_value).collect::<Vec<_>>())
+                            crate::json::list_value(p.iter().map(Json::to_value).collect())
                         }
                     };
                     message_value(m.role, c)
@@ -469,7 +469,7 @@ impl Encoder {
                         StrictContent::Text(s) => Value::from(s.as_ref()),
                         StrictContent::Null => Value::from(""),
                         StrictContent::Parts(p) => {
-                            Value::from(p.iter().map(Json::to_value).collect::<Vec<_>>())
+                            crate::json::list_value(p.iter().map(Json::to_value).collect())
                         }
                     };
                     message_value(m.role, c)

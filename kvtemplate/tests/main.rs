@@ -16,4 +16,5 @@ mod lifts;
 mod loader;
 mod mistral;
 mod profile;
+mod python_values;
 mod refusals;

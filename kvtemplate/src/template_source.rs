@@ -1,0 +1,305 @@
+//! What the template environment does to a chat template's source before compiling it, and
+//! what it reads from it: the tags found the way Jinja's lexer finds them (text outside tags,
+//! `{# … #}` comments, string literals inside tags and `{% raw %}` … `{% endraw %}` blocks are
+//! not tags), transformers' `{% generation %}` blocks rewritten into blocks minijinja knows,
+//! and whether the template prints values through a path whose float spelling kvexact does
+//! not control ([`prints_floats_unchecked`]).
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+/// One `{{ … }}` or `{% … %}` tag.
+struct Tag {
+    /// The bytes between the delimiters (markers such as `-` included).
+    inner: Range<usize>,
+    /// A `{% … %}` block tag (else an expression).
+    block: bool,
+}
+
+/// Every tag of `source` outside comments and raw blocks, in order; the walk stops at an
+/// unclosed comment, tag or raw block (the compiler then reports it).
+fn tags(source: &str) -> impl Iterator<Item = Tag> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || loop {
+        let at = i + source.get(i..)?.find('{')?;
+        match source.as_bytes().get(at + 1) {
+            Some(b'#') => i = at + 2 + source.get(at + 2..)?.find("#}")? + 2,
+            Some(b'{') => {
+                let end = tag_end(source, at + 2, "}}")?;
+                i = end + 2;
+                return Some(Tag {
+                    inner: at + 2..end,
+                    block: false,
+                });
+            }
+            Some(b'%') => {
+                let end = tag_end(source, at + 2, "%}")?;
+                i = end + 2;
+                let (_, body, _) = split_markers(source.get(at + 2..end)?);
+                if body.trim() == "raw" {
+                    i = raw_block_end(source, i)?;
+                    continue;
+                }
+                return Some(Tag {
+                    inner: at + 2..end,
+                    block: true,
+                });
+            }
+            _ => i = at + 1,
+        }
+    })
+}
+
+/// transformers' `{% generation %}` … `{% endgeneration %}` block (its `AssistantTracker`
+/// extension, used by SmolLM3-style templates to mark assistant tokens for training masks;
+/// rendering gives the body unchanged) rewritten into a block minijinja knows that renders its
+/// body: `{% if true %}` … `{% endif %}`. Each tag keeps its whitespace-control markers
+/// (`{%-`, `-%}`, `+`) and its place on the line, so trim_blocks, lstrip_blocks and `-` trim
+/// exactly as around the original tag.
+///
+/// Only real block tags are rewritten ([`tags`]). A source without such a tag comes back
+/// borrowed.
+///
+/// `{%- generation -%}{{ x }}{% endgeneration %}` becomes `{%- if true -%}{{ x }}{% endif %}`;
+/// `{{ '{% generation %}' }}` is left as it is (unit tests in `env.rs`).
+pub(crate) fn rewrite_generation_tags(source: &str) -> Cow<'_, str> {
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    for tag in tags(source).filter(|t| t.block) {
+        let inner = source.get(tag.inner.clone()).unwrap_or("");
+        let (lead, body, trail) = split_markers(inner);
+        let with = match body.trim() {
+            "generation" => "if true",
+            "endgeneration" => "endif",
+            _ => continue,
+        };
+        let word = body.trim();
+        let o = out.get_or_insert_with(|| String::with_capacity(source.len()));
+        o.push_str(source.get(copied..tag.inner.start).unwrap_or(""));
+        o.push_str(lead);
+        o.push_str(&body.replacen(word, with, 1));
+        o.push_str(trail);
+        copied = tag.inner.end;
+    }
+    match out {
+        Some(mut o) => {
+            o.push_str(source.get(copied..).unwrap_or(""));
+            Cow::Owned(o)
+        }
+        None => Cow::Borrowed(source),
+    }
+}
+
+/// The filters whose output never spells a float of their input the way minijinja displays
+/// it: those that do not turn their input into text, `tojson` (Python's `json.dumps`), and
+/// the string filters the environment passes Python's `str()` of their input (`env.rs`).
+const FILTERS_EXACT: &[&str] = &[
+    "abs",
+    "attr",
+    "batch",
+    "bool",
+    "capitalize",
+    "chain",
+    "count",
+    "d",
+    "default",
+    "dictsort",
+    "e",
+    "escape",
+    "first",
+    "float",
+    "groupby",
+    "int",
+    "items",
+    "join",
+    "last",
+    "length",
+    "list",
+    "lower",
+    "map",
+    "max",
+    "min",
+    "reject",
+    "rejectattr",
+    "reverse",
+    "round",
+    "safe",
+    "select",
+    "selectattr",
+    "slice",
+    "sort",
+    "string",
+    "sum",
+    "title",
+    "tojson",
+    "trim",
+    "unique",
+    "upper",
+    "zip",
+];
+
+/// Whether the template can turn a float into text through a path where minijinja, not
+/// kvexact, spells it: the `~` operator, a filter outside [`FILTERS_EXACT`] (`replace`,
+/// `indent`, `format`, …) or one named to `map`. A render of such a template refuses a context
+/// holding a float Python spells otherwise (`env.rs`).
+pub(crate) fn prints_floats_unchecked(source: &str) -> bool {
+    tags(source).any(|tag| {
+        let inner = source.get(tag.inner).unwrap_or("");
+        let mut words = code_outside_strings(inner);
+        let mut after_bar = false;
+        let mut after_map = false;
+        while let Some(piece) = words.next() {
+            match piece {
+                Piece::Char('~') => return true,
+                Piece::Char('|') => after_bar = true,
+                Piece::Word(w) if after_bar => {
+                    if !FILTERS_EXACT.contains(&w) {
+                        return true;
+                    }
+                    after_map = w == "map";
+                    after_bar = false;
+                }
+                Piece::Word(w) => after_map = w == "map",
+                Piece::Char('(') if after_map => {
+                    // `map('name', …)`: the filter named first.
+                    if let Some(Piece::Str(name)) = words.next() {
+                        if !FILTERS_EXACT.contains(&name) {
+                            return true;
+                        }
+                    }
+                    after_map = false;
+                }
+                Piece::Char(c) if c.is_whitespace() => {}
+                _ => {
+                    after_bar = false;
+                    after_map = false;
+                }
+            }
+        }
+        false
+    })
+}
+
+/// A piece of a tag's code.
+enum Piece<'a> {
+    /// An identifier.
+    Word(&'a str),
+    /// A string literal's body (escapes left as written).
+    Str(&'a str),
+    /// Any other character.
+    Char(char),
+}
+
+/// A tag's code as identifiers, string literals and single characters.
+fn code_outside_strings(code: &str) -> impl Iterator<Item = Piece<'_>> + '_ {
+    let b = code.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let c = *b.get(i)?;
+        let start = i;
+        if c == b'\'' || c == b'"' {
+            i += 1;
+            while let Some(&x) = b.get(i) {
+                if x == b'\\' {
+                    i += 2;
+                    continue;
+                }
+                i += 1;
+                if x == c {
+                    break;
+                }
+            }
+            let end = i.saturating_sub(1).max(start + 1).min(code.len());
+            return Some(Piece::Str(code.get(start + 1..end).unwrap_or("")));
+        }
+        if c.is_ascii_alphabetic() || c == b'_' {
+            while b
+                .get(i)
+                .is_some_and(|x| x.is_ascii_alphanumeric() || *x == b'_')
+            {
+                i += 1;
+            }
+            return Some(Piece::Word(code.get(start..i).unwrap_or("")));
+        }
+        let ch = code.get(i..)?.chars().next()?;
+        i += ch.len_utf8();
+        Some(Piece::Char(ch))
+    })
+}
+
+/// The byte index of `close` ending a tag whose inside starts at `from`, skipping Jinja string
+/// literals (`'…'`, `"…"`, backslash escapes).
+fn tag_end(source: &str, from: usize, close: &str) -> Option<usize> {
+    let b = source.as_bytes();
+    let mut i = from;
+    let mut quote: Option<u8> = None;
+    while let Some(&c) = b.get(i) {
+        match quote {
+            Some(q) => {
+                if c == b'\\' {
+                    i += 1;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None if c == b'\'' || c == b'"' => quote = Some(c),
+            None if b.get(i..).is_some_and(|t| t.starts_with(close.as_bytes())) => {
+                return Some(i);
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// A block tag's inside split into its whitespace-control markers and its statement.
+fn split_markers(inner: &str) -> (&str, &str, &str) {
+    let lead = if inner.starts_with(['-', '+']) { 1 } else { 0 };
+    let (l, rest) = inner.split_at(lead);
+    let trail = if rest.ends_with(['-', '+']) { 1 } else { 0 };
+    let (body, t) = rest.split_at(rest.len() - trail);
+    (l, body, t)
+}
+
+/// The index after the `{% endraw %}` tag that closes a raw block whose body starts at `from`.
+fn raw_block_end(source: &str, from: usize) -> Option<usize> {
+    let mut i = from;
+    loop {
+        let at = i + source.get(i..)?.find("{%")?;
+        let end = at + 2 + source.get(at + 2..)?.find("%}")?;
+        let (_, body, _) = split_markers(source.get(at + 2..end)?);
+        if body.trim() == "endraw" {
+            return Some(end + 2);
+        }
+        i = at + 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unchecked_float_paths_are_found_in_tags_only() {
+        for (src, want) in [
+            ("{{ a ~ b }}", true),
+            ("{{ '~' }}~ text {# ~ #}", false),
+            ("{% raw %}{{ a ~ b }}{% endraw %}", false),
+            ("{{ x | replace('a', 'b') }}", true),
+            (
+                "{{ x|trim|upper }}{{ xs | join(', ') }}{{ y|tojson }}",
+                false,
+            ),
+            (
+                "{{ xs|map('upper')|join }}{{ xs|map(attribute='a') }}",
+                false,
+            ),
+            ("{{ xs|map('replace', 'a', 'b') }}", true),
+            ("{% set s = x|indent(2) %}", true),
+            ("{{ 'a|replace' }}{{ x or y }}", false),
+        ] {
+            assert_eq!(prints_floats_unchecked(src), want, "{src}");
+        }
+    }
+}

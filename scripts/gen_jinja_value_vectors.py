@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Ground truth for how the engines' chat-template environment prints values: floats Python
+spells in exponent form, strings inside containers (repr escapes every non-printable
+character), containers, tuples, undefined values, and the filters and operators that turn
+values into text.
+
+Engines render chat templates with transformers' `_compile_jinja_template` (Jinja's
+ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, its own `tojson`,
+`raise_exception`, `strftime_now`); request JSON reaches the template through `json.loads`
+(vLLM, SGLang and TensorRT-LLM parse the body, and tool-call arguments, that way). Each case
+renders one template over one context (the JSON text is in the file; parse it with Python's
+rules) and records `rendered` or the error.
+
+Reproduce (no torch needed):
+
+    python3 -m venv /tmp/tfj && /tmp/tfj/bin/pip install transformers==4.57.6 jinja2==3.1.6
+    /tmp/tfj/bin/python scripts/gen_jinja_value_vectors.py \
+        > testdata/vectors/jinja-values/python-values-v1.json
+"""
+import json
+import sys
+
+import jinja2
+import transformers
+from transformers.utils.chat_template_utils import _compile_jinja_template
+
+CONTEXTS = {
+    # Floats on both sides of Python's exponent thresholds (1e-4, 1e16), integers past 2**53
+    # and 2**64, tool-call arguments as engines parse them.
+    "numbers": r'''{
+ "fs": [1e20, 1e-5, 1e16, 1e15, 0.0001, 0.00012, 9.999999999999999e-05, 1.5e300, -0.0,
+        123456789012345678.0, 2.5, 1e-7, 3.0, 0.1, -1e-5, 5e-324, 1.7976931348623157e308,
+        100.0, 1234567.125, 1e-10, 1e100, 9999999999999998.0],
+ "is": [0, -1, 9007199254740993, 9223372036854775807, -9223372036854775808, 18446744073709551615],
+ "args": {"lat": 1e-05, "lon": 0.0001, "scale": 1e+16, "ratio": 0.5, "name": "x", "tags": [1e-06, "a"], "opts": {"eps": 1e-08}},
+ "nested": [[1e-5, {"a": 1e20}], ["q"], []]
+}''',
+    # Strings Python's repr escapes where minijinja did not (no-break space, zero-width
+    # joiner in an emoji, ideographic space, line separator, soft hyphen, BOM, private use,
+    # an unassigned code point), quotes, controls; tool definitions holding them; no float
+    # Python spells in exponent form.
+    "text": r'''{
+ "ss": ["a'b", "a\"b", "a'b\"c", "new\nline\ttab\r", "\u0001\u001f\u007f\u0085", "\u00a0nbsp",
+        "\ud83d\udc68\u200d\ud83d\udc69\u200d\ud83d\udc67", "\u3000ideographic", "\u2028\u2029",
+        "\u00adsoft", "\ufeffbom", "\ue000", "\u0378", "\u00e9\u6771\ud83d\ude00", "\\", ""],
+ "d": {"s": "x'y\u00a0", "n": 3, "f": 1.5, "l": [null, true, false], "e": {}},
+ "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather\u00a0now \u2014 \u201cquoted\u201d",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}, "p": {"type": "number", "minimum": 0.5}}, "required": ["city"]}}}]
+}''',
+}
+
+PER_ITEM = [
+    "{{ x }}",
+    "{{ x|string }}",
+    "{{ [x] }}",
+    "{{ {'k': x} }}",
+    "{{ (x,) }}",
+    "{{ x|tojson }}",
+    "{{ x ~ '' }}",
+    "{{ x|trim }}",
+    "{{ x|upper }}",
+    "{{ x|lower }}",
+    "{{ x|title }}",
+    "{{ x|capitalize }}",
+    "{{ x|e }}",
+    "{{ x|safe }}",
+    "{{ x|replace('e', 'E') }}",
+    "{{ [x]|join }}",
+    "{{ x|format }}",
+]
+
+WHOLE = {
+    "numbers": [
+        "{{ fs }}", "{{ is }}", "{{ fs|join(', ') }}", "{{ is|join(', ') }}", "{{ fs|tojson }}",
+        "{{ args }}", "{{ args|tojson }}", "{{ args|string }}", "{{ args.items()|list }}",
+        "{{ nested }}", "{{ nested|string }}", "{{ fs|map('string')|join('|') }}",
+        "{% for k, v in args.items() %}{{ k }}={{ v }};{% endfor %}",
+        "{% for k, v in args|items %}{{ k }}={{ v }};{% endfor %}",
+        "{%- for k, v in args|items %}<parameter={{ k }}>{% set v = v|tojson|safe if v is mapping or (v is sequence and v is not string) else v|string %}{{ v }}</parameter>{% endfor %}",
+        "{{ fs[1]|round(7) }}|{{ fs[0]|int }}|{{ fs[1] * 3 }}|{{ fs[1] > 0 }}|{{ fs[1] is number }}",
+        "{{ 1e16 }}|{{ 1/3 }}|{{ 10/4 }}|{{ 0.1 * 3 }}|{{ 2 ** 0.5 }}|{{ 1e-5 }}",
+        "{{ [undefined_name] }}",
+        "{{ '%s'|format(fs[1]) }}",
+    ],
+    "text": [
+        "{{ ss }}", "{{ ss|join('|') }}", "{{ ss|tojson }}", "{{ d }}", "{{ d|string }}",
+        "{{ d.items()|list }}", "{{ tools }}", "{{ tools|tojson }}", "{{ tools|string }}",
+        "{% for t in tools %}{{ t.function }}{% endfor %}",
+        "{{ 'Tools: ' ~ tools }}",
+        "{% for k, v in d|items %}{{ k }}={{ v }};{% endfor %}",
+    ],
+}
+
+
+def render(template, ctx):
+    try:
+        return {"rendered": _compile_jinja_template(template).render(**ctx)}
+    except Exception as e:  # noqa: BLE001 - any engine error is the truth recorded
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def main():
+    cases = []
+    for name, text in CONTEXTS.items():
+        ctx = json.loads(text)
+        items = "fs" if name == "numbers" else "ss"
+        for t in PER_ITEM:
+            tmpl = "{% for x in " + items + " %}" + t + "|{% endfor %}"
+            cases.append({"context": name, "template": tmpl, **render(tmpl, ctx)})
+        if name == "numbers":
+            for t in PER_ITEM[:8]:
+                tmpl = "{% for x in is %}" + t + "|{% endfor %}"
+                cases.append({"context": name, "template": tmpl, **render(tmpl, ctx)})
+        for tmpl in WHOLE[name]:
+            cases.append({"context": name, "template": tmpl, **render(tmpl, ctx)})
+    out = {
+        "generator": "scripts/gen_jinja_value_vectors.py",
+        "versions": {
+            "python": sys.version.split()[0],
+            "transformers": transformers.__version__,
+            "jinja2": jinja2.__version__,
+        },
+        "contexts": CONTEXTS,
+        "cases": cases,
+    }
+    json.dump(out, sys.stdout, ensure_ascii=False, indent=1)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
