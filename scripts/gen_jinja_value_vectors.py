@@ -4,6 +4,9 @@ spells in exponent form, strings inside containers (repr escapes every non-print
 character), containers, tuples, undefined values, and the filters and operators that turn
 values into text.
 
+The second half renders every test, filter and operator of a list over every kind of JSON
+value (and an undefined one).
+
 Engines render chat templates with transformers' `_compile_jinja_template` (Jinja's
 ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, its own `tojson`,
 `raise_exception`, `strftime_now`); request JSON reaches the template through `json.loads`
@@ -92,6 +95,38 @@ WHOLE = {
 }
 
 
+# Tests, filters and operators over every kind of JSON value (and an undefined one): what
+# Jinja answers, or that it raises.
+VALUES = {
+    "none": None, "true": True, "false": False, "zero": 0, "one": 1, "float": 1.5,
+    "empty_str": "", "str": "ab c", "empty_list": [], "list": [1, "x"], "empty_dict": {},
+    "dict": {"a": 1, "b": None},
+}
+TESTS = ["iterable", "sequence", "mapping", "string", "number", "integer", "float", "boolean",
+         "defined", "undefined", "none", "true", "false", "callable", "sameas none", "eq 1",
+         "lower", "upper", "odd", "even", "divisibleby 2", "in [1, 'x']", "escaped"]
+FILTERS = ["default('Z')", "default('Z', true)", "length", "list", "first", "last", "string",
+           "int", "float", "trim", "upper", "tojson", "join(',')", "items|list", "dictsort",
+           "reverse|list", "sort", "unique|list", "sum", "min", "max", "abs", "round", "bool",
+           "capitalize", "title", "wordcount", "center(8)", "indent(2)", "batch(1)|list",
+           "select|list", "reject|list", "map('string')|list", "selectattr('a')|list",
+           "attr('a')", "attr('items')", "safe", "e", "replace('a','Z')", "truncate(3)"]
+OPERATORS = ["not x", "x == none", "x != none", "x and 'T' or 'F'", "'T' if x else 'F'",
+             "x ~ '|'", "x + x", "x * 2", "x in x", "[x]", "{'k': x}", "(x, x)", "x[0]",
+             "x['a']", "x.a", "x[1:]", "x|length > 0 if x is iterable else 'n'",
+             "x.get('a') if x is mapping else 'n'", "x.items()|list if x is mapping else 'n'",
+             "x.keys()|list if x is mapping else 'n'", "x.values()|list if x is mapping else 'n'",
+             "x.split() if x is string else 'n'", "x.startswith('a') if x is string else 'n'",
+             "x.strip() if x is string else 'n'", "x.upper() if x is string else 'n'",
+             "x.count('a') if x is string else 'n'", "x.find('b') if x is string else 'n'",
+             "x.replace('a', 'b') if x is string else 'n'", "x.title() if x is string else 'n'",
+             "x.lstrip('a') if x is string else 'n'", "x.endswith('c') if x is string else 'n'"]
+STATEMENTS = ["{% for i in x %}[{{ i }}]{% endfor %}",
+              "{% for k, v in x.items() %}[{{ k }}={{ v }}]{% endfor %}",
+              "{% if x %}T{% else %}F{% endif %}",
+              "{{ x|length if x is not none else 'N' }}"]
+
+
 def render(template, ctx):
     try:
         return {"rendered": _compile_jinja_template(template).render(**ctx)}
@@ -113,6 +148,16 @@ def main():
                 cases.append({"context": name, "template": tmpl, **render(tmpl, ctx)})
         for tmpl in WHOLE[name]:
             cases.append({"context": name, "template": tmpl, **render(tmpl, ctx)})
+    exprs = (["{{ x is " + t + " }}" for t in TESTS] + ["{{ x|" + f + " }}" for f in FILTERS]
+             + ["{{ " + o + " }}" for o in OPERATORS] + STATEMENTS)
+    contexts = dict(CONTEXTS)
+    for name, value in VALUES.items():
+        contexts["x_" + name] = json.dumps({"x": value})
+    contexts["x_undefined"] = "{}"
+    for e in exprs:
+        for name in list(VALUES) + ["undefined"]:
+            ctx = json.loads(contexts["x_" + name])
+            cases.append({"context": "x_" + name, "template": e, **render(e, ctx)})
     out = {
         "generator": "scripts/gen_jinja_value_vectors.py",
         "versions": {
@@ -120,7 +165,7 @@ def main():
             "transformers": transformers.__version__,
             "jinja2": jinja2.__version__,
         },
-        "contexts": CONTEXTS,
+        "contexts": contexts,
         "cases": cases,
     }
     json.dump(out, sys.stdout, ensure_ascii=False, indent=1)

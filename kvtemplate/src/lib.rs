@@ -57,6 +57,7 @@ mod loader_ambiguity;
 pub mod mistral;
 mod model_dir;
 mod profile;
+mod pyfilters;
 mod pyjson;
 mod pyrepr;
 mod pyrepr_table;
