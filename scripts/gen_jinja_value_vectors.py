@@ -4,8 +4,8 @@ spells in exponent form, strings inside containers (repr escapes every non-print
 character), containers, tuples, undefined values, and the filters and operators that turn
 values into text.
 
-The second half renders every test, filter and operator of a list over every kind of JSON
-value (and an undefined one).
+Then every test, filter and operator of a list over every kind of JSON value (and an
+undefined one), and Python's string methods and Jinja's string filters over tricky text.
 
 Engines render chat templates with transformers' `_compile_jinja_template` (Jinja's
 ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, its own `tojson`,
@@ -127,6 +127,24 @@ STATEMENTS = ["{% for i in x %}[{{ i }}]{% endfor %}",
               "{{ x|length if x is not none else 'N' }}"]
 
 
+# Python's string methods and Jinja's string filters over text where they are easy to get
+# wrong: apostrophes and digits before letters (`title`), ß and digraphs and ligatures
+# (titlecase mappings), titlecase letters, final sigma, Python's line and space characters.
+STRINGS = ["they're bill's friends", "hello world", "ÉCOLE école", "ß straße", "ǆemal",
+           "İstanbul", "  a  b  ", "a,b,,c", "x\ny\r\nz\r", "\tTab\x0bVT\x0cFF\x1cFS",
+           "123abc", "ABC", "a_b-c.d", "ﬁne ﬂow", "Σίσυφος", "ΣΑΣ", "σς", "Ⅻ roman", "𝐀𝐁",
+           "k\u0307", "ǈ titlecase", "", " ", "<think>x</think>y", "a\u00a0b\u3000c", "1.5e-5"]
+STRING_METHODS = ["title()", "capitalize()", "upper()", "lower()", "split()", "split(',')",
+                  "split(',', 1)", "splitlines()", "strip()", "lstrip()", "rstrip()",
+                  "strip('a ')", "startswith('a')", "endswith('c')", "replace('a', 'X')",
+                  "replace('a', 'X', 1)", "count('a')", "find('b')", "rfind('b')", "isalpha()",
+                  "isdigit()", "isnumeric()", "isalnum()", "isspace()", "islower()",
+                  "isupper()", "join(['1','2'])", "lower().split()", "split('</think>')[-1]",
+                  "split('</think>')[0].strip()", "strip('\\n')"]
+STRING_FILTERS = ["title", "capitalize", "upper", "lower", "trim", "length", "list|length",
+                  "first", "last", "reverse", "replace('a','Z')", "string", "tojson", "e"]
+
+
 def render(template, ctx):
     try:
         return {"rendered": _compile_jinja_template(template).render(**ctx)}
@@ -158,6 +176,13 @@ def main():
         for name in list(VALUES) + ["undefined"]:
             ctx = json.loads(contexts["x_" + name])
             cases.append({"context": "x_" + name, "template": e, **render(e, ctx)})
+    for i, text in enumerate(STRINGS):
+        name = f"s_{i}"
+        contexts[name] = json.dumps({"x": text}, ensure_ascii=False)
+        templates = (["{{ x." + m + " }}" for m in STRING_METHODS]
+                     + ["{{ x|" + f + " }}" for f in STRING_FILTERS])
+        for t in templates:
+            cases.append({"context": name, "template": t, **render(t, {"x": text})})
     out = {
         "generator": "scripts/gen_jinja_value_vectors.py",
         "versions": {

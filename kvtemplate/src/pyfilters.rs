@@ -30,7 +30,6 @@ pub(crate) fn install(env: &mut Environment<'_>) {
         ("safe", Value::from_function(minijinja::filters::safe)),
         ("upper", Value::from_function(minijinja::filters::upper)),
         ("lower", Value::from_function(minijinja::filters::lower)),
-        ("title", Value::from_function(minijinja::filters::title)),
         (
             "capitalize",
             Value::from_function(minijinja::filters::capitalize),
@@ -40,6 +39,12 @@ pub(crate) fn install(env: &mut Environment<'_>) {
             python_input(state, args, &builtin)
         });
     }
+    env.add_filter("title", |v: &Value| -> Result<String, minijinja::Error> {
+        Ok(match v.as_str() {
+            Some(s) => pystr::jinja_title(s),
+            None => pystr::jinja_title(&pyrepr::to_str(v)?),
+        })
+    });
     env.add_test("iterable", is_iterable);
     env.add_test("sequence", is_sequence);
     env.add_test("lower", |v: &Value| {
@@ -341,6 +346,25 @@ fn unknown_method(
             }
         };
         match method {
+            "title" if args.is_empty() => {
+                return pystr::title(s).map(Value::from).ok_or_else(|| {
+                    minijinja::Error::new(
+                        ErrorKind::InvalidOperation,
+                        "str.title() lowercasing a capital sigma (final form by context)",
+                    )
+                });
+            }
+            "splitlines" => {
+                if !args.is_empty() {
+                    return Err(minijinja::Error::new(
+                        ErrorKind::InvalidOperation,
+                        "str.splitlines with arguments",
+                    ));
+                }
+                return Ok(pystr::splitlines(s).into_iter().map(Value::from).collect());
+            }
+            "islower" if args.is_empty() => return Ok(Value::from(pystr::is_lower(s))),
+            "isupper" if args.is_empty() => return Ok(Value::from(pystr::is_upper(s))),
             "strip" | "lstrip" | "rstrip" => {
                 let chars = str_arg(0)?;
                 let (l, r) = match method {

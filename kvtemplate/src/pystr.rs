@@ -39,6 +39,166 @@ pub fn strip_chars<'s>(s: &'s str, chars: Option<&str>, left: bool, right: bool)
     out
 }
 
+/// Unicode general category Lt (titlecase letters; unchanged since Unicode 3.0).
+fn is_titlecase(c: char) -> bool {
+    matches!(c as u32,
+        0x1C5 | 0x1C8 | 0x1CB | 0x1F2 | 0x1F88..=0x1F8F | 0x1F98..=0x1F9F | 0x1FA8..=0x1FAF
+        | 0x1FBC | 0x1FCC | 0x1FFC)
+}
+
+/// Python's notion of a cased character (Lowercase, Uppercase or Lt).
+fn is_cased(c: char) -> bool {
+    c.is_lowercase() || c.is_uppercase() || is_titlecase(c)
+}
+
+/// Python's titlecase mapping of one character (`c.title()`): its uppercase mapping except
+/// for the characters whose titlecase differs (the digraphs DŽ, LJ, NJ, DZ, Greek with
+/// ypogegrammeni, ligatures, ß, Georgian Mkhedruli, which stays lowercase).
+fn push_title(c: char, out: &mut String) {
+    let special: Option<&str> = match c as u32 {
+        0xDF => Some("Ss"),
+        0x1C4..=0x1C6 => Some("\u{1C5}"),
+        0x1C7..=0x1C9 => Some("\u{1C8}"),
+        0x1CA..=0x1CC => Some("\u{1CB}"),
+        0x1F1..=0x1F3 => Some("\u{1F2}"),
+        0x587 => Some("\u{535}\u{582}"),
+        0x10D0..=0x10FA | 0x10FD..=0x10FF => {
+            out.push(c);
+            return;
+        }
+        0x1F80..=0x1F87 | 0x1F90..=0x1F97 | 0x1FA0..=0x1FA7 => {
+            out.push(char::from_u32(c as u32 + 8).unwrap_or(c));
+            return;
+        }
+        0x1F88..=0x1F8F | 0x1F98..=0x1F9F | 0x1FA8..=0x1FAF | 0x1FBC | 0x1FCC | 0x1FFC => {
+            out.push(c);
+            return;
+        }
+        0x1FB2 => Some("\u{1FBA}\u{345}"),
+        0x1FB3 => Some("\u{1FBC}"),
+        0x1FB4 => Some("\u{386}\u{345}"),
+        0x1FB7 => Some("\u{1FBC}\u{342}"),
+        0x1FC2 => Some("\u{1FCA}\u{345}"),
+        0x1FC3 => Some("\u{1FCC}"),
+        0x1FC4 => Some("\u{389}\u{345}"),
+        0x1FC7 => Some("\u{1FCC}\u{342}"),
+        0x1FF2 => Some("\u{1FFA}\u{345}"),
+        0x1FF3 => Some("\u{1FFC}"),
+        0x1FF4 => Some("\u{38F}\u{345}"),
+        0x1FF7 => Some("\u{1FFC}\u{342}"),
+        0xFB00 => Some("Ff"),
+        0xFB01 => Some("Fi"),
+        0xFB02 => Some("Fl"),
+        0xFB03 => Some("Ffi"),
+        0xFB04 => Some("Ffl"),
+        0xFB05 | 0xFB06 => Some("St"),
+        0xFB13 => Some("\u{544}\u{576}"),
+        0xFB14 => Some("\u{544}\u{565}"),
+        0xFB15 => Some("\u{544}\u{56B}"),
+        0xFB16 => Some("\u{54E}\u{576}"),
+        0xFB17 => Some("\u{544}\u{56D}"),
+        _ => None,
+    };
+    match special {
+        Some(t) => out.push_str(t),
+        None => out.extend(c.to_uppercase()),
+    }
+}
+
+/// Python's `s.title()`: each character after a cased one lowercased, every other one
+/// titlecased (`"they're"` → `"They'Re"`, `"a,b"` → `"A,B"`). `None` when the string holds a
+/// capital sigma that would be lowercased: Python picks `ς` or `σ` from its neighbours by
+/// properties kvexact does not carry.
+pub fn title(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut prev_cased = false;
+    for c in s.chars() {
+        if prev_cased {
+            if c == '\u{3A3}' {
+                return None;
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            push_title(c, &mut out);
+        }
+        prev_cased = is_cased(c);
+    }
+    Some(out)
+}
+
+/// Some character has case `want`, and none has case `against` or is titlecase.
+fn only_case(s: &str, want: fn(char) -> bool, against: fn(char) -> bool) -> bool {
+    let mut cased = false;
+    for c in s.chars() {
+        if against(c) || is_titlecase(c) {
+            return false;
+        }
+        cased |= want(c);
+    }
+    cased
+}
+
+/// Python's `s.islower()`: some cased character, none uppercase or titlecase.
+pub fn is_lower(s: &str) -> bool {
+    only_case(s, char::is_lowercase, char::is_uppercase)
+}
+
+/// Python's `s.isupper()`: some cased character, none lowercase or titlecase.
+pub fn is_upper(s: &str) -> bool {
+    only_case(s, char::is_uppercase, char::is_lowercase)
+}
+
+/// Python's `s.splitlines()`: lines end at `\n`, `\r`, `\r\n`, `\v`, `\f`, `\x1c`,
+/// `\x1d`, `\x1e`, `\x85`, `\u2028` and `\u2029` (the ends dropped); no empty last line.
+pub fn splitlines(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut it = s.char_indices().peekable();
+    while let Some((i, c)) = it.next() {
+        let end = match c {
+            '\r' => {
+                if it.peek().is_some_and(|&(_, n)| n == '\n') {
+                    it.next();
+                    i + 2
+                } else {
+                    i + 1
+                }
+            }
+            '\n' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' | '\u{85}' | '\u{2028}'
+            | '\u{2029}' => i + c.len_utf8(),
+            _ => continue,
+        };
+        out.push(&s[start..i]);
+        start = end;
+    }
+    if start < s.len() {
+        out.push(&s[start..]);
+    }
+    out
+}
+
+/// Jinja's `title` filter: the text cut before each run of `-`, Python white space, `(`,
+/// `{`, `[` or `<`, each piece's first character uppercased and the rest lowercased
+/// (`item[0].upper() + item[1:].lower()`).
+pub fn jinja_title(s: &str) -> String {
+    let sep = |c: char| matches!(c, '-' | '(' | '{' | '[' | '<') || is_py_space(c);
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while !rest.is_empty() {
+        let n = rest.find(|c: char| !sep(c)).unwrap_or(rest.len());
+        out.push_str(&rest[..n]);
+        rest = &rest[n..];
+        let w = rest.find(sep).unwrap_or(rest.len());
+        let mut chars = rest[..w].chars();
+        if let Some(first) = chars.next() {
+            out.extend(first.to_uppercase());
+            out.push_str(&chars.as_str().to_lowercase());
+        }
+        rest = &rest[w..];
+    }
+    out
+}
+
 /// Python `s.split(sep, maxsplit)`; `None` for `sep` splits on runs of Python whitespace.
 ///
 /// Returns `None` when `sep` is the empty string (Python raises `ValueError: empty separator`).
