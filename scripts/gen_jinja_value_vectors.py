@@ -180,7 +180,8 @@ def main():
         name = f"s_{i}"
         contexts[name] = json.dumps({"x": text}, ensure_ascii=False)
         templates = (["{{ x." + m + " }}" for m in STRING_METHODS]
-                     + ["{{ x|" + f + " }}" for f in STRING_FILTERS])
+                     + ["{{ x|" + f + " }}" for f in STRING_FILTERS]
+                     + ["{{ x is lower }}", "{{ x is upper }}"])
         for t in templates:
             cases.append({"context": name, "template": t, **render(t, {"x": text})})
     out = {

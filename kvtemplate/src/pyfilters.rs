@@ -47,12 +47,8 @@ pub(crate) fn install(env: &mut Environment<'_>) {
     });
     env.add_test("iterable", is_iterable);
     env.add_test("sequence", is_sequence);
-    env.add_test("lower", |v: &Value| {
-        python_str_test(v, minijinja::tests::is_lower)
-    });
-    env.add_test("upper", |v: &Value| {
-        python_str_test(v, minijinja::tests::is_upper)
-    });
+    env.add_test("lower", |v: &Value| python_str_test(v, pystr::is_lower));
+    env.add_test("upper", |v: &Value| python_str_test(v, pystr::is_upper));
     env.add_filter("attr", attr);
 }
 
@@ -213,11 +209,11 @@ fn is_sequence(v: &Value) -> bool {
 
 /// A string test (`lower`, `upper`) over Python's `str()` of the value, as Jinja's
 /// (`str(value).islower()`): a list or a number is tested by its text.
-fn python_str_test(v: &Value, test: fn(&Value) -> bool) -> Result<bool, minijinja::Error> {
-    if v.kind() == ValueKind::String {
-        return Ok(test(v));
+fn python_str_test(v: &Value, test: fn(&str) -> bool) -> Result<bool, minijinja::Error> {
+    match v.as_str() {
+        Some(s) => Ok(test(s)),
+        None => Ok(test(&pyrepr::to_str(v)?)),
     }
-    Ok(test(&Value::from(pyrepr::to_str(v)?)))
 }
 
 /// Attribute names Python's `str`, `list`, `dict`, `int`, `float` and `bool` have (besides
