@@ -79,9 +79,7 @@ fn str_repr_differs(s: &str) -> bool {
 pub(crate) fn str_differs(v: &Value) -> bool {
     match v.kind() {
         ValueKind::Number => float_of(v).is_some_and(float_differs),
-        ValueKind::Seq | ValueKind::Map if v.as_object().is_some() || v.len().is_some() => {
-            items_differ(v, 0)
-        }
+        ValueKind::Seq | ValueKind::Map => items_differ(v, 0),
         _ => false,
     }
 }
