@@ -50,6 +50,15 @@ CONTEXTS = {
  "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather\u00a0now \u2014 \u201cquoted\u201d",
             "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}, "p": {"type": "number", "minimum": 0.5}}, "required": ["city"]}}}]
 }''',
+    # Integer literals beyond 64 bits (Python's json.loads keeps them exact ints), `-0` (the
+    # int 0), float literals of the same magnitudes, and tool-call arguments holding them.
+    "bigints": r'''{
+ "bs": [123456789012345678901234, -9223372036854775809, 18446744073709551616, -0,
+        170141183460469231731687303715884105727, -170141183460469231731687303715884105728,
+        1e19, 12345678901234567890123.0, -0.0, 18446744073709551615],
+ "args": {"id": 123456789012345678901234, "zero": -0, "f": 1e19, "l": [99999999999999999999, 1]},
+ "messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"n": 98765432109876543210987, "m": -0}}}]}]
+}''',
 }
 
 PER_ITEM = [
@@ -92,6 +101,18 @@ WHOLE = {
         "{{ 'Tools: ' ~ tools }}",
         "{% for k, v in d|items %}{{ k }}={{ v }};{% endfor %}",
     ],
+    "bigints": [
+        "{{ bs }}", "{{ bs|join(', ') }}", "{{ bs|tojson }}", "{{ bs|string }}", "{{ args }}",
+        "{{ args|tojson }}", "{{ args|string }}", "{{ args.items()|list }}",
+        "{% for k, v in args|items %}{{ k }}={{ v }};{% endfor %}",
+        "{%- for k, v in args|items %}<parameter={{ k }}>{% set v = v|tojson|safe if v is mapping or (v is sequence and v is not string) else v|string %}{{ v }}</parameter>{% endfor %}",
+        "{{ bs[0] + 1 }}|{{ bs[0] * 2 }}|{{ bs[0] // 7 }}|{{ bs[0] % 7 }}|{{ bs[0] > bs[2] }}|{{ bs[0] == 123456789012345678901234 }}",
+        "{{ bs[0] is number }}|{{ bs[0] is integer }}|{{ bs[0] is float }}|{{ bs[3] is integer }}|{{ bs[0]|int }}|{{ bs[0]|float }}|{{ bs[0]|abs }}|{{ bs[1]|abs }}",
+        "{{ bs|max }}|{{ bs|min }}|{{ bs|sum }}|{{ bs|sort|list }}|{{ bs|unique|list }}",
+        "{{ bs[0] - bs[0] }}|{{ bs[4] + 1 }}|{{ bs[5] - 1 }}|{{ bs[0] / 2 }}|{{ -bs[0] }}|{{ bs[0] ** 2 }}",
+        "{% for m in messages %}{% for t in m.tool_calls %}{{ t.function.arguments|tojson }}|{{ t.function.arguments }}|{{ t.function.arguments.n }}{% endfor %}{% endfor %}",
+        "{{ '%d'|format(bs[0]) }}|{{ '%s'|format(bs[0]) }}|{{ bs[0]|string|length }}",
+    ],
 }
 
 
@@ -100,8 +121,10 @@ WHOLE = {
 VALUES = {
     "none": None, "true": True, "false": False, "zero": 0, "one": 1, "float": 1.5,
     "empty_str": "", "str": "ab c", "empty_list": [], "list": [1, "x"], "empty_dict": {},
-    "dict": {"a": 1, "b": None},
+    "dict": {"a": 1, "b": None}, "bigint": 123456789012345678901234,
 }
+# Values whose JSON text matters: `-0` is the int 0 to json.loads.
+RAW_VALUES = {"negzero": "-0"}
 TESTS = ["iterable", "sequence", "mapping", "string", "number", "integer", "float", "boolean",
          "defined", "undefined", "none", "true", "false", "callable", "sameas none", "eq 1",
          "lower", "upper", "odd", "even", "divisibleby 2", "in [1, 'x']", "escaped"]
@@ -156,7 +179,7 @@ def main():
     cases = []
     for name, text in CONTEXTS.items():
         ctx = json.loads(text)
-        items = "fs" if name == "numbers" else "ss"
+        items = {"numbers": "fs", "text": "ss", "bigints": "bs"}[name]
         for t in PER_ITEM:
             tmpl = "{% for x in " + items + " %}" + t + "|{% endfor %}"
             cases.append({"context": name, "template": tmpl, **render(tmpl, ctx)})
@@ -171,9 +194,11 @@ def main():
     contexts = dict(CONTEXTS)
     for name, value in VALUES.items():
         contexts["x_" + name] = json.dumps({"x": value})
+    for name, raw in RAW_VALUES.items():
+        contexts["x_" + name] = '{"x": ' + raw + '}'
     contexts["x_undefined"] = "{}"
     for e in exprs:
-        for name in list(VALUES) + ["undefined"]:
+        for name in list(VALUES) + list(RAW_VALUES) + ["undefined"]:
             ctx = json.loads(contexts["x_" + name])
             cases.append({"context": "x_" + name, "template": e, **render(e, ctx)})
     for i, text in enumerate(STRINGS):

@@ -677,7 +677,7 @@ impl Encoder {
         now_unix_ms: Option<i64>,
         keep: Option<KeepKey<'_>>,
     ) -> Result<EnginePrompt, Error> {
-        let req = ChatRequest::parse(body).map_err(Error::Request)?;
+        let req = ChatRequest::parse(body)?;
         let e = self.engine;
         let bad = Error::EngineRequest;
         if e == Engine::Trtllm && req.body.get("continue_final_message").is_some() {
@@ -699,8 +699,7 @@ impl Encoder {
         let mut messages = raw_msgs
             .iter()
             .map(|m| engine::normalise_message_with(e, m, keep))
-            .collect::<Result<Vec<Value>, String>>()
-            .map_err(bad)?;
+            .collect::<Result<Vec<Value>, Error>>()?;
         let tool_choice_none = req.body.get("tool_choice").and_then(Json::as_str) == Some("none");
         let tools = match req.body.get("tools") {
             None | Some(Json::Null) => None,

@@ -5,7 +5,16 @@
 
 use crate::chat_rules::ToolSerialization;
 use crate::json::{map_value, Json, JsonObject};
+use crate::Error;
 use minijinja::Value;
+
+/// The refusal of a request holding an integer literal beyond `i128` in `what`.
+fn beyond_128_bits(what: &str) -> Error {
+    Error::Unsupported(format!(
+        "{what} holds an integer beyond 128 bits (Python reads it exactly; kvexact does not \
+         render it)"
+    ))
+}
 
 pub use kvprofile_core::Engine;
 
@@ -37,12 +46,17 @@ pub struct EngineChat {
 }
 
 impl<'a> ChatRequest<'a> {
-    /// Parses a request body.
-    pub fn parse(body: &'a [u8]) -> Result<ChatRequest<'a>, String> {
+    /// Parses a request body: [`Error::Request`] when it is not a JSON object,
+    /// [`Error::Unsupported`] when it holds an integer beyond 128 bits (Python reads it
+    /// exactly; kvexact would not, see [`crate::json::parse`]).
+    pub fn parse(body: &'a [u8]) -> Result<ChatRequest<'a>, Error> {
         match crate::json::parse(body) {
             Ok(Json::Object(o)) => Ok(ChatRequest { body: o }),
-            Ok(_) => Err("request body is not a JSON object".to_string()),
-            Err(e) => Err(format!("request body is not JSON: {e}")),
+            Ok(_) => Err(Error::Request(
+                "request body is not a JSON object".to_string(),
+            )),
+            Err(e) if crate::json::integer_too_large(&e) => Err(beyond_128_bits("request body")),
+            Err(e) => Err(Error::Request(format!("request body is not JSON: {e}"))),
         }
     }
 
@@ -93,29 +107,30 @@ pub fn normalise_message_with(
     engine: Engine,
     msg: &Json<'_>,
     keep: &dyn Fn(&str, &str, &Json<'_>) -> bool,
-) -> Result<Value, String> {
+) -> Result<Value, Error> {
+    let bad = |m: &str| Error::EngineRequest(m.to_string());
     let o = msg
         .as_object()
-        .ok_or_else(|| "each message must be an object".to_string())?;
+        .ok_or_else(|| bad("each message must be an object"))?;
     let mut out: Vec<(Value, Value)> = Vec::with_capacity(o.0.len() + 2);
     let role = o
         .get("role")
         .and_then(Json::as_str)
-        .ok_or_else(|| "message role must be a string".to_string())?;
+        .ok_or_else(|| bad("message role must be a string"))?;
     out.push((Value::from("role"), Value::from(role)));
     let content = match o.get("content") {
         None | Some(Json::Null) => String::new(),
         Some(Json::Str(s)) => s.to_string(),
         Some(Json::Array(parts)) => join_text_parts(parts, text_part_separator(engine))
-            .ok_or_else(|| "malformed content part".to_string())?,
-        Some(_) => return Err("message content must be a string, null or a list".to_string()),
+            .ok_or_else(|| bad("malformed content part"))?,
+        Some(_) => return Err(bad("message content must be a string, null or a list")),
     };
     out.push((Value::from("content"), Value::from(content)));
     for (k, v) in o.effective() {
         match k {
             "role" | "content" => {}
             _ if !keep(role, k, v) => {}
-            "tool_calls" => out.push((Value::from(k), normalise_tool_calls(v))),
+            "tool_calls" => out.push((Value::from(k), normalise_tool_calls(v)?)),
             _ => out.push((Value::from(k), v.to_value())),
         }
     }
@@ -125,39 +140,44 @@ pub fn normalise_message_with(
     Ok(map_value(out))
 }
 
-fn normalise_tool_calls(v: &Json<'_>) -> Value {
+fn normalise_tool_calls(v: &Json<'_>) -> Result<Value, Error> {
     let Some(calls) = v.as_array() else {
-        return v.to_value();
+        return Ok(v.to_value());
     };
-    calls
-        .iter()
-        .map(|call| {
-            let Some(co) = call.as_object() else {
-                return call.to_value();
-            };
-            map_value(co.effective().into_iter().map(|(k, cv)| {
-                let val = match (k, cv.as_object()) {
-                    ("function", Some(fo)) => {
-                        map_value(fo.effective().into_iter().map(|(fk, fv)| {
-                            let fval = match (fk, fv) {
-                                ("arguments", Json::Str(s)) => {
-                                    match crate::json::parse(s.as_bytes()) {
-                                        Ok(parsed) => parsed.to_value(),
-                                        Err(_) => fv.to_value(),
-                                    }
-                                }
-                                _ => fv.to_value(),
-                            };
-                            (Value::from(fk), fval)
-                        }))
+    let function = |fo: &JsonObject<'_>| -> Result<Value, Error> {
+        let mut pairs = Vec::new();
+        for (fk, fv) in fo.effective() {
+            let fval = match (fk, fv) {
+                ("arguments", Json::Str(s)) => match crate::json::parse(s.as_bytes()) {
+                    Ok(parsed) => parsed.to_value(),
+                    Err(e) if crate::json::integer_too_large(&e) => {
+                        return Err(beyond_128_bits("tool-call arguments"))
                     }
-                    _ => cv.to_value(),
-                };
-                (Value::from(k), val)
-            }))
-        })
-        .collect::<Vec<Value>>()
-        .into()
+                    Err(_) => fv.to_value(),
+                },
+                _ => fv.to_value(),
+            };
+            pairs.push((Value::from(fk), fval));
+        }
+        Ok(map_value(pairs))
+    };
+    let mut out = Vec::with_capacity(calls.len());
+    for call in calls {
+        let Some(co) = call.as_object() else {
+            out.push(call.to_value());
+            continue;
+        };
+        let mut pairs = Vec::new();
+        for (k, cv) in co.effective() {
+            let val = match (k, cv.as_object()) {
+                ("function", Some(fo)) => function(fo)?,
+                _ => cv.to_value(),
+            };
+            pairs.push((Value::from(k), val));
+        }
+        out.push(map_value(pairs));
+    }
+    Ok(out.into())
 }
 
 /// The `tools` list as an engine release hands it to the template (`model_dump()` of its

@@ -7,12 +7,18 @@
 //! up from the end. [`RawObject`] keeps a top-level object's values unparsed (`RawValue`), so
 //! fields the scan only tests for presence are never built.
 //!
+//! Numbers are read as Python's `json.loads` reads them: an integer literal stays an exact
+//! integer whatever its size (serde_json alone reads one beyond 64 bits, and `-0`, as a float;
+//! [`parse`] finds those literals in the text and makes them integers again: [`Json::I128`],
+//! or a refusal past `i128`, see [`parse`]); any other literal is a float.
+//!
 //! The slow twin is `serde_json::Value` (its maps also keep the last duplicate); a proptest in
 //! this module checks the two agree.
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::fmt;
 
 /// A parsed JSON value borrowing its strings from the input where it can.
@@ -26,6 +32,9 @@ pub enum Json<'a> {
     I64(i64),
     /// A non-negative integer that fits `u64`.
     U64(u64),
+    /// An integer that fits neither `i64` nor `u64` but fits `i128` (Python keeps every JSON
+    /// integer exact; only [`parse`] builds this variant).
+    I128(i128),
     /// Any other number (serde_json parses it exactly, like Python's `float()`).
     F64(f64),
     /// A string (borrowed when it holds no escapes).
@@ -97,6 +106,7 @@ impl<'a> Json<'a> {
             Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
             Json::I64(n) => out.push_str(&n.to_string()),
             Json::U64(n) => out.push_str(&n.to_string()),
+            Json::I128(n) => out.push_str(&n.to_string()),
             Json::F64(f) => out.push_str(&crate::pyjson::float_repr(*f, true)),
             Json::Str(s) => crate::pyjson::write_str(out, s, false),
             Json::Array(a) => {
@@ -139,6 +149,9 @@ impl<'a> Json<'a> {
             Json::Bool(b) => V::Bool(*b),
             Json::I64(n) => V::from(*n),
             Json::U64(n) => V::from(*n),
+            // serde_json without `arbitrary_precision` holds such an integer as the nearest
+            // float (Rust's integer-to-float conversion rounds to nearest, as its parser does).
+            Json::I128(n) => serde_json::Number::from_f64(*n as f64).map_or(V::Null, V::Number),
             Json::F64(f) => serde_json::Number::from_f64(*f).map_or(V::Null, V::Number),
             Json::Str(s) => V::String(s.to_string()),
             Json::Array(a) => V::Array(a.iter().map(Json::to_serde).collect()),
@@ -161,6 +174,7 @@ impl<'a> Json<'a> {
             Json::Bool(b) => Value::from(*b),
             Json::I64(n) => Value::from(*n),
             Json::U64(n) => Value::from(*n),
+            Json::I128(n) => Value::from(*n),
             Json::F64(f) => Value::from(*f),
             Json::Str(s) => Value::from(s.as_ref()),
             Json::Array(a) => list_value(a.iter().map(Json::to_value).collect()),
@@ -191,9 +205,111 @@ pub fn list_value(items: Vec<minijinja::Value>) -> minijinja::Value {
     minijinja::Value::from_object(crate::pyvalue::PyList(items))
 }
 
-/// Parses a whole document (trailing whitespace allowed, nothing else).
+/// Parses a whole document (trailing whitespace allowed, nothing else), with Python's
+/// `json.loads` reading of numbers: every integer literal an exact integer.
+///
+/// An integer literal beyond `i128` (39 digits or more) is an error of category
+/// [`serde_json::error::Category::Data`] ([`integer_too_large`] tells it apart): Python holds
+/// it exactly, kvexact's template values cannot, so a caller refuses rather than render it as
+/// a float. Every other error is the document not being JSON.
 pub fn parse(bytes: &[u8]) -> Result<Json<'_>, serde_json::Error> {
-    serde_json::from_slice(bytes)
+    let inexact = Cell::new(false);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let mut v = de::DeserializeSeed::deserialize(Seed(&inexact), &mut de)?;
+    de.end()?;
+    if inexact.get() {
+        exact_integers(bytes, &mut v)?;
+    }
+    Ok(v)
+}
+
+/// Whether a [`parse`] error is an integer literal beyond `i128` (the document is JSON).
+pub fn integer_too_large(e: &serde_json::Error) -> bool {
+    e.is_data()
+}
+
+/// A float serde_json may have read from an integer literal: `-0`, or a magnitude past
+/// `i64`/`u64` (every integer literal inside those ranges reaches the visitor as an integer).
+fn maybe_integer_literal(f: f64) -> bool {
+    (f == 0.0 && f.is_sign_negative()) || f.abs() >= 9.2e18
+}
+
+/// The number literals of a valid JSON document outside its strings, in document order.
+fn number_literals(bytes: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < bytes.len()
+                    && matches!(bytes[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
+                    i += 1;
+                }
+                out.push(&bytes[start..i]);
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// Replaces every float read from an integer literal by the exact integer. The tree's number
+/// nodes in document order are the text's number literals in document order (object keys are
+/// strings, and every member is kept).
+fn exact_integers(bytes: &[u8], v: &mut Json<'_>) -> Result<(), serde_json::Error> {
+    fn walk<'t>(
+        v: &mut Json<'_>,
+        lits: &mut impl Iterator<Item = &'t [u8]>,
+    ) -> Result<(), serde_json::Error> {
+        match v {
+            Json::I64(_) | Json::U64(_) | Json::I128(_) => {
+                lits.next().ok_or_else(lost)?;
+            }
+            Json::F64(_) => {
+                let lit = lits.next().ok_or_else(lost)?;
+                if !lit.iter().any(|b| matches!(b, b'.' | b'e' | b'E')) {
+                    *v = integer(lit)?;
+                }
+            }
+            Json::Array(a) => a.iter_mut().try_for_each(|x| walk(x, lits))?,
+            Json::Object(o) => o.0.iter_mut().try_for_each(|(_, x)| walk(x, lits))?,
+            Json::Null | Json::Bool(_) | Json::Str(_) => {}
+        }
+        Ok(())
+    }
+    fn lost() -> serde_json::Error {
+        // Unreachable for a document serde_json accepted; refused rather than guessed.
+        de::Error::custom("number literals and parsed numbers do not pair up")
+    }
+    fn integer(lit: &[u8]) -> Result<Json<'static>, serde_json::Error> {
+        let n = std::str::from_utf8(lit)
+            .ok()
+            .and_then(|t| t.parse::<i128>().ok())
+            .ok_or_else(|| de::Error::custom("an integer beyond 128 bits"))?;
+        Ok(if let Ok(u) = u64::try_from(n) {
+            Json::U64(u)
+        } else if let Ok(i) = i64::try_from(n) {
+            Json::I64(i)
+        } else {
+            Json::I128(n)
+        })
+    }
+    let lits = number_literals(bytes);
+    let mut it = lits.iter().copied();
+    walk(v, &mut it)?;
+    match it.next() {
+        None => Ok(()),
+        Some(_) => Err(lost()),
+    }
 }
 
 /// A top-level object whose member values stay unparsed.
@@ -277,15 +393,28 @@ impl<'de> Deserialize<'de> for RawObject<'de> {
     }
 }
 
+/// Reading a `Json` through serde alone (inside a derived struct) keeps serde_json's reading
+/// of integer literals beyond 64 bits (and `-0`) as floats; [`parse`] is the exact reader.
 impl<'de> Deserialize<'de> for Json<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(JsonVisitor)
+        let inexact = Cell::new(false);
+        d.deserialize_any(JsonVisitor(&inexact))
     }
 }
 
-struct JsonVisitor;
+/// Reads one value, noting in the flag a float that may come from an integer literal.
+struct Seed<'f>(&'f Cell<bool>);
 
-impl<'de> Visitor<'de> for JsonVisitor {
+impl<'de> de::DeserializeSeed<'de> for Seed<'_> {
+    type Value = Json<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Json<'de>, D::Error> {
+        d.deserialize_any(JsonVisitor(self.0))
+    }
+}
+
+struct JsonVisitor<'f>(&'f Cell<bool>);
+
+impl<'de> Visitor<'de> for JsonVisitor<'_> {
     type Value = Json<'de>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
@@ -310,6 +439,9 @@ impl<'de> Visitor<'de> for JsonVisitor {
         Ok(Json::U64(v))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        if maybe_integer_literal(v) {
+            self.0.set(true);
+        }
         Ok(Json::F64(v))
     }
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
@@ -323,7 +455,7 @@ impl<'de> Visitor<'de> for JsonVisitor {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(4));
-        while let Some(v) = seq.next_element::<Json<'de>>()? {
+        while let Some(v) = seq.next_element_seed(Seed(self.0))? {
             out.push(v);
         }
         Ok(Json::Array(out))
@@ -331,7 +463,7 @@ impl<'de> Visitor<'de> for JsonVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut out = Vec::with_capacity(map.size_hint().unwrap_or(4));
         while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
-            let v: Json<'de> = map.next_value()?;
+            let v = map.next_value_seed(Seed(self.0))?;
             out.push((k, v));
         }
         Ok(Json::Object(JsonObject(out)))
@@ -382,6 +514,104 @@ mod tests {
         assert!(raw.differs("z", false));
     }
 
+    #[test]
+    fn integer_literals_stay_exact_integers_like_python_json_loads() {
+        let doc = br#"{"k\"1": "x\\", "n": [12345678901234567890123, -0, "-0", -0.0, 1e19, 1.0,
+            -9223372036854775809, 18446744073709551616, 18446744073709551615,
+            -9223372036854775808, 170141183460469231731687303715884105727,
+            -170141183460469231731687303715884105728, 10000000000000000000.0, 0]}"#;
+        let Ok(Json::Object(o)) = parse(doc) else {
+            panic!("not an object")
+        };
+        let Some(Json::Array(n)) = o.get("n") else {
+            panic!("no n")
+        };
+        let want = [
+            Json::I128(12345678901234567890123),
+            Json::U64(0),
+            Json::Str(Cow::Borrowed("-0")),
+            Json::F64(-0.0),
+            Json::F64(1e19),
+            Json::F64(1.0),
+            Json::I128(-9223372036854775809),
+            Json::I128(18446744073709551616),
+            Json::U64(u64::MAX),
+            Json::I64(i64::MIN),
+            Json::I128(i128::MAX),
+            Json::I128(i128::MIN),
+            Json::F64(1e19),
+            Json::U64(0),
+        ];
+        assert_eq!(n.as_slice(), &want);
+        assert!(matches!(n.get(3), Some(Json::F64(f)) if f.is_sign_negative()));
+        let text = Json::Array(n.clone()).to_json_string();
+        assert_eq!(
+            text,
+            "[12345678901234567890123, 0, \"-0\", -0.0, 1e+19, 1.0, -9223372036854775809, \
+             18446744073709551616, 18446744073709551615, -9223372036854775808, \
+             170141183460469231731687303715884105727, -170141183460469231731687303715884105728, \
+             1e+19, 0]"
+        );
+        // Printed by a template as Python prints the int.
+        let v = Json::Array(n.clone()).to_value();
+        let first = v.get_item_by_index(0).ok();
+        assert_eq!(
+            first.map(|x| x.to_string()).as_deref(),
+            Some("12345678901234567890123")
+        );
+    }
+
+    #[test]
+    fn an_integer_beyond_128_bits_is_refused_apart_from_text_that_is_not_json() {
+        for doc in [
+            &b"170141183460469231731687303715884105728"[..],
+            b"[1, {\"a\": -170141183460469231731687303715884105729}]",
+            b"{\"a\": 1e400000000000000000000}",
+        ] {
+            let e = parse(doc).err();
+            assert!(
+                e.as_ref().is_some_and(integer_too_large) == (doc[0] != b'{'),
+                "{}: {e:?}",
+                String::from_utf8_lossy(doc)
+            );
+        }
+        let e = parse(b"[1,]").err();
+        assert!(e.is_some_and(|e| !integer_too_large(&e)));
+    }
+
+    /// A JSON value with exact integers of any size up to 128 bits, and the text a writer
+    /// gives it; the obvious twin of [`parse`]'s number reading is that it reads back the
+    /// value written.
+    fn arb_exact() -> impl Strategy<Value = Json<'static>> {
+        let int = any::<i128>().prop_map(|n| {
+            if let Ok(u) = u64::try_from(n) {
+                Json::U64(u)
+            } else if let Ok(i) = i64::try_from(n) {
+                Json::I64(i)
+            } else {
+                Json::I128(n)
+            }
+        });
+        let leaf = prop_oneof![
+            Just(Json::Null),
+            any::<bool>().prop_map(Json::Bool),
+            int.clone(),
+            (-1e30f64..1e30).prop_map(Json::F64),
+            (0u32..40).prop_map(|e| Json::F64(10f64.powi(e as i32))),
+            "[0-9\\\\\"e.-]{0,8}".prop_map(|s| Json::Str(Cow::Owned(s))),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Json::Array),
+                prop::collection::vec(("[0-9\"\\\\-]{1,3}", inner), 0..5).prop_map(|m| {
+                    Json::Object(JsonObject(
+                        m.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect(),
+                    ))
+                }),
+            ]
+        })
+    }
+
     fn arb_json() -> impl Strategy<Value = String> {
         let leaf = prop_oneof![
             Just("null".to_string()),
@@ -389,6 +619,7 @@ mod tests {
             Just("false".to_string()),
             any::<i64>().prop_map(|n| n.to_string()),
             any::<u64>().prop_map(|n| n.to_string()),
+            any::<i128>().prop_map(|n| n.to_string()),
             (-1e300f64..1e300).prop_map(|f| format!("{f:e}")),
             "[a-c\\\\\"é\n\u{1}]{0,6}".prop_map(|s| serde_json::Value::String(s).to_string()),
         ];
@@ -427,6 +658,13 @@ mod tests {
                     prop_assert_eq!(raw.present(k), !v.is_null());
                 }
             }
+        }
+
+        #[test]
+        fn every_number_reads_back_as_written(v in arb_exact()) {
+            let text = v.to_json_string();
+            let back = parse(text.as_bytes()).map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
+            prop_assert_eq!(back, v, "{}", text);
         }
 
         #[test]

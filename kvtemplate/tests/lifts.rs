@@ -553,3 +553,51 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn tool_call_arguments_keep_integers_beyond_64_bits_exact_or_refuse() {
+    // The engines parse `arguments` with `json.loads`: the integer stays exact (Qwen's
+    // template `tojson`s it), `-0` is 0. serde_json alone printed 1.2345678901234568e+23.
+    let call = |args: &str| {
+        format!(
+            r#"{{"role":"assistant","content":null,"tool_calls":[{{"id":"call_1","type":"function","function":{{"name":"get_weather","arguments":{}}}}}]}}"#,
+            serde_json::Value::String(args.to_string())
+        )
+    };
+    let exact = call(r#"{"city": "Seoul", "id": 123456789012345678901234, "z": -0}"#);
+    for engine in Engine::WITH_KV_PLANE {
+        let enc = all(QWEN3, engine);
+        let b = body(&[U, &exact, RESULT], &format!(r#","tools":{TOOLS}"#));
+        let want = enc
+            .engine_chat(b.as_bytes(), Some(0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            want.rendered
+                .contains(r#"{"city": "Seoul", "id": 123456789012345678901234, "z": 0}"#),
+            "{}",
+            want.rendered
+        );
+        let got = enc.encode_chat_to_vec(b.as_bytes(), 0, 4096);
+        let Ok(Outcome::Done(r)) = got else {
+            panic!("{got:?}")
+        };
+        assert_eq!(r.text, want.rendered);
+        assert_eq!(Some(r.ids), want.ids);
+        // Beyond 128 bits: refused as unsupported by the emulation; the lifted path does not
+        // count such a call as proven (refused with the message-field code), never ids.
+        let huge = call(r#"{"city": "Seoul", "id": 1234567890123456789012345678901234567890}"#);
+        let b = body(&[U, &huge, RESULT], &format!(r#","tools":{TOOLS}"#));
+        assert!(
+            matches!(
+                enc.engine_chat(b.as_bytes(), Some(0)),
+                Err(Error::Unsupported(_))
+            ),
+            "{engine:?}"
+        );
+        let got = enc.encode_chat_to_vec(b.as_bytes(), 0, 4096);
+        assert!(
+            matches!(got, Ok(Outcome::Refused(Refusal::MessageField))),
+            "{got:?}"
+        );
+    }
+}

@@ -173,7 +173,7 @@ impl HarmonyEncoder {
         if let Some(hit) = LimitHit::check(Limit::BodyBytes, &self.limits, body.len()) {
             return Err(Error::InputTooLarge(hit));
         }
-        let req = ChatRequest::parse(body).map_err(Error::Request)?;
+        let req = ChatRequest::parse(body)?;
         let n = req.messages().map_err(Error::EngineRequest)?.len();
         if let Some(hit) = LimitHit::check(Limit::Messages, &self.limits, n) {
             return Err(Error::InputTooLarge(hit));

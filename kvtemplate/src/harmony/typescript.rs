@@ -39,6 +39,8 @@ fn scalar_text(v: &Json<'_>) -> Result<String, Unsupported> {
         Json::Bool(b) => Ok(b.to_string()),
         Json::I64(n) => Ok(n.to_string()),
         Json::U64(n) => Ok(n.to_string()),
+        // How the engine's harmony reader holds such an integer is not proven by a vector.
+        Json::I128(_) => Err("a tool parameter default that is an integer beyond 64 bits".into()),
         Json::F64(_) | Json::Str(_) => Ok(v.to_serde().to_string()),
         Json::Array(_) | Json::Object(_) => {
             Err("a tool parameter default that is an array or object".to_string())

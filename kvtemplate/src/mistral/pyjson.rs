@@ -15,6 +15,7 @@ fn unsupported(what: &str) -> Error {
 /// Checks that Python would read `v` to the same value kvexact holds.
 pub(crate) fn check_python_exact(v: &Json<'_>) -> Result<(), Error> {
     match v {
+        Json::I128(_) => Err(unsupported("a JSON integer beyond 64 bits")),
         Json::F64(f) => {
             if (f.fract() == 0.0 && f.abs() >= 9.2e18) || (*f == 0.0 && f.is_sign_negative()) {
                 return Err(unsupported(
@@ -52,6 +53,9 @@ pub(crate) fn loads(text: &str) -> Result<Option<Json<'_>>, Error> {
         Ok(v) => {
             check_python_exact(&v)?;
             Ok(Some(v))
+        }
+        Err(e) if crate::json::integer_too_large(&e) => {
+            Err(unsupported("a JSON integer beyond 128 bits"))
         }
         Err(_) if python_only_json(text) => Err(unsupported(
             "JSON text Python may read differently (NaN, Infinity, surrogate escapes)",
