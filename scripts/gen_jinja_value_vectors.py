@@ -147,7 +147,9 @@ OPERATORS = ["not x", "x == none", "x != none", "x and 'T' or 'F'", "'T' if x el
 STATEMENTS = ["{% for i in x %}[{{ i }}]{% endfor %}",
               "{% for k, v in x.items() %}[{{ k }}={{ v }}]{% endfor %}",
               "{% if x %}T{% else %}F{% endif %}",
-              "{{ x|length if x is not none else 'N' }}"]
+              "{{ x|length if x is not none else 'N' }}",
+              "{% for i in x %}{{ loop.index }}/{{ loop.length }}/{{ loop.last }}/{{ loop.revindex }}/{{ loop.first }};{% else %}E{% endfor %}",
+              "{% for i in x if i %}{{ i }}{% if not loop.last %},{% endif %}{% endfor %}"]
 
 
 # Python's string methods and Jinja's string filters over text where they are easy to get

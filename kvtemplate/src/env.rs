@@ -3,7 +3,7 @@
 
 use crate::pyrepr;
 use crate::strftime::{strftime, UtcTime};
-use crate::template_source::{prints_floats_unchecked, rewrite_generation_tags};
+use crate::template_source::{prints_floats_unchecked, rewrite_for_loops, rewrite_generation_tags};
 use kvprofile_core::ClockPolicy;
 use minijinja::value::Value;
 use minijinja::{Environment, ErrorKind};
@@ -105,7 +105,9 @@ impl ChatTemplate {
     /// under Python where minijinja's differs (`pyfilters.rs`: values printed as Python's
     /// `str()`, Python's `tojson`, `trim`, `escape`, string methods, tests), `raise_exception`,
     /// `strftime_now` under `utc-date`, and transformers' `{% generation %}` block (rewritten
-    /// to `{% if true %}` … `{% endif %}` first).
+    /// to `{% if true %}` … `{% endif %}` first); every `for` loop iterates a string as a
+    /// list of its characters and raises over `none`, as Jinja does
+    /// (`template_source::rewrite_for_loops`).
     pub fn compile(
         source: &str,
         clock: Option<ClockPolicy>,
@@ -125,7 +127,8 @@ impl ChatTemplate {
         if clock == Some(ClockPolicy::UtcDate) {
             env.add_function("strftime_now", strftime_now);
         }
-        env.add_template_owned(TEMPLATE_NAME, rewrite_generation_tags(source).into_owned())
+        let with_blocks = rewrite_generation_tags(source);
+        env.add_template_owned(TEMPLATE_NAME, rewrite_for_loops(&with_blocks).into_owned())
             .map_err(|e| e.to_string())?;
         Ok(ChatTemplate {
             env,

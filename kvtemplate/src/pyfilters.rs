@@ -16,6 +16,7 @@ use std::borrow::Cow;
 pub(crate) fn install(env: &mut Environment<'_>) {
     env.set_unknown_method_callback(unknown_method);
     env.set_formatter(python_formatter);
+    env.add_function(crate::template_source::LOOP_ITERABLE, loop_iterable);
     env.add_filter("tojson", tojson);
     env.add_filter("trim", trim);
     env.add_filter("escape", escape);
@@ -121,6 +122,27 @@ fn escape(v: &Value) -> Result<Value, minijinja::Error> {
         }
     }
     Ok(Value::from_safe_string(out))
+}
+
+/// What a `for` loop iterates (`template_source::rewrite_for_loops`): a string as the list of
+/// its characters (an exact length, so `loop.last`, `loop.length` and `loop.revindex` are
+/// Jinja's), `none` refused as Jinja refuses it (`'NoneType' object is not iterable`), any
+/// other value as it is.
+fn loop_iterable(v: Value) -> Result<Value, minijinja::Error> {
+    match v.kind() {
+        ValueKind::String => Ok(Value::from(
+            v.as_str()
+                .unwrap_or_default()
+                .chars()
+                .map(Value::from)
+                .collect::<Vec<Value>>(),
+        )),
+        ValueKind::None => Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            "'NoneType' object is not iterable",
+        )),
+        _ => Ok(v),
+    }
 }
 
 /// Prints `{{ … }}` as Python's `str()` where minijinja's display differs

@@ -90,6 +90,120 @@ pub(crate) fn rewrite_generation_tags(source: &str) -> Cow<'_, str> {
     }
 }
 
+/// The function every `for` loop's iterable is handed to ([`rewrite_for_loops`]; installed by
+/// `pyfilters.rs`).
+pub(crate) const LOOP_ITERABLE: &str = "__kvexact_loop_iterable";
+
+/// Every `{% for TARGET in ITER [if COND] [recursive] %}` tag rewritten to iterate
+/// `__kvexact_loop_iterable((ITER))`, which gives a string's characters as a list: minijinja
+/// iterates a string with a length it does not call exact, so `loop.last`, `loop.length` and
+/// `loop.revindex` come out `false`/undefined over a string where Jinja knows them (vLLM's
+/// pythonic tool templates loop over `arguments`, a string when it is not JSON). The function
+/// also raises over `none`, as Jinja does (minijinja iterates it as empty).
+///
+/// The iterable is the code after the first top-level word `in` up to the first top-level
+/// word `if` or `recursive` (not after a `.`), as Jinja's parser reads it (the iterable is
+/// a tuple without a conditional expression); string literals and brackets are skipped. The
+/// double parentheses keep a bare tuple (`for x in a, b`) one argument. A source without a
+/// `for` tag comes back borrowed.
+pub(crate) fn rewrite_for_loops(source: &str) -> Cow<'_, str> {
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    for tag in tags(source).filter(|t| t.block) {
+        let Some(iter) = for_iterable(source, tag.inner.clone()) else {
+            continue;
+        };
+        let o = out.get_or_insert_with(|| String::with_capacity(source.len() + 64));
+        o.push_str(source.get(copied..iter.start).unwrap_or(""));
+        o.push_str(LOOP_ITERABLE);
+        o.push_str("((");
+        o.push_str(source.get(iter.clone()).unwrap_or(""));
+        o.push_str("))");
+        copied = iter.end;
+    }
+    match out {
+        Some(mut o) => {
+            o.push_str(source.get(copied..).unwrap_or(""));
+            Cow::Owned(o)
+        }
+        None => Cow::Borrowed(source),
+    }
+}
+
+/// The byte range of a `for` tag's iterable inside `source` (`inner`: the tag's inside), or
+/// `None` when the tag is not a `for` loop or its iterable cannot be found.
+fn for_iterable(source: &str, inner: Range<usize>) -> Option<Range<usize>> {
+    let b = source.as_bytes();
+    let mut i = inner.start;
+    if b.get(i).is_some_and(|c| matches!(c, b'-' | b'+')) {
+        i += 1;
+    }
+    let end = if inner.end > i && matches!(b.get(inner.end - 1), Some(b'-' | b'+')) {
+        inner.end - 1
+    } else {
+        inner.end
+    };
+    let is_word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    while i < end && b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    let starts_with_for = source.get(i..end)?.starts_with("for");
+    if !starts_with_for || b.get(i + 3).is_some_and(|&c| is_word(c)) {
+        return None;
+    }
+    i += 3;
+    // Top-level words after `for`, with their ranges.
+    let mut depth = 0usize;
+    let mut after_dot = false;
+    let mut iter_start: Option<usize> = None;
+    while i < end {
+        let c = b[i];
+        match c {
+            b'\'' | b'"' => {
+                i += 1;
+                while i < end && b[i] != c {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+                after_dot = false;
+                continue;
+            }
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ if c.is_ascii_alphabetic() || c == b'_' => {
+                let w0 = i;
+                while i < end && is_word(b[i]) {
+                    i += 1;
+                }
+                let word = source.get(w0..i)?;
+                if depth == 0 && !after_dot {
+                    match (iter_start, word) {
+                        (None, "in") => iter_start = Some(i),
+                        (Some(s), "if" | "recursive") => return trimmed(source, s..w0),
+                        _ => {}
+                    }
+                }
+                after_dot = false;
+                continue;
+            }
+            _ => {}
+        }
+        if !c.is_ascii_whitespace() {
+            after_dot = c == b'.';
+        }
+        i += 1;
+    }
+    trimmed(source, iter_start?..end)
+}
+
+/// `r` without its leading and trailing white space; `None` when nothing is left.
+fn trimmed(source: &str, r: Range<usize>) -> Option<Range<usize>> {
+    let text = source.get(r.clone())?;
+    let start = r.start + (text.len() - text.trim_start().len());
+    let end = r.end - (text.len() - text.trim_end().len());
+    (start < end).then_some(start..end)
+}
+
 /// The filters whose output never spells a float of their input the way minijinja displays
 /// it: those that do not turn their input into text, `tojson` (Python's `json.dumps`), and
 /// the string filters the environment passes Python's `str()` of their input (`env.rs`).
@@ -279,6 +393,61 @@ fn raw_block_end(source: &str, from: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn for_loops_hand_their_iterable_to_the_loop_function() {
+        let f = |x: &str| format!("{LOOP_ITERABLE}(({x}))");
+        for (src, want) in [
+            (
+                "{% for m in messages %}x{% endfor %}".to_string(),
+                format!("{{% for m in {} %}}x{{% endfor %}}", f("messages")),
+            ),
+            (
+                "{%- for k, v in d.items() if v is not none recursive -%}".to_string(),
+                format!(
+                    "{{%- for k, v in {} if v is not none recursive -%}}",
+                    f("d.items()")
+                ),
+            ),
+            (
+                "{% for x in a, b %}".to_string(),
+                format!("{{% for x in {} %}}", f("a, b")),
+            ),
+            (
+                "{% for x in xs|select('in', 'if x') if x.recursive %}".to_string(),
+                format!(
+                    "{{% for x in {} if x.recursive %}}",
+                    f("xs|select('in', 'if x')")
+                ),
+            ),
+            (
+                "{% for x in y.if_ + [\"%}\"] recursive %}".to_string(),
+                format!("{{% for x in {} recursive %}}", f("y.if_ + [\"%}\"]")),
+            ),
+            (
+                "{% for (a, b) in (c if d else e) %}".to_string(),
+                format!("{{% for (a, b) in {} %}}", f("(c if d else e)")),
+            ),
+            (
+                "{% for x in s %}{% for y in x %}{% endfor %}{% endfor %}".to_string(),
+                format!(
+                    "{{% for x in {} %}}{{% for y in {} %}}{{% endfor %}}{{% endfor %}}",
+                    f("s"),
+                    f("x")
+                ),
+            ),
+        ] {
+            assert_eq!(rewrite_for_loops(&src), want, "{src}");
+        }
+        for src in [
+            "{{ 'for x in y' }}{# {% for x in y %} #}",
+            "{% raw %}{% for x in y %}{% endraw %}",
+            "{% format %}{% if for_ %}{% set forx = 1 %}",
+            "{% for %}",
+        ] {
+            assert!(matches!(rewrite_for_loops(src), Cow::Borrowed(_)), "{src}");
+        }
+    }
 
     #[test]
     fn unchecked_float_paths_are_found_in_tags_only() {
