@@ -79,6 +79,12 @@ PER_ITEM = [
     "{{ x|replace('e', 'E') }}",
     "{{ [x]|join }}",
     "{{ x|format }}",
+    # `~` over containers the template builds, and over arithmetic.
+    "{{ '' ~ [x] ~ '' }}",
+    "{{ 'k=' ~ {'k': x} }}",
+    "{{ (x,) ~ '|' ~ [x, [x]] }}",
+    "{% set y = '<' ~ x ~ '>' %}{{ y }}",
+    "{{ 'n' ~ (x if x is number else 0) * 2 }}",
 ]
 
 WHOLE = {
@@ -98,7 +104,7 @@ WHOLE = {
         "{{ ss }}", "{{ ss|join('|') }}", "{{ ss|tojson }}", "{{ d }}", "{{ d|string }}",
         "{{ d.items()|list }}", "{{ tools }}", "{{ tools|tojson }}", "{{ tools|string }}",
         "{% for t in tools %}{{ t.function }}{% endfor %}",
-        "{{ 'Tools: ' ~ tools }}",
+        "{{ 'Tools: ' ~ tools }}", "{{ 'S' ~ ss }}", "{{ 'D' ~ d ~ '|' ~ d.l }}",
         "{% for k, v in d|items %}{{ k }}={{ v }};{% endfor %}",
     ],
     "bigints": [

@@ -3,6 +3,7 @@
 
 use crate::pyrepr;
 use crate::strftime::{strftime, UtcTime};
+use crate::template_concat::rewrite_concats;
 use crate::template_source::{prints_floats_unchecked, rewrite_for_loops, rewrite_generation_tags};
 use kvprofile_core::ClockPolicy;
 use minijinja::value::Value;
@@ -107,7 +108,8 @@ impl ChatTemplate {
     /// `strftime_now` under `utc-date`, and transformers' `{% generation %}` block (rewritten
     /// to `{% if true %}` … `{% endif %}` first); every `for` loop iterates a string as a
     /// list of its characters and raises over `none`, as Jinja does
-    /// (`template_source::rewrite_for_loops`).
+    /// (`template_source::rewrite_for_loops`); `~` joins Python's `str()` of its operands
+    /// wherever its reading is certain (`template_concat.rs`).
     pub fn compile(
         source: &str,
         clock: Option<ClockPolicy>,
@@ -128,13 +130,18 @@ impl ChatTemplate {
             env.add_function("strftime_now", strftime_now);
         }
         let with_blocks = rewrite_generation_tags(source);
-        env.add_template_owned(TEMPLATE_NAME, rewrite_for_loops(&with_blocks).into_owned())
+        let with_loops = rewrite_for_loops(&with_blocks);
+        let (compiled, _) = rewrite_concats(&with_loops);
+        // What is still unchecked after the rewrites: a `~` chain left as it was, a filter
+        // outside the exact ones.
+        let floats_unchecked = prints_floats_unchecked(&compiled);
+        env.add_template_owned(TEMPLATE_NAME, compiled.into_owned())
             .map_err(|e| e.to_string())?;
         Ok(ChatTemplate {
             env,
             source: source.to_string(),
             max_output: usize::MAX,
-            floats_unchecked: prints_floats_unchecked(source),
+            floats_unchecked,
         })
     }
 

@@ -66,6 +66,7 @@ mod pyvalue;
 mod refusal;
 mod strftime;
 mod strict;
+mod template_concat;
 mod template_facts;
 mod template_source;
 mod tokenize;

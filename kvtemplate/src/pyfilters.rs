@@ -17,6 +17,7 @@ pub(crate) fn install(env: &mut Environment<'_>) {
     env.set_unknown_method_callback(unknown_method);
     env.set_formatter(python_formatter);
     env.add_function(crate::template_source::LOOP_ITERABLE, loop_iterable);
+    env.add_function(crate::template_concat::CONCAT, concat);
     env.add_filter("tojson", tojson);
     env.add_filter("trim", trim);
     env.add_filter("escape", escape);
@@ -122,6 +123,17 @@ fn escape(v: &Value) -> Result<Value, minijinja::Error> {
         }
     }
     Ok(Value::from_safe_string(out))
+}
+
+/// Jinja's `~` over a rewritten chain (`template_concat.rs`): Python's `str()` of every
+/// operand, joined (an undefined operand is empty; a container prints as its `repr`, refused
+/// where a character's printability differs between the engines' Pythons).
+fn concat(args: Rest<Value>) -> Result<Value, minijinja::Error> {
+    let mut out = String::new();
+    for v in args.iter() {
+        pyrepr::write_str(v, &mut out)?;
+    }
+    Ok(Value::from(out))
 }
 
 /// What a `for` loop iterates (`template_source::rewrite_for_loops`): a string as the list of

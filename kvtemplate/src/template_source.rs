@@ -9,16 +9,16 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 /// One `{{ … }}` or `{% … %}` tag.
-struct Tag {
+pub(crate) struct Tag {
     /// The bytes between the delimiters (markers such as `-` included).
-    inner: Range<usize>,
+    pub inner: Range<usize>,
     /// A `{% … %}` block tag (else an expression).
-    block: bool,
+    pub block: bool,
 }
 
 /// Every tag of `source` outside comments and raw blocks, in order; the walk stops at an
 /// unclosed comment, tag or raw block (the compiler then reports it).
-fn tags(source: &str) -> impl Iterator<Item = Tag> + '_ {
+pub(crate) fn tags(source: &str) -> impl Iterator<Item = Tag> + '_ {
     let mut i = 0;
     std::iter::from_fn(move || loop {
         let at = i + source.get(i..)?.find('{')?;
