@@ -58,6 +58,7 @@ pub mod mistral;
 mod model_dir;
 mod profile;
 mod pyfilters;
+mod pyformat;
 mod pyjson;
 mod pyrepr;
 mod pyrepr_table;

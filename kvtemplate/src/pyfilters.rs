@@ -41,6 +41,12 @@ pub(crate) fn install(env: &mut Environment<'_>) {
             python_input(state, args, &builtin)
         });
     }
+    env.add_filter("format", crate::pyformat::format);
+    // Jinja's `replace` is `str(s).replace(str(old), str(new), count)`.
+    let builtin_replace = Value::from_function(minijinja::filters::replace);
+    env.add_filter("replace", move |state: &mut State, args: Rest<Value>| {
+        python_inputs(state, args, &builtin_replace)
+    });
     env.add_filter("title", |v: &Value| -> Result<String, minijinja::Error> {
         Ok(match v.as_str() {
             Some(s) => pystr::jinja_title(s),
@@ -185,6 +191,22 @@ fn python_input(
     if let Some(first) = args.first_mut() {
         if pyrepr::str_differs(first) {
             *first = Value::from(pyrepr::to_str(first)?);
+        }
+    }
+    builtin.call(state, &args)
+}
+
+/// A builtin filter called with Python's `str()` of every positional argument that minijinja
+/// would display otherwise (keyword arguments pass as they are).
+fn python_inputs(
+    state: &mut State,
+    args: Rest<Value>,
+    builtin: &Value,
+) -> Result<Value, minijinja::Error> {
+    let mut args = args.0;
+    for a in args.iter_mut().filter(|a| !a.is_kwargs()) {
+        if pyrepr::str_differs(a) {
+            *a = Value::from(pyrepr::to_str(a)?);
         }
     }
     builtin.call(state, &args)

@@ -168,6 +168,14 @@ pub(crate) fn to_str(v: &Value) -> Result<String, Error> {
     Ok(s)
 }
 
+/// Python's `repr(v)` as a new string (refused where a character's printability differs
+/// between the engines' Pythons).
+pub(crate) fn to_repr(v: &Value) -> Result<String, Error> {
+    let mut s = String::new();
+    write_repr(v, &mut s, 0, false)?;
+    Ok(s)
+}
+
 /// [`write_repr`] for a container's own display (`pyvalue.rs`), which cannot refuse: a
 /// character whose printability differs between the engines' Pythons is written as it is.
 pub(crate) fn write_repr_lenient(v: &Value, out: &mut String) -> Result<(), Error> {

@@ -205,8 +205,9 @@ fn trimmed(source: &str, r: Range<usize>) -> Option<Range<usize>> {
 }
 
 /// The filters whose output never spells a float of their input the way minijinja displays
-/// it: those that do not turn their input into text, `tojson` (Python's `json.dumps`), and
-/// the string filters the environment passes Python's `str()` of their input (`env.rs`).
+/// it: those that do not turn their input into text, `tojson` (Python's `json.dumps`),
+/// `format` (Python's `%`, `pyformat.rs`), and the string filters the environment passes
+/// Python's `str()` of their input (`pyfilters.rs`: `replace` among them).
 const FILTERS_EXACT: &[&str] = &[
     "abs",
     "attr",
@@ -222,6 +223,7 @@ const FILTERS_EXACT: &[&str] = &[
     "escape",
     "first",
     "float",
+    "format",
     "groupby",
     "int",
     "items",
@@ -235,6 +237,7 @@ const FILTERS_EXACT: &[&str] = &[
     "min",
     "reject",
     "rejectattr",
+    "replace",
     "reverse",
     "round",
     "safe",
@@ -455,7 +458,8 @@ mod tests {
             ("{{ a ~ b }}", true),
             ("{{ '~' }}~ text {# ~ #}", false),
             ("{% raw %}{{ a ~ b }}{% endraw %}", false),
-            ("{{ x | replace('a', 'b') }}", true),
+            ("{{ x | replace('a', 'b') }}", false),
+            ("{{ x | indent(2) }}", true),
             (
                 "{{ x|trim|upper }}{{ xs | join(', ') }}{{ y|tojson }}",
                 false,
@@ -464,7 +468,7 @@ mod tests {
                 "{{ xs|map('upper')|join }}{{ xs|map(attribute='a') }}",
                 false,
             ),
-            ("{{ xs|map('replace', 'a', 'b') }}", true),
+            ("{{ xs|map('center', 9) }}", true),
             ("{% set s = x|indent(2) %}", true),
             ("{{ 'a|replace' }}{{ x or y }}", false),
         ] {
