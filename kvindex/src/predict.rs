@@ -320,19 +320,41 @@ impl Index {
         }
         s.cand_bits.clear();
         s.cand_bits.extend_from_slice(&s.alive);
-        if !self.walk_runs(req, s) {
-            return false;
-        }
-        fence(Ordering::Acquire);
-        if t.began.load(Ordering::Relaxed) != began {
-            return false;
-        }
         let bs = self.opts.block_size;
         let cached = |hit: u32| Outcome::Cached {
             tokens: hit * bs,
             other_media_tokens: Some(0),
             proven,
         };
+        let walked = if sparse {
+            self.walk_runs(req, s)
+        } else {
+            // Every rank "nothing cached" (one copy), and the walk writes each matched
+            // candidate's answer over its entry as its hit ends (no pass over a hit array;
+            // a candidate whose hit is 0 keeps its entry). The ranks that are not candidates
+            // are written below. A false return below leaves `out` half written: the caller
+            // clears it before the per-slot path.
+            out.extend_from_slice(&eps.blank);
+            let Scratch {
+                alive, keep, zero, ..
+            } = s;
+            let (out_of, entries) = (&eps.out_of, &mut out[..]);
+            self.walk_runs_with(req, alive, keep, zero, |slot, hit| {
+                if let Some(e) = out_of
+                    .get(slot)
+                    .and_then(|&at| entries.get_mut(at as usize))
+                {
+                    e.outcome = cached(hit);
+                }
+            })
+        };
+        if !walked {
+            return false;
+        }
+        fence(Ordering::Acquire);
+        if t.began.load(Ordering::Relaxed) != began {
+            return false;
+        }
         if sparse {
             let nothing = self.nothing_cached();
             // Slots in output order (the usual case: no endpoint removed and another added in
@@ -376,12 +398,10 @@ impl Index {
                 out.extend(s.listed.iter().map(|&(_, p)| p));
             }
         } else {
-            // Every rank "nothing cached" (one copy), then the matched candidates and the
-            // ranks that are not candidates written over their entries.
-            out.extend_from_slice(&eps.blank);
+            // The matched candidates are written (by the walk); the ranks that are not
+            // candidates (out of step, adapters) over their entries now.
             for (w, &m) in eps.slots.iter().enumerate() {
-                let cand = s.cand_bits[w];
-                let mut bits = (cand & !s.zero[w]) | (m & !cand);
+                let mut bits = m & !s.cand_bits[w];
                 while bits != 0 {
                     let b = bits.trailing_zeros() as usize;
                     bits &= bits - 1;
@@ -389,12 +409,8 @@ impl Index {
                     let Some(e) = out.get_mut(eps.out_of[slot] as usize) else {
                         continue;
                     };
-                    e.outcome = if cand & (1 << b) != 0 {
-                        cached(s.hit[slot])
-                    } else {
-                        let v = &eps.views[eps.view_of[slot] as usize];
-                        self.not_walked(t.words[slot].load(Ordering::Relaxed), v, proven)
-                    };
+                    let v = &eps.views[eps.view_of[slot] as usize];
+                    e.outcome = self.not_walked(t.words[slot].load(Ordering::Relaxed), v, proven);
                 }
             }
         }

@@ -60,14 +60,37 @@ impl Index {
     /// `zero` ends with the candidates whose hit is 0; `hit` is written for the other
     /// candidates only (a candidate in `zero` may keep an earlier prediction's entry).
     pub(crate) fn walk_runs(&self, req: &Request<'_>, s: &mut Scratch) -> bool {
+        let Scratch {
+            hit,
+            alive,
+            keep,
+            zero,
+            ..
+        } = s;
+        let hit = &mut hit[..];
+        self.walk_runs_with(req, alive, keep, zero, |slot, j| hit[slot] = j)
+    }
+
+    /// [`Index::walk_runs`] handing each candidate's non-zero hit to `put(slot, hit)` (once per
+    /// candidate, in no particular order) instead of writing the scratch's `hit`: the
+    /// prediction of a moment no rank changed writes the answers straight into its output.
+    /// `alive` holds the candidates (bitset); `keep` and `zero` are working sets (`zero` ends
+    /// with the candidates whose hit is 0, which `put` never sees). False as for
+    /// [`Index::walk_runs`]: what `put` was handed by then is to be dropped.
+    pub(crate) fn walk_runs_with(
+        &self,
+        req: &Request<'_>,
+        alive: &mut [u64],
+        keep: &mut Vec<u64>,
+        zero: &mut Vec<u64>,
+        mut put: impl FnMut(usize, u32),
+    ) -> bool {
         let max_blocks = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
-        // `alive` holds the candidates (the first pass set it).
         let hashes = &req.block_hashes[..max_blocks];
-        s.keep.clear();
-        s.keep.resize(s.alive.len(), 0);
-        s.zero.clear();
-        s.zero.resize(s.alive.len(), 0);
-        let (hit, alive, keep, zero) = (&mut s.hit, &mut s.alive, &mut s.keep, &mut s.zero);
+        keep.clear();
+        keep.resize(alive.len(), 0);
+        zero.clear();
+        zero.resize(alive.len(), 0);
         let mut j = 0usize;
         while j < max_blocks && alive.iter().any(|&a| a != 0) {
             let h = hashes[j];
@@ -104,9 +127,10 @@ impl Index {
                             }
                             let reach = held.saturating_sub(i);
                             if reach < matched {
-                                hit[s as usize] = (j + reach) as u32;
                                 if j + reach == 0 {
                                     zero[w] |= bit;
+                                } else {
+                                    put(s as usize, (j + reach) as u32);
                                 }
                                 *a &= !bit;
                             } else {
@@ -126,7 +150,7 @@ impl Index {
                         while gone != 0 {
                             let b = gone.trailing_zeros() as usize;
                             gone &= gone - 1;
-                            hit[w * 64 + b] = j as u32;
+                            put(w * 64 + b, j as u32);
                         }
                         *a &= c;
                     }
@@ -147,7 +171,7 @@ impl Index {
             while left != 0 {
                 let b = left.trailing_zeros() as usize;
                 left &= left - 1;
-                hit[w * 64 + b] = j as u32;
+                put(w * 64 + b, j as u32);
             }
         }
         true
