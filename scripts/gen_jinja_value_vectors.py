@@ -187,6 +187,20 @@ STRING_FILTERS = ["title", "capitalize", "upper", "lower", "trim", "length", "li
                   "first", "last", "reverse", "replace('a','Z')", "string", "tojson", "e"]
 
 
+# Template sources whose line breaks and whitespace control Jinja's lexer reads its own way:
+# Windows and old-Mac line breaks (the lexer joins the lines with "\n", also inside string
+# literals), trim_blocks after `{% raw %}` (not applied), markers on raw tags. Rendered over
+# the context x_one.
+SOURCES = ["a\r\nb{{ x }}\r\nc\r\n", "a\rb{{ x }}\rc", "{% if x %}\r\n  yes\r\n{% endif %}\r\nend",
+           "{{ 'p\r\nq' }}|{{ \"r\\r\\ns\" }}", "{% set s %}\r\n  v{{ x }}\r\n{% endset %}[{{ s }}]",
+           "{% for i in [1,2] %}\r\n{{ i }}\r{% endfor %}\n", "{% raw %}\n  {{ x }}\n{% endraw %}\nw",
+           "{% raw -%}\n  {{ x }}\n{%- endraw %}\nw", "a\n  {%- raw %}\nb{% endraw %}c",
+           "{% raw %}r{% endraw %}\n\nq", "{% raw %}\n1{% endraw %}{% raw %}\n\n2{% endraw %}",
+           "  {% raw %}\n  x\n  {% endraw %}\ny", "{% raw %}\r\nz\r\n{% endraw %}\r\n.",
+           "\t{% if x %}A{% endif %}\n  \t{%- if x %}B{% endif %}\n", "  {%+ if x %}C{% endif %}\n{% if x +%}\nD{% endif %}",
+           "x {#- c -#} y\n  {# c #}\nz", "{% macro m(a) %}\n<{{ a }}>\n{% endmacro %}{{ m(x) }}|{{ m(x)|trim }}"]
+
+
 def render(template, ctx):
     try:
         return {"rendered": _compile_jinja_template(template).render(**ctx)}
@@ -220,6 +234,8 @@ def main():
         for name in list(VALUES) + list(RAW_VALUES) + ["undefined"]:
             ctx = json.loads(contexts["x_" + name])
             cases.append({"context": "x_" + name, "template": e, **render(e, ctx)})
+    for t in SOURCES:
+        cases.append({"context": "x_one", "template": t, **render(t, {"x": 1})})
     for i, text in enumerate(STRINGS):
         name = f"s_{i}"
         contexts[name] = json.dumps({"x": text}, ensure_ascii=False)

@@ -4,7 +4,10 @@
 use crate::pyrepr;
 use crate::strftime::{strftime, UtcTime};
 use crate::template_concat::rewrite_concats;
-use crate::template_source::{prints_floats_unchecked, rewrite_for_loops, rewrite_generation_tags};
+use crate::template_source::{
+    keep_newline_after_raw, normalize_newlines, prints_floats_unchecked, rewrite_for_loops,
+    rewrite_generation_tags,
+};
 use kvprofile_core::ClockPolicy;
 use minijinja::value::Value;
 use minijinja::{Environment, ErrorKind};
@@ -109,7 +112,8 @@ impl ChatTemplate {
     /// to `{% if true %}` … `{% endif %}` first); every `for` loop iterates a string as a
     /// list of its characters and raises over `none`, as Jinja does
     /// (`template_source::rewrite_for_loops`); `~` joins Python's `str()` of its operands
-    /// wherever its reading is certain (`template_concat.rs`).
+    /// wherever its reading is certain (`template_concat.rs`); line breaks read as Jinja's
+    /// lexer reads them (`\r\n` and `\r` are `\n`; the one after `{% raw %}` kept).
     pub fn compile(
         source: &str,
         clock: Option<ClockPolicy>,
@@ -129,7 +133,9 @@ impl ChatTemplate {
         if clock == Some(ClockPolicy::UtcDate) {
             env.add_function("strftime_now", strftime_now);
         }
-        let with_blocks = rewrite_generation_tags(source);
+        let lines = normalize_newlines(source);
+        let raw = keep_newline_after_raw(&lines);
+        let with_blocks = rewrite_generation_tags(&raw);
         let with_loops = rewrite_for_loops(&with_blocks);
         let (compiled, _) = rewrite_concats(&with_loops);
         // What is still unchecked after the rewrites: a `~` chain left as it was, a filter

@@ -37,8 +37,12 @@ pub(crate) fn tags(source: &str) -> impl Iterator<Item = Tag> + '_ {
                 i = end + 2;
                 let (_, body, _) = split_markers(source.get(at + 2..end)?);
                 if body.trim() == "raw" {
+                    // The raw block's own tag is yielded; its body is not code.
                     i = raw_block_end(source, i)?;
-                    continue;
+                    return Some(Tag {
+                        inner: at + 2..end,
+                        block: true,
+                    });
                 }
                 return Some(Tag {
                     inner: at + 2..end,
@@ -48,6 +52,46 @@ pub(crate) fn tags(source: &str) -> impl Iterator<Item = Tag> + '_ {
             _ => i = at + 1,
         }
     })
+}
+
+/// The source as Jinja's lexer reads it: every line break (`\r\n`, `\r`, `\n`) a `\n`
+/// (`Lexer.tokeniter` splits the source at line breaks and joins the lines with `\n`, so a
+/// template with Windows line endings renders `\n`, in its text and in its string
+/// literals); minijinja keeps them as written.
+pub(crate) fn normalize_newlines(source: &str) -> Cow<'_, str> {
+    if source.contains('\r') {
+        Cow::Owned(source.replace("\r\n", "\n").replace('\r', "\n"))
+    } else {
+        Cow::Borrowed(source)
+    }
+}
+
+/// Jinja does not apply trim_blocks to the line break right after `{% raw %}` (its raw-block
+/// rule ends at `%}`), minijinja does: that line break is doubled so that minijinja's trim
+/// leaves Jinja's text. A `{% raw -%}` tag strips the white space after it in both.
+pub(crate) fn keep_newline_after_raw(source: &str) -> Cow<'_, str> {
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    for tag in tags(source).filter(|t| t.block) {
+        let inner = source.get(tag.inner.clone()).unwrap_or("");
+        let (_, body, trail) = split_markers(inner);
+        let after = tag.inner.end + 2;
+        if body.trim() != "raw" || !trail.is_empty() || source.as_bytes().get(after) != Some(&b'\n')
+        {
+            continue;
+        }
+        let o = out.get_or_insert_with(|| String::with_capacity(source.len() + 8));
+        o.push_str(source.get(copied..after).unwrap_or(""));
+        o.push('\n');
+        copied = after;
+    }
+    match out {
+        Some(mut o) => {
+            o.push_str(source.get(copied..).unwrap_or(""));
+            Cow::Owned(o)
+        }
+        None => Cow::Borrowed(source),
+    }
 }
 
 /// transformers' `{% generation %}` … `{% endgeneration %}` block (its `AssistantTracker`
@@ -396,6 +440,21 @@ fn raw_block_end(source: &str, from: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_breaks_and_raw_blocks_read_as_jinjas_lexer_reads_them() {
+        assert_eq!(normalize_newlines("a\r\nb\rc\n"), "a\nb\nc\n");
+        assert!(matches!(normalize_newlines("a\nb"), Cow::Borrowed(_)));
+        assert_eq!(
+            keep_newline_after_raw("{% raw %}\nx{% endraw %}\n{%- raw -%}\ny{% endraw %}"),
+            "{% raw %}\n\nx{% endraw %}\n{%- raw -%}\ny{% endraw %}"
+        );
+        // A `{% raw %}` inside a raw block is text.
+        assert!(matches!(
+            keep_newline_after_raw("{% raw %}{% raw %}\n{% endraw %}"),
+            Cow::Borrowed(_)
+        ));
+    }
 
     #[test]
     fn for_loops_hand_their_iterable_to_the_loop_function() {
