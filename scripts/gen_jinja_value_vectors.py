@@ -198,7 +198,11 @@ SOURCES = ["a\r\nb{{ x }}\r\nc\r\n", "a\rb{{ x }}\rc", "{% if x %}\r\n  yes\r\n{
            "{% raw %}r{% endraw %}\n\nq", "{% raw %}\n1{% endraw %}{% raw %}\n\n2{% endraw %}",
            "  {% raw %}\n  x\n  {% endraw %}\ny", "{% raw %}\r\nz\r\n{% endraw %}\r\n.",
            "\t{% if x %}A{% endif %}\n  \t{%- if x %}B{% endif %}\n", "  {%+ if x %}C{% endif %}\n{% if x +%}\nD{% endif %}",
-           "x {#- c -#} y\n  {# c #}\nz", "{% macro m(a) %}\n<{{ a }}>\n{% endmacro %}{{ m(x) }}|{{ m(x)|trim }}"]
+           "x {#- c -#} y\n  {# c #}\nz", "{% macro m(a) %}\n<{{ a }}>\n{% endmacro %}{{ m(x) }}|{{ m(x)|trim }}",
+           # String literals decoded with Python's unicode_escape (Jinja's lexer).
+           r"{{ '\a|\b|\f|\v|\0|\101|\x41|\u00e9|\U0001F600|\q|\'|\"|\\' }}", r'{{ "\a\b" ~ x }}',
+           r"{{ '\N{BULLET}' }}", "{{ 'a\\\nb' }}", r"{{ '\8' }}", r"{{ '\777' }}", r"{{ '\x4' if false else 1 }}",
+           r"{{ '\/' }}|{{ '\{' }}|{{ '\%' }}", "{{ '\\é' }}", r"{% set s = 'a\tb\vc' %}{{ s|length }}{{ s.split() }}"]
 
 
 def render(template, ctx):

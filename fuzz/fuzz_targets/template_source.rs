@@ -20,9 +20,15 @@ fuzz_target!(|data: &[u8]| {
     plain.set_syntax(syntax);
     let plain_ok = plain.add_template("t", source).is_ok();
     let ours = ChatTemplate::compile(source, Some(ClockPolicy::UtcDate), Some(20_000));
-    // `{% generation %}` is a tag only kvexact knows.
+    // `{% generation %}` is a tag only kvexact knows; a string literal Python reads
+    // otherwise than kvexact can write (`\N{…}`, a code point past U+10FFFF, a surrogate) is
+    // refused by kvexact where minijinja alone keeps its escape as written.
     if plain_ok && !source.contains("generation") {
-        assert!(ours.is_ok(), "{source:?}: {:?}", ours.err());
+        let refused_literal = ours
+            .as_ref()
+            .err()
+            .is_some_and(|e| e.contains("a string literal"));
+        assert!(ours.is_ok() || refused_literal, "{source:?}: {:?}", ours.err());
     }
     if let Ok(t) = ours {
         let ctx = kvtemplate::json::parse(

@@ -4,6 +4,7 @@
 use crate::pyrepr;
 use crate::strftime::{strftime, UtcTime};
 use crate::template_concat::rewrite_concats;
+use crate::template_literals::respell_string_literals;
 use crate::template_source::{
     keep_newline_after_raw, normalize_newlines, prints_floats_unchecked, rewrite_for_loops,
     rewrite_generation_tags,
@@ -113,7 +114,8 @@ impl ChatTemplate {
     /// list of its characters and raises over `none`, as Jinja does
     /// (`template_source::rewrite_for_loops`); `~` joins Python's `str()` of its operands
     /// wherever its reading is certain (`template_concat.rs`); line breaks read as Jinja's
-    /// lexer reads them (`\r\n` and `\r` are `\n`; the one after `{% raw %}` kept).
+    /// lexer reads them (`\r\n` and `\r` are `\n`; the one after `{% raw %}` kept); string
+    /// literals decoded with Python's `unicode_escape` (`template_literals.rs`).
     pub fn compile(
         source: &str,
         clock: Option<ClockPolicy>,
@@ -135,7 +137,8 @@ impl ChatTemplate {
         }
         let lines = normalize_newlines(source);
         let raw = keep_newline_after_raw(&lines);
-        let with_blocks = rewrite_generation_tags(&raw);
+        let literals = respell_string_literals(&raw)?;
+        let with_blocks = rewrite_generation_tags(&literals);
         let with_loops = rewrite_for_loops(&with_blocks);
         let (compiled, _) = rewrite_concats(&with_loops);
         // What is still unchecked after the rewrites: a `~` chain left as it was, a filter

@@ -69,6 +69,7 @@ mod strftime;
 mod strict;
 mod template_concat;
 mod template_facts;
+mod template_literals;
 mod template_source;
 mod tokenize;
 
