@@ -42,6 +42,23 @@ pub(crate) fn install(env: &mut Environment<'_>) {
         });
     }
     env.add_filter("format", crate::pyformat::format);
+    // Python's `int()` of a float is exact at any size; minijinja's saturates at 128 bits.
+    let builtin_int = Value::from_function(minijinja::filters::int);
+    env.add_filter("int", move |state: &mut State, args: Rest<Value>| {
+        if let Some(f) = args
+            .first()
+            .filter(|v| v.kind() == ValueKind::Number && !v.is_integer())
+            .and_then(|v| f64::try_from(v.clone()).ok())
+        {
+            if !f.is_finite() || f.abs() >= 2f64.powi(127) {
+                return Err(minijinja::Error::new(
+                    ErrorKind::InvalidOperation,
+                    "int() of a float that is not finite or past 128 bits",
+                ));
+            }
+        }
+        builtin_int.call(state, &args)
+    });
     // Jinja's `replace` is `str(s).replace(str(old), str(new), count)`.
     let builtin_replace = Value::from_function(minijinja::filters::replace);
     env.add_filter("replace", move |state: &mut State, args: Rest<Value>| {

@@ -214,7 +214,7 @@ fn integer(v: &Value) -> Result<i128, minijinja::Error> {
         ValueKind::Number => {
             let f = f64::try_from(v.clone())?;
             let t = f.trunc();
-            if !t.is_finite() || t.abs() >= 1.7e38 {
+            if !t.is_finite() || t.abs() >= 2f64.powi(127) {
                 return Err(fail("%d of a float that is not finite or too large"));
             }
             // An integral float below 2^127 converts exactly.
