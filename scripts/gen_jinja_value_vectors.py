@@ -110,6 +110,7 @@ WHOLE = {
         "{{ fs[1]|replace('e', 'E') }}|{{ fs|replace(',', ';') }}|{{ 'a1b'|replace(1, fs[1]) }}",
     ],
     "text": [
+        "{{ d|pprint }}", "{% for s in ss %}{{ s|pprint }};{% endfor %}", "{{ d.n|pprint }}|{{ d.f|pprint }}|{{ none|pprint }}|{{ true|pprint }}",
         "{{ ss }}", "{{ ss|join('|') }}", "{{ ss|tojson }}", "{{ d }}", "{{ d|string }}",
         "{{ d.items()|list }}", "{{ tools }}", "{{ tools|tojson }}", "{{ tools|string }}",
         "{% for t in tools %}{{ t.function }}{% endfor %}",

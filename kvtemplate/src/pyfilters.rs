@@ -42,6 +42,7 @@ pub(crate) fn install(env: &mut Environment<'_>) {
         });
     }
     env.add_filter("format", crate::pyformat::format);
+    env.add_filter("pprint", pprint);
     // Python's `int()` of a float is exact at any size; minijinja's saturates at 128 bits.
     let builtin_int = Value::from_function(minijinja::filters::int);
     env.add_filter("int", move |state: &mut State, args: Rest<Value>| {
@@ -157,6 +158,32 @@ fn concat(args: Rest<Value>) -> Result<Value, minijinja::Error> {
         pyrepr::write_str(v, &mut out)?;
     }
     Ok(Value::from(out))
+}
+
+/// Jinja's `pprint` (`pprint.pformat`): a scalar's `repr()`. Containers (pformat sorts dict
+/// keys and wraps at 80 columns) and a string whose `repr()` would not fit one line are
+/// refused.
+fn pprint(v: &Value) -> Result<Value, minijinja::Error> {
+    let fits = matches!(
+        v.kind(),
+        ValueKind::None
+            | ValueKind::Bool
+            | ValueKind::Number
+            | ValueKind::Undefined
+            | ValueKind::String
+    );
+    let text = if fits {
+        pyrepr::to_repr(v)?
+    } else {
+        String::new()
+    };
+    if !fits || text.chars().count() > 72 {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            "pprint of a container or a long string (pformat sorts and wraps them)",
+        ));
+    }
+    Ok(Value::from(text))
 }
 
 /// What a `for` loop iterates (`template_source::rewrite_for_loops`): a string as the list of
