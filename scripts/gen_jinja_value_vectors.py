@@ -106,6 +106,7 @@ WHOLE = {
         "{{ '%(k)s'|format(k=1) }}|{{ '%s'|format(k=1) }}|{{ '%(k)5s|%(k)-3d|'|format(k=7) }}",
         "{{ '%(k)s %s'|format(1) }}",
         "{{ '%s'|format() }}", "{{ '%s'|format(1, 2) }}", "{{ '%d'|format('x') }}", "{{ 'a%'|format }}",
+        "{% if false %}{{ fs|from_json }}{{ fs|map('from_json') }}{% endif %}{{ fs[1] }}|{{ fs[1]|pprint }}|{{ fs|first|pprint }}",
         "{{ 1e100|int if false else 1 }}|{{ fs[9]|int }}|{{ -2.5e20|int }}|{{ 1.7e38|int }}",
         "{{ fs[1]|replace('e', 'E') }}|{{ fs|replace(',', ';') }}|{{ 'a1b'|replace(1, fs[1]) }}",
     ],

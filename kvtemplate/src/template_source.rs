@@ -279,6 +279,7 @@ const FILTERS_EXACT: &[&str] = &[
     "map",
     "max",
     "min",
+    "pprint",
     "reject",
     "rejectattr",
     "replace",
@@ -299,10 +300,77 @@ const FILTERS_EXACT: &[&str] = &[
     "zip",
 ];
 
+/// The filters of the engines' environment: Jinja 3.1's `FILTERS` (transformers adds none but
+/// its own `tojson`). A filter outside them raises in the engine when reached, whatever
+/// kvexact prints.
+const JINJA_FILTERS: &[&str] = &[
+    "abs",
+    "attr",
+    "batch",
+    "capitalize",
+    "center",
+    "count",
+    "d",
+    "default",
+    "dictsort",
+    "e",
+    "escape",
+    "filesizeformat",
+    "first",
+    "float",
+    "forceescape",
+    "format",
+    "groupby",
+    "indent",
+    "int",
+    "items",
+    "join",
+    "last",
+    "length",
+    "list",
+    "lower",
+    "map",
+    "max",
+    "min",
+    "pprint",
+    "random",
+    "reject",
+    "rejectattr",
+    "replace",
+    "reverse",
+    "round",
+    "safe",
+    "select",
+    "selectattr",
+    "slice",
+    "sort",
+    "string",
+    "striptags",
+    "sum",
+    "title",
+    "tojson",
+    "trim",
+    "truncate",
+    "unique",
+    "upper",
+    "urlencode",
+    "urlize",
+    "wordcount",
+    "wordwrap",
+    "xmlattr",
+];
+
+/// Whether filter `name` can print a float in minijinja's spelling where the engine prints
+/// text: one of the engines' filters ([`JINJA_FILTERS`]) outside [`FILTERS_EXACT`]. A filter
+/// the engines lack (a template's own `from_json`) raises there when reached.
+fn filter_unchecked(name: &str) -> bool {
+    JINJA_FILTERS.contains(&name) && !FILTERS_EXACT.contains(&name)
+}
+
 /// Whether the template can turn a float into text through a path where minijinja, not
-/// kvexact, spells it: the `~` operator, a filter outside [`FILTERS_EXACT`] (`replace`,
-/// `indent`, `format`, …) or one named to `map`. A render of such a template refuses a context
-/// holding a float Python spells otherwise (`env.rs`).
+/// kvexact, spells it: a `~` chain left as written, one of the engines' filters outside
+/// [`FILTERS_EXACT`] (`indent`, `center`, `truncate`, …) or one named to `map`. A render of
+/// such a template refuses a context holding a float Python spells otherwise (`env.rs`).
 pub(crate) fn prints_floats_unchecked(source: &str) -> bool {
     tags(source).any(|tag| {
         let inner = source.get(tag.inner).unwrap_or("");
@@ -314,7 +382,7 @@ pub(crate) fn prints_floats_unchecked(source: &str) -> bool {
                 Piece::Char('~') => return true,
                 Piece::Char('|') => after_bar = true,
                 Piece::Word(w) if after_bar => {
-                    if !FILTERS_EXACT.contains(&w) {
+                    if filter_unchecked(w) {
                         return true;
                     }
                     after_map = w == "map";
@@ -324,7 +392,7 @@ pub(crate) fn prints_floats_unchecked(source: &str) -> bool {
                 Piece::Char('(') if after_map => {
                     // `map('name', …)`: the filter named first.
                     if let Some(Piece::Str(name)) = words.next() {
-                        if !FILTERS_EXACT.contains(&name) {
+                        if filter_unchecked(name) {
                             return true;
                         }
                     }
@@ -528,6 +596,10 @@ mod tests {
                 false,
             ),
             ("{{ xs|map('center', 9) }}", true),
+            (
+                "{{ x|from_json }}{{ xs|map('from_json') }}{{ x|pprint }}",
+                false,
+            ),
             ("{% set s = x|indent(2) %}", true),
             ("{{ 'a|replace' }}{{ x or y }}", false),
         ] {
