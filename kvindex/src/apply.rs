@@ -5,9 +5,10 @@
 //! `created` emptying the rank, and a batch applied whole or not at all.
 
 use crate::endpoint::{Counters, Endpoint, RankState, MAX_MEDIA};
-use crate::runs::{chain_key, Writer};
+use crate::locator::Loc;
+use crate::runs::Writer;
 use crate::stream::{Step, StreamState};
-use crate::table::{Key, Loc, Medium};
+use crate::table::{Key, Medium};
 use crate::{Error, Index};
 use kvhash::events::{self, EventBatch, EventKind, Limits};
 
@@ -383,21 +384,24 @@ impl Index {
         slot: u32,
     ) -> Option<(u64, Loc)> {
         if !self.in_chains(&k) {
-            self.table.add(k, slot, || Loc::NONE);
+            self.table.add(k, slot);
             return None;
         }
         let parent_loc = parent.and_then(|p| match last {
             Some((h, l)) if h == p => Some(l),
-            _ => self.table.loc(&chain_key(p)),
+            _ => self.runs.place(w, p),
         });
-        let added = self.table.add(k, slot, || {
+        let added = self.table.add(k, slot);
+        let loc = if added.new_key {
             self.runs.place_new(w, k.hash, parent, parent_loc, slot)
-        });
-        let loc = if !added.new_key && added.first_for_slot {
-            self.runs
-                .change(w, &self.table, k.hash, added.loc, slot, true, parent_loc)
         } else {
-            added.loc
+            // A chain key some slot holds has its place.
+            let loc = self.runs.place(w, k.hash).unwrap_or(Loc::NONE);
+            if added.first_for_slot {
+                self.runs.change(w, k.hash, loc, slot, true, parent_loc)
+            } else {
+                loc
+            }
         };
         Some((k.hash, loc))
     }
@@ -408,11 +412,11 @@ impl Index {
             return false;
         };
         if r.last_for_slot && self.in_chains(&k) {
+            let loc = self.runs.place(w, k.hash).unwrap_or(Loc::NONE);
             if r.key_gone {
-                self.runs.drop_key(w, &self.table, r.loc);
+                self.runs.drop_key(w, k.hash, loc);
             } else {
-                self.runs
-                    .change(w, &self.table, k.hash, r.loc, slot, false, None);
+                self.runs.change(w, k.hash, loc, slot, false, None);
             }
         }
         true
@@ -441,11 +445,14 @@ impl Index {
                 }
                 _ if st.overflow => {}
                 Op::Parent(k) => {
-                    let (held, loc) = self.table.holds_at(&k, slot);
-                    if !held {
+                    if !self.table.holds(&k, slot) {
                         Counters::bump(&c.stored_orphan, 1);
                     }
-                    last = loc.filter(|_| self.in_chains(&k)).map(|l| (k.hash, l));
+                    last = if self.in_chains(&k) {
+                        self.runs.place(w, k.hash).map(|l| (k.hash, l))
+                    } else {
+                        None
+                    };
                 }
                 Op::Store(k, parent) => {
                     let m = usize::from(k.medium);

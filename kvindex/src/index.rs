@@ -18,9 +18,9 @@ use std::sync::{Arc, Mutex, RwLock};
 /// `Send + Sync`: request threads call [`Index::predict`] while event threads apply batches.
 /// A prediction takes no lock shared by all endpoints: it loads the endpoint list lock-free,
 /// walks the request's blocks once for every endpoint — through the run-compressed chains
-/// (`runs.rs`: one sharded-table probe per run of blocks with one holder set) for an index of
-/// one full-attention group, else one probe per block — taking one shard's read lock at a
-/// time, and checks each rank's sequence counter, so every rank's answer reflects whole
+/// (`runs.rs`: one lock-free probe of the chain keys' places per run of blocks with one holder
+/// set, the run's shard read-locked) for an index of one full-attention group, else one table
+/// probe per block — taking one shard's read lock at a time, and checks each rank's sequence counter, so every rank's answer reflects whole
 /// batches only (a rank changed during the walk is answered again under its own endpoint's
 /// lock). When no change was in progress before the walk and none began during it (two
 /// index-wide counters say so), the per-rank checks are skipped and the statuses come from an

@@ -14,7 +14,7 @@
 //!   ([`Index::apply_frames`], [`Index::apply_payload`], [`Index::apply_json`]), with stream
 //!   health ([`StreamState`]: sequence gaps, replay, restarts), a hard per-rank capacity
 //!   ([`Capacity`]), [`Index::predict`] (one walk over the request's blocks for all
-//!   endpoints, one table probe per run of blocks with one holder set, no lock shared by
+//!   endpoints, one lock-free probe per run of blocks with one holder set, no lock shared by
 //!   all endpoints), feedback from the engine's reported counts
 //!   ([`Index::observe`], [`PredictionDrift`]) and the inventory ([`Index::status`],
 //!   [`Index::prometheus`]).
@@ -22,22 +22,25 @@
 //!   index's walk is tested against).
 //!
 //! Memory: one table entry per distinct held block key — 16 bytes of key (hash, group,
-//! medium), 24 of holders (a bitset of the first 128 slots and a pointer) and 8 of its place
-//! in the chains, about [`BYTES_PER_KEY`] = 56 bytes with the hash map's control byte at its
-//! 7/8 load factor (up to twice that right after the map grew), however many of the first 128
-//! slots hold it; a slot holding more than one copy, or a slot from the 129th on, is listed in
-//! one heap vector per key ([`BYTES_PER_HOLDER`] = 8 bytes each, and the vector's 24). An index of one full-attention group
-//! also keeps its GPU keys as run-compressed chains (`runs.rs`): 8 bytes per distinct block
-//! in its run's array (up to twice that in a run that grew at the front), about 160 bytes
-//! per run (a 112-byte header with the cover of up to 128 slots inline, the writers' child
-//! list) and 8 bytes per partial holder of a run (a slot holding a leading stretch of it);
+//! medium) and 24 of holders (a bitset of the first 128 slots and a pointer), about
+//! [`BYTES_PER_KEY`] = 46 bytes with the hash map's control byte at its 7/8 load factor (up to
+//! twice that right after the map grew), however many of the first 128 slots hold it; a slot
+//! holding more than one copy, or a slot from the 129th on, is listed in one heap vector per
+//! key ([`BYTES_PER_HOLDER`] = 8 bytes each, and the vector's 24). An index of one
+//! full-attention group also keeps its GPU keys as run-compressed chains (`runs.rs`): 8 bytes
+//! per distinct block in its run's array (up to twice that in a run that grew at the front),
+//! 16 bytes per block in the places array the walk reads (`locator.rs`, between 3/8 and 7/8
+//! full: 18 to 43 bytes per block), about 160 bytes per run (a 112-byte header with the cover
+//! of up to 128 slots inline, the writers' child list) and 8 bytes per partial holder of a run
+//! (a slot holding a leading stretch of it);
 //! [`Index::memory`] counts them all. Per rank,
 //! the GPU capacity bounds the entries: a stream that stores more than the engine's pool
 //! holds has lost removals, and the rank's entries are dropped ([`UnknownReason::Overflow`])
 //! until its cache is known again.
 //!
-//! Locking: a prediction takes no lock shared by all endpoints (the read locks of the shards
-//! it visits, one at a time); event application holds the index's writers' mutex for a batch
+//! Locking: a prediction takes no lock shared by all endpoints (it reads the chain keys' places
+//! without a lock, then the read lock of each run shard it visits, one at a time; block by
+//! block, the table shards' read locks); event application holds the index's writers' mutex for a batch
 //! (batches apply one at a time, whichever endpoint sends them). A prediction that saw no
 //! batch in progress or begun during its walk answers from that one state without checking
 //! each rank again; otherwise each rank's seqlock version decides.
@@ -85,6 +88,7 @@ mod endpoint;
 mod error;
 mod feedback;
 mod index;
+mod locator;
 pub mod lookup;
 mod predict;
 mod prediction;

@@ -7,10 +7,10 @@
 //! *run*, a stretch of blocks each chained on the one before it (the engine's parent hash).
 //! A run's holders are its *cover* (a bitset of the slots holding every position) and its
 //! *partial holders* (slots holding a leading stretch of it only: `(slot, end)`). The walk
-//! ([`crate::Index::predict`]) probes the table once per run for the run and position of the
-//! request's block, compares the request's next hashes against the run's array, ANDs the
-//! candidates with the cover once and ends each partial holder's hit at its end: one probe per
-//! run instead of one per block.
+//! ([`crate::Index::predict`]) looks up the run and position of the request's block once per
+//! run (in the places array, [`crate::locator`], without a lock), compares the request's next
+//! hashes against the run's array, ANDs the candidates with the cover once and ends each
+//! partial holder's hit at its end: one probe per run instead of one per block.
 //!
 //! Exactness does not depend on the shape. A position's holders (the cover and the partial
 //! holders reaching past it) always equal the set of slots holding its key
@@ -24,8 +24,8 @@
 //! half.
 //!
 //! Concurrency: writers (event application) hold one mutex ([`Runs::writer`]) for a batch;
-//! readers take only the read lock of the table shard, then of the run shard, they visit, one
-//! at a time. Every writer step changes the holders of one slot only — the slot of the rank
+//! readers read the places without a lock, then take the read lock of each run shard they
+//! visit, one at a time. Every writer step changes the holders of one slot only — the slot of the rank
 //! being written, whose prediction is redone under its endpoint's lock (the seqlock in
 //! `endpoint.rs`) — and moves positions by copy, redirect, shrink: a reader that follows a
 //! stale place finds either the key under a cover that is right for every other slot, or
@@ -33,7 +33,9 @@
 
 use crate::blocks::Blocks;
 use crate::cover::Cover;
-use crate::table::{Key, Loc, Table};
+use crate::locator::Loc;
+use crate::locator::{new_places, Places, PlacesWriter};
+use crate::table::{Key, Table};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -253,13 +255,13 @@ impl Kids {
     }
 }
 
-/// The writers' side: free run ids and the runs by the parent of their first block (to join a
-/// run with the one that continues it).
-#[derive(Debug, Default)]
+/// The writers' side: free run ids, the runs by the parent of their first block (to join a
+/// run with the one that continues it) and the writer's side of the places.
 pub(crate) struct Writer {
     free: Vec<u32>,
     next: u32,
     children: HashMap<u64, Kids, BuildMix>,
+    places: PlacesWriter,
 }
 
 impl Writer {
@@ -286,18 +288,39 @@ impl Writer {
     }
 }
 
-/// The run store: runs sharded by id, each shard behind its own `RwLock`.
+/// The run store: runs sharded by id, each shard behind its own `RwLock`, and every chain
+/// key's place for the walk ([`crate::locator`]).
 pub(crate) struct Runs {
     shards: Box<[RwLock<Vec<Run>>]>,
     writer: Mutex<Writer>,
+    /// Every chain key's place: the walk reads them without a lock, the writers through their
+    /// side ([`Runs::place`]).
+    pub places: Places,
 }
 
 impl Runs {
     pub fn new() -> Self {
+        let (places, writer) = new_places();
         Runs {
             shards: (0..SHARDS).map(|_| RwLock::new(Vec::new())).collect(),
-            writer: Mutex::new(Writer::default()),
+            writer: Mutex::new(Writer {
+                free: Vec::new(),
+                next: 0,
+                children: HashMap::default(),
+                places: writer,
+            }),
+            places,
         }
+    }
+
+    /// A chain key's place (the one the walk reads and the writers find).
+    fn set_place(&self, w: &mut Writer, hash: u64, loc: Loc) {
+        w.places.set(&self.places, hash, loc);
+    }
+
+    /// A chain key's place now (the writers' view).
+    pub fn place(&self, w: &Writer, hash: u64) -> Option<Loc> {
+        w.places.find(hash)
     }
 
     /// The writers' mutex: held by whoever changes the table's chain keys, for a whole batch.
@@ -387,20 +410,18 @@ impl Runs {
         }
     }
 
-    fn redirect(table: &Table, run: u32, first: u32, hashes: &[u64]) {
+    fn redirect(&self, w: &mut Writer, run: u32, first: u32, hashes: &[u64]) {
         for (k, &h) in hashes.iter().enumerate() {
-            table.set_loc(
-                &chain_key(h),
-                Loc {
-                    run,
-                    pos: first.wrapping_add(k as u32),
-                },
-            );
+            let loc = Loc {
+                run,
+                pos: first.wrapping_add(k as u32),
+            };
+            self.set_place(w, h, loc);
         }
     }
 
     /// The place of a key nobody held, stored by `slot` after `parent` (whose place the
-    /// caller knows). Called under the table shard's write lock: it does not touch the table.
+    /// caller knows).
     pub fn place_new(
         &self,
         w: &mut Writer,
@@ -423,7 +444,9 @@ impl Runs {
                 })
                 .flatten();
             if let Some(pos) = appended {
-                return Loc { run: pl.run, pos };
+                let loc = Loc { run: pl.run, pos };
+                w.places.set(&self.places, hash, loc);
+                return loc;
             }
         }
         let run = self.alloc(
@@ -437,7 +460,9 @@ impl Runs {
                 live: true,
             },
         );
-        Loc { run, pos: 0 }
+        let loc = Loc { run, pos: 0 };
+        w.places.set(&self.places, hash, loc);
+        loc
     }
 
     /// `slot` now holds (`on`) or no longer holds a key at `loc` that other slots still hold.
@@ -451,7 +476,6 @@ impl Runs {
     pub fn change(
         &self,
         w: &mut Writer,
-        table: &Table,
         hash: u64,
         loc: Loc,
         slot: u32,
@@ -465,7 +489,7 @@ impl Runs {
             return loc;
         }
         // The general path moves positions between partial-free runs.
-        let loc = self.materialize(w, table, loc);
+        let loc = self.materialize(w, loc);
         let Some((n, i, cover, parent)) = self
             .read(loc.run, |r| {
                 r.index_of(loc.pos).map(|i| {
@@ -483,13 +507,13 @@ impl Runs {
         };
         if n == 1 {
             self.write(loc.run, |r| r.cover = cover);
-            let s = self.join_prev(w, table, loc.run, parent_hint);
-            self.join_next(w, table, s);
-            return table.loc(&chain_key(hash)).unwrap_or(Loc::NONE);
+            let s = self.join_prev(w, loc.run, parent_hint);
+            self.join_next(w, s);
+            return w.places.find(hash).unwrap_or(Loc::NONE);
         }
         if i == 0 {
             if let Some(p) = parent {
-                let pl = parent_hint.or_else(|| table.loc(&chain_key(p)));
+                let pl = parent_hint.or_else(|| w.places.find(p));
                 if let Some(pl) = pl.filter(|pl| pl.run != loc.run) {
                     let moved = self
                         .write(pl.run, |x| {
@@ -505,7 +529,7 @@ impl Runs {
                         .flatten();
                     if let Some(pos) = moved {
                         let to = Loc { run: pl.run, pos };
-                        table.set_loc(&chain_key(hash), to);
+                        self.set_place(w, hash, to);
                         let old = self
                             .write(loc.run, |r| {
                                 r.hashes.drain_front(1);
@@ -540,7 +564,7 @@ impl Runs {
                         .flatten();
                     if let Some(pos) = moved {
                         let to = Loc { run: y, pos };
-                        table.set_loc(&chain_key(hash), to);
+                        self.set_place(w, hash, to);
                         self.write(loc.run, |r| r.hashes.pop());
                         self.set_parent(w, y, parent);
                         return to;
@@ -559,15 +583,22 @@ impl Runs {
                 live: true,
             },
         );
-        table.set_loc(&chain_key(hash), Loc { run: s, pos: 0 });
-        self.cut(w, table, loc.run, i);
-        let s = self.join_prev(w, table, s, None);
-        self.join_next(w, table, s);
-        table.loc(&chain_key(hash)).unwrap_or(Loc::NONE)
+        self.set_place(w, hash, Loc { run: s, pos: 0 });
+        self.cut(w, loc.run, i);
+        let s = self.join_prev(w, s, None);
+        self.join_next(w, s);
+        w.places.find(hash).unwrap_or(Loc::NONE)
     }
 
-    /// Nobody holds the key at `loc` any more (its table entry is gone): its position goes.
-    pub fn drop_key(&self, w: &mut Writer, table: &Table, loc: Loc) {
+    /// Nobody holds `hash`, at `loc`, any more (its table entry is gone): its position goes.
+    pub fn drop_key(&self, w: &mut Writer, hash: u64, loc: Loc) {
+        self.drop_position(w, loc);
+        // Last: moving the run's other positions may have named this one's place again.
+        w.places.remove(&self.places, hash);
+    }
+
+    /// [`Runs::drop_key`]'s change of the runs.
+    fn drop_position(&self, w: &mut Writer, loc: Loc) {
         // A run's last position (a leaf evicted, the usual removal) goes in place: the tail
         // shrinks, and partial holders that now reach the end join the cover. (Nobody holds
         // the position, so no partial holder reached it.)
@@ -585,16 +616,16 @@ impl Runs {
         if popped {
             return;
         }
-        let loc = self.materialize(w, table, loc);
+        let loc = self.materialize(w, loc);
         if let Some(i) = self.read(loc.run, |r| r.index_of(loc.pos)).flatten() {
-            self.cut(w, table, loc.run, i);
+            self.cut(w, loc.run, i);
         }
     }
 
     /// Splits run `loc.run` into runs without partial holders, one per stretch of positions
     /// with one holder set (copy, redirect, shrink: a reader on a stale place still finds
     /// right holders or another hash). Returns where logical position `loc.pos` went.
-    fn materialize(&self, w: &mut Writer, table: &Table, loc: Loc) -> Loc {
+    fn materialize(&self, w: &mut Writer, loc: Loc) -> Loc {
         let Some((hashes, cover, part)) = self
             .read(loc.run, |r| {
                 (r.live && r.has_partial()).then(|| {
@@ -634,7 +665,7 @@ impl Runs {
                     live: true,
                 },
             );
-            Self::redirect(table, id, 0, &hashes[from..to]);
+            self.redirect(w, id, 0, &hashes[from..to]);
             if (from..to).contains(&at) {
                 out = Loc {
                     run: id,
@@ -654,7 +685,7 @@ impl Runs {
 
     /// Takes array index `i` out of run `id` (its key has been moved or dropped): the run
     /// shrinks at an end or splits, moving its shorter side to a new run.
-    fn cut(&self, w: &mut Writer, table: &Table, id: u32, i: usize) {
+    fn cut(&self, w: &mut Writer, id: u32, i: usize) {
         let Some(n) = self.read(id, |r| r.hashes.len()) else {
             return;
         };
@@ -690,7 +721,7 @@ impl Runs {
                     live: true,
                 },
             );
-            Self::redirect(table, t, 0, &suffix);
+            self.redirect(w, t, 0, &suffix);
             self.write(id, |r| r.hashes.truncate(i));
         } else {
             // Move the prefix.
@@ -715,7 +746,7 @@ impl Runs {
                     live: true,
                 },
             );
-            Self::redirect(table, t, 0, &prefix);
+            self.redirect(w, t, 0, &prefix);
             self.write(id, |r| {
                 r.hashes.drain_front(i + 1);
                 r.base = r.base.wrapping_add(i as u32 + 1);
@@ -726,7 +757,7 @@ impl Runs {
 
     /// Joins run `s` with the run it continues, when that run ends at `s`'s parent under the
     /// same cover. Returns the run holding `s`'s blocks.
-    fn join_prev(&self, w: &mut Writer, table: &Table, s: u32, hint: Option<Loc>) -> u32 {
+    fn join_prev(&self, w: &mut Writer, s: u32, hint: Option<Loc>) -> u32 {
         let Some((Some(p), cover)) = self
             .read(s, |r| {
                 (r.live && r.part.is_empty()).then(|| (r.parent, r.cover.clone()))
@@ -735,7 +766,7 @@ impl Runs {
         else {
             return s;
         };
-        let Some(pl) = hint.or_else(|| table.loc(&chain_key(p))) else {
+        let Some(pl) = hint.or_else(|| w.places.find(p)) else {
             return s;
         };
         if pl.run == s {
@@ -750,14 +781,14 @@ impl Runs {
             })
             .unwrap_or(false);
         if fits {
-            self.join(w, table, pl.run, s)
+            self.join(w, pl.run, s)
         } else {
             s
         }
     }
 
     /// Joins run `s` with a run that continues it under the same cover, if any.
-    fn join_next(&self, w: &mut Writer, table: &Table, s: u32) -> u32 {
+    fn join_next(&self, w: &mut Writer, s: u32) -> u32 {
         let Some((last, cover)) = self
             .read(s, |r| {
                 (r.live && !r.hashes.is_empty() && r.part.is_empty())
@@ -778,14 +809,14 @@ impl Runs {
                     })
                     .unwrap_or(false);
             if fits {
-                return self.join(w, table, s, y);
+                return self.join(w, s, y);
             }
         }
         s
     }
 
     /// Joins `y` onto `x` (`y` continues `x`, same cover), moving the shorter run's blocks.
-    fn join(&self, w: &mut Writer, table: &Table, x: u32, y: u32) -> u32 {
+    fn join(&self, w: &mut Writer, x: u32, y: u32) -> u32 {
         let lx = self.read(x, |r| r.hashes.len()).unwrap_or(0);
         let ly = self.read(y, |r| r.hashes.len()).unwrap_or(0);
         if ly <= lx {
@@ -797,7 +828,7 @@ impl Runs {
             }) else {
                 return y;
             };
-            Self::redirect(table, x, first, &ys);
+            self.redirect(w, x, first, &ys);
             self.free(w, y);
             x
         } else {
@@ -811,7 +842,7 @@ impl Runs {
             }) else {
                 return y;
             };
-            Self::redirect(table, y, first, &xs);
+            self.redirect(w, y, first, &xs);
             self.free(w, x);
             self.set_parent(w, y, parent);
             y
@@ -822,6 +853,8 @@ impl Runs {
     /// entries are gone with the slot's).
     pub fn clear_slot(&self, w: &mut Writer, slot: u32) {
         let mut dead = Vec::new();
+        // The keys that left the table with the slot: every position of a run it alone held.
+        let mut gone: Vec<u64> = Vec::new();
         for s in 0..SHARDS {
             let mut g = self.shard_write(s);
             for (i, r) in g.iter_mut().enumerate() {
@@ -838,8 +871,12 @@ impl Runs {
                     // Positions past the farthest partial holder's end were the slot's alone
                     // (their keys left the table with it).
                     match r.partial().map(|(_, held)| held).max() {
-                        None => dead.push((i << SHARD_BITS | s) as u32),
+                        None => {
+                            gone.extend_from_slice(&r.hashes);
+                            dead.push((i << SHARD_BITS | s) as u32);
+                        }
                         Some(held) => {
+                            gone.extend_from_slice(&r.hashes[held..]);
                             r.hashes.truncate(held);
                             r.promote();
                         }
@@ -849,6 +886,9 @@ impl Runs {
         }
         for id in dead {
             self.free(w, id);
+        }
+        for h in gone {
+            w.places.remove(&self.places, h);
         }
     }
 
@@ -874,22 +914,34 @@ impl Runs {
                     Kids::Many(v) => v.capacity() * 4,
                 })
                 .sum::<usize>()
-            + w.free.capacity() * 4;
+            + w.free.capacity() * 4
+            + w.places.bytes();
         (runs, positions, bytes)
     }
 
     /// Checks the chains against the table: every chain key sits at exactly one position whose
-    /// cover is its holder set, every position is its key's place, and the child lists name
-    /// exactly the live runs by their parents.
+    /// cover is its holder set, every position is its key's place (the readers' and the
+    /// writers' places agree, and name no other key), and the child lists name exactly the live
+    /// runs by their parents.
     pub fn check(&self, table: &Table) -> Result<(), String> {
         let w = self.writer();
         let mut keys = 0usize;
         let mut err = None;
-        table.for_each(|k, holders, loc| {
+        table.for_each(|k, holders| {
             if err.is_some() || k.group != 0 || k.medium != 0 {
                 return;
             }
             keys += 1;
+            let loc = w.places.find(k.hash);
+            if loc.is_none() || self.places.find(k.hash) != loc {
+                err = Some(format!(
+                    "key {:#x}: no place, or the walk's {:?} is not the writers' {loc:?}",
+                    k.hash,
+                    self.places.find(k.hash)
+                ));
+                return;
+            }
+            let loc = loc.unwrap_or(Loc::NONE);
             let found = self
                 .read(loc.run, |r| {
                     let i = r.index_of(loc.pos)?;
@@ -936,7 +988,7 @@ impl Runs {
                         run: id,
                         pos: r.base.wrapping_add(k as u32),
                     };
-                    if table.loc(&chain_key(h)) != Some(want) {
+                    if w.places.find(h) != Some(want) {
                         return Err(format!("run {id}: block {h:#x} is placed elsewhere"));
                     }
                 }
@@ -948,6 +1000,18 @@ impl Runs {
         }
         if positions != keys {
             return Err(format!("{positions} positions for {keys} chain keys"));
+        }
+        if w.places.len() != keys {
+            let mut extra = None;
+            w.places.for_each(|h, loc| {
+                if extra.is_none() && !table.holds_any(&chain_key(h)) {
+                    extra = Some((h, loc));
+                }
+            });
+            return Err(format!(
+                "{} places for {keys} chain keys (one not in the table: {extra:?})",
+                w.places.len()
+            ));
         }
         let mut have: HashMap<u64, Vec<u32>> = w
             .children

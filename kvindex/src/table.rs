@@ -256,38 +256,13 @@ impl Holders {
     }
 }
 
-/// Where a chain key sits in the run-compressed chains: run id and logical position
-/// ([`crate::runs`]); [`Loc::NONE`] for keys outside the chains.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Loc {
-    pub run: u32,
-    pub pos: u32,
-}
-
-impl Loc {
-    /// No place in the chains.
-    pub const NONE: Loc = Loc {
-        run: u32::MAX,
-        pos: 0,
-    };
-}
-
-/// One held key: its holders and its place in the chains.
-#[derive(Debug)]
-pub(crate) struct Entry {
-    holders: Holders,
-    loc: Loc,
-}
-
 /// What [`Table::add`] did.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Added {
     /// The slot held no copy before.
     pub first_for_slot: bool,
-    /// No slot held the key before (its place was made by the `place` closure).
+    /// No slot held the key before.
     pub new_key: bool,
-    /// The key's place in the chains.
-    pub loc: Loc,
 }
 
 /// What [`Table::remove`] did (when the slot held a copy).
@@ -297,20 +272,18 @@ pub(crate) struct Removed {
     pub last_for_slot: bool,
     /// No slot holds the key now (its entry is gone).
     pub key_gone: bool,
-    /// The key's place in the chains (before the removal).
-    pub loc: Loc,
 }
 
-type Shard = HashMap<Key, Entry, BuildKeyHasher>;
+type Shard = HashMap<Key, Holders, BuildKeyHasher>;
 
 const SHARD_BITS: u32 = 6;
 const SHARDS: usize = 1 << SHARD_BITS;
 
 /// Bytes the table spends per held key besides the heap list of its exceptional holders: key,
-/// holder bitset and list pointer, place in the chains and the hash map's control byte, at the
-/// map's load factor (7/8).
+/// holder bitset and list pointer and the hash map's control byte, at the map's load factor
+/// (7/8). (A chain key's place is kept apart, [`crate::locator`].)
 pub const BYTES_PER_KEY: usize =
-    (std::mem::size_of::<Key>() + std::mem::size_of::<Entry>() + 1) * 8 / 7;
+    (std::mem::size_of::<Key>() + std::mem::size_of::<Holders>() + 1) * 8 / 7;
 /// Heap bytes per listed holder of a key: a slot holding more than one copy, or a slot from
 /// the 129th on (slots below 128 holding one copy cost nothing beyond [`BYTES_PER_KEY`]).
 pub const BYTES_PER_HOLDER: usize = std::mem::size_of::<(u32, u32)>();
@@ -351,32 +324,14 @@ impl Table {
     pub fn with_holders<R>(&self, key: &Key, f: impl FnOnce(&Holders) -> R) -> R {
         let shard = self.read(Self::shard_of(key));
         match shard.get(key) {
-            Some(e) => f(&e.holders),
+            Some(e) => f(e),
             None => f(&NO_HOLDERS),
         }
     }
 
-    /// The key's place in the chains, when some slot holds it.
-    #[inline]
-    pub fn loc(&self, key: &Key) -> Option<Loc> {
-        self.read(Self::shard_of(key)).get(key).map(|e| e.loc)
-    }
-
-    /// Moves a held key to another place in the chains.
-    pub fn set_loc(&self, key: &Key, loc: Loc) {
-        if let Some(e) = self.write(Self::shard_of(key)).get_mut(key) {
-            e.loc = loc;
-        }
-    }
-
-    /// Whether `slot` holds `key`, and the key's place in the chains when some slot does.
-    #[inline]
-    pub fn holds_at(&self, key: &Key, slot: u32) -> (bool, Option<Loc>) {
-        let shard = self.read(Self::shard_of(key));
-        match shard.get(key) {
-            Some(e) => (e.holders.has(slot), Some(e.loc)),
-            None => (false, None),
-        }
+    /// Whether some slot holds `key`.
+    pub fn holds_any(&self, key: &Key) -> bool {
+        self.read(Self::shard_of(key)).contains_key(key)
     }
 
     /// Whether `slot` holds `key`.
@@ -384,31 +339,23 @@ impl Table {
         self.with_holders(key, |h| h.has(slot))
     }
 
-    /// One more copy of `key` in `slot`. A key nobody held gets the place `place` makes
-    /// (called under the shard's write lock, so no reader sees the key before its place).
-    pub fn add(&self, key: Key, slot: u32, place: impl FnOnce() -> Loc) -> Added {
+    /// One more copy of `key` in `slot`.
+    pub fn add(&self, key: Key, slot: u32) -> Added {
         let mut shard = self.write(Self::shard_of(&key));
         match shard.entry(key) {
             std::collections::hash_map::Entry::Vacant(e) => {
-                let loc = place();
                 let mut holders = Holders::default();
                 holders.add(slot);
-                e.insert(Entry { holders, loc });
+                e.insert(holders);
                 Added {
                     first_for_slot: true,
                     new_key: true,
-                    loc,
                 }
             }
-            std::collections::hash_map::Entry::Occupied(mut e) => {
-                let e = e.get_mut();
-                let first = e.holders.add(slot);
-                Added {
-                    first_for_slot: first,
-                    new_key: false,
-                    loc: e.loc,
-                }
-            }
+            std::collections::hash_map::Entry::Occupied(mut e) => Added {
+                first_for_slot: e.get_mut().add(slot),
+                new_key: false,
+            },
         }
     }
 
@@ -419,17 +366,14 @@ impl Table {
         let std::collections::hash_map::Entry::Occupied(mut o) = shard.entry(key) else {
             return None;
         };
-        let e = o.get_mut();
-        let last = e.holders.remove(slot)?;
-        let loc = e.loc;
-        let gone = e.holders.is_empty();
+        let last = o.get_mut().remove(slot)?;
+        let gone = o.get().is_empty();
         if gone {
             o.remove();
         }
         Some(Removed {
             last_for_slot: last,
             key_gone: gone,
-            loc,
         })
     }
 
@@ -438,21 +382,21 @@ impl Table {
         for i in 0..SHARDS {
             let mut shard = self.write(i);
             shard.retain(|k, e| {
-                let n = e.holders.remove_all(slot);
+                let n = e.remove_all(slot);
                 if let Some(d) = dropped.get_mut(usize::from(k.medium)) {
                     *d += u64::from(n);
                 }
-                !e.holders.is_empty()
+                !e.is_empty()
             });
         }
     }
 
-    /// Calls `f` with every held key, its holders and its place (the self-check).
-    pub fn for_each(&self, mut f: impl FnMut(&Key, &Holders, Loc)) {
+    /// Calls `f` with every held key and its holders (the self-check).
+    pub fn for_each(&self, mut f: impl FnMut(&Key, &Holders)) {
         for i in 0..SHARDS {
             let shard = self.read(i);
             for (k, e) in shard.iter() {
-                f(k, &e.holders, e.loc);
+                f(k, e);
             }
         }
     }
@@ -465,8 +409,8 @@ impl Table {
             let shard = self.read(i);
             keys += shard.len();
             for e in shard.values() {
-                pairs += e.holders.len();
-                heap += e.holders.heap_bytes();
+                pairs += e.len();
+                heap += e.heap_bytes();
             }
         }
         (keys, pairs, heap)
@@ -492,7 +436,7 @@ mod tests {
             let mut m: BTreeMap<u32, u32> = BTreeMap::new();
             for (slot, add) in ops {
                 if add {
-                    let a = t.add(k, slot, || Loc::NONE);
+                    let a = t.add(k, slot);
                     prop_assert_eq!(a.new_key, m.is_empty());
                     prop_assert_eq!(a.first_for_slot, !m.contains_key(&slot));
                     *m.entry(slot).or_default() += 1;
@@ -516,7 +460,6 @@ mod tests {
                 prop_assert_eq!(t.with_holders(&k, |h| h.len()), want.len());
                 for s in 0..256 {
                     prop_assert_eq!(t.holds(&k, s), m.contains_key(&s));
-                    prop_assert_eq!(t.holds_at(&k, s).0, m.contains_key(&s));
                     prop_assert_eq!(t.with_holders(&k, |h| h.copies(s)), m.get(&s).copied().unwrap_or(0));
                 }
                 // The heap list holds exactly the exceptions: more than one copy, or a slot
@@ -539,8 +482,7 @@ mod tests {
     fn the_stated_sizes_hold() {
         assert_eq!(std::mem::size_of::<Key>(), 16);
         assert_eq!(std::mem::size_of::<Holders>(), 24);
-        assert_eq!(std::mem::size_of::<Entry>(), 32);
-        assert_eq!(BYTES_PER_KEY, 56);
+        assert_eq!(BYTES_PER_KEY, 46);
     }
 
     #[test]
@@ -551,10 +493,9 @@ mod tests {
             group: 0,
             medium: 0,
         };
-        let none = || Loc::NONE;
-        assert!(t.add(k, 1, none).new_key);
-        assert!(t.add(k, 2, none).first_for_slot);
-        assert!(!t.add(k, 2, none).first_for_slot);
+        assert!(t.add(k, 1).new_key);
+        assert!(t.add(k, 2).first_for_slot);
+        assert!(!t.add(k, 2).first_for_slot);
         t.with_holders(&k, |h| assert_eq!(h.len(), 2));
         assert!(t
             .remove(k, 1)
@@ -564,8 +505,8 @@ mod tests {
         assert!(t.remove(k, 2).is_some_and(|r| r.key_gone));
         assert!(t.remove(k, 2).is_none());
         assert_eq!(t.sizes(), (0, 0, 0));
-        t.add(k, 3, none);
-        t.add(k, 4, none);
+        t.add(k, 3);
+        t.add(k, 4);
         let mut dropped = [0u64; 8];
         t.clear_slot(4, &mut dropped);
         assert_eq!(dropped[0], 1);

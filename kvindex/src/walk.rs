@@ -1,5 +1,5 @@
 //! The prefix walks behind a prediction: every candidate slot's hit in one pass over the
-//! request's blocks — through the run-compressed chains (one table probe per run, `runs.rs`)
+//! request's blocks — through the run-compressed chains (one probe of the places per run, `runs.rs`)
 //! for an index of one full-attention group, else the table block by block — and one slot's
 //! hit under the release's lookup (several KV-cache groups, a rank answered again).
 
@@ -7,7 +7,6 @@ use crate::lookup;
 use crate::predict::Scratch;
 use crate::prediction::Request;
 use crate::rule::{GroupKind, Lookup};
-use crate::runs::chain_key;
 use crate::table::Key;
 use crate::Index;
 
@@ -91,10 +90,12 @@ impl Index {
         keep.resize(alive.len(), 0);
         zero.clear();
         zero.resize(alive.len(), 0);
+        // The places, read without a lock (one load for the walk).
+        let places = self.runs.places.read();
         let mut j = 0usize;
         while j < max_blocks && alive.iter().any(|&a| a != 0) {
             let h = hashes[j];
-            let Some(loc) = self.table.loc(&chain_key(h)) else {
+            let Some(loc) = places.find(h) else {
                 break;
             };
             let next = self

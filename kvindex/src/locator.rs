@@ -1,0 +1,322 @@
+//! The chain locator: for every chain key (a GPU block of the full-attention group that sits
+//! in the run-compressed chains, [`crate::runs`]), its place, read by the prediction walk
+//! without a lock.
+//!
+//! The holder table ([`crate::table`]) keeps the same places under its shard locks for the
+//! writers; the walk reads them here instead: one open-addressed array of 16-byte entries
+//! (hash, place) probed linearly, four entries to a cache line, with no lock to take and no
+//! holder data to pass over. Writers are the one writer of the chains (they hold the runs'
+//! writer mutex), so the array has one writer and any number of readers:
+//!
+//! * An entry goes from empty to held (hash written, then the place with release ordering;
+//!   a reader loads the place with acquire ordering, then the hash), from held to another
+//!   place of the same hash, from held to gone, and from gone to held again. An empty entry
+//!   stays empty until the array is rebuilt, so a reader's probe for a hash that is held ends
+//!   at it, not before (an entry goes empty only in a new array).
+//! * The array is rebuilt (grown, shrunk, or cleared of gone entries) into a new array that
+//!   replaces it in one atomic swap ([`arc_swap`]); a reader still on the old one finds every
+//!   key held at the swap, at a place that was right then, and the old array is freed when its
+//!   last reader lets go.
+//!
+//! A place read here may be stale by the time the walk reads the run (a writer moved the key
+//! meanwhile): the walk checks that the run holds the hash at that place, and walks the table
+//! block by block when it does not, exactly as it does for a place read from the table.
+
+use arc_swap::{ArcSwap, Guard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Where a chain key sits in the run-compressed chains: run id and logical position
+/// ([`crate::runs`]); [`Loc::NONE`] for none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Loc {
+    pub run: u32,
+    pub pos: u32,
+}
+
+impl Loc {
+    /// No place in the chains.
+    pub const NONE: Loc = Loc {
+        run: u32::MAX,
+        pos: 0,
+    };
+}
+
+/// The place word of an entry never held.
+const EMPTY: u64 = u64::MAX;
+/// The place word of an entry whose key went.
+const GONE: u64 = u64::MAX - 1;
+/// The smallest array (entries).
+const MIN_ENTRIES: usize = 16;
+
+#[inline]
+fn pack(loc: Loc) -> u64 {
+    u64::from(loc.run) << 32 | u64::from(loc.pos)
+}
+
+#[inline]
+fn unpack(v: u64) -> Loc {
+    Loc {
+        run: (v >> 32) as u32,
+        pos: v as u32,
+    }
+}
+
+/// The block hashes are digests, but a hostile stream chooses them: mix before probing.
+#[inline]
+fn home(hash: u64, mask: usize) -> usize {
+    let x = (hash ^ (hash >> 31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (x ^ (x >> 29)) as usize & mask
+}
+
+/// One array: entry `i` is the hash at word `2i` and the place at word `2i + 1`.
+pub(crate) struct Slots {
+    words: Box<[AtomicU64]>,
+    mask: usize,
+}
+
+impl Slots {
+    fn new(entries: usize) -> Self {
+        debug_assert!(entries.is_power_of_two());
+        let words = (0..entries * 2)
+            .map(|i| AtomicU64::new(if i % 2 == 1 { EMPTY } else { 0 }))
+            .collect();
+        Slots {
+            words,
+            mask: entries - 1,
+        }
+    }
+
+    fn entries(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// The place of `hash`, when held.
+    #[inline]
+    pub fn find(&self, hash: u64) -> Option<Loc> {
+        let mut i = home(hash, self.mask);
+        loop {
+            let v = self.words[2 * i + 1].load(Ordering::Acquire);
+            if v == EMPTY {
+                return None;
+            }
+            if v != GONE && self.words[2 * i].load(Ordering::Relaxed) == hash {
+                return Some(unpack(v));
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// The writer's probe: the entry holding `hash`, or where it goes (the first gone or
+    /// empty entry on its probe path), and whether that entry was gone.
+    fn slot_for(&self, hash: u64) -> (usize, bool, bool) {
+        let mut i = home(hash, self.mask);
+        let mut free: Option<usize> = None;
+        loop {
+            let v = self.words[2 * i + 1].load(Ordering::Relaxed);
+            if v == EMPTY {
+                return match free {
+                    Some(f) => (f, false, true),
+                    None => (i, false, false),
+                };
+            }
+            if v == GONE {
+                free.get_or_insert(i);
+            } else if self.words[2 * i].load(Ordering::Relaxed) == hash {
+                return (i, true, false);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+}
+
+/// The readers' side: the current array, swapped whole on a rebuild.
+pub(crate) struct Places {
+    cur: ArcSwap<Slots>,
+}
+
+impl Places {
+    /// The current array, for a walk's reads (held for the walk: one atomic load per walk).
+    #[inline]
+    pub fn read(&self) -> Guard<Arc<Slots>> {
+        self.cur.load()
+    }
+
+    /// The place of `hash` now.
+    pub fn find(&self, hash: u64) -> Option<Loc> {
+        self.cur.load().find(hash)
+    }
+}
+
+/// The writer's side (kept with the chains' writer, under its mutex): the same array, held
+/// without an atomic load per change, and its counts.
+pub(crate) struct PlacesWriter {
+    slots: Arc<Slots>,
+    /// Held keys.
+    live: usize,
+    /// Gone entries in the current array.
+    gone: usize,
+}
+
+/// A new, empty locator: the readers' side and the writer's.
+pub(crate) fn new_places() -> (Places, PlacesWriter) {
+    let slots = Arc::new(Slots::new(MIN_ENTRIES));
+    (
+        Places {
+            cur: ArcSwap::new(slots.clone()),
+        },
+        PlacesWriter {
+            slots,
+            live: 0,
+            gone: 0,
+        },
+    )
+}
+
+impl PlacesWriter {
+    /// Held keys.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// Bytes of the current array.
+    pub fn bytes(&self) -> usize {
+        self.slots.entries() * 16
+    }
+
+    /// The place of `hash` now.
+    pub fn find(&self, hash: u64) -> Option<Loc> {
+        self.slots.find(hash)
+    }
+
+    /// `hash` is at `loc` now (held before or not); `p` is the readers' side of this locator.
+    pub fn set(&mut self, p: &Places, hash: u64, loc: Loc) {
+        debug_assert!(pack(loc) < GONE, "a place is never a marker");
+        // Room for one more: empty entries never below a quarter (every probe ends).
+        if (self.live + self.gone + 1) * 4 > self.slots.entries() * 3 {
+            self.rebuild(p, self.live + 1);
+        }
+        let (i, held, was_gone) = self.slots.slot_for(hash);
+        if !held {
+            // The hash first, then the place that makes the entry held.
+            self.slots.words[2 * i].store(hash, Ordering::Relaxed);
+            self.live += 1;
+            if was_gone {
+                self.gone -= 1;
+            }
+        }
+        self.slots.words[2 * i + 1].store(pack(loc), Ordering::Release);
+    }
+
+    /// `hash` is held no more.
+    pub fn remove(&mut self, p: &Places, hash: u64) {
+        let (i, held, _) = self.slots.slot_for(hash);
+        if !held {
+            return;
+        }
+        self.slots.words[2 * i + 1].store(GONE, Ordering::Release);
+        self.live -= 1;
+        self.gone += 1;
+        // Shrink when an eighth or less is held.
+        if self.slots.entries() > MIN_ENTRIES && self.live * 8 <= self.slots.entries() {
+            self.rebuild(p, self.live);
+        }
+    }
+
+    /// A new array for `want` keys (at most half full), with every held entry of the current
+    /// one, swapped in.
+    fn rebuild(&mut self, p: &Places, want: usize) {
+        let entries = (want * 2).next_power_of_two().max(MIN_ENTRIES);
+        let new = Slots::new(entries);
+        let old = &self.slots;
+        for i in 0..old.entries() {
+            let v = old.words[2 * i + 1].load(Ordering::Relaxed);
+            if v == EMPTY || v == GONE {
+                continue;
+            }
+            let h = old.words[2 * i].load(Ordering::Relaxed);
+            let (j, _, _) = new.slot_for(h);
+            new.words[2 * j].store(h, Ordering::Relaxed);
+            new.words[2 * j + 1].store(v, Ordering::Relaxed);
+        }
+        self.slots = Arc::new(new);
+        p.cur.store(self.slots.clone());
+        self.gone = 0;
+    }
+
+    /// Every held key with its place.
+    pub fn for_each(&self, mut f: impl FnMut(u64, Loc)) {
+        let s = &self.slots;
+        for i in 0..s.entries() {
+            let v = s.words[2 * i + 1].load(Ordering::Relaxed);
+            if v != EMPTY && v != GONE {
+                f(s.words[2 * i].load(Ordering::Relaxed), unpack(v));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    proptest! {
+        /// Sets and removals equal a plain map, through growth, shrinking and the gone
+        /// entries' clean-up; hashes collide on purpose (a narrow range, the markers' values).
+        #[test]
+        fn equals_a_map(
+            ops in prop::collection::vec(
+                (prop_oneof![0..40u64, (u64::MAX - 3)..=u64::MAX, any::<u64>()], 0..6u32, any::<bool>()),
+                1..600,
+            ),
+        ) {
+            let (p, mut l) = new_places();
+            let mut m: HashMap<u64, Loc> = HashMap::new();
+            for (k, (h, run, set)) in ops.into_iter().enumerate() {
+                if set {
+                    let loc = Loc { run, pos: k as u32 };
+                    l.set(&p, h, loc);
+                    m.insert(h, loc);
+                } else {
+                    l.remove(&p, h);
+                    m.remove(&h);
+                }
+                prop_assert_eq!(l.find(h), m.get(&h).copied());
+                // The readers see what the writer sees.
+                prop_assert_eq!(p.find(h), m.get(&h).copied());
+                prop_assert_eq!(l.len(), m.len());
+            }
+            for (&h, &loc) in &m {
+                prop_assert_eq!(l.find(h), Some(loc));
+            }
+            let mut seen = HashMap::new();
+            l.for_each(|h, loc| { seen.insert(h, loc); });
+            prop_assert_eq!(seen, m);
+        }
+    }
+
+    #[test]
+    fn a_reader_keeps_its_array_across_a_rebuild() {
+        let (p, mut l) = new_places();
+        let at = |pos| Loc { run: 1, pos };
+        l.set(&p, 7, at(0));
+        let old = p.read();
+        for h in 100..200 {
+            l.set(&p, h, at(h as u32));
+        }
+        // The reader's array still answers what was held when it read it.
+        assert_eq!(old.find(7), Some(at(0)));
+        assert_eq!(old.find(150), None);
+        assert_eq!(p.read().find(150), Some(at(150)));
+        assert!(l.bytes() >= 101 * 16 * 4 / 3);
+        // Emptied, it shrinks back.
+        for h in 100..200 {
+            l.remove(&p, h);
+        }
+        assert_eq!(l.len(), 1);
+        assert!(l.bytes() <= 16 * 16);
+        assert_eq!(p.find(7), Some(at(0)));
+    }
+}
