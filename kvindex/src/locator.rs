@@ -297,6 +297,81 @@ mod tests {
         }
     }
 
+    /// Readers racing the writer: a key held the whole time is always found at its place,
+    /// through the writer's sets and removals of other keys, the gone entries they leave and
+    /// every rebuild (growing, shrinking, clearing gone entries) they cause; a key the writer
+    /// moves is found at one of the places it had.
+    #[test]
+    fn readers_never_miss_a_key_held_while_the_writer_churns() {
+        use std::sync::atomic::AtomicBool;
+        let (p, mut l) = new_places();
+        let p = Arc::new(p);
+        let steady: Vec<u64> = (0..64).map(|k| k * 0x9E37_79B9 + 1).collect();
+        let at = |h: u64| Loc {
+            run: (h % 1000) as u32,
+            pos: 7,
+        };
+        for &h in &steady {
+            l.set(&p, h, at(h));
+        }
+        let moved = 5u64;
+        l.set(&p, moved, Loc { run: 1, pos: 0 });
+        let stop = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (p, stop, steady) = (p.clone(), stop.clone(), steady.clone());
+                std::thread::spawn(move || {
+                    let mut reads = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let slots = p.read();
+                        for &h in &steady {
+                            assert_eq!(slots.find(h), Some(at(h)), "key {h:#x}");
+                        }
+                        let m = slots.find(moved).expect("the moved key is held throughout");
+                        assert!(m.run == 1 || m.run == 2, "{m:?}");
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        // Churn: waves of keys stored then removed (growing to thousands and back), the moved
+        // key flipping between two places.
+        let mut x = 0x1234_5678_u64;
+        for wave in 0..40u64 {
+            let n = 200 + (wave % 7) * 400;
+            let keys: Vec<u64> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x | 1 << 63
+                })
+                .collect();
+            for (i, &h) in keys.iter().enumerate() {
+                l.set(
+                    &p,
+                    h,
+                    Loc {
+                        run: 3,
+                        pos: i as u32,
+                    },
+                );
+                if i % 97 == 0 {
+                    let run = 1 + (i as u32 / 97) % 2;
+                    l.set(&p, moved, Loc { run, pos: 0 });
+                }
+            }
+            for &h in &keys {
+                l.remove(&p, h);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let reads: u64 = readers.into_iter().map(|r| r.join().expect("reader")).sum();
+        assert!(reads > 0);
+        assert_eq!(l.len(), steady.len() + 1);
+    }
+
     #[test]
     fn a_reader_keeps_its_array_across_a_rebuild() {
         let (p, mut l) = new_places();
