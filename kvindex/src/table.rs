@@ -281,7 +281,7 @@ const SHARDS: usize = 1 << SHARD_BITS;
 
 /// Bytes the table spends per held key besides the heap list of its exceptional holders: key,
 /// holder bitset and list pointer and the hash map's control byte, at the map's load factor
-/// (7/8). (A chain key's place is kept apart, [`crate::locator`].)
+/// (7/8). (A chain key's place is kept apart, `locator.rs`.)
 pub const BYTES_PER_KEY: usize =
     (std::mem::size_of::<Key>() + std::mem::size_of::<Holders>() + 1) * 8 / 7;
 /// Heap bytes per listed holder of a key: a slot holding more than one copy, or a slot from
