@@ -1,6 +1,6 @@
 //! The holder table: for every cached block key (hash, KV-cache group, medium), which slots
-//! (endpoint × data-parallel rank) hold it and how many copies each holds, and for the keys
-//! of the run-compressed chains ([`crate::runs`]) where the key sits in them.
+//! (endpoint × data-parallel rank) hold it and how many copies each holds. (Where a key of
+//! the run-compressed chains sits in them is kept apart, [`crate::locator`].)
 //!
 //! One table serves every endpoint of an index, so a prediction walks the request's blocks
 //! once for all endpoints (one lookup per block, not one per block and endpoint). The table

@@ -1,7 +1,8 @@
 //! The prefix walks behind a prediction: every candidate slot's hit in one pass over the
-//! request's blocks — through the run-compressed chains (one probe of the places per run, `runs.rs`)
-//! for an index of one full-attention group, else the table block by block — and one slot's
-//! hit under the release's lookup (several KV-cache groups, a rank answered again).
+//! request's blocks — through the run-compressed chains (one probe of the places per run,
+//! `runs.rs`, `locator.rs`) for an index of one full-attention group, else the table block by
+//! block — and one slot's hit under the release's lookup (several KV-cache groups, a rank
+//! answered again).
 
 use crate::lookup;
 use crate::predict::Scratch;
