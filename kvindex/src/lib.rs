@@ -29,8 +29,9 @@
 //! key ([`BYTES_PER_HOLDER`] = 8 bytes each, and the vector's 24). An index of one
 //! full-attention group also keeps its GPU keys as run-compressed chains (`runs.rs`): 8 bytes
 //! per distinct block in its run's array (up to twice that in a run that grew at the front),
-//! 16 bytes per block in the places array the walk reads (`locator.rs`, between 3/8 and 7/8
-//! full: 18 to 43 bytes per block), about 160 bytes per run (a 112-byte header with the cover
+//! 16 bytes per entry of the places array the walk reads (`locator.rs`: a quarter to half
+//! full right after a rebuild, 32 to 64 bytes per block; it grows at three quarters and shrinks
+//! at an eighth, so 21 to 128 bytes per block in between), about 160 bytes per run (a 112-byte header with the cover
 //! of up to 128 slots inline, the writers' child list) and 8 bytes per partial holder of a run
 //! (a slot holding a leading stretch of it);
 //! [`Index::memory`] counts them all. Per rank,
