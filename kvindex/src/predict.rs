@@ -361,6 +361,39 @@ impl Index {
             // its slots): the entries go straight out, no sort.
             let direct = eps.in_slot_order;
             s.listed.clear();
+            // The usual moment: every rank is a candidate (in step, no adapters to make it
+            // unknown), so the answer is the matched candidates alone, in slot order: one pass
+            // over their bits (the loop below also lists the ranks that are not candidates).
+            let all_walked = eps
+                .slots
+                .iter()
+                .zip(&s.cand_bits)
+                .all(|(&m, &c)| m & !c == 0);
+            if direct && all_walked {
+                let Scratch {
+                    cand_bits,
+                    zero,
+                    hit,
+                    ..
+                } = &*s;
+                for (w, (&c, &z)) in cand_bits.iter().zip(zero.iter()).enumerate() {
+                    let mut bits = c & !z;
+                    while bits != 0 {
+                        let b = bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        let slot = w * 64 + b;
+                        if let (Some(blank), Some(&h)) = (eps.by_slot.get(slot), hit.get(slot)) {
+                            debug_assert!(h > 0, "a matched candidate hits");
+                            out.push(Prediction {
+                                endpoint: blank.endpoint,
+                                rank: blank.rank,
+                                outcome: cached(h),
+                            });
+                        }
+                    }
+                }
+                return true;
+            }
             for (w, &m) in eps.slots.iter().enumerate() {
                 let cand = s.cand_bits[w];
                 // The matched candidates (hit above 0: never "nothing cached") and the ranks
