@@ -356,7 +356,6 @@ impl Index {
             return false;
         }
         if sparse {
-            let nothing = self.nothing_cached();
             // Slots in output order (the usual case: no endpoint removed and another added in
             // its slots): the entries go straight out, no sort.
             let direct = eps.in_slot_order;
@@ -394,6 +393,7 @@ impl Index {
                 }
                 return true;
             }
+            let nothing = self.nothing_cached();
             for (w, &m) in eps.slots.iter().enumerate() {
                 let cand = s.cand_bits[w];
                 // The matched candidates (hit above 0: never "nothing cached") and the ranks
