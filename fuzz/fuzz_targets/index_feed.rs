@@ -4,7 +4,8 @@
 //! TensorRT-LLM releases' schemas and rules. Every call returns Ok or a typed error, never a
 //! panic; after every step each rank holds at most its capacity (GPU and other media) and
 //! the table holds no more holders than the ranks' capacities together (the memory cap), and
-//! the run-compressed chains agree with the holder table (`Index::self_check`).
+//! the run-compressed chains agree with their twin, a holder table counting every chain key's
+//! copies (`Index::with_twin`, `Index::self_check`).
 #![no_main]
 
 use kvindex::{
@@ -18,7 +19,7 @@ const OTHER: u64 = 8;
 
 fn index(release: &str) -> Option<Index> {
     let contract = kvprobe::contract::resolve_within(release, None).ok()?;
-    let index = Index::new(IndexOptions {
+    let index = Index::with_twin(IndexOptions {
         rule: HitRule::for_release_id(release).ok()?,
         schema: contract.events()?.clone(),
         block_size: 16,
@@ -56,9 +57,9 @@ fn check_bounds(index: &Index) {
     }
     let (_, pairs, _) = index.memory();
     assert!(pairs as u64 <= 4 * (GPU + OTHER), "{pairs} holders");
-    // The run-compressed chains agree with the holder table.
+    // The run-compressed chains agree with their twin table.
     if let Err(e) = index.self_check() {
-        panic!("chains differ from the table: {e}");
+        panic!("chains differ from the twin table: {e}");
     }
 }
 

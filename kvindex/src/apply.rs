@@ -368,13 +368,14 @@ impl Index {
 
     /// Whether a key sits in the chains.
     #[inline]
-    fn in_chains(&self, k: &Key) -> bool {
+    pub(crate) fn in_chains(&self, k: &Key) -> bool {
         self.chains && k.group == 0 && k.medium == 0
     }
 
-    /// One more copy of `k` in `slot`, kept in the chains too; returns the key's place
-    /// (`last`: the place of the block just stored or named, to chain the next one on
-    /// without a probe).
+    /// One more copy of `k` in `slot`: in the table, or for a chain key in the chains (a copy
+    /// past the slot's first in the extra-copies map); returns a chain key's place (`last`:
+    /// the place of the block just stored or named, to chain the next one on without a
+    /// probe).
     fn add_key(
         &self,
         w: &mut Writer,
@@ -391,33 +392,52 @@ impl Index {
             Some((h, l)) if h == p => Some(l),
             _ => self.runs.place(w, p),
         });
-        let added = self.table.add(k, slot);
-        let loc = if added.new_key {
-            self.runs.place_new(w, k.hash, parent, parent_loc, slot)
-        } else {
-            // A chain key some slot holds has its place.
-            let loc = self.runs.place(w, k.hash).unwrap_or(Loc::NONE);
-            if added.first_for_slot {
-                self.runs.change(w, k.hash, loc, slot, true, parent_loc)
-            } else {
-                loc
+        // The chains hold a chain key's holders (no table entry): one probe of the places.
+        let holding = self.runs.holding(w, k.hash, slot);
+        if self.twin {
+            let a = self.table.add(k, slot);
+            debug_assert_eq!(
+                (a.new_key, a.first_for_slot),
+                (holding.is_none(), !holding.is_some_and(|h| h.holds)),
+                "key {:#x}, slot {slot}: the twin table and the chains disagree",
+                k.hash
+            );
+        }
+        let loc = match holding {
+            None => self.runs.place_new(w, k.hash, parent, parent_loc, slot),
+            Some(h) if h.holds => {
+                w.add_copy(k.hash, slot);
+                h.loc
             }
+            Some(h) => self.runs.change(w, k.hash, h.loc, slot, true, parent_loc),
         };
         Some((k.hash, loc))
     }
 
-    /// One copy fewer of `k` in `slot`, kept in the chains too; false when it held none.
+    /// One copy fewer of `k` in `slot`, from the table or the chains; false when it held none.
     fn remove_key(&self, w: &mut Writer, k: Key, slot: u32) -> bool {
-        let Some(r) = self.table.remove(k, slot) else {
+        if !self.in_chains(&k) {
+            return self.table.remove(k, slot).is_some();
+        }
+        let Some(h) = self.runs.holding(w, k.hash, slot).filter(|h| h.holds) else {
             return false;
         };
-        if r.last_for_slot && self.in_chains(&k) {
-            let loc = self.runs.place(w, k.hash).unwrap_or(Loc::NONE);
-            if r.key_gone {
-                self.runs.drop_key(w, k.hash, loc);
-            } else {
-                self.runs.change(w, k.hash, loc, slot, false, None);
-            }
+        let last = !w.drop_copy(k.hash, slot);
+        if self.twin {
+            let r = self.table.remove(k, slot);
+            debug_assert_eq!(
+                r.map(|r| (r.last_for_slot, r.key_gone)),
+                Some((last, last && !h.others)),
+                "key {:#x}, slot {slot}: the twin table and the chains disagree",
+                k.hash
+            );
+        }
+        if !last {
+            // The slot still holds a copy.
+        } else if h.others {
+            self.runs.change(w, k.hash, h.loc, slot, false, None);
+        } else {
+            self.runs.drop_key(w, k.hash, h.loc);
         }
         true
     }
@@ -445,14 +465,16 @@ impl Index {
                 }
                 _ if st.overflow => {}
                 Op::Parent(k) => {
-                    if !self.table.holds(&k, slot) {
+                    let (holds, place) = if self.in_chains(&k) {
+                        let h = self.runs.holding(w, k.hash, slot);
+                        (h.is_some_and(|h| h.holds), h.map(|h| (k.hash, h.loc)))
+                    } else {
+                        (self.table.holds(&k, slot), None)
+                    };
+                    if !holds {
                         Counters::bump(&c.stored_orphan, 1);
                     }
-                    last = if self.in_chains(&k) {
-                        self.runs.place(w, k.hash).map(|l| (k.hash, l))
-                    } else {
-                        None
-                    };
+                    last = place;
                 }
                 Op::Store(k, parent) => {
                     let m = usize::from(k.medium);

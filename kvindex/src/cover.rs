@@ -29,6 +29,17 @@ impl Cover {
         self.word(slot as usize / 64) & (1u64 << (slot % 64)) != 0
     }
 
+    /// Members.
+    pub fn len(&self) -> usize {
+        let high: u32 = self
+            .high
+            .iter()
+            .flat_map(|h| h.iter())
+            .map(|w| w.count_ones())
+            .sum();
+        (self.low[0].count_ones() + self.low[1].count_ones() + high) as usize
+    }
+
     /// Whether the set is empty.
     pub fn is_empty(&self) -> bool {
         self.low == [0, 0] && self.high.is_none()
@@ -111,6 +122,7 @@ mod tests {
                     prop_assert_eq!(c.has(x), s.contains(&x));
                 }
                 prop_assert_eq!(c.is_empty(), s.is_empty());
+                prop_assert_eq!(c.len(), s.len());
                 prop_assert_eq!(c.is_only(slot), s.len() == 1 && s.contains(&slot));
                 // The canonical form: the same set built afresh compares equal.
                 let fresh = s.iter().fold(Cover::default(), |c, &x| c.with(x, true));

@@ -29,11 +29,17 @@ use std::sync::{Arc, Mutex, RwLock};
 /// the request or are unknown.
 pub struct Index {
     pub(crate) opts: IndexOptions,
+    /// The holders of every key outside the chains (and of the chain keys too in an index
+    /// made [`Index::with_twin`]).
     pub(crate) table: Table,
-    /// The chains of GPU keys, kept when the index has one full-attention group.
+    /// The chains of GPU keys, kept when the index has one full-attention group: they hold
+    /// those keys' holders ([`Runs::holding`]), and the table does not.
     pub(crate) runs: Runs,
     pub(crate) chains: bool,
-    /// Walks that met a place a writer was moving and walked the table instead.
+    /// The table also counts the chain keys' copies, written and never read but by
+    /// [`Index::self_check`] (tests and fuzzing).
+    pub(crate) twin: bool,
+    /// Walks that met a place a writer was moving and walked again.
     pub(crate) fallbacks: AtomicU64,
     pub(crate) endpoints: ArcSwap<Endpoints>,
     /// Every slot's seqlock version and status ([`crate::endpoint::SlotWords`]).
@@ -73,6 +79,7 @@ impl Index {
             table: Table::new(),
             runs: Runs::new(),
             chains,
+            twin: false,
             fallbacks: AtomicU64::new(0),
             endpoints: ArcSwap::from_pointee(Endpoints::default()),
             words: Arc::new(SlotTable::new(opts.max_slots as usize)),
@@ -89,6 +96,16 @@ impl Index {
                 .then(|| opts.block_size.trailing_zeros()),
             opts,
         })
+    }
+
+    /// [`Index::new`], with the table also counting the chain keys' copies: the slow,
+    /// obvious twin of the chains, which nothing reads but [`Index::self_check`]. For tests
+    /// and fuzzing (every event costs one more table change; predictions are the same).
+    #[doc(hidden)]
+    pub fn with_twin(opts: IndexOptions) -> Result<Self, Error> {
+        let mut ix = Index::new(opts)?;
+        ix.twin = true;
+        Ok(ix)
     }
 
     /// The whole blocks in `tokens` tokens.
@@ -263,20 +280,28 @@ impl Index {
         }
     }
 
-    /// Checks the index's own bookkeeping: every GPU key's place in the chains holds it under
-    /// a cover equal to its holders, and the chains hold nothing else (`Err` names the first
-    /// difference). For tests and the fuzz target: it reads the whole table.
+    /// Checks the chains against their twin: every GPU key the twin table counts sits at one
+    /// place in the chains, whose holders and extra copies equal the twin's, and the chains
+    /// hold nothing else (`Err` names the first difference). For tests and the fuzz target:
+    /// the index must be made [`Index::with_twin`] (an index of several groups keeps no
+    /// chains: `Ok`).
     #[doc(hidden)]
     pub fn self_check(&self) -> Result<(), String> {
-        if self.chains {
-            self.runs.check(&self.table)
-        } else {
-            Ok(())
+        if !self.chains {
+            return Ok(());
         }
+        if !self.twin {
+            return Err(
+                "self_check compares the chains with the twin table: make the index \
+                        with Index::with_twin"
+                    .into(),
+            );
+        }
+        self.runs.check(&self.table)
     }
 
-    /// Walks that met a place a writer was moving and walked the table block by block
-    /// instead (0 on an index nobody writes to while it predicts).
+    /// Walks that met a place a writer was moving and walked again (0 on an index nobody
+    /// writes to while it predicts).
     #[doc(hidden)]
     pub fn walk_fallbacks(&self) -> u64 {
         self.fallbacks.load(Ordering::Relaxed)

@@ -21,19 +21,22 @@
 //! * [`lookup`]: the hit rules themselves, as pure functions (the slow, obvious form the
 //!   index's walk is tested against).
 //!
-//! Memory: one table entry per distinct held block key — 16 bytes of key (hash, group,
-//! medium) and 24 of holders (a bitset of the first 128 slots and a pointer), about
-//! [`BYTES_PER_KEY`] = 46 bytes with the hash map's control byte at its 7/8 load factor (up to
-//! twice that right after the map grew), however many of the first 128 slots hold it; a slot
-//! holding more than one copy, or a slot from the 129th on, is listed in one heap vector per
-//! key ([`BYTES_PER_HOLDER`] = 8 bytes each, and the vector's 24). An index of one
-//! full-attention group also keeps its GPU keys as run-compressed chains (`runs.rs`): 8 bytes
+//! Memory: an index of one full-attention group (the common one) keeps its GPU keys as
+//! run-compressed chains (`runs.rs`), which are their holders too (no table entry): 8 bytes
 //! per distinct block in its run's array (up to twice that in a run that grew at the front),
-//! 16 bytes per entry of the places array the walk reads (`locator.rs`: a quarter to half
-//! full right after a rebuild, 32 to 64 bytes per block; it grows at three quarters and shrinks
-//! at an eighth, so 21 to 128 bytes per block in between), about 160 bytes per run (a 112-byte header with the cover
-//! of up to 128 slots inline, the writers' child list) and 8 bytes per partial holder of a run
-//! (a slot holding a leading stretch of it);
+//! 16 bytes per entry of the places array the walk and the writers read (`locator.rs`: a
+//! quarter to half full right after a rebuild, 32 to 64 bytes per block; it grows at three
+//! quarters and shrinks at an eighth, so 21 to 128 bytes per block in between), about 160
+//! bytes per run (a 112-byte header with the cover of up to 128 slots inline, the writers'
+//! child list), 8 bytes per partial holder of a run (a slot holding a leading stretch of it)
+//! and, per slot holding more than one copy of a key (vLLM's duplicate stores), an entry of
+//! the writers' extra-copies map (about 17 bytes). Every other key (other media, indexes of
+//! several KV-cache groups) has one table entry — 16 bytes of key (hash, group, medium) and
+//! 24 of holders (a bitset of the first 128 slots and a pointer), about [`BYTES_PER_KEY`] =
+//! 46 bytes with the hash map's control byte at its 7/8 load factor (up to twice that right
+//! after the map grew), however many of the first 128 slots hold it; a slot holding more than
+//! one copy, or a slot from the 129th on, is listed in one heap vector per key
+//! ([`BYTES_PER_HOLDER`] = 8 bytes each, and the vector's 24).
 //! [`Index::memory`] counts them all. Per rank,
 //! the GPU capacity bounds the entries: a stream that stores more than the engine's pool
 //! holds has lost removals, and the rank's entries are dropped ([`UnknownReason::Overflow`])
@@ -41,8 +44,10 @@
 //!
 //! Locking: a prediction takes no lock shared by all endpoints (it reads the chain keys' places
 //! without a lock, then the read lock of each run shard it visits, one at a time; block by
-//! block, the table shards' read locks); event application holds the index's writers' mutex for a batch
-//! (batches apply one at a time, whichever endpoint sends them). A prediction that saw no
+//! block, the table shards' read locks). The one exception: a walk that met a place a writer
+//! was moving four times running walks once more under the writers' mutex. Event application
+//! holds the index's writers' mutex for a batch (batches apply one at a time, whichever
+//! endpoint sends them). A prediction that saw no
 //! batch in progress or begun during its walk answers from that one state without checking
 //! each rank again; otherwise each rank's seqlock version decides.
 //! [`Index::predict_sparse`] answers the same, listing only the ranks that hold some of the

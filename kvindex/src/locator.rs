@@ -2,11 +2,11 @@
 //! in the run-compressed chains, [`crate::runs`]), its place, read by the prediction walk
 //! without a lock.
 //!
-//! The holder table ([`crate::table`]) keeps the same places under its shard locks for the
-//! writers; the walk reads them here instead: one open-addressed array of 16-byte entries
+//! The walk and the writers read the places here: one open-addressed array of 16-byte entries
 //! (hash, place) probed linearly, four entries to a cache line, with no lock to take and no
-//! holder data to pass over. Writers are the one writer of the chains (they hold the runs'
-//! writer mutex), so the array has one writer and any number of readers:
+//! holder data to pass over (a chain key's holders are its run's, [`crate::runs`]). Writers
+//! are the one writer of the chains (they hold the runs' writer mutex), so the array has one
+//! writer and any number of readers:
 //!
 //! * An entry goes from empty to held (hash written, then the place with release ordering;
 //!   a reader loads the place with acquire ordering, then the hash), from held to another
@@ -19,8 +19,8 @@
 //!   last reader lets go.
 //!
 //! A place read here may be stale by the time the walk reads the run (a writer moved the key
-//! meanwhile): the walk checks that the run holds the hash at that place, and walks the table
-//! block by block when it does not, exactly as it does for a place read from the table.
+//! meanwhile): the walk checks that the run holds the hash at that place, and walks again when
+//! it does not (after a few such walks, under the writers' mutex: [`crate::walk`]).
 
 use arc_swap::{ArcSwap, Guard};
 use std::sync::atomic::{AtomicU64, Ordering};

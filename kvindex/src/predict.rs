@@ -204,19 +204,15 @@ impl Index {
         let single_full = self.opts.groups.len() == 1;
         if !s.cands.is_empty() {
             if self.chains {
-                if self.walk_runs(req, s) {
-                    // The chain walk writes no entry for a candidate whose hit is 0.
-                    for (w, &z) in s.zero.iter().enumerate() {
-                        let mut bits = z;
-                        while bits != 0 {
-                            let b = bits.trailing_zeros() as usize;
-                            bits &= bits - 1;
-                            s.hit[w * 64 + b] = 0;
-                        }
+                self.walk_runs_until_done(req, s);
+                // The chain walk writes no entry for a candidate whose hit is 0.
+                for (w, &z) in s.zero.iter().enumerate() {
+                    let mut bits = z;
+                    while bits != 0 {
+                        let b = bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        s.hit[w * 64 + b] = 0;
                     }
-                } else {
-                    self.fallbacks.fetch_add(1, Ordering::Relaxed);
-                    self.walk_prefix(req, s);
                 }
             } else if single_full {
                 self.walk_prefix(req, s);
@@ -515,7 +511,7 @@ impl Index {
             let more = (hit_units..max_blocks)
                 .take_while(|&j| {
                     (0..media).any(|m| {
-                        self.table.holds(
+                        self.holds_now(
                             &Key {
                                 hash: req.block_hashes[j],
                                 group: 0,

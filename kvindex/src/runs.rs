@@ -1,9 +1,11 @@
 //! Run-compressed chains: the prediction walk's fast path for an index of one
 //! full-attention group.
 //!
-//! The table answers "who holds this key" with one hash-map probe per block, so a request of a
-//! few hundred blocks costs a few hundred cache misses. The chains keep the same facts in the
-//! shape a prefix walk reads: every GPU key that some slot holds sits at one position of one
+//! A holder table answers "who holds this key" with one hash-map probe per block, so a request
+//! of a few hundred blocks costs a few hundred cache misses. The chains keep the same facts in
+//! the shape a prefix walk reads, and are the only record of them (a chain key has no table
+//! entry; copies past the first, vLLM's duplicate stores, are counted in the writers'
+//! extra-copies map): every GPU key that some slot holds sits at one position of one
 //! *run*, a stretch of blocks each chained on the one before it (the engine's parent hash).
 //! A run's holders are its *cover* (a bitset of the slots holding every position) and its
 //! *partial holders* (slots holding a leading stretch of it only: `(slot, end)`). The walk
@@ -14,8 +16,9 @@
 //!
 //! Exactness does not depend on the shape. A position's holders (the cover and the partial
 //! holders reaching past it) always equal the set of slots holding its key
-//! ([`crate::Index::self_check`] tests this), and the walk reaches a position only by the
-//! request's own hash, so any partition into runs gives the table's answer. The shape only buys
+//! ([`crate::Index::self_check`] tests this against a twin table that counts every copy), and
+//! the walk reaches a position only by the request's own hash, so any partition into runs
+//! gives the twin's answer. The shape only buys
 //! speed: a store that extends a slot's own leaf appends to its run; a slot storing a shared
 //! chain block by block, or evicting it tail first, moves its partial end by one in place (no
 //! key moves); any other change of one position's holders splits the run into runs without
@@ -29,7 +32,7 @@
 //! being written, whose prediction is redone under its endpoint's lock (the seqlock in
 //! `endpoint.rs`) — and moves positions by copy, redirect, shrink: a reader that follows a
 //! stale place finds either the key under a cover that is right for every other slot, or
-//! another hash (then it walks the table block by block instead).
+//! another hash (then it reads again: [`crate::walk`]).
 
 use crate::blocks::Blocks;
 use crate::cover::Cover;
@@ -107,6 +110,20 @@ impl Run {
     #[inline]
     pub fn has_partial(&self) -> bool {
         !self.part.is_empty()
+    }
+
+    /// Whether `slot` holds array index `i`: it is in the cover, or a partial holder reaching
+    /// past `i`.
+    #[inline]
+    pub fn holds_at(&self, i: usize, slot: u32) -> bool {
+        self.cover.has(slot) || self.partial().any(|(s, held)| s == slot && held > i)
+    }
+
+    /// Whether a slot other than `slot` holds array index `i`.
+    #[inline]
+    fn others_at(&self, i: usize, slot: u32) -> bool {
+        !(self.cover.is_empty() || self.cover.is_only(slot))
+            || self.partial().any(|(s, held)| s != slot && held > i)
     }
 
     /// The slots holding array index `i`: the cover and the partial holders reaching past it.
@@ -256,15 +273,61 @@ impl Kids {
 }
 
 /// The writers' side: free run ids, the runs by the parent of their first block (to join a
-/// run with the one that continues it) and the writer's side of the places.
+/// run with the one that continues it), the writer's side of the places and the extra copies.
 pub(crate) struct Writer {
     free: Vec<u32>,
     next: u32,
     children: HashMap<u64, Kids, BuildMix>,
     places: PlacesWriter,
+    /// Copies past the first, per (chain key, slot) holding more than one (vLLM stores one
+    /// hash in two physical blocks and removes them one by one): the chains say which slots
+    /// hold a key, this map how many copies beyond one. Rare, so SipHash (a hostile stream
+    /// chooses the hashes) and no probe while it is empty.
+    extra: HashMap<(u64, u32), u32>,
+}
+
+/// A chain key as the writers see it ([`Runs::holding`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Holding {
+    /// Its place.
+    pub loc: Loc,
+    /// The slot asked about holds a copy.
+    pub holds: bool,
+    /// Another slot holds a copy.
+    pub others: bool,
 }
 
 impl Writer {
+    /// One more copy of `hash` in `slot`, which holds one or more already.
+    pub fn add_copy(&mut self, hash: u64, slot: u32) {
+        *self.extra.entry((hash, slot)).or_insert(0) += 1;
+    }
+
+    /// One copy fewer of `hash` in `slot` when it holds more than one (true then); false
+    /// when the slot holds one copy, the one a removal takes from the chains.
+    pub fn drop_copy(&mut self, hash: u64, slot: u32) -> bool {
+        if self.extra.is_empty() {
+            return false;
+        }
+        let std::collections::hash_map::Entry::Occupied(mut e) = self.extra.entry((hash, slot))
+        else {
+            return false;
+        };
+        *e.get_mut() -= 1;
+        if *e.get() == 0 {
+            e.remove();
+        }
+        true
+    }
+
+    /// The copies `slot` holds beyond one of `hash`.
+    pub fn extra_copies(&self, hash: u64, slot: u32) -> u32 {
+        if self.extra.is_empty() {
+            return 0;
+        }
+        self.extra.get(&(hash, slot)).copied().unwrap_or(0)
+    }
+
     fn link(&mut self, parent: u64, id: u32) {
         match self.children.entry(parent) {
             std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().add(id),
@@ -308,6 +371,7 @@ impl Runs {
                 next: 0,
                 children: HashMap::default(),
                 places: writer,
+                extra: HashMap::new(),
             }),
             places,
         }
@@ -321,6 +385,38 @@ impl Runs {
     /// A chain key's place now (the writers' view).
     pub fn place(&self, w: &Writer, hash: u64) -> Option<Loc> {
         w.places.find(hash)
+    }
+
+    /// Chain key `hash` as the writers see it: `None` when no slot holds it, else its place,
+    /// whether `slot` holds it and whether another slot does (one probe of the places and a
+    /// read of the run; the chains are the holders of a chain key, no table entry is kept).
+    pub fn holding(&self, w: &Writer, hash: u64, slot: u32) -> Option<Holding> {
+        let loc = w.places.find(hash)?;
+        self.read(loc.run, |r| {
+            let i = r.index_of(loc.pos)?;
+            debug_assert_eq!(r.hashes[i], hash, "a writer's place is never stale");
+            Some(Holding {
+                loc,
+                holds: r.holds_at(i, slot),
+                others: r.others_at(i, slot),
+            })
+        })
+        .flatten()
+    }
+
+    /// Whether `slot` holds chain key `hash`, read without the writers' mutex (the per-slot
+    /// answers): `None` when the place read was being moved by a writer (read it again). A
+    /// key the slot holds keeps its place while the slot's own rank is not written (the
+    /// caller's seqlock or endpoint lock sees to that); other slots' changes only move it.
+    pub fn holds_now(&self, hash: u64, slot: u32) -> Option<bool> {
+        let Some(loc) = self.places.find(hash) else {
+            return Some(false);
+        };
+        self.read(loc.run, |r| {
+            let i = r.index_of(loc.pos)?;
+            (r.hashes[i] == hash).then(|| r.holds_at(i, slot))
+        })
+        .flatten()
     }
 
     /// The writers' mutex: held by whoever changes the table's chain keys, for a whole batch.
@@ -890,22 +986,29 @@ impl Runs {
         for h in gone {
             w.places.remove(&self.places, h);
         }
+        if !w.extra.is_empty() {
+            w.extra.retain(|&(_, s), _| s != slot);
+        }
     }
 
-    /// (live runs, positions, approximate bytes: arrays, covers, run headers, the writers'
-    /// child lists).
-    pub fn sizes(&self) -> (usize, usize, usize) {
-        let (mut runs, mut positions, mut bytes) = (0, 0, 0);
+    /// (live runs, positions (the chain keys held), position × holder pairs, approximate
+    /// bytes: arrays, covers, run headers, the writers' child lists, places and extra copies).
+    pub fn sizes(&self) -> (usize, usize, usize, usize) {
+        let (mut runs, mut positions, mut pairs, mut bytes) = (0, 0, 0, 0);
         for s in 0..SHARDS {
             let g = self.shard_read(s);
             bytes += g.capacity() * std::mem::size_of::<Run>();
             for r in g.iter().filter(|r| r.live) {
                 runs += 1;
                 positions += r.hashes.len();
+                pairs += r.cover.len() * r.hashes.len()
+                    + r.partial().map(|(_, held)| held).sum::<usize>();
                 bytes += r.hashes.heap_bytes() + r.cover.heap_bytes() + r.part.capacity() * 8;
             }
         }
         let w = self.writer();
+        // Key, value and control byte per bucket of the extra copies' map.
+        bytes += w.extra.capacity() * (std::mem::size_of::<((u64, u32), u32)>() + 1);
         bytes += w.children.capacity() * (8 + std::mem::size_of::<Kids>() + 1)
             + w.children
                 .values()
@@ -916,16 +1019,19 @@ impl Runs {
                 .sum::<usize>()
             + w.free.capacity() * 4
             + w.places.bytes();
-        (runs, positions, bytes)
+        (runs, positions, pairs, bytes)
     }
 
-    /// Checks the chains against the table: every chain key sits at exactly one position whose
-    /// cover is its holder set, every position is its key's place (the readers' and the
-    /// writers' places agree, and name no other key), and the child lists name exactly the live
-    /// runs by their parents.
+    /// Checks the chains against the twin table (every chain key's copies per slot, kept by
+    /// an index made with [`crate::Index::with_twin`]): every chain key sits at exactly one
+    /// position whose holders are its holder set, with the extra copies the twin counts (and
+    /// no others), every position is its key's place (the readers' and the writers' places
+    /// agree, and name no other key), and the child lists name exactly the live runs by their
+    /// parents.
     pub fn check(&self, table: &Table) -> Result<(), String> {
         let w = self.writer();
         let mut keys = 0usize;
+        let mut multi = 0usize;
         let mut err = None;
         table.for_each(|k, holders| {
             if err.is_some() || k.group != 0 || k.medium != 0 {
@@ -960,10 +1066,28 @@ impl Runs {
                     "key {:#x}: cover {cover:?}, holders {holders:?}",
                     k.hash
                 ));
+                return;
+            }
+            for (s, n) in holders.iter() {
+                if w.extra_copies(k.hash, s) != n - 1 {
+                    err = Some(format!(
+                        "key {:#x}: slot {s} holds {n} copies, the chains count {}",
+                        k.hash,
+                        1 + w.extra_copies(k.hash, s)
+                    ));
+                    return;
+                }
+                multi += usize::from(n > 1);
             }
         });
         if let Some(e) = err {
             return Err(e);
+        }
+        if w.extra.len() != multi {
+            return Err(format!(
+                "{} extra-copy entries for {multi} slots holding more than one copy",
+                w.extra.len()
+            ));
         }
         let mut positions = 0usize;
         let mut by_parent: HashMap<u64, Vec<u32>> = HashMap::new();

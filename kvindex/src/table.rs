@@ -1,6 +1,8 @@
-//! The holder table: for every cached block key (hash, KV-cache group, medium), which slots
-//! (endpoint × data-parallel rank) hold it and how many copies each holds. (Where a key of
-//! the run-compressed chains sits in them is kept apart, [`crate::locator`].)
+//! The holder table: for every cached block key (hash, KV-cache group, medium) outside the
+//! run-compressed chains, which slots (endpoint × data-parallel rank) hold it and how many
+//! copies each holds. The chains ([`crate::runs`]) hold their own keys' holders; an index made
+//! [`crate::Index::with_twin`] also counts those keys here, as the twin
+//! [`crate::Index::self_check`] compares the chains with.
 //!
 //! One table serves every endpoint of an index, so a prediction walks the request's blocks
 //! once for all endpoints (one lookup per block, not one per block and endpoint). The table
@@ -281,7 +283,7 @@ const SHARDS: usize = 1 << SHARD_BITS;
 
 /// Bytes the table spends per held key besides the heap list of its exceptional holders: key,
 /// holder bitset and list pointer and the hash map's control byte, at the map's load factor
-/// (7/8). (A chain key's place is kept apart, `locator.rs`.)
+/// (7/8). (A chain key has no table entry: its run holds its holders, `runs.rs`.)
 pub const BYTES_PER_KEY: usize =
     (std::mem::size_of::<Key>() + std::mem::size_of::<Holders>() + 1) * 8 / 7;
 /// Heap bytes per listed holder of a key: a slot holding more than one copy, or a slot from
@@ -401,14 +403,14 @@ impl Table {
         }
     }
 
-    /// Keys held, (key, holder) pairs and the heap bytes of the holder lists, for the
-    /// memory figure.
-    pub fn sizes(&self) -> (usize, usize, usize) {
+    /// Keys held, (key, holder) pairs and the heap bytes of the holder lists of the keys
+    /// `counted` takes, for the memory figure.
+    pub fn sizes(&self, counted: impl Fn(&Key) -> bool) -> (usize, usize, usize) {
         let (mut keys, mut pairs, mut heap) = (0, 0, 0);
         for i in 0..SHARDS {
             let shard = self.read(i);
-            keys += shard.len();
-            for e in shard.values() {
+            for (_, e) in shard.iter().filter(|(k, _)| counted(k)) {
+                keys += 1;
                 pairs += e.len();
                 heap += e.heap_bytes();
             }
@@ -474,7 +476,7 @@ mod tests {
             let want: Vec<(u32, u32)> = m.iter().map(|(&s, &n)| (s, n)).collect();
             let got: Vec<(u32, u32)> = t.with_holders(&k, |h| h.iter().collect());
             prop_assert_eq!(got, want);
-            prop_assert_eq!(t.sizes().0, usize::from(!m.is_empty()));
+            prop_assert_eq!(t.sizes(|_| true).0, usize::from(!m.is_empty()));
         }
     }
 
@@ -504,7 +506,7 @@ mod tests {
         assert!(t.remove(k, 2).is_some_and(|r| !r.last_for_slot));
         assert!(t.remove(k, 2).is_some_and(|r| r.key_gone));
         assert!(t.remove(k, 2).is_none());
-        assert_eq!(t.sizes(), (0, 0, 0));
+        assert_eq!(t.sizes(|_| true), (0, 0, 0));
         t.add(k, 3);
         t.add(k, 4);
         let mut dropped = [0u64; 8];

@@ -2,7 +2,9 @@
 //! request's blocks — through the run-compressed chains (one probe of the places per run,
 //! `runs.rs`, `locator.rs`) for an index of one full-attention group, else the table block by
 //! block — and one slot's hit under the release's lookup (several KV-cache groups, a rank
-//! answered again).
+//! answered again; a chain key's holders read from its run). A read of the chains that met a
+//! place a writer was moving is done again, and after [`WALK_TRIES`] such reads under the
+//! writers' mutex.
 
 use crate::lookup;
 use crate::predict::Scratch;
@@ -10,6 +12,12 @@ use crate::prediction::Request;
 use crate::rule::{GroupKind, Lookup};
 use crate::table::Key;
 use crate::Index;
+use std::sync::atomic::Ordering;
+
+/// Lock-free reads of the chains that may meet a place a writer is moving (each such read is
+/// done again) before the reader takes the writers' mutex, under which nothing moves: a
+/// move is a few stores, so a second read nearly always finds the key's new place.
+pub(crate) const WALK_TRIES: u32 = 4;
 
 /// How many leading hashes `a` and `b` share (four compared at a time while they agree).
 #[inline]
@@ -32,7 +40,7 @@ impl Index {
     pub(crate) fn slot_hit(&self, req: &Request<'_>, slot: u32) -> usize {
         let present = |g: usize, j: usize| {
             req.block_hashes.get(j).is_some_and(|&h| {
-                self.table.holds(
+                self.holds_now(
                     &Key {
                         hash: h,
                         group: g as u8,
@@ -53,10 +61,50 @@ impl Index {
         }
     }
 
-    /// Every candidate's prefix hit (one full-attention group) through the chains: one table
-    /// probe per run the request's blocks pass through, the run's hashes compared in a loop
-    /// and its cover ANDed with the candidates once. False when a place read was being moved
-    /// by a writer (the caller then walks the table; the hits written so far are overwritten).
+    /// Whether `slot` holds `key` now (the per-slot answers, outside the writers' mutex): the
+    /// table, or the chains for a chain key, read again when a writer was moving its place,
+    /// and after [`WALK_TRIES`] such reads under the writers' mutex.
+    pub(crate) fn holds_now(&self, key: &Key, slot: u32) -> bool {
+        if !self.in_chains(key) {
+            return self.table.holds(key, slot);
+        }
+        for _ in 0..WALK_TRIES {
+            if let Some(held) = self.runs.holds_now(key.hash, slot) {
+                return held;
+            }
+        }
+        let w = self.runs.writer();
+        self.runs
+            .holding(&w, key.hash, slot)
+            .is_some_and(|h| h.holds)
+    }
+
+    /// [`Index::walk_runs`] until a walk meets no place a writer was moving: walked again
+    /// from the same candidates (counted in [`Index::walk_fallbacks`]), and after
+    /// [`WALK_TRIES`] such walks under the writers' mutex, where nothing moves.
+    pub(crate) fn walk_runs_until_done(&self, req: &Request<'_>, s: &mut Scratch) {
+        s.cand_bits.clear();
+        s.cand_bits.extend_from_slice(&s.alive);
+        let mut tries = 1;
+        while !self.walk_runs(req, s) {
+            self.fallbacks.fetch_add(1, Ordering::Relaxed);
+            s.alive.clear();
+            s.alive.extend_from_slice(&s.cand_bits);
+            if tries == WALK_TRIES {
+                let _w = self.runs.writer();
+                let done = self.walk_runs(req, s);
+                debug_assert!(done, "no place moves under the writers' mutex");
+                return;
+            }
+            tries += 1;
+        }
+    }
+
+    /// Every candidate's prefix hit (one full-attention group) through the chains: one probe
+    /// of the places per run the request's blocks pass through, the run's hashes compared in a
+    /// loop and its cover ANDed with the candidates once. False when a place read was being
+    /// moved by a writer (the caller walks again, [`Index::walk_runs_until_done`]; the hits
+    /// written so far are overwritten).
     /// `zero` ends with the candidates whose hit is 0; `hit` is written for the other
     /// candidates only (a candidate in `zero` may keep an earlier prediction's entry).
     pub(crate) fn walk_runs(&self, req: &Request<'_>, s: &mut Scratch) -> bool {

@@ -88,6 +88,11 @@ proptest! {
                                            queries in prop::collection::vec((0..3u64, 0..4u64, 0..15usize, 0..16usize), 1..8)) {
         let index = index_of("vllm-kv-map-v3-r0.31", 16);
         let eps: Vec<_> = (0..4).map(|i| index.add_endpoint(endpoint(&format!("e{i}"), 1 << 20)).unwrap()).collect();
+        // The same index without the twin table, as a gateway makes it: the same answers.
+        let plain = plain_index_of("vllm-kv-map-v3-r0.31", 16);
+        for i in 0..4 {
+            plain.add_endpoint(endpoint(&format!("e{i}"), 1 << 20)).unwrap();
+        }
         let mut model: Vec<HashMap<u64, u32>> = vec![HashMap::new(); 4];
         let mut seq = [0u64; 4];
         for op in &ops {
@@ -108,11 +113,18 @@ proptest! {
                 }
                 Op::Clear { ep } => { model[ep].clear(); (ep, Ev::Cleared) }
             };
-            let applied = matches!(feed(&index, eps[ep], seq[ep], &[ev]).unwrap(), Applied::Applied { .. });
-            prop_assert!(applied);
+            let applied = feed(&index, eps[ep], seq[ep], std::slice::from_ref(&ev)).unwrap();
+            let in_step = matches!(applied, Applied::Applied { .. });
+            prop_assert!(in_step);
+            prop_assert_eq!(feed(&plain, eps[ep], seq[ep], &[ev]).unwrap(), applied);
             seq[ep] += 1;
-            // The chains agree with the table after every batch.
+            // The chains agree with the twin table after every batch.
             prop_assert_eq!(index.self_check(), Ok(()));
+            // Keys and holders counted from the chains: the model's, with the twin or without.
+            let keys: std::collections::HashSet<u64> = model.iter().flat_map(|m| m.keys().copied()).collect();
+            let pairs: usize = model.iter().map(|m| m.len()).sum();
+            prop_assert_eq!((index.memory().0, index.memory().1), (keys.len(), pairs));
+            prop_assert_eq!((plain.memory().0, plain.memory().1), (keys.len(), pairs));
         }
         let mut out = Vec::new();
         for &(prompt, conv, blocks, extra) in &queries {
@@ -121,6 +133,9 @@ proptest! {
             index.predict(&Request { block_hashes: &c, prompt_tokens: n, skip_prefix_cache: false }, &mut out).unwrap();
             prop_assert_eq!(out.len(), 4);
             prop_assert!(sparse_equals_dense(&index, &req(&c, n), &out), "sparse differs");
+            let mut plain_out = Vec::new();
+            plain.predict(&req(&c, n), &mut plain_out).unwrap();
+            prop_assert_eq!(&plain_out, &out);
             for (i, p) in out.iter().enumerate() {
                 let want = kvindex::lookup::prefix_hit(n.saturating_sub(1) / 16, |j| model[i].contains_key(&c[j])) * 16;
                 prop_assert_eq!(p.outcome.tokens(), Some(want as u64), "endpoint {} query {:?}", i, (prompt, conv, blocks, extra));

@@ -171,15 +171,26 @@ pub fn full() -> Vec<GroupSpec> {
     }]
 }
 
-pub fn index_of(release: &str, max_slots: u32) -> Index {
-    Index::new(IndexOptions {
+fn options(release: &str, max_slots: u32) -> IndexOptions {
+    IndexOptions {
         rule: HitRule::for_release_id(release).unwrap(),
         schema: EventSchema::family(EventFormat::VllmKvMapV3).clone(),
         block_size: 16,
         groups: full(),
         max_slots,
-    })
-    .unwrap()
+    }
+}
+
+/// An index of one full-attention group, with the twin table `Index::self_check` compares
+/// the chains with.
+pub fn index_of(release: &str, max_slots: u32) -> Index {
+    Index::with_twin(options(release, max_slots)).unwrap()
+}
+
+/// [`index_of`] without the twin: the index as a gateway makes it.
+#[allow(dead_code)]
+pub fn plain_index_of(release: &str, max_slots: u32) -> Index {
+    Index::new(options(release, max_slots)).unwrap()
 }
 
 pub fn endpoint(name: &str, gpu_blocks: u64) -> EndpointConfig {
