@@ -392,25 +392,18 @@ impl Index {
             Some((h, l)) if h == p => Some(l),
             _ => self.runs.place(w, p),
         });
-        // The chains hold a chain key's holders (no table entry): one probe of the places.
-        let holding = self.runs.holding(w, k.hash, slot);
+        // The chains hold a chain key's holders (no table entry).
+        let c = self.runs.store(w, k.hash, slot, parent, parent_loc);
         if self.twin {
             let a = self.table.add(k, slot);
             debug_assert_eq!(
                 (a.new_key, a.first_for_slot),
-                (holding.is_none(), !holding.is_some_and(|h| h.holds)),
+                (c.new_key, c.first),
                 "key {:#x}, slot {slot}: the twin table and the chains disagree",
                 k.hash
             );
         }
-        let loc = match holding {
-            None => self.runs.place_new(w, k.hash, parent, parent_loc, slot),
-            Some(h) if h.holds => {
-                w.add_copy(k.hash, slot);
-                h.loc
-            }
-            Some(h) => self.runs.change(w, k.hash, h.loc, slot, true, parent_loc),
-        };
+        let loc = c.loc;
         Some((k.hash, loc))
     }
 
@@ -419,25 +412,17 @@ impl Index {
         if !self.in_chains(&k) {
             return self.table.remove(k, slot).is_some();
         }
-        let Some(h) = self.runs.holding(w, k.hash, slot).filter(|h| h.holds) else {
+        let Some(c) = self.runs.remove(w, k.hash, slot) else {
             return false;
         };
-        let last = !w.drop_copy(k.hash, slot);
         if self.twin {
             let r = self.table.remove(k, slot);
             debug_assert_eq!(
                 r.map(|r| (r.last_for_slot, r.key_gone)),
-                Some((last, last && !h.others)),
+                Some((c.first, c.gone)),
                 "key {:#x}, slot {slot}: the twin table and the chains disagree",
                 k.hash
             );
-        }
-        if !last {
-            // The slot still holds a copy.
-        } else if h.others {
-            self.runs.change(w, k.hash, h.loc, slot, false, None);
-        } else {
-            self.runs.drop_key(w, k.hash, h.loc);
         }
         true
     }

@@ -286,6 +286,29 @@ pub(crate) struct Writer {
     extra: HashMap<(u64, u32), u32>,
 }
 
+/// What a store or a removal of a chain key did ([`Runs::store`], [`Runs::remove`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Change {
+    /// The key's place after a store (before a removal).
+    pub loc: Loc,
+    /// A store: the slot held no copy before; a removal: the slot holds none now.
+    pub first: bool,
+    /// A removal: no slot holds the key now.
+    pub gone: bool,
+    /// A store: no slot held the key before.
+    pub new_key: bool,
+}
+
+/// The change a store or removal makes under its run's write lock.
+enum Step {
+    /// A copy past the slot's first is counted (or taken back).
+    Held,
+    /// Made in place.
+    Done,
+    /// The general path's.
+    General,
+}
+
 /// A chain key as the writers see it ([`Runs::holding`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Holding {
@@ -293,8 +316,6 @@ pub(crate) struct Holding {
     pub loc: Loc,
     /// The slot asked about holds a copy.
     pub holds: bool,
-    /// Another slot holds a copy.
-    pub others: bool,
 }
 
 impl Writer {
@@ -387,9 +408,9 @@ impl Runs {
         w.places.find(hash)
     }
 
-    /// Chain key `hash` as the writers see it: `None` when no slot holds it, else its place,
-    /// whether `slot` holds it and whether another slot does (one probe of the places and a
-    /// read of the run; the chains are the holders of a chain key, no table entry is kept).
+    /// Chain key `hash` as the writers see it: `None` when no slot holds it, else its place
+    /// and whether `slot` holds it (one probe of the places and a read of the run; the chains
+    /// are the holders of a chain key, no table entry is kept).
     pub fn holding(&self, w: &Writer, hash: u64, slot: u32) -> Option<Holding> {
         let loc = w.places.find(hash)?;
         self.read(loc.run, |r| {
@@ -398,10 +419,115 @@ impl Runs {
             Some(Holding {
                 loc,
                 holds: r.holds_at(i, slot),
-                others: r.others_at(i, slot),
             })
         })
         .flatten()
+    }
+
+    /// One more copy of chain key `hash` in `slot`, stored after `parent` (whose place the
+    /// caller may know). One probe of the places and, for a key some slot holds, one write
+    /// lock of its run that sees its holders and makes the usual change in place: a copy the
+    /// slot holds already (counted in the extra copies), a slot storing a shared chain block
+    /// by block ([`Run::try_partial`]); other changes take the general path.
+    pub fn store(
+        &self,
+        w: &mut Writer,
+        hash: u64,
+        slot: u32,
+        parent: Option<u64>,
+        parent_loc: Option<Loc>,
+    ) -> Change {
+        let Some(loc) = w.places.find(hash) else {
+            let loc = self.place_new(w, hash, parent, parent_loc, slot);
+            return Change {
+                loc,
+                first: true,
+                gone: false,
+                new_key: true,
+            };
+        };
+        let step = self
+            .write(loc.run, |r| {
+                let i = r.index_of(loc.pos)?;
+                Some(if r.holds_at(i, slot) {
+                    Step::Held
+                } else if r.try_partial(loc.pos, slot, true) {
+                    Step::Done
+                } else {
+                    Step::General
+                })
+            })
+            .flatten();
+        let (loc, first) = match step {
+            Some(Step::Held) => {
+                w.add_copy(hash, slot);
+                (loc, false)
+            }
+            Some(Step::Done) => (loc, true),
+            _ => (self.change(w, hash, loc, slot, true, parent_loc), true),
+        };
+        Change {
+            loc,
+            first,
+            gone: false,
+            new_key: false,
+        }
+    }
+
+    /// One copy fewer of chain key `hash` in `slot`; `None` when the slot holds none. One
+    /// probe of the places and one write lock of the key's run that sees its holders and
+    /// makes the usual change in place: a copy past the slot's first (the extra copies), a
+    /// slot evicting a shared chain tail first ([`Run::try_partial`]), the last holder
+    /// evicting a run's last position (the tail shrinks); other changes take the general
+    /// path.
+    pub fn remove(&self, w: &mut Writer, hash: u64, slot: u32) -> Option<Change> {
+        let loc = w.places.find(hash)?;
+        let step = self
+            .write(loc.run, |r| {
+                let i = r.index_of(loc.pos)?;
+                if !r.holds_at(i, slot) {
+                    return None;
+                }
+                if w.drop_copy(hash, slot) {
+                    return Some((Step::Held, true));
+                }
+                let others = r.others_at(i, slot);
+                let n = r.hashes.len();
+                Some(if others && r.try_partial(loc.pos, slot, false) {
+                    (Step::Done, true)
+                } else if !others && i + 1 == n && n > 1 {
+                    // Nobody else holds the position, so no partial holder reaches it: the
+                    // tail shrinks, and partial holders that now reach the end join the cover.
+                    r.hashes.pop();
+                    r.promote();
+                    (Step::Done, false)
+                } else {
+                    (Step::General, others)
+                })
+            })
+            .flatten()?;
+        let (first, gone) = match step {
+            (Step::Held, _) => (false, false),
+            (Step::Done, true) => (true, false),
+            (Step::Done, false) => {
+                w.places.remove(&self.places, hash);
+                (true, true)
+            }
+            (_, true) => {
+                self.change(w, hash, loc, slot, false, None);
+                (true, false)
+            }
+            (_, false) => {
+                self.drop_key(w, hash, loc);
+                (true, true)
+            }
+        };
+        Some(Change {
+            loc,
+            first,
+            gone,
+            new_key: false,
+        })
     }
 
     /// Whether `slot` holds chain key `hash`, read without the writers' mutex (the per-slot
@@ -568,8 +694,11 @@ impl Runs {
     /// run of its own and joined with neighbours of the same cover. `parent_hint`: where the
     /// block's parent sits, when the caller knows (checked before use). Returns the key's
     /// new place.
-    #[allow(clippy::too_many_arguments)]
-    pub fn change(
+    ///
+    /// The in-place change ([`Run::try_partial`]) is the caller's, under the write lock it
+    /// took to see the holders: this is the general path, which moves positions between
+    /// partial-free runs.
+    fn change(
         &self,
         w: &mut Writer,
         hash: u64,
@@ -578,13 +707,6 @@ impl Runs {
         on: bool,
         parent_hint: Option<Loc>,
     ) -> Loc {
-        if self
-            .write(loc.run, |r| r.try_partial(loc.pos, slot, on))
-            .unwrap_or(false)
-        {
-            return loc;
-        }
-        // The general path moves positions between partial-free runs.
         let loc = self.materialize(w, loc);
         let Some((n, i, cover, parent)) = self
             .read(loc.run, |r| {
@@ -686,36 +808,15 @@ impl Runs {
         w.places.find(hash).unwrap_or(Loc::NONE)
     }
 
-    /// Nobody holds `hash`, at `loc`, any more (its table entry is gone): its position goes.
-    pub fn drop_key(&self, w: &mut Writer, hash: u64, loc: Loc) {
-        self.drop_position(w, loc);
-        // Last: moving the run's other positions may have named this one's place again.
-        w.places.remove(&self.places, hash);
-    }
-
-    /// [`Runs::drop_key`]'s change of the runs.
-    fn drop_position(&self, w: &mut Writer, loc: Loc) {
-        // A run's last position (a leaf evicted, the usual removal) goes in place: the tail
-        // shrinks, and partial holders that now reach the end join the cover. (Nobody holds
-        // the position, so no partial holder reached it.)
-        let popped = self
-            .write(loc.run, |r| {
-                let tail = r.index_of(loc.pos).is_some_and(|i| i + 1 == r.hashes.len());
-                let shrink = tail && r.hashes.len() > 1;
-                if shrink {
-                    r.hashes.pop();
-                    r.promote();
-                }
-                shrink
-            })
-            .unwrap_or(false);
-        if popped {
-            return;
-        }
+    /// Nobody holds `hash`, at `loc`, any more: its position goes (the in-place removal of a
+    /// run's last position is the caller's, [`Runs::remove`]), then its place.
+    fn drop_key(&self, w: &mut Writer, hash: u64, loc: Loc) {
         let loc = self.materialize(w, loc);
         if let Some(i) = self.read(loc.run, |r| r.index_of(loc.pos)).flatten() {
             self.cut(w, loc.run, i);
         }
+        // Last: moving the run's other positions may have named this one's place again.
+        w.places.remove(&self.places, hash);
     }
 
     /// Splits run `loc.run` into runs without partial holders, one per stretch of positions
