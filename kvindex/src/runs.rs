@@ -158,16 +158,39 @@ impl Run {
     /// slot's held stretch stays a leading one: a store at the front of the run or right after
     /// the slot's partial end, an eviction at the run's tail by a covering slot or at the
     /// slot's partial end. False when the change needs the general path.
+    #[cfg(test)]
     fn try_partial(&mut self, pos: u32, slot: u32, on: bool) -> bool {
         let Some(i) = self.index_of(pos) else {
             return false;
         };
+        let st = self.stand(i, slot);
+        self.try_partial_at(i, pos, slot, on, st)
+    }
+
+    /// Where `slot` stands at array index `i`: in the cover or its partial entry (one pass
+    /// over the partial holders), and whether it holds `i`.
+    #[inline]
+    fn stand(&self, i: usize, slot: u32) -> Stand {
+        let in_cover = self.cover.has(slot);
+        // A slot in the cover has no partial entry.
+        let k = if in_cover {
+            None
+        } else {
+            self.part.iter().position(|&(s, _)| s == slot)
+        };
+        let holds =
+            in_cover || k.is_some_and(|k| self.part[k].1.wrapping_sub(self.base) as usize > i);
+        Stand { in_cover, k, holds }
+    }
+
+    /// [`Run::try_partial`] for array index `i` (logical position `pos`), where `slot` stands
+    /// as `st` says.
+    fn try_partial_at(&mut self, i: usize, pos: u32, slot: u32, on: bool, st: Stand) -> bool {
         let n = self.hashes.len();
         if n < 2 {
             return false;
         }
-        let k = self.part.iter().position(|&(s, _)| s == slot);
-        let in_cover = self.cover.has(slot);
+        let Stand { in_cover, k, .. } = st;
         match (on, in_cover, k) {
             (true, false, Some(k)) if self.part[k].1 == pos => {
                 let e = pos.wrapping_add(1);
@@ -199,6 +222,16 @@ impl Run {
             _ => false,
         }
     }
+}
+
+/// Where a slot stands at one position of a run ([`Run::stand`]).
+#[derive(Debug, Clone, Copy)]
+struct Stand {
+    in_cover: bool,
+    /// Its entry among the partial holders.
+    k: Option<usize>,
+    /// It holds the position.
+    holds: bool,
 }
 
 /// Hashes a block hash (a digest, or anything a hostile stream sends) for the child map.
@@ -449,9 +482,10 @@ impl Runs {
         let step = self
             .write(loc.run, |r| {
                 let i = r.index_of(loc.pos)?;
-                Some(if r.holds_at(i, slot) {
+                let st = r.stand(i, slot);
+                Some(if st.holds {
                     Step::Held
-                } else if r.try_partial(loc.pos, slot, true) {
+                } else if r.try_partial_at(i, loc.pos, slot, true, st) {
                     Step::Done
                 } else {
                     Step::General
@@ -485,7 +519,8 @@ impl Runs {
         let step = self
             .write(loc.run, |r| {
                 let i = r.index_of(loc.pos)?;
-                if !r.holds_at(i, slot) {
+                let st = r.stand(i, slot);
+                if !st.holds {
                     return None;
                 }
                 if w.drop_copy(hash, slot) {
@@ -493,7 +528,7 @@ impl Runs {
                 }
                 let others = r.others_at(i, slot);
                 let n = r.hashes.len();
-                Some(if others && r.try_partial(loc.pos, slot, false) {
+                Some(if others && r.try_partial_at(i, loc.pos, slot, false, st) {
                     (Step::Done, true)
                 } else if !others && i + 1 == n && n > 1 {
                     // Nobody else holds the position, so no partial holder reaches it: the
@@ -1303,6 +1338,12 @@ mod tests {
                 for (k, m) in model.iter().enumerate() {
                     let want = m.iter().fold(Cover::default(), |c, &s| c.with(s, true));
                     prop_assert_eq!(run.holders_at(k), want, "position {}", k);
+                    // One slot's view of the position: what the writers read.
+                    for s in [0, 1, 2, 3, 130, 131] {
+                        prop_assert_eq!(run.stand(k, s).holds, m.contains(&s));
+                        prop_assert_eq!(run.holds_at(k, s), m.contains(&s));
+                        prop_assert_eq!(run.others_at(k, s), m.iter().any(|&x| x != s));
+                    }
                 }
                 let n = run.hashes.len();
                 for (k, &(s, held)) in run.partial().collect::<Vec<_>>().iter().enumerate() {
