@@ -26,9 +26,6 @@ pub(crate) struct Scratch {
     pub words: Vec<u64>,
     /// Each candidate slot's hit, by slot (written by the walks, read for candidates only).
     pub hit: Vec<u32>,
-    pub active: Vec<u32>,
-    pub mark: Vec<u32>,
-    pub stamp: u32,
     /// Candidate slots still matching (bitset).
     pub alive: Vec<u64>,
     /// Partial holders of the run in hand that stay candidates (bitset, zero between runs).
@@ -214,9 +211,9 @@ impl Index {
                         s.hit[w * 64 + b] = 0;
                     }
                 }
-            } else if single_full {
-                self.walk_prefix(req, s);
             } else {
+                // Several KV-cache groups (one group is always a full-attention one, kept in
+                // the chains): each candidate under the release's lookup.
                 for i in 0..s.cands.len() {
                     let slot = s.cands[i];
                     s.hit[slot as usize] = self.slot_hit(req, slot) as u32;

@@ -1,15 +1,15 @@
 //! The prefix walks behind a prediction: every candidate slot's hit in one pass over the
-//! request's blocks — through the run-compressed chains (one probe of the places per run,
-//! `runs.rs`, `locator.rs`) for an index of one full-attention group, else the table block by
-//! block — and one slot's hit under the release's lookup (several KV-cache groups, a rank
-//! answered again; a chain key's holders read from its run). A read of the chains that met a
+//! request's blocks through the run-compressed chains (one probe of the places per run,
+//! `runs.rs`, `locator.rs`), and one slot's hit under the release's lookup (several KV-cache
+//! groups: the table block by block; a rank answered again: a chain key's holders read from
+//! its run). A read of the chains that met a
 //! place a writer was moving is done again, and after [`WALK_TRIES`] such reads under the
 //! writers' mutex.
 
 use crate::lookup;
 use crate::predict::Scratch;
 use crate::prediction::Request;
-use crate::rule::{GroupKind, Lookup};
+use crate::rule::Lookup;
 use crate::table::Key;
 use crate::Index;
 use std::sync::atomic::Ordering;
@@ -225,55 +225,6 @@ impl Index {
             }
         }
         true
-    }
-
-    /// Every candidate's prefix hit (one full-attention group) in one walk: each block is
-    /// looked up once, and the walk ends when no candidate still matches.
-    pub(crate) fn walk_prefix(&self, req: &Request<'_>, s: &mut Scratch) {
-        debug_assert!(matches!(self.opts.groups[0].kind, GroupKind::FullAttention));
-        let max_blocks = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
-        let slots = self.opts.max_slots as usize;
-        if s.mark.len() < slots {
-            s.mark.resize(slots, 0);
-        }
-        s.active.clear();
-        s.active.extend_from_slice(&s.cands);
-        let mut j = 0usize;
-        while j < max_blocks && !s.active.is_empty() {
-            if s.stamp == u32::MAX {
-                s.mark.iter_mut().for_each(|m| *m = 0);
-                s.stamp = 0;
-            }
-            s.stamp += 1;
-            let stamp = s.stamp;
-            let key = Key {
-                hash: req.block_hashes[j],
-                group: 0,
-                medium: 0,
-            };
-            let mark = &mut s.mark;
-            self.table.with_holders(&key, |h| {
-                for (slot, _) in h.iter() {
-                    if let Some(m) = mark.get_mut(slot as usize) {
-                        *m = stamp;
-                    }
-                }
-            });
-            let hit = &mut s.hit;
-            let mark = &s.mark;
-            s.active.retain(|&slot| {
-                if mark[slot as usize] == stamp {
-                    true
-                } else {
-                    hit[slot as usize] = j as u32;
-                    false
-                }
-            });
-            j += 1;
-        }
-        for &slot in &s.active {
-            s.hit[slot as usize] = j as u32;
-        }
     }
 }
 
