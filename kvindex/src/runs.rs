@@ -570,6 +570,10 @@ impl Runs {
     /// key the slot holds keeps its place while the slot's own rank is not written (the
     /// caller's seqlock or endpoint lock sees to that); other slots' changes only move it.
     pub fn holds_now(&self, hash: u64, slot: u32) -> Option<bool> {
+        #[cfg(test)]
+        if crate::walk::stale::take() {
+            return None;
+        }
         let Some(loc) = self.places.find(hash) else {
             return Some(false);
         };

@@ -139,6 +139,10 @@ impl Index {
         keep.resize(alive.len(), 0);
         zero.clear();
         zero.resize(alive.len(), 0);
+        #[cfg(test)]
+        if stale::take() {
+            return false;
+        }
         // The places, read without a lock (one load for the walk).
         let places = self.runs.places.read();
         let mut j = 0usize;
@@ -228,10 +232,111 @@ impl Index {
     }
 }
 
+/// Unit tests' stand-in for a writer moving a place under a reader: the next `n` chain reads
+/// of this thread (walks, [`crate::runs::Runs::holds_now`]) fail as a stale place makes them.
+#[cfg(test)]
+pub(crate) mod stale {
+    use std::cell::Cell;
+
+    thread_local! {
+        static FORCED: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// The next `n` reads fail.
+    pub fn force(n: u32) {
+        FORCED.with(|f| f.set(n));
+    }
+
+    /// Reads still to fail.
+    pub fn left() -> u32 {
+        FORCED.with(Cell::get)
+    }
+
+    /// Whether this read fails (one fewer to fail).
+    pub fn take() -> bool {
+        FORCED.with(|f| {
+            let n = f.get();
+            f.set(n.saturating_sub(1));
+            n > 0
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::common_prefix;
+    use super::{common_prefix, stale, WALK_TRIES};
+    use crate::table::Key;
+    use crate::{
+        Capacity, EndpointConfig, GroupKind, GroupSpec, HitRule, Index, IndexOptions, Request,
+    };
+    use kvhash::events::{EventFormat, EventSchema};
     use proptest::prelude::*;
+
+    /// A walk, or a per-slot read, that keeps meeting a place a writer is moving is done again,
+    /// and after `WALK_TRIES` such tries under the writers' mutex: the same answer.
+    #[test]
+    fn reads_that_keep_meeting_moved_places_end_under_the_writers_mutex() {
+        let ix = Index::new(IndexOptions {
+            rule: HitRule::for_release_id("vllm-kv-map-v3-r0.31").unwrap(),
+            schema: EventSchema::family(EventFormat::VllmKvMapV3).clone(),
+            block_size: 16,
+            groups: vec![GroupSpec {
+                kind: GroupKind::FullAttention,
+                block_size: 16,
+            }],
+            max_slots: 4,
+        })
+        .unwrap();
+        for name in ["a", "b"] {
+            ix.add_endpoint(EndpointConfig {
+                name: name.into(),
+                dp_ranks: 1,
+                capacity: Capacity {
+                    gpu_blocks: 64,
+                    other_blocks: 0,
+                },
+                lora_adapters: false,
+                replay: false,
+                starts_empty: true,
+            })
+            .unwrap();
+        }
+        // Slot 0 holds blocks 1..=4, slot 1 blocks 1..=2 (a partial holder of the run).
+        {
+            let mut w = ix.runs.writer();
+            for (slot, n) in [(0u32, 4u64), (1, 2)] {
+                let (mut parent, mut at) = (None, None);
+                for h in 1..=n {
+                    let c = ix.runs.store(&mut w, h, slot, parent, at);
+                    (parent, at) = (Some(h), Some(c.loc));
+                }
+            }
+        }
+        let hashes = [1u64, 2, 3, 4, 5];
+        let req = Request {
+            block_hashes: &hashes,
+            prompt_tokens: 5 * 16 + 1,
+            skip_prefix_cache: false,
+        };
+        let (mut want, mut got) = (Vec::new(), Vec::new());
+        ix.predict(&req, &mut want).unwrap();
+        let tokens: Vec<_> = want.iter().map(|p| p.outcome.tokens()).collect();
+        assert_eq!(tokens, [Some(64), Some(32)]);
+        // The quiet path's walk, then WALK_TRIES walks fail; the last walk holds the mutex.
+        stale::force(1 + WALK_TRIES);
+        ix.predict(&req, &mut got).unwrap();
+        assert_eq!((got, stale::left()), (want, 0));
+        assert_eq!(ix.walk_fallbacks(), u64::from(WALK_TRIES));
+        for (hash, slot, held) in [(3, 0, true), (3, 1, false), (2, 1, true), (9, 0, false)] {
+            let key = Key {
+                hash,
+                group: 0,
+                medium: 0,
+            };
+            stale::force(WALK_TRIES);
+            assert_eq!(ix.holds_now(&key, slot), held, "block {hash}, slot {slot}");
+        }
+    }
 
     proptest! {
         /// The shared prefix equals the element-by-element count, wherever the first
