@@ -212,8 +212,9 @@ impl Index {
                     }
                 }
             } else {
-                // Several KV-cache groups (one group is always a full-attention one, kept in
-                // the chains): each candidate under the release's lookup.
+                // Several KV-cache groups (an index of one group, always a full-attention one,
+                // keeps the chains): each candidate under the release's lookup, block by block
+                // in the table.
                 for i in 0..s.cands.len() {
                     let slot = s.cands[i];
                     s.hit[slot as usize] = self.slot_hit(req, slot) as u32;

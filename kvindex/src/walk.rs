@@ -2,9 +2,8 @@
 //! request's blocks through the run-compressed chains (one probe of the places per run,
 //! `runs.rs`, `locator.rs`), and one slot's hit under the release's lookup (several KV-cache
 //! groups: the table block by block; a rank answered again: a chain key's holders read from
-//! its run). A read of the chains that met a
-//! place a writer was moving is done again, and after [`WALK_TRIES`] such reads under the
-//! writers' mutex.
+//! its run). A read of the chains that met a place a writer was moving is done again, and
+//! after [`WALK_TRIES`] such reads under the writers' mutex.
 
 use crate::lookup;
 use crate::predict::Scratch;
