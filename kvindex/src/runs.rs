@@ -153,11 +153,8 @@ impl Run {
         }
     }
 
-    /// The fast holder changes: `slot` now holds (`on`) or no longer holds logical position
-    /// `pos`, which other slots hold before and after the change. Done in place when the
-    /// slot's held stretch stays a leading one: a store at the front of the run or right after
-    /// the slot's partial end, an eviction at the run's tail by a covering slot or at the
-    /// slot's partial end. False when the change needs the general path.
+    /// [`Run::try_partial_at`] for logical position `pos`, finding where `slot` stands (the
+    /// proptest's entry point).
     #[cfg(test)]
     fn try_partial(&mut self, pos: u32, slot: u32, on: bool) -> bool {
         let Some(i) = self.index_of(pos) else {
@@ -183,8 +180,12 @@ impl Run {
         Stand { in_cover, k, holds }
     }
 
-    /// [`Run::try_partial`] for array index `i` (logical position `pos`), where `slot` stands
-    /// as `st` says.
+    /// The fast holder changes: `slot` now holds (`on`) or no longer holds array index `i`
+    /// (logical position `pos`), which other slots hold before and after the change, and
+    /// stands there as `st` says ([`Run::stand`]). Done in place when the slot's held stretch
+    /// stays a leading one: a store at the front of the run or right after the slot's partial
+    /// end, an eviction at the run's tail by a covering slot or at the slot's partial end.
+    /// False when the change needs the general path.
     fn try_partial_at(&mut self, i: usize, pos: u32, slot: u32, on: bool, st: Stand) -> bool {
         let n = self.hashes.len();
         if n < 2 {
@@ -461,7 +462,7 @@ impl Runs {
     /// caller may know). One probe of the places and, for a key some slot holds, one write
     /// lock of its run that sees its holders and makes the usual change in place: a copy the
     /// slot holds already (counted in the extra copies), a slot storing a shared chain block
-    /// by block ([`Run::try_partial`]); other changes take the general path.
+    /// by block ([`Run::try_partial_at`]); other changes take the general path.
     pub fn store(
         &self,
         w: &mut Writer,
@@ -511,7 +512,7 @@ impl Runs {
     /// One copy fewer of chain key `hash` in `slot`; `None` when the slot holds none. One
     /// probe of the places and one write lock of the key's run that sees its holders and
     /// makes the usual change in place: a copy past the slot's first (the extra copies), a
-    /// slot evicting a shared chain tail first ([`Run::try_partial`]), the last holder
+    /// slot evicting a shared chain tail first ([`Run::try_partial_at`]), the last holder
     /// evicting a run's last position (the tail shrinks); other changes take the general
     /// path.
     pub fn remove(&self, w: &mut Writer, hash: u64, slot: u32) -> Option<Change> {
@@ -734,7 +735,7 @@ impl Runs {
     /// block's parent sits, when the caller knows (checked before use). Returns the key's
     /// new place.
     ///
-    /// The in-place change ([`Run::try_partial`]) is the caller's, under the write lock it
+    /// The in-place change ([`Run::try_partial_at`]) is the caller's, under the write lock it
     /// took to see the holders: this is the general path, which moves positions between
     /// partial-free runs.
     fn change(
