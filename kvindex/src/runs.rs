@@ -112,13 +112,6 @@ impl Run {
         !self.part.is_empty()
     }
 
-    /// Whether `slot` holds array index `i`: it is in the cover, or a partial holder reaching
-    /// past `i`.
-    #[inline]
-    pub fn holds_at(&self, i: usize, slot: u32) -> bool {
-        self.cover.has(slot) || self.partial().any(|(s, held)| s == slot && held > i)
-    }
-
     /// Whether a slot other than `slot` holds array index `i`.
     #[inline]
     fn others_at(&self, i: usize, slot: u32) -> bool {
@@ -165,7 +158,8 @@ impl Run {
     }
 
     /// Where `slot` stands at array index `i`: in the cover or its partial entry (one pass
-    /// over the partial holders), and whether it holds `i`.
+    /// over the partial holders), and whether it holds `i` (in the cover, or a partial holder
+    /// reaching past `i`).
     #[inline]
     fn stand(&self, i: usize, slot: u32) -> Stand {
         let in_cover = self.cover.has(slot);
@@ -452,7 +446,7 @@ impl Runs {
             debug_assert_eq!(r.hashes[i], hash, "a writer's place is never stale");
             Some(Holding {
                 loc,
-                holds: r.holds_at(i, slot),
+                holds: r.stand(i, slot).holds,
             })
         })
         .flatten()
@@ -580,7 +574,7 @@ impl Runs {
         };
         self.read(loc.run, |r| {
             let i = r.index_of(loc.pos)?;
-            (r.hashes[i] == hash).then(|| r.holds_at(i, slot))
+            (r.hashes[i] == hash).then(|| r.stand(i, slot).holds)
         })
         .flatten()
     }
@@ -1346,7 +1340,6 @@ mod tests {
                     // One slot's view of the position: what the writers read.
                     for s in [0, 1, 2, 3, 130, 131] {
                         prop_assert_eq!(run.stand(k, s).holds, m.contains(&s));
-                        prop_assert_eq!(run.holds_at(k, s), m.contains(&s));
                         prop_assert_eq!(run.others_at(k, s), m.iter().any(|&x| x != s));
                     }
                 }
