@@ -64,6 +64,23 @@ pub(crate) fn opt_str<'a>(r: &mut Reader<'a>) -> Result<Option<&'a str>, Error> 
     }
 }
 
+/// Names the engines repeat in every event (storage media, KV-cache group kinds).
+const KNOWN_NAMES: [&str; 5] = [
+    "GPU",
+    "CPU",
+    "CPU_PINNED",
+    "full_attention",
+    "sliding_window",
+];
+
+/// Reads nil or a string, handing out the program's own copy of a name the engines repeat in
+/// every event ([`KNOWN_NAMES`]) instead of the payload's bytes: whoever compares the decoded
+/// name (the index, once per event) reads memory it already holds, not a payload that may have
+/// gone cold since it was decoded. Any other string is the payload's, as [`opt_str`] reads it.
+pub(crate) fn opt_name<'a>(r: &mut Reader<'a>) -> Result<Option<&'a str>, Error> {
+    Ok(opt_str(r)?.map(|s| KNOWN_NAMES.into_iter().find(|&k| k == s).unwrap_or(s)))
+}
+
 /// Reads nil or a signed integer.
 pub(crate) fn opt_i64(r: &mut Reader<'_>) -> Result<Option<i64>, Error> {
     if r.nil()? {
@@ -114,5 +131,25 @@ pub(crate) fn bad_len(at: usize, what: &'static str, expected: &'static str, n: 
         what,
         expected,
         found: n as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::Limits;
+
+    /// A name the engines repeat comes back as the program's own copy, any other string as
+    /// the payload's bytes; both equal what the payload says, and nil stays nil.
+    #[test]
+    fn repeated_names_are_the_programs_own() {
+        let payload: Vec<u8> = [&[0xa3][..], b"GPU", &[0xa4], b"NVME", &[0xc0]].concat();
+        let inside = |s: &str| payload.as_ptr_range().contains(&s.as_ptr());
+        let mut r = Reader::new(&payload, &Limits::default());
+        let gpu = opt_name(&mut r).unwrap().unwrap();
+        let nvme = opt_name(&mut r).unwrap().unwrap();
+        assert_eq!((gpu, inside(gpu)), ("GPU", false));
+        assert_eq!((nvme, inside(nvme)), ("NVME", true));
+        assert_eq!(opt_name(&mut r).unwrap(), None);
     }
 }

@@ -5,7 +5,9 @@
 //! medium]`; `["AllBlocksCleared"]`. Hashes are signed int64 in any msgpack integer width.
 //! The 0.5.20+ tagged maps are decoded by the shared map decoder (`vllm.rs`).
 
-use super::fields::{bad_len, opt_i64, opt_str, read_hashes, read_opt_hash, read_tag, HashForm};
+use super::fields::{
+    bad_len, opt_i64, opt_name, opt_str, read_hashes, read_opt_hash, read_tag, HashForm,
+};
 use super::model::{read_token_ids, BlockRemoved, BlockStored, EventKind};
 use super::msgpack::Reader;
 use super::schema::{EventSchema, Field};
@@ -38,7 +40,7 @@ pub(crate) fn decode_array_event<'a>(
                 .u32("an integer block size")
                 .map_err(|e| e.in_field("block_size"))?;
             let lora_id = opt_i64(r).map_err(|e| e.in_field("lora_id"))?;
-            let medium = opt_str(r).map_err(|e| e.in_field("medium"))?;
+            let medium = opt_name(r).map_err(|e| e.in_field("medium"))?;
             let cache_salt = if n == 8 {
                 read_metadata(r).map_err(|e| e.in_field("metadata"))?
             } else {
@@ -69,7 +71,7 @@ pub(crate) fn decode_array_event<'a>(
             }
             let block_hashes =
                 read_hashes(r, HashForm::I64).map_err(|e| e.in_field("block_hashes"))?;
-            let medium = opt_str(r).map_err(|e| e.in_field("medium"))?;
+            let medium = opt_name(r).map_err(|e| e.in_field("medium"))?;
             Ok(EventKind::BlockRemoved(BlockRemoved {
                 block_hashes,
                 medium,

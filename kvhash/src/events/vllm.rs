@@ -8,7 +8,8 @@
 //! repeated key is an error. Nil optional fields decode as `None`.
 
 use super::fields::{
-    bad_len, opt_i64, opt_str, opt_u32, opt_u64, read_hashes, read_opt_hash, read_tag, HashForm,
+    bad_len, opt_i64, opt_name, opt_str, opt_u32, opt_u64, read_hashes, read_opt_hash, read_tag,
+    HashForm,
 };
 use super::model::{
     read_token_ids, BlockHash, BlockRemoved, BlockStored, EventKind, ExtraKey, TokenIds, TokenShape,
@@ -150,13 +151,13 @@ impl<'a> Fields<'a> {
                 .u32("an integer block size")
                 .and_then(|v| set(&mut self.block_size, v, k, at)),
             Field::LoraId => opt_i64(r).and_then(|v| set(&mut self.lora_id, v, k, at)),
-            Field::Medium => opt_str(r).and_then(|v| set(&mut self.medium, v, k, at)),
+            Field::Medium => opt_name(r).and_then(|v| set(&mut self.medium, v, k, at)),
             Field::LoraName => opt_str(r).and_then(|v| set(&mut self.lora_name, v, k, at)),
             Field::ExtraKeys => {
                 read_extra_keys(r).and_then(|v| set(&mut self.extra_keys, v, k, at))
             }
             Field::GroupIdx => opt_u32(r).and_then(|v| set(&mut self.group_idx, v, k, at)),
-            Field::KvCacheSpecKind => opt_str(r).and_then(|v| set(&mut self.spec_kind, v, k, at)),
+            Field::KvCacheSpecKind => opt_name(r).and_then(|v| set(&mut self.spec_kind, v, k, at)),
             Field::KvCacheSpecSlidingWindow => {
                 opt_u64(r).and_then(|v| set(&mut self.sliding_window, v, k, at))
             }
