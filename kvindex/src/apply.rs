@@ -6,7 +6,7 @@
 
 use crate::endpoint::{Counters, Endpoint, RankState, MAX_MEDIA};
 use crate::locator::Loc;
-use crate::runs::Writer;
+use crate::runs::Session;
 use crate::stream::{Step, StreamState};
 use crate::table::{Key, Medium};
 use crate::{Error, Index};
@@ -314,7 +314,7 @@ impl Index {
         }
         let ops = &ops[..];
         let mut g = ep.lock();
-        let mut w = self.runs.writer();
+        let mut w = self.runs.session();
         let st = &mut g[r];
         let step = st.stream.step(seq, ep.config.replay);
         let c = &ep.counters[r];
@@ -378,7 +378,7 @@ impl Index {
     /// probe).
     fn add_key(
         &self,
-        w: &mut Writer,
+        w: &mut Session<'_>,
         k: Key,
         parent: Option<u64>,
         last: Option<(u64, Loc)>,
@@ -408,7 +408,7 @@ impl Index {
     }
 
     /// One copy fewer of `k` in `slot`, from the table or the chains; false when it held none.
-    fn remove_key(&self, w: &mut Writer, k: Key, slot: u32) -> bool {
+    fn remove_key(&self, w: &mut Session<'_>, k: Key, slot: u32) -> bool {
         if !self.in_chains(&k) {
             return self.table.remove(k, slot).is_some();
         }
@@ -430,7 +430,7 @@ impl Index {
     /// Runs ops on one rank (under its lock and the writers' mutex, inside begin/end).
     fn run_ops(
         &self,
-        w: &mut Writer,
+        w: &mut Session<'_>,
         ep: &Endpoint,
         r: usize,
         st: &mut RankState,
@@ -520,6 +520,8 @@ impl Index {
         }
         Counters::bump(&c.stored, stored);
         Counters::bump(&c.removed, removed);
+        // Readers wait for the shard the ops last changed no longer than the ops took.
+        w.release();
         (stored, removed)
     }
 
@@ -597,7 +599,7 @@ impl Index {
         }
         let mut next = ep.trt_next_event.lock().unwrap_or_else(|e| e.into_inner());
         let mut g = ep.lock();
-        let mut w = self.runs.writer();
+        let mut w = self.runs.session();
         for r in 0..ranks {
             ep.begin(r);
         }

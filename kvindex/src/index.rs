@@ -6,7 +6,7 @@ use crate::config::{EndpointConfig, IndexOptions};
 use crate::endpoint::{Endpoint, EndpointId, Endpoints, SlotTable, SlotWords, MAX_MEDIA};
 use crate::feedback::PredictionDrift;
 use crate::rule::GroupKind;
-use crate::runs::{Runs, Writer};
+use crate::runs::{Runs, Session};
 use crate::table::Table;
 use crate::Error;
 use arc_swap::ArcSwap;
@@ -174,7 +174,7 @@ impl Index {
         self.endpoints
             .store(Arc::new(Endpoints::new(next, self.nothing_cached())));
         let _g = ep.lock();
-        let mut w = self.runs.writer();
+        let mut w = self.runs.session();
         let mut dropped = [0u64; MAX_MEDIA];
         for r in 0..ep.config.dp_ranks {
             self.clear_slot(&mut w, ep.first_slot + r, &mut dropped);
@@ -191,7 +191,7 @@ impl Index {
     pub fn reset_endpoint(&self, id: EndpointId) -> Result<(), Error> {
         let ep = self.endpoint(id)?;
         let mut g = ep.lock();
-        let mut w = self.runs.writer();
+        let mut w = self.runs.session();
         for (r, st) in g.iter_mut().enumerate() {
             ep.begin(r);
             self.clear_rank(&mut w, &ep, r, st);
@@ -261,7 +261,7 @@ impl Index {
     /// begin/end).
     pub(crate) fn clear_rank(
         &self,
-        w: &mut Writer,
+        w: &mut Session<'_>,
         ep: &Endpoint,
         r: usize,
         st: &mut crate::endpoint::RankState,
@@ -273,7 +273,7 @@ impl Index {
     }
 
     /// Drops every copy a slot holds, from the table and the chains.
-    fn clear_slot(&self, w: &mut Writer, slot: u32, dropped: &mut [u64]) {
+    fn clear_slot(&self, w: &mut Session<'_>, slot: u32, dropped: &mut [u64]) {
         self.table.clear_slot(slot, dropped);
         if self.chains {
             self.runs.clear_slot(w, slot);

@@ -47,7 +47,8 @@
 //! block, the table shards' read locks). The one exception: a walk that met a place a writer
 //! was moving four times running walks once more under the writers' mutex. Event application
 //! holds the index's writers' mutex for a batch (batches apply one at a time, whichever
-//! endpoint sends them). A prediction that saw no
+//! endpoint sends them) and, while the batch's ops run, the write lock of the one run shard
+//! they last used (a prediction visiting that shard waits for them). A prediction that saw no
 //! batch in progress or begun during its walk answers from that one state without checking
 //! each rank again; otherwise each rank's seqlock version decides.
 //! [`Index::predict_sparse`] answers the same, listing only the ranks that hold some of the

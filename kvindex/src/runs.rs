@@ -26,9 +26,11 @@
 //! a neighbour of the same cover (moving the shorter run), so splits and joins cost the smaller
 //! half.
 //!
-//! Concurrency: writers (event application) hold one mutex ([`Runs::writer`]) for a batch;
-//! readers read the places without a lock, then take the read lock of each run shard they
-//! visit, one at a time. Every writer step changes the holders of one slot only — the slot of the rank
+//! Concurrency: writers (event application) hold one mutex for a batch ([`Runs::session`]),
+//! and the write lock of the run shard they last read or changed until an op needs another
+//! shard or the batch's ops end (a batch mostly changes one run: one lock instead of one per
+//! op); readers read the places without a lock, then take the read lock of each run shard
+//! they visit, one at a time. Every writer step changes the holders of one slot only — the slot of the rank
 //! being written, whose prediction is redone under its endpoint's lock (the seqlock in
 //! `endpoint.rs`) — and moves positions by copy, redirect, shrink: a reader that follows a
 //! stale place finds either the key under a cover that is right for every other slot, or
@@ -314,6 +316,49 @@ pub(crate) struct Writer {
     extra: HashMap<(u64, u32), u32>,
 }
 
+/// The writers' mutex held for a batch ([`Runs::session`]), with the write lock of the run
+/// shard the last op read or changed kept until an op needs another shard: a batch's ops
+/// mostly read and change one run (a chain stored block by block, evicted tail first), so
+/// most take no lock of their own. Readers wait for that shard until the session moves on or
+/// ends (a batch); one shard lock at a time, taken after the mutex, as the readers that take
+/// the mutex do.
+pub(crate) struct Session<'a> {
+    runs: &'a Runs,
+    w: MutexGuard<'a, Writer>,
+    held: Option<(usize, RwLockWriteGuard<'a, Vec<Run>>)>,
+}
+
+impl Session<'_> {
+    /// Shard `s`, its write lock taken unless the session holds it (another shard's is
+    /// let go first).
+    /// Lets go of the shard lock the session holds (the mutex stays held).
+    pub fn release(&mut self) {
+        self.held = None;
+    }
+
+    #[inline]
+    fn shard(&mut self, s: usize) -> &mut Vec<Run> {
+        if self.held.as_ref().is_some_and(|(h, _)| *h != s) {
+            self.held = None;
+        }
+        let runs = self.runs;
+        &mut self.held.get_or_insert_with(|| (s, runs.lock_shard(s))).1
+    }
+}
+
+impl std::ops::Deref for Session<'_> {
+    type Target = Writer;
+    fn deref(&self) -> &Writer {
+        &self.w
+    }
+}
+
+impl std::ops::DerefMut for Session<'_> {
+    fn deref_mut(&mut self) -> &mut Writer {
+        &mut self.w
+    }
+}
+
 /// What a store or a removal of a chain key did ([`Runs::store`], [`Runs::remove`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Change {
@@ -427,21 +472,21 @@ impl Runs {
     }
 
     /// A chain key's place (the one the walk reads and the writers find).
-    fn set_place(&self, w: &mut Writer, hash: u64, loc: Loc) {
+    fn set_place(&self, w: &mut Session<'_>, hash: u64, loc: Loc) {
         w.places.set(&self.places, hash, loc);
     }
 
     /// A chain key's place now (the writers' view).
-    pub fn place(&self, w: &Writer, hash: u64) -> Option<Loc> {
+    pub fn place(&self, w: &mut Session<'_>, hash: u64) -> Option<Loc> {
         w.places.find(hash)
     }
 
     /// Chain key `hash` as the writers see it: `None` when no slot holds it, else its place
     /// and whether `slot` holds it (one probe of the places and a read of the run; the chains
     /// are the holders of a chain key, no table entry is kept).
-    pub fn holding(&self, w: &Writer, hash: u64, slot: u32) -> Option<Holding> {
+    pub fn holding(&self, w: &mut Session<'_>, hash: u64, slot: u32) -> Option<Holding> {
         let loc = w.places.find(hash)?;
-        self.read(loc.run, |r| {
+        self.run(w, loc.run, |r| {
             let i = r.index_of(loc.pos)?;
             debug_assert_eq!(r.hashes[i], hash, "a writer's place is never stale");
             Some(Holding {
@@ -459,7 +504,7 @@ impl Runs {
     /// by block ([`Run::try_partial_at`]); other changes take the general path.
     pub fn store(
         &self,
-        w: &mut Writer,
+        w: &mut Session<'_>,
         hash: u64,
         slot: u32,
         parent: Option<u64>,
@@ -475,7 +520,7 @@ impl Runs {
             };
         };
         let step = self
-            .write(loc.run, |r| {
+            .run_mut(w, loc.run, |r| {
                 let i = r.index_of(loc.pos)?;
                 let st = r.stand(i, slot);
                 Some(if st.holds {
@@ -509,18 +554,22 @@ impl Runs {
     /// slot evicting a shared chain tail first ([`Run::try_partial_at`]), the last holder
     /// evicting a run's last position (the tail shrinks); other changes take the general
     /// path.
-    pub fn remove(&self, w: &mut Writer, hash: u64, slot: u32) -> Option<Change> {
+    pub fn remove(&self, w: &mut Session<'_>, hash: u64, slot: u32) -> Option<Change> {
         let loc = w.places.find(hash)?;
-        let step = self
-            .write(loc.run, |r| {
+        let held = self
+            .run(w, loc.run, |r| {
+                r.index_of(loc.pos).map(|i| r.stand(i, slot).holds)
+            })
+            .flatten()?;
+        if !held {
+            return None;
+        }
+        let step = if w.drop_copy(hash, slot) {
+            Some((Step::Held, true))
+        } else {
+            self.run_mut(w, loc.run, |r| {
                 let i = r.index_of(loc.pos)?;
                 let st = r.stand(i, slot);
-                if !st.holds {
-                    return None;
-                }
-                if w.drop_copy(hash, slot) {
-                    return Some((Step::Held, true));
-                }
                 let others = r.others_at(i, slot);
                 let n = r.hashes.len();
                 Some(if others && r.try_partial_at(i, loc.pos, slot, false, st) {
@@ -535,7 +584,8 @@ impl Runs {
                     (Step::General, others)
                 })
             })
-            .flatten()?;
+            .flatten()
+        }?;
         let (first, gone) = match step {
             (Step::Held, _) => (false, false),
             (Step::Done, true) => (true, false),
@@ -579,9 +629,19 @@ impl Runs {
         .flatten()
     }
 
-    /// The writers' mutex: held by whoever changes the table's chain keys, for a whole batch.
+    /// The writers' mutex alone: what a reader takes to read while nothing moves.
     pub fn writer(&self) -> MutexGuard<'_, Writer> {
         self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The writers' mutex, held by whoever changes the table's chain keys, for a whole batch,
+    /// with a run shard's write lock kept between ops ([`Session`]).
+    pub fn session(&self) -> Session<'_> {
+        Session {
+            runs: self,
+            w: self.writer(),
+            held: None,
+        }
     }
 
     #[inline]
@@ -592,6 +652,13 @@ impl Runs {
     #[inline]
     fn shard_read(&self, s: usize) -> RwLockReadGuard<'_, Vec<Run>> {
         self.shards[s].read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A session's shard lock (taken when it moves to another shard: out of line).
+    #[cold]
+    #[inline(never)]
+    fn lock_shard(&self, s: usize) -> RwLockWriteGuard<'_, Vec<Run>> {
+        self.shard_write(s)
     }
 
     #[inline]
@@ -606,12 +673,21 @@ impl Runs {
         self.shard_read(s).get(i).map(f)
     }
 
-    fn write<R>(&self, id: u32, f: impl FnOnce(&mut Run) -> R) -> Option<R> {
+    /// Calls `f` with run `id`, a writer's read (under the session's shard lock).
+    #[inline]
+    fn run<R>(&self, w: &mut Session<'_>, id: u32, f: impl FnOnce(&Run) -> R) -> Option<R> {
         let (s, i) = Self::at(id);
-        self.shard_write(s).get_mut(i).map(f)
+        w.shard(s).get(i).map(f)
     }
 
-    fn alloc(&self, w: &mut Writer, run: Run) -> u32 {
+    /// Calls `f` with run `id` to change it (under the session's shard lock).
+    #[inline]
+    fn run_mut<R>(&self, w: &mut Session<'_>, id: u32, f: impl FnOnce(&mut Run) -> R) -> Option<R> {
+        let (s, i) = Self::at(id);
+        w.shard(s).get_mut(i).map(f)
+    }
+
+    fn alloc(&self, w: &mut Session<'_>, run: Run) -> u32 {
         let id = w.free.pop().unwrap_or_else(|| {
             let id = w.next;
             w.next += 1;
@@ -621,7 +697,7 @@ impl Runs {
             w.link(p, id);
         }
         let (s, i) = Self::at(id);
-        let mut g = self.shard_write(s);
+        let g = w.shard(s);
         if i == g.len() {
             g.push(run);
         } else {
@@ -630,9 +706,9 @@ impl Runs {
         id
     }
 
-    fn free(&self, w: &mut Writer, id: u32) {
+    fn free(&self, w: &mut Session<'_>, id: u32) {
         let parent = self
-            .write(id, |r| {
+            .run_mut(w, id, |r| {
                 r.live = false;
                 r.hashes = Blocks::default();
                 r.cover = Cover::default();
@@ -646,15 +722,15 @@ impl Runs {
         w.free.push(id);
     }
 
-    fn set_parent(&self, w: &mut Writer, id: u32, parent: Option<u64>) {
+    fn set_parent(&self, w: &mut Session<'_>, id: u32, parent: Option<u64>) {
         let old = self
-            .write(id, |r| std::mem::replace(&mut r.parent, parent))
+            .run_mut(w, id, |r| std::mem::replace(&mut r.parent, parent))
             .flatten();
         Self::relink(w, id, old, parent);
     }
 
     /// Moves run `id` in the child lists from parent `old` to parent `new`.
-    fn relink(w: &mut Writer, id: u32, old: Option<u64>, new: Option<u64>) {
+    fn relink(w: &mut Session<'_>, id: u32, old: Option<u64>, new: Option<u64>) {
         if old == new {
             return;
         }
@@ -666,7 +742,7 @@ impl Runs {
         }
     }
 
-    fn redirect(&self, w: &mut Writer, run: u32, first: u32, hashes: &[u64]) {
+    fn redirect(&self, w: &mut Session<'_>, run: u32, first: u32, hashes: &[u64]) {
         for (k, &h) in hashes.iter().enumerate() {
             let loc = Loc {
                 run,
@@ -680,7 +756,7 @@ impl Runs {
     /// caller knows).
     pub fn place_new(
         &self,
-        w: &mut Writer,
+        w: &mut Session<'_>,
         hash: u64,
         parent: Option<u64>,
         parent_loc: Option<Loc>,
@@ -688,7 +764,7 @@ impl Runs {
     ) -> Loc {
         if let (Some(p), Some(pl)) = (parent, parent_loc) {
             let appended = self
-                .write(pl.run, |x| {
+                .run_mut(w, pl.run, |x| {
                     let at_end = x
                         .index_of(pl.pos)
                         .is_some_and(|i| i + 1 == x.hashes.len() && x.hashes[i] == p);
@@ -734,7 +810,7 @@ impl Runs {
     /// partial-free runs.
     fn change(
         &self,
-        w: &mut Writer,
+        w: &mut Session<'_>,
         hash: u64,
         loc: Loc,
         slot: u32,
@@ -743,7 +819,7 @@ impl Runs {
     ) -> Loc {
         let loc = self.materialize(w, loc);
         let Some((n, i, cover, parent)) = self
-            .read(loc.run, |r| {
+            .run(w, loc.run, |r| {
                 r.index_of(loc.pos).map(|i| {
                     let parent = if i == 0 {
                         r.parent
@@ -758,7 +834,7 @@ impl Runs {
             return loc;
         };
         if n == 1 {
-            self.write(loc.run, |r| r.cover = cover);
+            self.run_mut(w, loc.run, |r| r.cover = cover);
             let s = self.join_prev(w, loc.run, parent_hint);
             self.join_next(w, s);
             return w.places.find(hash).unwrap_or(Loc::NONE);
@@ -768,7 +844,7 @@ impl Runs {
                 let pl = parent_hint.or_else(|| w.places.find(p));
                 if let Some(pl) = pl.filter(|pl| pl.run != loc.run) {
                     let moved = self
-                        .write(pl.run, |x| {
+                        .run_mut(w, pl.run, |x| {
                             let ends = x
                                 .index_of(pl.pos)
                                 .is_some_and(|k| k + 1 == x.hashes.len() && x.hashes[k] == p);
@@ -783,7 +859,7 @@ impl Runs {
                         let to = Loc { run: pl.run, pos };
                         self.set_place(w, hash, to);
                         let old = self
-                            .write(loc.run, |r| {
+                            .run_mut(w, loc.run, |r| {
                                 r.hashes.drain_front(1);
                                 r.base = r.base.wrapping_add(1);
                                 r.parent.replace(hash)
@@ -802,7 +878,7 @@ impl Runs {
                         continue;
                     }
                     let moved = self
-                        .write(y, |r| {
+                        .run_mut(w, y, |r| {
                             (r.live
                                 && r.parent == Some(hash)
                                 && r.cover == cover
@@ -817,7 +893,7 @@ impl Runs {
                     if let Some(pos) = moved {
                         let to = Loc { run: y, pos };
                         self.set_place(w, hash, to);
-                        self.write(loc.run, |r| r.hashes.pop());
+                        self.run_mut(w, loc.run, |r| r.hashes.pop());
                         self.set_parent(w, y, parent);
                         return to;
                     }
@@ -844,9 +920,9 @@ impl Runs {
 
     /// Nobody holds `hash`, at `loc`, any more: its position goes (the in-place removal of a
     /// run's last position is the caller's, [`Runs::remove`]), then its place.
-    fn drop_key(&self, w: &mut Writer, hash: u64, loc: Loc) {
+    fn drop_key(&self, w: &mut Session<'_>, hash: u64, loc: Loc) {
         let loc = self.materialize(w, loc);
-        if let Some(i) = self.read(loc.run, |r| r.index_of(loc.pos)).flatten() {
+        if let Some(i) = self.run(w, loc.run, |r| r.index_of(loc.pos)).flatten() {
             self.cut(w, loc.run, i);
         }
         // Last: moving the run's other positions may have named this one's place again.
@@ -856,9 +932,9 @@ impl Runs {
     /// Splits run `loc.run` into runs without partial holders, one per stretch of positions
     /// with one holder set (copy, redirect, shrink: a reader on a stale place still finds
     /// right holders or another hash). Returns where logical position `loc.pos` went.
-    fn materialize(&self, w: &mut Writer, loc: Loc) -> Loc {
+    fn materialize(&self, w: &mut Session<'_>, loc: Loc) -> Loc {
         let Some((hashes, cover, part)) = self
-            .read(loc.run, |r| {
+            .run(w, loc.run, |r| {
                 (r.live && r.has_partial()).then(|| {
                     let mut part: Vec<(u32, usize)> = r.partial().collect();
                     part.sort_unstable_by_key(|&(_, held)| held);
@@ -870,7 +946,7 @@ impl Runs {
             return loc;
         };
         let at = self
-            .read(loc.run, |r| r.index_of(loc.pos))
+            .run(w, loc.run, |r| r.index_of(loc.pos))
             .flatten()
             .unwrap_or(usize::MAX);
         let mut out = loc;
@@ -904,7 +980,7 @@ impl Runs {
                 };
             }
         }
-        self.write(loc.run, |r| {
+        self.run_mut(w, loc.run, |r| {
             r.hashes.truncate(first);
             r.cover = part
                 .iter()
@@ -916,17 +992,17 @@ impl Runs {
 
     /// Takes array index `i` out of run `id` (its key has been moved or dropped): the run
     /// shrinks at an end or splits, moving its shorter side to a new run.
-    fn cut(&self, w: &mut Writer, id: u32, i: usize) {
-        let Some(n) = self.read(id, |r| r.hashes.len()) else {
+    fn cut(&self, w: &mut Session<'_>, id: u32, i: usize) {
+        let Some(n) = self.run(w, id, |r| r.hashes.len()) else {
             return;
         };
         if n <= 1 {
             self.free(w, id);
         } else if i + 1 == n {
-            self.write(id, |r| r.hashes.pop());
+            self.run_mut(w, id, |r| r.hashes.pop());
         } else if i == 0 {
             let h = self
-                .write(id, |r| {
+                .run_mut(w, id, |r| {
                     let h = r.hashes[0];
                     r.base = r.base.wrapping_add(1);
                     r.hashes.drain_front(1);
@@ -936,7 +1012,7 @@ impl Runs {
             self.set_parent(w, id, Some(h));
         } else if n - i - 1 <= i {
             // Move the suffix.
-            let Some((suffix, cover, at)) = self.read(id, |r| {
+            let Some((suffix, cover, at)) = self.run(w, id, |r| {
                 (r.hashes[i + 1..].to_vec(), r.cover.clone(), r.hashes[i])
             }) else {
                 return;
@@ -953,10 +1029,10 @@ impl Runs {
                 },
             );
             self.redirect(w, t, 0, &suffix);
-            self.write(id, |r| r.hashes.truncate(i));
+            self.run_mut(w, id, |r| r.hashes.truncate(i));
         } else {
             // Move the prefix.
-            let Some((prefix, cover, at, parent)) = self.read(id, |r| {
+            let Some((prefix, cover, at, parent)) = self.run(w, id, |r| {
                 (
                     r.hashes[..i].to_vec(),
                     r.cover.clone(),
@@ -978,7 +1054,7 @@ impl Runs {
                 },
             );
             self.redirect(w, t, 0, &prefix);
-            self.write(id, |r| {
+            self.run_mut(w, id, |r| {
                 r.hashes.drain_front(i + 1);
                 r.base = r.base.wrapping_add(i as u32 + 1);
             });
@@ -988,9 +1064,9 @@ impl Runs {
 
     /// Joins run `s` with the run it continues, when that run ends at `s`'s parent under the
     /// same cover. Returns the run holding `s`'s blocks.
-    fn join_prev(&self, w: &mut Writer, s: u32, hint: Option<Loc>) -> u32 {
+    fn join_prev(&self, w: &mut Session<'_>, s: u32, hint: Option<Loc>) -> u32 {
         let Some((Some(p), cover)) = self
-            .read(s, |r| {
+            .run(w, s, |r| {
                 (r.live && r.part.is_empty()).then(|| (r.parent, r.cover.clone()))
             })
             .flatten()
@@ -1004,7 +1080,7 @@ impl Runs {
             return s;
         }
         let fits = self
-            .read(pl.run, |x| {
+            .run(w, pl.run, |x| {
                 x.index_of(pl.pos)
                     .is_some_and(|i| i + 1 == x.hashes.len() && x.hashes[i] == p)
                     && x.cover == cover
@@ -1019,9 +1095,9 @@ impl Runs {
     }
 
     /// Joins run `s` with a run that continues it under the same cover, if any.
-    fn join_next(&self, w: &mut Writer, s: u32) -> u32 {
+    fn join_next(&self, w: &mut Session<'_>, s: u32) -> u32 {
         let Some((last, cover)) = self
-            .read(s, |r| {
+            .run(w, s, |r| {
                 (r.live && !r.hashes.is_empty() && r.part.is_empty())
                     .then(|| (r.hashes[r.hashes.len() - 1], r.cover.clone()))
             })
@@ -1035,7 +1111,7 @@ impl Runs {
         for &y in kids.as_slice() {
             let fits = y != s
                 && self
-                    .read(y, |r| {
+                    .run(w, y, |r| {
                         r.live && r.parent == Some(last) && r.cover == cover && r.part.is_empty()
                     })
                     .unwrap_or(false);
@@ -1047,12 +1123,12 @@ impl Runs {
     }
 
     /// Joins `y` onto `x` (`y` continues `x`, same cover), moving the shorter run's blocks.
-    fn join(&self, w: &mut Writer, x: u32, y: u32) -> u32 {
-        let lx = self.read(x, |r| r.hashes.len()).unwrap_or(0);
-        let ly = self.read(y, |r| r.hashes.len()).unwrap_or(0);
+    fn join(&self, w: &mut Session<'_>, x: u32, y: u32) -> u32 {
+        let lx = self.run(w, x, |r| r.hashes.len()).unwrap_or(0);
+        let ly = self.run(w, y, |r| r.hashes.len()).unwrap_or(0);
         if ly <= lx {
-            let ys = self.read(y, |r| r.hashes.to_vec()).unwrap_or_default();
-            let Some(first) = self.write(x, |r| {
+            let ys = self.run(w, y, |r| r.hashes.to_vec()).unwrap_or_default();
+            let Some(first) = self.run_mut(w, x, |r| {
                 let first = r.end_pos();
                 r.hashes.extend(&ys);
                 first
@@ -1063,10 +1139,10 @@ impl Runs {
             self.free(w, y);
             x
         } else {
-            let Some((xs, parent)) = self.read(x, |r| (r.hashes.to_vec(), r.parent)) else {
+            let Some((xs, parent)) = self.run(w, x, |r| (r.hashes.to_vec(), r.parent)) else {
                 return y;
             };
-            let Some(first) = self.write(y, |r| {
+            let Some(first) = self.run_mut(w, y, |r| {
                 r.hashes.prepend(&xs);
                 r.base = r.base.wrapping_sub(xs.len() as u32);
                 r.base
@@ -1082,12 +1158,12 @@ impl Runs {
 
     /// Drops `slot` from every cover; runs nobody holds any more go (their keys' table
     /// entries are gone with the slot's).
-    pub fn clear_slot(&self, w: &mut Writer, slot: u32) {
+    pub fn clear_slot(&self, w: &mut Session<'_>, slot: u32) {
         let mut dead = Vec::new();
         // The keys that left the table with the slot: every position of a run it alone held.
         let mut gone: Vec<u64> = Vec::new();
         for s in 0..SHARDS {
-            let mut g = self.shard_write(s);
+            let g = w.shard(s);
             for (i, r) in g.iter_mut().enumerate() {
                 if !r.live {
                     continue;

@@ -72,9 +72,9 @@ impl Index {
                 return held;
             }
         }
-        let w = self.runs.writer();
+        let mut w = self.runs.session();
         self.runs
-            .holding(&w, key.hash, slot)
+            .holding(&mut w, key.hash, slot)
             .is_some_and(|h| h.holds)
     }
 
@@ -302,7 +302,7 @@ mod tests {
         }
         // Slot 0 holds blocks 1..=4, slot 1 blocks 1..=2 (a partial holder of the run).
         {
-            let mut w = ix.runs.writer();
+            let mut w = ix.runs.session();
             for (slot, n) in [(0u32, 4u64), (1, 2)] {
                 let (mut parent, mut at) = (None, None);
                 for h in 1..=n {
