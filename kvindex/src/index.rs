@@ -9,22 +9,23 @@ use crate::rule::GroupKind;
 use crate::runs::{Runs, Session};
 use crate::table::Table;
 use crate::Error;
-use arc_swap::ArcSwap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// The prefix index of one model pool under one engine release (see [`IndexOptions`]).
 ///
 /// `Send + Sync`: request threads call [`Index::predict`] while event threads apply batches.
-/// A prediction takes no lock shared by all endpoints: it loads the endpoint list lock-free,
-/// walks the request's blocks once for every endpoint — through the run-compressed chains
-/// (`runs.rs`: one lock-free probe of the chain keys' places per run of blocks with one holder
-/// set, the run's shard read-locked) for an index of one full-attention group, else one table
-/// probe per block — taking one shard's read lock at a time, and checks each rank's sequence counter, so every rank's answer reflects whole
+/// A prediction takes no lock shared by all endpoints: it loads the endpoint list and the chain
+/// keys' places lock-free (one atomic load for both, `locator.rs`), walks the request's blocks
+/// once for every endpoint — through the run-compressed chains (`runs.rs`: one lock-free probe
+/// of the places per run of blocks with one holder set, the run's shard read-locked) for an
+/// index of one full-attention group, else one table probe per block — taking one shard's
+/// read lock at a time, and checks each rank's sequence counter, so every rank's answer reflects whole
 /// batches only (a rank changed during the walk is answered again under its own endpoint's
 /// lock). When no change was in progress before the walk and none began during it (two
 /// index-wide counters say so), the per-rank checks are skipped and the statuses come from an
-/// in-step bitset. Writers (event application) hold one mutex per batch.
+/// in-step bitset. Writers (event application) hold one mutex per batch, and while its ops run
+/// the write lock of the run shard they last used.
 /// [`Index::predict_sparse`] gives the same answers, listing only the ranks that hold some of
 /// the request or are unknown.
 pub struct Index {
@@ -41,7 +42,6 @@ pub struct Index {
     pub(crate) twin: bool,
     /// Walks that met a place a writer was moving and walked again.
     pub(crate) fallbacks: AtomicU64,
-    pub(crate) endpoints: ArcSwap<Endpoints>,
     /// Every slot's seqlock version and status ([`crate::endpoint::SlotWords`]).
     pub(crate) words: SlotWords,
     admin: Mutex<Admin>,
@@ -81,7 +81,6 @@ impl Index {
             chains,
             twin: false,
             fallbacks: AtomicU64::new(0),
-            endpoints: ArcSwap::from_pointee(Endpoints::default()),
             words: Arc::new(SlotTable::new(opts.max_slots as usize)),
             admin: Mutex::new(Admin {
                 next_id: 0,
@@ -140,7 +139,7 @@ impl Index {
             )));
         }
         let mut admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
-        let eps = self.endpoints.load();
+        let eps = self.endpoints();
         if eps.iter().any(|e| e.config.name == config.name) {
             return Err(Error::DuplicateEndpoint(config.name));
         }
@@ -156,23 +155,25 @@ impl Index {
         let ep = Arc::new(Endpoint::new(id, config, first as u32, self.words.clone()));
         let mut next: Vec<Arc<Endpoint>> = eps.iter().cloned().collect();
         next.push(ep);
-        self.endpoints
-            .store(Arc::new(Endpoints::new(next, self.nothing_cached())));
+        self.runs
+            .places
+            .set_endpoints(Arc::new(Endpoints::new(next, self.nothing_cached())));
         Ok(id)
     }
 
     /// Removes an endpoint and everything it held.
     pub fn remove_endpoint(&self, id: EndpointId) -> Result<(), Error> {
         let mut admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
-        let eps = self.endpoints.load();
+        let eps = self.endpoints();
         let ep = eps
             .iter()
             .find(|e| e.id == id)
             .cloned()
             .ok_or(Error::UnknownEndpoint(id.0))?;
         let next: Vec<Arc<Endpoint>> = eps.iter().filter(|e| e.id != id).cloned().collect();
-        self.endpoints
-            .store(Arc::new(Endpoints::new(next, self.nothing_cached())));
+        self.runs
+            .places
+            .set_endpoints(Arc::new(Endpoints::new(next, self.nothing_cached())));
         let _g = ep.lock();
         let mut w = self.runs.session();
         let mut dropped = [0u64; MAX_MEDIA];
@@ -219,9 +220,13 @@ impl Index {
         Ok(())
     }
 
+    /// The endpoint list now.
+    pub(crate) fn endpoints(&self) -> Arc<Endpoints> {
+        self.runs.places.read().endpoints.clone()
+    }
+
     pub(crate) fn endpoint(&self, id: EndpointId) -> Result<Arc<Endpoint>, Error> {
-        self.endpoints
-            .load()
+        self.endpoints()
             .iter()
             .find(|e| e.id == id)
             .cloned()
@@ -230,8 +235,7 @@ impl Index {
 
     /// The endpoint of a name.
     pub fn endpoint_id(&self, name: &str) -> Option<EndpointId> {
-        self.endpoints
-            .load()
+        self.endpoints()
             .iter()
             .find(|e| e.config.name == name)
             .map(|e| e.id)
@@ -244,7 +248,7 @@ impl Index {
 
     /// Every endpoint, in the order they were added.
     pub fn endpoint_ids(&self) -> Vec<EndpointId> {
-        self.endpoints.load().iter().map(|e| e.id).collect()
+        self.endpoints().iter().map(|e| e.id).collect()
     }
 
     pub(crate) fn rank_index(&self, ep: &Endpoint, rank: u32) -> Result<usize, Error> {

@@ -16,12 +16,15 @@
 //! * The array is rebuilt (grown, shrunk, or cleared of gone entries) into a new array that
 //!   replaces it in one atomic swap ([`arc_swap`]); a reader still on the old one finds every
 //!   key held at the swap, at a place that was right then, and the old array is freed when its
-//!   last reader lets go.
+//!   last reader lets go. The swapped value carries the endpoint list too ([`View`]), so a
+//!   prediction loads both at once; a rebuild and an endpoint coming or going each swap in
+//!   their part and keep the other's (a compare-and-swap loop, `rcu`).
 //!
 //! A place read here may be stale by the time the walk reads the run (a writer moved the key
 //! meanwhile): the walk checks that the run holds the hash at that place, and walks again when
 //! it does not (after a few such walks, under the writers' mutex: [`crate::walk`]).
 
+use crate::endpoint::Endpoints;
 use arc_swap::{ArcSwap, Guard};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -130,21 +133,40 @@ impl Slots {
     }
 }
 
-/// The readers' side: the current array, swapped whole on a rebuild.
+/// What one atomic load gives a prediction: the current places array and the endpoint list
+/// (one load per prediction instead of one for each).
+pub(crate) struct View {
+    /// The places.
+    pub slots: Arc<Slots>,
+    /// The endpoint list.
+    pub endpoints: Arc<Endpoints>,
+}
+
+/// The readers' side: the current array, swapped whole on a rebuild, with the endpoint list
+/// (swapped whole when an endpoint comes or goes).
 pub(crate) struct Places {
-    cur: ArcSwap<Slots>,
+    cur: ArcSwap<View>,
 }
 
 impl Places {
     /// The current array, for a walk's reads (held for the walk: one atomic load per walk).
     #[inline]
-    pub fn read(&self) -> Guard<Arc<Slots>> {
+    pub fn read(&self) -> Guard<Arc<View>> {
         self.cur.load()
     }
 
     /// The place of `hash` now.
     pub fn find(&self, hash: u64) -> Option<Loc> {
-        self.cur.load().find(hash)
+        self.cur.load().slots.find(hash)
+    }
+
+    /// The endpoint list is `endpoints` from now on (the places stay whatever they are: a
+    /// rebuild swapping them meanwhile is kept).
+    pub fn set_endpoints(&self, endpoints: Arc<Endpoints>) {
+        self.cur.rcu(|v| View {
+            slots: v.slots.clone(),
+            endpoints: endpoints.clone(),
+        });
     }
 }
 
@@ -163,7 +185,10 @@ pub(crate) fn new_places() -> (Places, PlacesWriter) {
     let slots = Arc::new(Slots::new(MIN_ENTRIES));
     (
         Places {
-            cur: ArcSwap::new(slots.clone()),
+            cur: ArcSwap::from_pointee(View {
+                slots: slots.clone(),
+                endpoints: Arc::default(),
+            }),
         },
         PlacesWriter {
             slots,
@@ -240,7 +265,11 @@ impl PlacesWriter {
             new.words[2 * j + 1].store(v, Ordering::Relaxed);
         }
         self.slots = Arc::new(new);
-        p.cur.store(self.slots.clone());
+        // The endpoint list stays whatever it is (one swapped in meanwhile is kept).
+        p.cur.rcu(|v| View {
+            slots: self.slots.clone(),
+            endpoints: v.endpoints.clone(),
+        });
         self.gone = 0;
     }
 
@@ -324,7 +353,8 @@ mod tests {
                 let reads = reads.clone();
                 std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
-                        let slots = p.read();
+                        let view = p.read();
+                        let slots = &view.slots;
                         for &h in &steady {
                             assert_eq!(slots.find(h), Some(at(h)), "key {h:#x}");
                         }
@@ -388,13 +418,21 @@ mod tests {
         let at = |pos| Loc { run: 1, pos };
         l.set(&p, 7, at(0));
         let old = p.read();
+        let eps = Arc::new(Endpoints::default());
+        p.set_endpoints(eps.clone());
         for h in 100..200 {
             l.set(&p, h, at(h as u32));
         }
         // The reader's array still answers what was held when it read it.
-        assert_eq!(old.find(7), Some(at(0)));
-        assert_eq!(old.find(150), None);
-        assert_eq!(p.read().find(150), Some(at(150)));
+        assert_eq!(old.slots.find(7), Some(at(0)));
+        assert_eq!(old.slots.find(150), None);
+        assert_eq!(p.read().slots.find(150), Some(at(150)));
+        // The rebuilds kept the endpoint list swapped in before them, and a new list keeps
+        // the places.
+        assert!(Arc::ptr_eq(&p.read().endpoints, &eps));
+        p.set_endpoints(Arc::new(Endpoints::default()));
+        assert!(!Arc::ptr_eq(&p.read().endpoints, &eps));
+        assert!(Arc::ptr_eq(&p.read().slots, &l.slots));
         assert!(l.bytes() >= 101 * 16 * 4 / 3);
         // Emptied, it shrinks back.
         for h in 100..200 {

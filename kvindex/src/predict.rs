@@ -8,6 +8,7 @@
 use crate::endpoint::{
     status_reason, word_code, word_version, Endpoint, EndpointId, Endpoints, EpView,
 };
+use crate::locator::Slots;
 use crate::lookup;
 use crate::prediction::{Outcome, Prediction, Request, UnknownReason, MAX_PROMPT_TOKENS};
 use crate::rule::Lookup;
@@ -108,12 +109,14 @@ impl Index {
     ) -> Result<(), Error> {
         self.check_request(req)?;
         out.clear();
-        let eps = self.endpoints.load();
+        // The endpoint list and the places, in one load.
+        let view = self.runs.places.read();
+        let eps = &view.endpoints;
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            if !(quiet && self.predict_quiet(&eps, req, &mut s, out, sparse)) {
+            if !(quiet && self.predict_quiet(eps, &view.slots, req, &mut s, out, sparse)) {
                 out.clear();
-                self.predict_into(&eps.views, &eps, req, &mut s, out, sparse);
+                self.predict_into(&eps.views, eps, req, &mut s, out, sparse);
             }
         });
         Ok(())
@@ -289,6 +292,7 @@ impl Index {
     fn predict_quiet(
         &self,
         eps: &Endpoints,
+        places: &Slots,
         req: &Request<'_>,
         s: &mut Scratch,
         out: &mut Vec<Prediction>,
@@ -321,7 +325,7 @@ impl Index {
             proven,
         };
         let walked = if sparse {
-            self.walk_runs(req, s)
+            self.walk_runs(req, s, places)
         } else {
             // Every rank "nothing cached" (one copy), and the walk writes each matched
             // candidate's answer over its entry as its hit ends (no pass over a hit array;
@@ -333,7 +337,7 @@ impl Index {
                 alive, keep, zero, ..
             } = s;
             let (out_of, entries) = (&eps.out_of, &mut out[..]);
-            self.walk_runs_with(req, alive, keep, zero, |slot, hit| {
+            self.walk_runs_with(req, places, alive, keep, zero, |slot, hit| {
                 if let Some(e) = out_of
                     .get(slot)
                     .and_then(|&at| entries.get_mut(at as usize))

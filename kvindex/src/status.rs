@@ -48,7 +48,7 @@ impl Index {
     pub fn status(&self) -> Vec<RankStatus> {
         let media = self.media.read().unwrap_or_else(|e| e.into_inner()).clone();
         let mut out = Vec::new();
-        for ep in self.endpoints.load().iter() {
+        for ep in self.endpoints().iter() {
             out.extend(rank_status(ep, &media));
         }
         out

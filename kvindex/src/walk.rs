@@ -5,6 +5,7 @@
 //! its run). A read of the chains that met a place a writer was moving is done again, and
 //! after [`WALK_TRIES`] such reads under the writers' mutex.
 
+use crate::locator::Slots;
 use crate::lookup;
 use crate::predict::Scratch;
 use crate::prediction::Request;
@@ -85,13 +86,14 @@ impl Index {
         s.cand_bits.clear();
         s.cand_bits.extend_from_slice(&s.alive);
         let mut tries = 1;
-        while !self.walk_runs(req, s) {
+        // The places as they are now, loaded again for each walk.
+        while !self.walk_runs(req, s, &self.runs.places.read().slots) {
             self.fallbacks.fetch_add(1, Ordering::Relaxed);
             s.alive.clear();
             s.alive.extend_from_slice(&s.cand_bits);
             if tries == WALK_TRIES {
                 let _w = self.runs.writer();
-                let done = self.walk_runs(req, s);
+                let done = self.walk_runs(req, s, &self.runs.places.read().slots);
                 debug_assert!(done, "no place moves under the writers' mutex");
                 return;
             }
@@ -106,7 +108,7 @@ impl Index {
     /// written so far are overwritten).
     /// `zero` ends with the candidates whose hit is 0; `hit` is written for the other
     /// candidates only (a candidate in `zero` may keep an earlier prediction's entry).
-    pub(crate) fn walk_runs(&self, req: &Request<'_>, s: &mut Scratch) -> bool {
+    pub(crate) fn walk_runs(&self, req: &Request<'_>, s: &mut Scratch, places: &Slots) -> bool {
         let Scratch {
             hit,
             alive,
@@ -115,7 +117,7 @@ impl Index {
             ..
         } = s;
         let hit = &mut hit[..];
-        self.walk_runs_with(req, alive, keep, zero, |slot, j| hit[slot] = j)
+        self.walk_runs_with(req, places, alive, keep, zero, |slot, j| hit[slot] = j)
     }
 
     /// [`Index::walk_runs`] handing each candidate's non-zero hit to `put(slot, hit)` (once per
@@ -127,6 +129,7 @@ impl Index {
     pub(crate) fn walk_runs_with(
         &self,
         req: &Request<'_>,
+        places: &Slots,
         alive: &mut [u64],
         keep: &mut Vec<u64>,
         zero: &mut Vec<u64>,
@@ -142,8 +145,6 @@ impl Index {
         if stale::take() {
             return false;
         }
-        // The places, read without a lock (one load for the walk).
-        let places = self.runs.places.read();
         let mut j = 0usize;
         while j < max_blocks && alive.iter().any(|&a| a != 0) {
             let h = hashes[j];
