@@ -20,9 +20,9 @@ use std::sync::{Arc, Mutex, RwLock};
 /// once for every endpoint — through the run-compressed chains (`runs.rs`: one lock-free probe
 /// of the places per run of blocks with one holder set, the run's shard read-locked) for an
 /// index of one full-attention group, else one table probe per block — taking one shard's
-/// read lock at a time, and checks each rank's sequence counter, so every rank's answer reflects whole
-/// batches only (a rank changed during the walk is answered again under its own endpoint's
-/// lock). When no change was in progress before the walk and none began during it (two
+/// read lock at a time, and checks each rank's sequence counter, so every rank's answer
+/// reflects whole batches only (a rank changed during the walk is answered again under its own
+/// endpoint's lock). When no change was in progress before the walk and none began during it (two
 /// index-wide counters say so), the per-rank checks are skipped and the statuses come from an
 /// in-step bitset. Writers (event application) hold one mutex per batch, and while its ops run
 /// the write lock of the run shard they last used.
@@ -226,7 +226,10 @@ impl Index {
     }
 
     pub(crate) fn endpoint(&self, id: EndpointId) -> Result<Arc<Endpoint>, Error> {
-        self.endpoints()
+        self.runs
+            .places
+            .read()
+            .endpoints
             .iter()
             .find(|e| e.id == id)
             .cloned()
@@ -235,7 +238,10 @@ impl Index {
 
     /// The endpoint of a name.
     pub fn endpoint_id(&self, name: &str) -> Option<EndpointId> {
-        self.endpoints()
+        self.runs
+            .places
+            .read()
+            .endpoints
             .iter()
             .find(|e| e.config.name == name)
             .map(|e| e.id)
