@@ -30,11 +30,11 @@
 //! and the write lock of the run shard they last read or changed until an op needs another
 //! shard or the batch's ops end (a batch mostly changes one run: one lock instead of one per
 //! op); readers read the places without a lock, then take the read lock of each run shard
-//! they visit, one at a time. Every writer step changes the holders of one slot only — the slot of the rank
-//! being written, whose prediction is redone under its endpoint's lock (the seqlock in
-//! `endpoint.rs`) — and moves positions by copy, redirect, shrink: a reader that follows a
-//! stale place finds either the key under a cover that is right for every other slot, or
-//! another hash (then it reads again: [`crate::walk`]).
+//! they visit, one at a time. Every writer step changes the holders of one slot only — the
+//! slot of the rank being written, whose prediction is redone under its endpoint's lock (the
+//! seqlock in `endpoint.rs`) — and moves positions by copy, redirect, shrink: a reader that
+//! follows a stale place finds either the key under a cover that is right for every other
+//! slot, or another hash (then it reads again: [`crate::walk`]).
 
 use crate::blocks::Blocks;
 use crate::cover::Cover;
@@ -329,13 +329,13 @@ pub(crate) struct Session<'a> {
 }
 
 impl Session<'_> {
-    /// Shard `s`, its write lock taken unless the session holds it (another shard's is
-    /// let go first).
     /// Lets go of the shard lock the session holds (the mutex stays held).
     pub fn release(&mut self) {
         self.held = None;
     }
 
+    /// Shard `s`, its write lock taken unless the session holds it (another shard's is
+    /// let go first).
     #[inline]
     fn shard(&mut self, s: usize) -> &mut Vec<Run> {
         if self.held.as_ref().is_some_and(|(h, _)| *h != s) {
@@ -477,7 +477,7 @@ impl Runs {
     }
 
     /// A chain key's place now (the writers' view).
-    pub fn place(&self, w: &mut Session<'_>, hash: u64) -> Option<Loc> {
+    pub fn place(&self, w: &Session<'_>, hash: u64) -> Option<Loc> {
         w.places.find(hash)
     }
 
