@@ -20,12 +20,12 @@ impl Deref for Blocks {
 }
 
 impl Blocks {
-    /// One block.
+    /// One block, with room for three more (a run is mostly made by a store and grown by
+    /// the next blocks of its chain: the first growth is then no reallocation).
     pub fn one(hash: u64) -> Self {
-        Blocks {
-            buf: vec![hash],
-            head: 0,
-        }
+        let mut buf = Vec::with_capacity(4);
+        buf.push(hash);
+        Blocks { buf, head: 0 }
     }
 
     /// A copy of `hashes`.
@@ -36,8 +36,12 @@ impl Blocks {
         }
     }
 
-    /// Appends a block.
+    /// Appends a block; a full array grows to at least 16 blocks (a run grown past its first
+    /// four is mostly a chain stored block by block, which goes on growing).
     pub fn push(&mut self, hash: u64) {
+        if self.buf.len() == self.buf.capacity() {
+            self.buf.reserve(self.buf.len().max(12));
+        }
         self.buf.push(hash);
     }
 

@@ -25,6 +25,7 @@
 //! it does not (after a few such walks, under the writers' mutex: [`crate::walk`]).
 
 use crate::endpoint::Endpoints;
+use arc_swap::cache::Cache;
 use arc_swap::{ArcSwap, Guard};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -145,14 +146,40 @@ pub(crate) struct View {
 /// The readers' side: the current array, swapped whole on a rebuild, with the endpoint list
 /// (swapped whole when an endpoint comes or goes).
 pub(crate) struct Places {
-    cur: ArcSwap<View>,
+    /// Shared with the threads' view caches ([`ViewCache`]).
+    cur: Arc<ArcSwap<View>>,
 }
+
+/// A thread's copy of the view it last read ([`Places::cached`]): a prediction checks that it
+/// is still the current one with one plain atomic load, where a load through the `ArcSwap`
+/// takes and gives back a slot (two read-modify-writes). The copy keeps that view alive (its
+/// places array and endpoint list) until the thread reads another index or a newer view: after
+/// a rebuild or an endpoint change the old array is freed when the last thread that read it
+/// predicts again, or ends.
+#[derive(Default)]
+pub(crate) struct ViewCache(Option<Cache<Arc<ArcSwap<View>>, Arc<View>>>);
 
 impl Places {
     /// The current array, for a walk's reads (held for the walk: one atomic load per walk).
     #[inline]
     pub fn read(&self) -> Guard<Arc<View>> {
         self.cur.load()
+    }
+
+    /// The current view through the thread's cache `c` (filled with this index's view when it
+    /// held another index's, or none).
+    #[inline]
+    pub fn cached<'c>(&self, c: &'c mut ViewCache) -> &'c Arc<View> {
+        let mine =
+            c.0.as_ref()
+                .is_some_and(|k| std::ptr::eq(k.arc_swap(), &*self.cur));
+        if !mine {
+            c.0 = Some(Cache::new(self.cur.clone()));
+        }
+        match &mut c.0 {
+            Some(k) => k.load(),
+            None => unreachable!("filled above"),
+        }
     }
 
     /// The place of `hash` now.
@@ -185,10 +212,10 @@ pub(crate) fn new_places() -> (Places, PlacesWriter) {
     let slots = Arc::new(Slots::new(MIN_ENTRIES));
     (
         Places {
-            cur: ArcSwap::from_pointee(View {
+            cur: Arc::new(ArcSwap::from_pointee(View {
                 slots: slots.clone(),
                 endpoints: Arc::default(),
-            }),
+            })),
         },
         PlacesWriter {
             slots,
@@ -260,7 +287,12 @@ impl PlacesWriter {
                 continue;
             }
             let h = old.words[2 * i].load(Ordering::Relaxed);
-            let (j, _, _) = new.slot_for(h);
+            // A new array holds each key once and no gone entry: the key's entry is the first
+            // empty one from its home.
+            let mut j = home(h, new.mask);
+            while new.words[2 * j + 1].load(Ordering::Relaxed) != EMPTY {
+                j = (j + 1) & new.mask;
+            }
             new.words[2 * j].store(h, Ordering::Relaxed);
             new.words[2 * j + 1].store(v, Ordering::Relaxed);
         }
@@ -441,5 +473,64 @@ mod tests {
         assert_eq!(l.len(), 1);
         assert!(l.bytes() <= 16 * 16);
         assert_eq!(p.find(7), Some(at(0)));
+    }
+
+    /// A thread's cached view is the current one after every swap (a rebuild, a new endpoint
+    /// list), and a cache used with two indexes in turn gives each its own.
+    #[test]
+    fn a_cached_view_follows_every_swap_and_each_index() {
+        let (p, mut l) = new_places();
+        let (q, mut m) = new_places();
+        let mut c = ViewCache::default();
+        let same = |c: &mut ViewCache, p: &Places| Arc::ptr_eq(p.cached(c), &p.read());
+        assert!(same(&mut c, &p));
+        let before = p.cached(&mut c).clone();
+        // Growth rebuilds the array: the next read through the cache sees the new one.
+        for h in 1..100 {
+            l.set(
+                &p,
+                h,
+                Loc {
+                    run: 2,
+                    pos: h as u32,
+                },
+            );
+        }
+        assert!(!Arc::ptr_eq(&before.slots, &p.read().slots));
+        assert!(same(&mut c, &p));
+        assert_eq!(
+            p.cached(&mut c).slots.find(50),
+            Some(Loc { run: 2, pos: 50 })
+        );
+        // A new endpoint list.
+        let eps = Arc::new(Endpoints::default());
+        p.set_endpoints(eps.clone());
+        assert!(Arc::ptr_eq(&p.cached(&mut c).endpoints, &eps));
+        // Another index through the same cache, then back.
+        m.set(&q, 50, Loc { run: 9, pos: 0 });
+        assert_eq!(
+            q.cached(&mut c).slots.find(50),
+            Some(Loc { run: 9, pos: 0 })
+        );
+        assert!(same(&mut c, &q));
+        assert_eq!(
+            p.cached(&mut c).slots.find(50),
+            Some(Loc { run: 2, pos: 50 })
+        );
+        assert!(same(&mut c, &p));
+        // The view an old cache held is freed once the cache moves on.
+        let weak = Arc::downgrade(&p.cached(&mut c).slots);
+        for h in 100..300 {
+            l.set(&p, h, Loc { run: 3, pos: 0 });
+        }
+        assert!(
+            weak.upgrade().is_some(),
+            "held by the cache until its next read"
+        );
+        assert!(same(&mut c, &p));
+        assert!(
+            weak.upgrade().is_none(),
+            "freed once the cache read the new view"
+        );
     }
 }

@@ -8,7 +8,7 @@
 use crate::endpoint::{
     status_reason, word_code, word_version, Endpoint, EndpointId, Endpoints, EpView,
 };
-use crate::locator::Slots;
+use crate::locator::{Slots, ViewCache};
 use crate::lookup;
 use crate::prediction::{Outcome, Prediction, Request, UnknownReason, MAX_PROMPT_TOKENS};
 use crate::rule::Lookup;
@@ -40,8 +40,16 @@ pub(crate) struct Scratch {
     pub listed: Vec<(u32, Prediction)>,
 }
 
+/// A thread's prediction state: the view (endpoint list and places) it last predicted with,
+/// and its working memory.
+#[derive(Default)]
+struct PerThread {
+    view: ViewCache,
+    scratch: Scratch,
+}
+
 thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+    static THREAD: RefCell<PerThread> = RefCell::new(PerThread::default());
 }
 
 impl Index {
@@ -109,14 +117,14 @@ impl Index {
     ) -> Result<(), Error> {
         self.check_request(req)?;
         out.clear();
-        // The endpoint list and the places, in one load.
-        let view = self.runs.places.read();
-        let eps = &view.endpoints;
-        SCRATCH.with(|s| {
-            let mut s = s.borrow_mut();
-            if !(quiet && self.predict_quiet(eps, &view.slots, req, &mut s, out, sparse)) {
+        THREAD.with(|t| {
+            let t = &mut *t.borrow_mut();
+            // The endpoint list and the places, in one load (of the thread's cached view).
+            let view = self.runs.places.cached(&mut t.view);
+            let (eps, s) = (&view.endpoints, &mut t.scratch);
+            if !(quiet && self.predict_quiet(eps, &view.slots, req, s, out, sparse)) {
                 out.clear();
-                self.predict_into(&eps.views, eps, req, &mut s, out, sparse);
+                self.predict_into(&eps.views, eps, req, s, out, sparse);
             }
         });
         Ok(())
@@ -148,9 +156,9 @@ impl Index {
         }];
         let one = [ep];
         let mut out = Vec::new();
-        SCRATCH.with(|s| {
-            let mut s = s.borrow_mut();
-            self.predict_into(&view, &one, req, &mut s, &mut out, false);
+        THREAD.with(|t| {
+            let s = &mut t.borrow_mut().scratch;
+            self.predict_into(&view, &one, req, s, &mut out, false);
         });
         Ok(out)
     }

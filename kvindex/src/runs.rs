@@ -221,6 +221,27 @@ impl Run {
     }
 }
 
+impl Run {
+    /// A removal's change of `slot` (which holds array index `i`, logical position `pos`, one
+    /// copy, standing as `st` says) when made in place, or the general path's, with whether
+    /// other slots hold the position.
+    fn remove_step(&mut self, i: usize, pos: u32, slot: u32, st: Stand) -> (Step, bool) {
+        let others = self.others_at(i, slot);
+        let n = self.hashes.len();
+        if others && self.try_partial_at(i, pos, slot, false, st) {
+            (Step::Done, true)
+        } else if !others && i + 1 == n && n > 1 {
+            // Nobody else holds the position, so no partial holder reaches it: the tail
+            // shrinks, and partial holders that now reach the end join the cover.
+            self.hashes.pop();
+            self.promote();
+            (Step::Done, false)
+        } else {
+            (Step::General, others)
+        }
+    }
+}
+
 /// Where a slot stands at one position of a run ([`Run::stand`]).
 #[derive(Debug, Clone, Copy)]
 struct Stand {
@@ -556,36 +577,35 @@ impl Runs {
     /// path.
     pub fn remove(&self, w: &mut Session<'_>, hash: u64, slot: u32) -> Option<Change> {
         let loc = w.places.find(hash)?;
-        let held = self
-            .run(w, loc.run, |r| {
-                r.index_of(loc.pos).map(|i| r.stand(i, slot).holds)
-            })
-            .flatten()?;
-        if !held {
-            return None;
-        }
-        let step = if w.drop_copy(hash, slot) {
-            Some((Step::Held, true))
-        } else {
+        let step = if w.extra.is_empty() {
+            // No slot holds a second copy of any key: one pass over the run sees whether the
+            // slot holds the key and makes the change.
             self.run_mut(w, loc.run, |r| {
                 let i = r.index_of(loc.pos)?;
                 let st = r.stand(i, slot);
-                let others = r.others_at(i, slot);
-                let n = r.hashes.len();
-                Some(if others && r.try_partial_at(i, loc.pos, slot, false, st) {
-                    (Step::Done, true)
-                } else if !others && i + 1 == n && n > 1 {
-                    // Nobody else holds the position, so no partial holder reaches it: the
-                    // tail shrinks, and partial holders that now reach the end join the cover.
-                    r.hashes.pop();
-                    r.promote();
-                    (Step::Done, false)
-                } else {
-                    (Step::General, others)
-                })
+                st.holds.then(|| r.remove_step(i, loc.pos, slot, st))
             })
-            .flatten()
-        }?;
+            .flatten()?
+        } else {
+            let held = self
+                .run(w, loc.run, |r| {
+                    r.index_of(loc.pos).map(|i| r.stand(i, slot).holds)
+                })
+                .flatten()?;
+            if !held {
+                return None;
+            }
+            if w.drop_copy(hash, slot) {
+                (Step::Held, true)
+            } else {
+                self.run_mut(w, loc.run, |r| {
+                    let i = r.index_of(loc.pos)?;
+                    let st = r.stand(i, slot);
+                    Some(r.remove_step(i, loc.pos, slot, st))
+                })
+                .flatten()?
+            }
+        };
         let (first, gone) = match step {
             (Step::Held, _) => (false, false),
             (Step::Done, true) => (true, false),
