@@ -225,26 +225,27 @@ impl Index {
         self.runs.places.read().endpoints.clone()
     }
 
+    /// The endpoint `id` (found in the list's views, one array, not through each endpoint).
     pub(crate) fn endpoint(&self, id: EndpointId) -> Result<Arc<Endpoint>, Error> {
-        self.runs
-            .places
-            .read()
-            .endpoints
-            .iter()
-            .find(|e| e.id == id)
-            .cloned()
-            .ok_or(Error::UnknownEndpoint(id.0))
+        self.with_view(|v| {
+            let eps = &v.endpoints;
+            eps.views
+                .iter()
+                .position(|e| e.id == id)
+                .and_then(|i| eps.get(i))
+                .cloned()
+        })
+        .ok_or(Error::UnknownEndpoint(id.0))
     }
 
     /// The endpoint of a name.
     pub fn endpoint_id(&self, name: &str) -> Option<EndpointId> {
-        self.runs
-            .places
-            .read()
-            .endpoints
-            .iter()
-            .find(|e| e.config.name == name)
-            .map(|e| e.id)
+        self.with_view(|v| {
+            v.endpoints
+                .iter()
+                .find(|e| e.config.name == name)
+                .map(|e| e.id)
+        })
     }
 
     /// The name of an endpoint.

@@ -8,7 +8,7 @@
 use crate::endpoint::{
     status_reason, word_code, word_version, Endpoint, EndpointId, Endpoints, EpView,
 };
-use crate::locator::{Slots, ViewCache};
+use crate::locator::{Slots, View, ViewCache};
 use crate::lookup;
 use crate::prediction::{Outcome, Prediction, Request, UnknownReason, MAX_PROMPT_TOKENS};
 use crate::rule::Lookup;
@@ -128,6 +128,20 @@ impl Index {
             }
         });
         Ok(())
+    }
+
+    /// `f` on the current view (endpoint list and places), read through this thread's cached
+    /// view ([`ViewCache`]), or by a plain load when a prediction of this thread holds the
+    /// cache (never the case today: nothing a prediction calls comes back here).
+    pub(crate) fn with_view<R>(&self, f: impl Fn(&View) -> R) -> R {
+        THREAD
+            .try_with(|t| match t.try_borrow_mut() {
+                Ok(mut t) => Some(f(self.runs.places.cached(&mut t.view))),
+                Err(_) => None,
+            })
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| f(&self.runs.places.read()))
     }
 
     /// The outcome of a rank in step that holds none of a request's blocks (the outcome
