@@ -23,7 +23,9 @@
 //!
 //! Memory: an index of one full-attention group (the common one) keeps its GPU keys as
 //! run-compressed chains (`runs.rs`), which are their holders too (no table entry): 8 bytes
-//! per distinct block in its run's array (up to twice that in a run that grew at the front),
+//! per distinct block in its run's array, and up to as many again of room (an array starts
+//! with room for four blocks and doubles when full, to sixteen at least; a run that grew at
+//! the front keeps room there too),
 //! 16 bytes per entry of the places array the walk and the writers read (`locator.rs`: a
 //! quarter to half full right after a rebuild, 32 to 64 bytes per block; it grows at three
 //! quarters and shrinks at an eighth, so 21 to 128 bytes per block in between), about 160
@@ -40,7 +42,11 @@
 //! [`Index::memory`] counts them all. Per rank,
 //! the GPU capacity bounds the entries: a stream that stores more than the engine's pool
 //! holds has lost removals, and the rank's entries are dropped ([`UnknownReason::Overflow`])
-//! until its cache is known again.
+//! until its cache is known again. A thread that read an index (a prediction, or a batch
+//! finding its endpoint) keeps the endpoint list and places array it last read, to check with
+//! one atomic load that they are still current: an array replaced by a rebuild, or a dropped
+//! index's, is freed once each such thread has read again or ended
+//! ([`release_thread_view`] lets go of it now).
 //!
 //! Locking: a prediction takes no lock shared by all endpoints (it reads the chain keys' places
 //! without a lock, then the read lock of each run shard it visits, one at a time; block by
@@ -112,6 +118,7 @@ pub use endpoint::{EndpointId, MAX_MEDIA};
 pub use error::Error;
 pub use feedback::{Observation, PredictionDrift};
 pub use index::Index;
+pub use predict::release_thread_view;
 pub use prediction::{Outcome, Prediction, Request, UnknownReason, MAX_PROMPT_TOKENS};
 pub use rule::{GroupKind, GroupSpec, HitRule, Lookup, MAX_GROUPS};
 pub use status::RankStatus;

@@ -52,6 +52,21 @@ thread_local! {
     static THREAD: RefCell<PerThread> = RefCell::new(PerThread::default());
 }
 
+/// Lets go of the view this thread kept from the last index it read (its endpoint list and
+/// places array: a prediction, or a batch finding its endpoint, keeps them to check with one
+/// atomic load that they are still current). Without this call they live until the thread
+/// reads a newer view or another index, or ends; call it after dropping an index whose memory
+/// should be returned now. The next read of an index loads its view again.
+pub fn release_thread_view() {
+    // A thread being torn down has nothing left to release; one inside a prediction (never
+    // the case: nothing a prediction calls comes here) keeps its view.
+    let _ = THREAD.try_with(|t| {
+        if let Ok(mut t) = t.try_borrow_mut() {
+            t.view = ViewCache::default();
+        }
+    });
+}
+
 impl Index {
     fn check_request(&self, req: &Request<'_>) -> Result<(), Error> {
         if req.prompt_tokens > MAX_PROMPT_TOKENS {
@@ -552,6 +567,69 @@ impl Index {
             tokens: tokens as u32,
             other_media_tokens: other,
             proven,
+        }
+    }
+}
+
+#[cfg(test)]
+mod thread_view {
+    use crate::{
+        release_thread_view, Capacity, EndpointConfig, GroupKind, GroupSpec, HitRule, Index,
+        IndexOptions, Request,
+    };
+    use kvhash::events::{EventFormat, EventSchema};
+    use std::sync::Arc;
+
+    /// A thread keeps the view of the last index it predicted with after that index is
+    /// dropped, and lets go of it when asked (or when it reads another index's).
+    #[test]
+    fn a_dropped_index_view_is_freed_when_the_thread_lets_go() {
+        let new = || {
+            let ix = Index::new(IndexOptions {
+                rule: HitRule::for_release_id("vllm-kv-map-v3-r0.31").unwrap(),
+                schema: EventSchema::family(EventFormat::VllmKvMapV3).clone(),
+                block_size: 16,
+                groups: vec![GroupSpec {
+                    kind: GroupKind::FullAttention,
+                    block_size: 16,
+                }],
+                max_slots: 2,
+            })
+            .unwrap();
+            ix.add_endpoint(EndpointConfig {
+                name: "a".into(),
+                dp_ranks: 1,
+                capacity: Capacity {
+                    gpu_blocks: 64,
+                    other_blocks: 0,
+                },
+                lora_adapters: false,
+                replay: false,
+                starts_empty: true,
+            })
+            .unwrap();
+            ix
+        };
+        let req = Request {
+            block_hashes: &[1, 2],
+            prompt_tokens: 40,
+            skip_prefix_cache: false,
+        };
+        let mut out = Vec::new();
+        for release in [true, false] {
+            let ix = new();
+            ix.predict(&req, &mut out).unwrap();
+            assert_eq!(out.len(), 1);
+            let slots = Arc::downgrade(&ix.runs.places.read().slots);
+            drop(ix);
+            assert!(slots.upgrade().is_some(), "kept by the thread's view");
+            if release {
+                release_thread_view();
+            } else {
+                // Another index's read replaces the view.
+                new().predict(&req, &mut out).unwrap();
+            }
+            assert!(slots.upgrade().is_none(), "freed (release: {release})");
         }
     }
 }
