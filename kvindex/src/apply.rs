@@ -142,7 +142,10 @@ impl Index {
     }
 
     fn reject(&self, ep: &Endpoint, r: usize) {
-        let mut g = ep.lock();
+        // An endpoint removed meanwhile has nothing left to mark.
+        let Ok(mut g) = ep.lock_live() else {
+            return;
+        };
         Counters::bump(&ep.counters[r].rejected, 1);
         ep.begin(r);
         let st = &mut g[r];
@@ -313,7 +316,7 @@ impl Index {
             return Err(e);
         }
         let ops = &ops[..];
-        let mut g = ep.lock();
+        let mut g = ep.lock_live()?;
         let mut w = self.runs.session();
         let st = &mut g[r];
         let step = st.stream.step(seq, ep.config.replay);
@@ -598,7 +601,7 @@ impl Index {
             per.push((env.event_id, rank, ops));
         }
         let mut next = ep.trt_next_event.lock().unwrap_or_else(|e| e.into_inner());
-        let mut g = ep.lock();
+        let mut g = ep.lock_live()?;
         let mut w = self.runs.session();
         for r in 0..ranks {
             ep.begin(r);
@@ -648,5 +651,83 @@ impl Index {
         } else {
             Applied::Applied { stored, removed }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        Capacity, EndpointConfig, Error, GroupKind, GroupSpec, HitRule, Index, IndexOptions,
+        Outcome, Request, UnknownReason,
+    };
+    use kvhash::events::{Event, EventBatch, EventFormat, EventKind, EventSchema};
+
+    /// A writer that found an endpoint before its removal changes nothing once the endpoint
+    /// is gone, though its slot now belongs to an endpoint added after: that endpoint keeps
+    /// its own state (here: not yet in step), where the stale batch would have put it in step.
+    #[test]
+    fn a_batch_through_a_removed_endpoint_changes_nothing() {
+        let ix = Index::new(IndexOptions {
+            rule: HitRule::for_release_id("vllm-kv-map-v3-r0.31").unwrap(),
+            schema: EventSchema::family(EventFormat::VllmKvMapV3).clone(),
+            block_size: 16,
+            groups: vec![GroupSpec {
+                kind: GroupKind::FullAttention,
+                block_size: 16,
+            }],
+            max_slots: 1,
+        })
+        .unwrap();
+        let config = |name: &str| EndpointConfig {
+            name: name.into(),
+            dp_ranks: 1,
+            capacity: Capacity {
+                gpu_blocks: 64,
+                other_blocks: 0,
+            },
+            lora_adapters: false,
+            replay: false,
+            starts_empty: false,
+        };
+        let x = ix.add_endpoint(config("x")).unwrap();
+        let stale = ix.endpoint(x).unwrap();
+        ix.remove_endpoint(x).unwrap();
+        let y = ix.add_endpoint(config("y")).unwrap();
+        assert_eq!(
+            stale.first_slot,
+            ix.endpoint(y).unwrap().first_slot,
+            "slot reused"
+        );
+        // A cleared cache is a known one: applied to the slot, it would put it in step.
+        let batch = EventBatch {
+            format: EventFormat::VllmKvMapV3,
+            topic: None,
+            seq: Some(1),
+            ts: None,
+            rank: None,
+            events: vec![Event {
+                envelope: None,
+                kind: EventKind::AllBlocksCleared,
+            }],
+        };
+        assert!(matches!(
+            ix.apply_batch_to(&stale, 0, &batch),
+            Err(Error::UnknownEndpoint(_))
+        ));
+        let mut out = Vec::new();
+        let req = Request {
+            block_hashes: &[1],
+            prompt_tokens: 20,
+            skip_prefix_cache: false,
+        };
+        ix.predict(&req, &mut out).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].endpoint, y);
+        assert_eq!(out[0].outcome, Outcome::Unknown(UnknownReason::Unsynced));
+        // Through its own handle the same batch applies.
+        let own = ix.endpoint(y).unwrap();
+        assert!(ix.apply_batch_to(&own, 0, &batch).is_ok());
+        ix.predict(&req, &mut out).unwrap();
+        assert_eq!(out[0].outcome, ix.nothing_cached());
     }
 }

@@ -6,7 +6,8 @@
 use crate::config::EndpointConfig;
 use crate::prediction::UnknownReason;
 use crate::stream::StreamState;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use crate::Error;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// An endpoint's handle in one index (never reused while the index lives).
@@ -246,6 +247,11 @@ pub(crate) struct Endpoint {
     /// TensorRT-LLM: the next drained event id (one drain per endpoint); `None` before the
     /// first event when the endpoint starts empty.
     pub trt_next_event: Mutex<Option<u64>>,
+    /// Removed from the index (set under the lock, before its slots are cleared and freed):
+    /// a writer that found the endpoint before its removal and takes the lock after it
+    /// changes nothing ([`Endpoint::lock_live`]), since its slots may be another endpoint's by
+    /// then.
+    retired: AtomicBool,
 }
 
 impl Endpoint {
@@ -282,12 +288,28 @@ impl Endpoint {
                 ranks
             ]),
             trt_next_event: Mutex::new(None),
+            retired: AtomicBool::new(false),
             config,
         }
     }
 
     pub fn lock(&self) -> std::sync::MutexGuard<'_, Vec<RankState>> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The lock of an endpoint still in the index, for a change of its ranks;
+    /// [`Error::UnknownEndpoint`] once it was removed (its slots are not its own any more).
+    pub fn lock_live(&self) -> Result<std::sync::MutexGuard<'_, Vec<RankState>>, Error> {
+        let g = self.lock();
+        if self.retired.load(Ordering::Relaxed) {
+            return Err(Error::UnknownEndpoint(self.id.0));
+        }
+        Ok(g)
+    }
+
+    /// Marks the endpoint removed; the caller holds its lock (`_held`).
+    pub fn retire(&self, _held: &std::sync::MutexGuard<'_, Vec<RankState>>) {
+        self.retired.store(true, Ordering::Relaxed);
     }
 
     #[inline]

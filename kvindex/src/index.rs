@@ -161,7 +161,10 @@ impl Index {
         Ok(id)
     }
 
-    /// Removes an endpoint and everything it held.
+    /// Removes an endpoint and everything it held. A batch, reset or replay failure for it
+    /// that was under way on another thread and reaches the endpoint's lock after the removal
+    /// changes nothing and returns [`Error::UnknownEndpoint`] (its slots may be another
+    /// endpoint's by then).
     pub fn remove_endpoint(&self, id: EndpointId) -> Result<(), Error> {
         let mut admin = self.admin.lock().unwrap_or_else(|e| e.into_inner());
         let eps = self.endpoints();
@@ -174,7 +177,10 @@ impl Index {
         self.runs
             .places
             .set_endpoints(Arc::new(Endpoints::new(next, self.nothing_cached())));
-        let _g = ep.lock();
+        let g = ep.lock();
+        // A writer that found the endpoint before this and takes its lock after changes
+        // nothing: its slots are cleared below and may be another endpoint's next.
+        ep.retire(&g);
         let mut w = self.runs.session();
         let mut dropped = [0u64; MAX_MEDIA];
         for r in 0..ep.config.dp_ranks {
@@ -191,7 +197,7 @@ impl Index {
     /// its streams afresh, in step from their next batch.
     pub fn reset_endpoint(&self, id: EndpointId) -> Result<(), Error> {
         let ep = self.endpoint(id)?;
-        let mut g = ep.lock();
+        let mut g = ep.lock_live()?;
         let mut w = self.runs.session();
         for (r, st) in g.iter_mut().enumerate() {
             ep.begin(r);
@@ -208,7 +214,7 @@ impl Index {
     /// reaches back): the rank stays unknown until the cache is known again.
     pub fn replay_failed(&self, id: EndpointId, rank: u32) -> Result<(), Error> {
         let ep = self.endpoint(id)?;
-        let mut g = ep.lock();
+        let mut g = ep.lock_live()?;
         let r = self.rank_index(&ep, rank)?;
         ep.begin(r);
         let st = &mut g[r];
