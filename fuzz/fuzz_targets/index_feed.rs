@@ -1,6 +1,7 @@
 //! The prefix index fed arbitrary bytes in any order: ZMQ frames, payloads with a
 //! sequence number, TensorRT-LLM JSON bodies, resets, failed replays, predictions and
-//! observations, interleaved over two endpoints of two ranks each, under the vLLM, SGLang and
+//! observations, an endpoint removed and added again (it takes the slots it freed, under a new
+//! id), interleaved over two endpoints of two ranks each, under the vLLM, SGLang and
 //! TensorRT-LLM releases' schemas and rules. Every call returns Ok or a typed error, never a
 //! panic; after every step each rank holds at most its capacity (GPU and other media) and
 //! the table holds no more holders than the ranks' capacities together (the memory cap), and
@@ -17,6 +18,22 @@ use libfuzzer_sys::fuzz_target;
 const GPU: u64 = 24;
 const OTHER: u64 = 8;
 
+/// Endpoint `i`'s configuration (`e1` has adapters loaded and no replay, and joins midway).
+fn config(i: usize) -> EndpointConfig {
+    let replay = i == 0;
+    EndpointConfig {
+        name: format!("e{i}"),
+        dp_ranks: 2,
+        capacity: Capacity {
+            gpu_blocks: GPU,
+            other_blocks: OTHER,
+        },
+        lora_adapters: i == 1,
+        replay,
+        starts_empty: replay,
+    }
+}
+
 fn index(release: &str) -> Option<Index> {
     let contract = kvprobe::contract::resolve_within(release, None).ok()?;
     let index = Index::with_twin(IndexOptions {
@@ -30,20 +47,8 @@ fn index(release: &str) -> Option<Index> {
         max_slots: 8,
     })
     .ok()?;
-    for (i, replay) in [(0, true), (1, false)] {
-        index
-            .add_endpoint(EndpointConfig {
-                name: format!("e{i}"),
-                dp_ranks: 2,
-                capacity: Capacity {
-                    gpu_blocks: GPU,
-                    other_blocks: OTHER,
-                },
-                lora_adapters: i == 1,
-                replay,
-                starts_empty: replay,
-            })
-            .ok()?;
+    for i in 0..2 {
+        index.add_endpoint(config(i)).ok()?;
     }
     Some(index)
 }
@@ -74,11 +79,17 @@ fuzz_target!(|data: &[u8]| {
     let mut rest = &data[1..];
     let mut preds = Vec::new();
     let mut sparse = Vec::new();
+    // The endpoints' ids by position (an endpoint added again has a new one).
+    let mut ids = index.endpoint_ids();
     while let [op, ep, rank, l0, l1, tail @ ..] = rest {
         let len = usize::from(u16::from_le_bytes([*l0, *l1])).min(tail.len());
         let (chunk, next) = tail.split_at(len);
         rest = next;
-        let ep = EndpointId(u32::from(*ep % 3)); // 2 = unknown endpoint
+        // 2 = an unknown endpoint.
+        let ep = ids
+            .get(usize::from(*ep % 3))
+            .copied()
+            .unwrap_or(EndpointId(u32::MAX));
         let rank = u32::from(*rank % 3); // 2 = unknown rank
         match op % 8 {
             0 => {
@@ -105,6 +116,17 @@ fuzz_target!(|data: &[u8]| {
             4 => {
                 let _ = index.replay_failed(ep, rank);
             }
+            5 => {
+                if let Some(i) = ids.iter().position(|&x| x == ep) {
+                    index
+                        .remove_endpoint(ep)
+                        .expect("a live endpoint is removed");
+                    assert!(index.apply_payload(ep, rank % 2, 0, chunk).is_err());
+                    ids[i] = index
+                        .add_endpoint(config(i))
+                        .expect("the slots it freed take it again");
+                }
+            }
             _ => {
                 // A request: hashes from the chunk (small values collide with stored ones).
                 let hashes: Vec<u64> = chunk.iter().map(|&b| u64::from(b % 16)).collect();
@@ -118,8 +140,12 @@ fuzz_target!(|data: &[u8]| {
                     // The sparse answer lists exactly the dense one's ranks that differ from
                     // "nothing cached" (no feed runs in between: one state).
                     let nothing = index.nothing_cached();
-                    index.predict_sparse(&req, &mut sparse).expect("the dense form predicted");
-                    assert!(sparse.iter().eq(preds.iter().filter(|p| p.outcome != nothing)));
+                    index
+                        .predict_sparse(&req, &mut sparse)
+                        .expect("the dense form predicted");
+                    assert!(sparse
+                        .iter()
+                        .eq(preds.iter().filter(|p| p.outcome != nothing)));
                     for p in &preds {
                         if let Outcome::Cached { tokens, .. } = p.outcome {
                             assert!(tokens as usize <= prompt.saturating_sub(1));

@@ -22,7 +22,11 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, body)) = data.split_first() else {
         return;
     };
-    let status = if which & 0x80 != 0 { 200 } else { u16::from(which) * 3 };
+    let status = if which & 0x80 != 0 {
+        200
+    } else {
+        u16::from(which) * 3
+    };
     let engine = [Engine::Vllm, Engine::Sglang, Engine::Trtllm][usize::from(which) % 3];
     match (which >> 2) % 5 {
         0 => {

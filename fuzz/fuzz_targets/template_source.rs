@@ -28,7 +28,11 @@ fuzz_target!(|data: &[u8]| {
             .as_ref()
             .err()
             .is_some_and(|e| e.contains("a string literal"));
-        assert!(ours.is_ok() || refused_literal, "{source:?}: {:?}", ours.err());
+        assert!(
+            ours.is_ok() || refused_literal,
+            "{source:?}: {:?}",
+            ours.err()
+        );
     }
     if let Ok(t) = ours {
         let ctx = kvtemplate::json::parse(
