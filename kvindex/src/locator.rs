@@ -170,16 +170,15 @@ impl Places {
     /// held another index's, or none).
     #[inline]
     pub fn cached<'c>(&self, c: &'c mut ViewCache) -> &'c Arc<View> {
-        let mine =
-            c.0.as_ref()
-                .is_some_and(|k| std::ptr::eq(k.arc_swap(), &*self.cur));
-        if !mine {
-            c.0 = Some(Cache::new(self.cur.clone()));
+        if !c
+            .0
+            .as_ref()
+            .is_some_and(|k| std::ptr::eq(k.arc_swap(), &*self.cur))
+        {
+            c.0 = None;
         }
-        match &mut c.0 {
-            Some(k) => k.load(),
-            None => unreachable!("filled above"),
-        }
+        c.0.get_or_insert_with(|| Cache::new(self.cur.clone()))
+            .load()
     }
 
     /// The place of `hash` now.
