@@ -656,43 +656,20 @@ impl Index {
 
 #[cfg(test)]
 mod tests {
-    use crate::{
-        Capacity, EndpointConfig, Error, GroupKind, GroupSpec, HitRule, Index, IndexOptions,
-        Outcome, Request, UnknownReason,
-    };
-    use kvhash::events::{Event, EventBatch, EventFormat, EventKind, EventSchema};
+    use crate::testing::{endpoint, index};
+    use crate::{Error, Outcome, Request, UnknownReason};
+    use kvhash::events::{Event, EventBatch, EventFormat, EventKind};
 
     /// A writer that found an endpoint before its removal changes nothing once the endpoint
     /// is gone, though its slot now belongs to an endpoint added after: that endpoint keeps
     /// its own state (here: not yet in step), where the stale batch would have put it in step.
     #[test]
     fn a_batch_through_a_removed_endpoint_changes_nothing() {
-        let ix = Index::new(IndexOptions {
-            rule: HitRule::for_release_id("vllm-kv-map-v3-r0.31").unwrap(),
-            schema: EventSchema::family(EventFormat::VllmKvMapV3).clone(),
-            block_size: 16,
-            groups: vec![GroupSpec {
-                kind: GroupKind::FullAttention,
-                block_size: 16,
-            }],
-            max_slots: 1,
-        })
-        .unwrap();
-        let config = |name: &str| EndpointConfig {
-            name: name.into(),
-            dp_ranks: 1,
-            capacity: Capacity {
-                gpu_blocks: 64,
-                other_blocks: 0,
-            },
-            lora_adapters: false,
-            replay: false,
-            starts_empty: false,
-        };
-        let x = ix.add_endpoint(config("x")).unwrap();
+        let ix = index(1);
+        let x = ix.add_endpoint(endpoint("x", false)).unwrap();
         let stale = ix.endpoint(x).unwrap();
         ix.remove_endpoint(x).unwrap();
-        let y = ix.add_endpoint(config("y")).unwrap();
+        let y = ix.add_endpoint(endpoint("y", false)).unwrap();
         assert_eq!(
             stale.first_slot,
             ix.endpoint(y).unwrap().first_slot,

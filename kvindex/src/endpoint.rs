@@ -307,6 +307,11 @@ impl Endpoint {
         Ok(g)
     }
 
+    /// Whether the endpoint was removed; the caller holds its lock (`_held`).
+    pub fn is_retired(&self, _held: &std::sync::MutexGuard<'_, Vec<RankState>>) -> bool {
+        self.retired.load(Ordering::Relaxed)
+    }
+
     /// Marks the endpoint removed; the caller holds its lock (`_held`).
     pub fn retire(&self, _held: &std::sync::MutexGuard<'_, Vec<RankState>>) {
         self.retired.store(true, Ordering::Relaxed);

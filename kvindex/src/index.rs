@@ -184,7 +184,11 @@ impl Index {
         let mut w = self.runs.session();
         let mut dropped = [0u64; MAX_MEDIA];
         for r in 0..ep.config.dp_ranks {
+            // A change like a batch's: a prediction under way sees it and answers the rank
+            // again (nothing held, see `Endpoint::is_retired`).
+            ep.begin(r as usize);
             self.clear_slot(&mut w, ep.first_slot + r, &mut dropped);
+            ep.end(r as usize);
         }
         let f = ep.first_slot as usize;
         admin.used[f..f + ep.config.dp_ranks as usize]

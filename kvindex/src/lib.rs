@@ -110,6 +110,8 @@ mod runs;
 mod status;
 mod stream;
 mod table;
+#[cfg(test)]
+mod testing;
 mod walk;
 
 pub use apply::Applied;

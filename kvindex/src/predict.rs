@@ -516,7 +516,12 @@ impl Index {
         media: u8,
         proven: bool,
     ) -> Outcome {
-        let _g = ep.lock();
+        let g = ep.lock();
+        if ep.is_retired(&g) {
+            // Removed during the prediction: it holds nothing now, and its slot may be
+            // another endpoint's.
+            return self.nothing_cached();
+        }
         match status_reason(ep.code(rank as usize)) {
             Some(reason) => Outcome::Unknown(reason),
             None => {
@@ -572,53 +577,33 @@ impl Index {
 }
 
 #[cfg(test)]
-mod thread_view {
-    use crate::{
-        release_thread_view, Capacity, EndpointConfig, GroupKind, GroupSpec, HitRule, Index,
-        IndexOptions, Request,
-    };
-    use kvhash::events::{EventFormat, EventSchema};
+mod tests {
+    use crate::release_thread_view;
+    use crate::testing::{endpoint, index};
+    use crate::{Outcome, Request, UnknownReason};
     use std::sync::Arc;
+
+    fn request() -> Request<'static> {
+        Request {
+            block_hashes: &[1, 2],
+            prompt_tokens: 40,
+            skip_prefix_cache: false,
+        }
+    }
 
     /// A thread keeps the view of the last index it predicted with after that index is
     /// dropped, and lets go of it when asked (or when it reads another index's).
     #[test]
     fn a_dropped_index_view_is_freed_when_the_thread_lets_go() {
         let new = || {
-            let ix = Index::new(IndexOptions {
-                rule: HitRule::for_release_id("vllm-kv-map-v3-r0.31").unwrap(),
-                schema: EventSchema::family(EventFormat::VllmKvMapV3).clone(),
-                block_size: 16,
-                groups: vec![GroupSpec {
-                    kind: GroupKind::FullAttention,
-                    block_size: 16,
-                }],
-                max_slots: 2,
-            })
-            .unwrap();
-            ix.add_endpoint(EndpointConfig {
-                name: "a".into(),
-                dp_ranks: 1,
-                capacity: Capacity {
-                    gpu_blocks: 64,
-                    other_blocks: 0,
-                },
-                lora_adapters: false,
-                replay: false,
-                starts_empty: true,
-            })
-            .unwrap();
+            let ix = index(2);
+            ix.add_endpoint(endpoint("a", true)).unwrap();
             ix
-        };
-        let req = Request {
-            block_hashes: &[1, 2],
-            prompt_tokens: 40,
-            skip_prefix_cache: false,
         };
         let mut out = Vec::new();
         for release in [true, false] {
             let ix = new();
-            ix.predict(&req, &mut out).unwrap();
+            ix.predict(&request(), &mut out).unwrap();
             assert_eq!(out.len(), 1);
             let slots = Arc::downgrade(&ix.runs.places.read().slots);
             drop(ix);
@@ -627,9 +612,26 @@ mod thread_view {
                 release_thread_view();
             } else {
                 // Another index's read replaces the view.
-                new().predict(&req, &mut out).unwrap();
+                new().predict(&request(), &mut out).unwrap();
             }
             assert!(slots.upgrade().is_none(), "freed (release: {release})");
         }
+    }
+
+    /// A rank answered again after its endpoint was removed during the prediction holds
+    /// nothing, whatever the endpoint added next into its slot holds (here: not yet in step).
+    #[test]
+    fn a_removed_endpoint_answered_again_holds_nothing() {
+        let ix = index(1);
+        let x = ix.add_endpoint(endpoint("x", true)).unwrap();
+        let stale = ix.endpoint(x).unwrap();
+        ix.remove_endpoint(x).unwrap();
+        let y = ix.add_endpoint(endpoint("y", false)).unwrap();
+        let own = ix.endpoint(y).unwrap();
+        assert_eq!(stale.first_slot, own.first_slot, "slot reused");
+        let (proven, slot) = (ix.opts.rule.proven(), own.first_slot);
+        let again = |ep| ix.answer_again(ep, 0, &request(), slot, true, 1, proven);
+        assert_eq!(again(&stale), ix.nothing_cached());
+        assert_eq!(again(&own), Outcome::Unknown(UnknownReason::Unsynced));
     }
 }
