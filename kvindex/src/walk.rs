@@ -266,40 +266,17 @@ pub(crate) mod stale {
 mod tests {
     use super::{common_prefix, stale, WALK_TRIES};
     use crate::table::Key;
-    use crate::{
-        Capacity, EndpointConfig, GroupKind, GroupSpec, HitRule, Index, IndexOptions, Request,
-    };
-    use kvhash::events::{EventFormat, EventSchema};
+    use crate::testing::{endpoint, index};
+    use crate::Request;
     use proptest::prelude::*;
 
     /// A walk, or a per-slot read, that keeps meeting a place a writer is moving is done again,
     /// and after `WALK_TRIES` such tries under the writers' mutex: the same answer.
     #[test]
     fn reads_that_keep_meeting_moved_places_end_under_the_writers_mutex() {
-        let ix = Index::new(IndexOptions {
-            rule: HitRule::for_release_id("vllm-kv-map-v3-r0.31").unwrap(),
-            schema: EventSchema::family(EventFormat::VllmKvMapV3).clone(),
-            block_size: 16,
-            groups: vec![GroupSpec {
-                kind: GroupKind::FullAttention,
-                block_size: 16,
-            }],
-            max_slots: 4,
-        })
-        .unwrap();
+        let ix = index(4);
         for name in ["a", "b"] {
-            ix.add_endpoint(EndpointConfig {
-                name: name.into(),
-                dp_ranks: 1,
-                capacity: Capacity {
-                    gpu_blocks: 64,
-                    other_blocks: 0,
-                },
-                lora_adapters: false,
-                replay: false,
-                starts_empty: true,
-            })
-            .unwrap();
+            ix.add_endpoint(endpoint(name, true)).unwrap();
         }
         // Slot 0 holds blocks 1..=4, slot 1 blocks 1..=2 (a partial holder of the run).
         {
