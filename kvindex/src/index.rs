@@ -185,7 +185,7 @@ impl Index {
         let mut dropped = [0u64; MAX_MEDIA];
         for r in 0..ep.config.dp_ranks {
             // A change like a batch's: a prediction under way sees it and answers the rank
-            // again (nothing held, see `Endpoint::is_retired`).
+            // again (unknown, see `Endpoint::is_retired`).
             ep.begin(r as usize);
             self.clear_slot(&mut w, ep.first_slot + r, &mut dropped);
             ep.end(r as usize);

@@ -518,9 +518,9 @@ impl Index {
     ) -> Outcome {
         let g = ep.lock();
         if ep.is_retired(&g) {
-            // Removed during the prediction: it holds nothing now, and its slot may be
-            // another endpoint's.
-            return self.nothing_cached();
+            // Removed during the prediction: the index no longer follows its stream (what the
+            // engine holds is not known), and its slot may be another endpoint's.
+            return Outcome::Unknown(UnknownReason::Unsynced);
         }
         match status_reason(ep.code(rank as usize)) {
             Some(reason) => Outcome::Unknown(reason),
@@ -618,20 +618,21 @@ mod tests {
         }
     }
 
-    /// A rank answered again after its endpoint was removed during the prediction holds
-    /// nothing, whatever the endpoint added next into its slot holds (here: not yet in step).
+    /// A rank answered again after its endpoint was removed during the prediction is unknown
+    /// (the index no longer follows its stream), whatever the endpoint added next into its
+    /// slot holds (here: in step, nothing cached).
     #[test]
-    fn a_removed_endpoint_answered_again_holds_nothing() {
+    fn a_removed_endpoint_answered_again_is_unknown() {
         let ix = index(1);
         let x = ix.add_endpoint(endpoint("x", true)).unwrap();
         let stale = ix.endpoint(x).unwrap();
         ix.remove_endpoint(x).unwrap();
-        let y = ix.add_endpoint(endpoint("y", false)).unwrap();
+        let y = ix.add_endpoint(endpoint("y", true)).unwrap();
         let own = ix.endpoint(y).unwrap();
         assert_eq!(stale.first_slot, own.first_slot, "slot reused");
         let (proven, slot) = (ix.opts.rule.proven(), own.first_slot);
         let again = |ep| ix.answer_again(ep, 0, &request(), slot, true, 1, proven);
-        assert_eq!(again(&stale), ix.nothing_cached());
-        assert_eq!(again(&own), Outcome::Unknown(UnknownReason::Unsynced));
+        assert_eq!(again(&stale), Outcome::Unknown(UnknownReason::Unsynced));
+        assert_eq!(again(&own), ix.nothing_cached());
     }
 }

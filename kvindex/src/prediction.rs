@@ -25,7 +25,9 @@ pub const MAX_PROMPT_TOKENS: usize = u32::MAX as usize;
 /// Why a slot's count cannot be known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnknownReason {
-    /// The stream has not shown a point where the engine's cache was known (joined midway).
+    /// The stream has not shown a point where the engine's cache was known (joined midway),
+    /// or the endpoint was removed while the prediction was under way (the index no longer
+    /// follows its stream).
     Unsynced,
     /// Batches were lost; a replay was asked for and has not caught up yet.
     Replaying,
