@@ -656,7 +656,7 @@ impl Index {
 
 #[cfg(test)]
 mod tests {
-    use crate::testing::{endpoint, index};
+    use crate::testing::{index, slot_taken_over};
     use crate::{Error, Outcome, Request, UnknownReason};
     use kvhash::events::{Event, EventBatch, EventFormat, EventKind};
 
@@ -666,15 +666,7 @@ mod tests {
     #[test]
     fn a_batch_through_a_removed_endpoint_changes_nothing() {
         let ix = index(1);
-        let x = ix.add_endpoint(endpoint("x", false)).unwrap();
-        let stale = ix.endpoint(x).unwrap();
-        ix.remove_endpoint(x).unwrap();
-        let y = ix.add_endpoint(endpoint("y", false)).unwrap();
-        assert_eq!(
-            stale.first_slot,
-            ix.endpoint(y).unwrap().first_slot,
-            "slot reused"
-        );
+        let (stale, own) = slot_taken_over(&ix, false);
         // A cleared cache is a known one: applied to the slot, it would put it in step.
         let batch = EventBatch {
             format: EventFormat::VllmKvMapV3,
@@ -699,10 +691,9 @@ mod tests {
         };
         ix.predict(&req, &mut out).unwrap();
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].endpoint, y);
+        assert_eq!(out[0].endpoint, own.id);
         assert_eq!(out[0].outcome, Outcome::Unknown(UnknownReason::Unsynced));
         // Through its own handle the same batch applies.
-        let own = ix.endpoint(y).unwrap();
         assert!(ix.apply_batch_to(&own, 0, &batch).is_ok());
         ix.predict(&req, &mut out).unwrap();
         assert_eq!(out[0].outcome, ix.nothing_cached());

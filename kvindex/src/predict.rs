@@ -579,7 +579,7 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use crate::release_thread_view;
-    use crate::testing::{endpoint, index};
+    use crate::testing::{endpoint, index, slot_taken_over};
     use crate::{Outcome, Request, UnknownReason};
     use std::sync::Arc;
 
@@ -624,12 +624,7 @@ mod tests {
     #[test]
     fn a_removed_endpoint_answered_again_is_unknown() {
         let ix = index(1);
-        let x = ix.add_endpoint(endpoint("x", true)).unwrap();
-        let stale = ix.endpoint(x).unwrap();
-        ix.remove_endpoint(x).unwrap();
-        let y = ix.add_endpoint(endpoint("y", true)).unwrap();
-        let own = ix.endpoint(y).unwrap();
-        assert_eq!(stale.first_slot, own.first_slot, "slot reused");
+        let (stale, own) = slot_taken_over(&ix, true);
         let (proven, slot) = (ix.opts.rule.proven(), own.first_slot);
         let again = |ep| ix.answer_again(ep, 0, &request(), slot, true, 1, proven);
         assert_eq!(again(&stale), Outcome::Unknown(UnknownReason::Unsynced));
