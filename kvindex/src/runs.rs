@@ -418,21 +418,15 @@ impl Writer {
         *self.extra.entry((hash, slot)).or_insert(0) += 1;
     }
 
-    /// One copy fewer of `hash` in `slot` when it holds more than one (true then); false
-    /// when the slot holds one copy, the one a removal takes from the chains.
-    pub fn drop_copy(&mut self, hash: u64, slot: u32) -> bool {
-        if self.extra.is_empty() {
-            return false;
+    /// One copy fewer of `hash` in `slot` when it holds more than one; nothing when the slot
+    /// holds one copy (the one a removal takes from the chains).
+    pub fn drop_copy(&mut self, hash: u64, slot: u32) {
+        if let std::collections::hash_map::Entry::Occupied(mut e) = self.extra.entry((hash, slot)) {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
         }
-        let std::collections::hash_map::Entry::Occupied(mut e) = self.extra.entry((hash, slot))
-        else {
-            return false;
-        };
-        *e.get_mut() -= 1;
-        if *e.get() == 0 {
-            e.remove();
-        }
-        true
     }
 
     /// The copies `slot` holds beyond one of `hash`.
@@ -577,35 +571,27 @@ impl Runs {
     /// path.
     pub fn remove(&self, w: &mut Session<'_>, hash: u64, slot: u32) -> Option<Change> {
         let loc = w.places.find(hash)?;
-        let step = if w.extra.is_empty() {
-            // No slot holds a second copy of any key: one pass over the run sees whether the
-            // slot holds the key and makes the change.
-            self.run_mut(w, loc.run, |r| {
+        // A copy past the slot's first is counted in the extra copies (a map probe only when
+        // some slot holds a second copy of some key); one pass over the run sees whether the
+        // slot holds the key and makes the change.
+        let extra = w.extra_copies(hash, slot) > 0;
+        let step = self
+            .run_mut(w, loc.run, |r| {
                 let i = r.index_of(loc.pos)?;
                 let st = r.stand(i, slot);
-                st.holds.then(|| r.remove_step(i, loc.pos, slot, st))
+                if !st.holds {
+                    return None;
+                }
+                Some(if extra {
+                    (Step::Held, true)
+                } else {
+                    r.remove_step(i, loc.pos, slot, st)
+                })
             })
-            .flatten()?
-        } else {
-            let held = self
-                .run(w, loc.run, |r| {
-                    r.index_of(loc.pos).map(|i| r.stand(i, slot).holds)
-                })
-                .flatten()?;
-            if !held {
-                return None;
-            }
-            if w.drop_copy(hash, slot) {
-                (Step::Held, true)
-            } else {
-                self.run_mut(w, loc.run, |r| {
-                    let i = r.index_of(loc.pos)?;
-                    let st = r.stand(i, slot);
-                    Some(r.remove_step(i, loc.pos, slot, st))
-                })
-                .flatten()?
-            }
-        };
+            .flatten()?;
+        if extra {
+            w.drop_copy(hash, slot);
+        }
         let (first, gone) = match step {
             (Step::Held, _) => (false, false),
             (Step::Done, true) => (true, false),
