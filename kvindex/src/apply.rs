@@ -443,6 +443,17 @@ impl Index {
         let c = &ep.counters[r];
         let (mut stored, mut removed) = (0u64, 0u64);
         let mut last: Option<(u64, Loc)> = None;
+        // Every chain key's places entry asked for first, so that the probes' cache misses
+        // overlap instead of each op waiting for its own (a wide index's array is past a
+        // core's cache). A key kept in the table (another group or medium) is asked for too:
+        // a hint with no effect, cheaper than telling the keys apart here (measured).
+        if self.chains {
+            for op in ops {
+                if let Op::Store(k, _) | Op::Remove(k) | Op::Parent(k) = op {
+                    self.runs.prefetch(w, k.hash);
+                }
+            }
+        }
         for op in ops {
             match *op {
                 Op::Clear => {
