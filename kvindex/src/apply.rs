@@ -448,11 +448,11 @@ impl Index {
         // core's cache). A key kept in the table (another group or medium) is asked for too:
         // a hint with no effect, cheaper than telling the keys apart here (measured).
         if self.chains {
-            for op in ops {
-                if let Op::Store(k, _) | Op::Remove(k) | Op::Parent(k) = op {
-                    self.runs.prefetch(w, k.hash);
-                }
-            }
+            let keys = ops.iter().filter_map(|op| match op {
+                Op::Store(k, _) | Op::Remove(k) | Op::Parent(k) => Some(k.hash),
+                Op::RemoveAnyMedium(..) | Op::Clear => None,
+            });
+            self.runs.prefetch(w, keys);
         }
         for op in ops {
             match *op {

@@ -111,23 +111,28 @@ impl Slots {
         }
     }
 
-    /// Asks the CPU to bring `hash`'s home entry into its cache, for a probe soon to come (a
-    /// hint: nothing is read, nothing can fault; a no-op where no prefetch instruction is
+    /// Asks the CPU to bring each hash's home entry into its cache, for probes soon to come
+    /// (a hint: nothing is read, nothing can fault; a no-op where no prefetch instruction is
     /// wired up).
     #[inline]
-    pub fn prefetch(&self, hash: u64) {
+    pub fn prefetch(&self, hashes: impl Iterator<Item = u64>) {
         #[cfg(target_arch = "x86_64")]
         {
-            let at = &self.words[2 * home(hash, self.mask)];
-            // SAFETY: a prefetch is a hint that reads no memory and never faults; the address
-            // is an element of the array.
-            unsafe {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch::<_MM_HINT_T0>((at as *const AtomicU64).cast::<i8>());
+            // The array's address and mask read once (a prefetch is a call LLVM does not move
+            // loads across); each address is an entry's (masked index), computed without a
+            // bounds check.
+            let (words, mask) = (self.words.as_ptr(), self.mask);
+            for hash in hashes {
+                let at = words.wrapping_add(2 * home(hash, mask));
+                // SAFETY: a prefetch is a hint that reads no memory and never faults.
+                unsafe {
+                    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                    _mm_prefetch::<_MM_HINT_T0>(at.cast::<i8>());
+                }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = hash;
+        hashes.for_each(drop);
     }
 
     /// The writer's probe: the entry holding `hash`, or where it goes (the first gone or
@@ -261,8 +266,8 @@ impl PlacesWriter {
 
     /// [`Slots::prefetch`] on the current array.
     #[inline]
-    pub fn prefetch(&self, hash: u64) {
-        self.slots.prefetch(hash);
+    pub fn prefetch(&self, hashes: impl Iterator<Item = u64>) {
+        self.slots.prefetch(hashes);
     }
 
     /// `hash` is at `loc` now (held before or not); `p` is the readers' side of this locator.

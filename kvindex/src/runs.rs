@@ -491,10 +491,11 @@ impl Runs {
         w.places.set(&self.places, hash, loc);
     }
 
-    /// Brings chain key `hash`'s entry of the places into the CPU's cache ahead of its probe.
+    /// Brings the chain keys' entries of the places into the CPU's cache ahead of their
+    /// probes.
     #[inline]
-    pub fn prefetch(&self, w: &Session<'_>, hash: u64) {
-        w.places.prefetch(hash);
+    pub fn prefetch(&self, w: &Session<'_>, hashes: impl Iterator<Item = u64>) {
+        w.places.prefetch(hashes);
     }
 
     /// A chain key's place now (the writers' view).
