@@ -121,7 +121,9 @@ impl Index {
         &self.opts
     }
 
-    /// Adds an endpoint (one slot per data-parallel rank).
+    /// Adds an endpoint (one slot per data-parallel rank). Its id is new: ids are never
+    /// reused, and once 2^32 - 1 ids (`0..u32::MAX`) have been handed out over the index's
+    /// life, a further add is refused ([`Error::Options`]).
     pub fn add_endpoint(&self, config: EndpointConfig) -> Result<EndpointId, Error> {
         if config.dp_ranks == 0 || config.dp_ranks > 1024 {
             return Err(Error::Options("dp_ranks must be in 1..=1024".into()));
@@ -142,6 +144,16 @@ impl Index {
         let eps = self.endpoints();
         if eps.iter().any(|e| e.config.name == config.name) {
             return Err(Error::DuplicateEndpoint(config.name));
+        }
+        // Ids are never reused (a stale handle must not reach a new endpoint), and `u32::MAX`
+        // is the placeholder of a slot without an endpoint: the last id is refused, not
+        // wrapped.
+        if admin.next_id == u32::MAX {
+            return Err(Error::Options(
+                "every endpoint id has been used (an index adds at most 2^32 - 1 endpoints \
+                 over its life)"
+                    .into(),
+            ));
         }
         let n = config.dp_ranks as usize;
         let first = (0..admin.used.len().saturating_sub(n - 1))
@@ -348,6 +360,39 @@ mod tests {
             max_slots: 1,
         })
         .unwrap()
+    }
+
+    /// Endpoints are found by id after adds and removals, a removed id is never found again,
+    /// and the last id is refused without taking slots (never wrapped to an old one).
+    #[test]
+    fn endpoints_are_found_by_id_and_ids_run_out_cleanly() {
+        use crate::testing::endpoint;
+        use crate::{EndpointId, Error};
+        let ix = crate::testing::index(4);
+        let ids: Vec<_> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| ix.add_endpoint(endpoint(n, true)).unwrap())
+            .collect();
+        ix.remove_endpoint(ids[1]).unwrap();
+        ix.remove_endpoint(ids[0]).unwrap();
+        let e = ix.add_endpoint(endpoint("e", true)).unwrap();
+        for (id, name) in [(ids[2], "c"), (ids[3], "d"), (e, "e")] {
+            assert_eq!(ix.endpoint(id).unwrap().config.name, name);
+        }
+        for gone in [ids[0], ids[1], EndpointId(e.0 + 1)] {
+            assert!(matches!(ix.endpoint(gone), Err(Error::UnknownEndpoint(_))));
+        }
+        ix.remove_endpoint(ids[2]).unwrap();
+        ix.admin.lock().unwrap().next_id = u32::MAX - 1;
+        let last = ix.add_endpoint(endpoint("f", true)).unwrap();
+        assert_eq!(last, EndpointId(u32::MAX - 1));
+        let used = ix.admin.lock().unwrap().used.clone();
+        assert!(matches!(
+            ix.add_endpoint(endpoint("g", true)),
+            Err(Error::Options(_))
+        ));
+        assert_eq!(ix.admin.lock().unwrap().used, used, "no slot taken");
+        assert_eq!(ix.endpoint(last).unwrap().config.name, "f");
     }
 
     proptest! {
