@@ -131,8 +131,9 @@ impl Slots {
                 }
             }
         }
+        // Elsewhere the iterator is dropped unread (it is lazy: nothing is computed).
         #[cfg(not(target_arch = "x86_64"))]
-        hashes.for_each(drop);
+        let _ = hashes;
     }
 
     /// The writer's probe: the entry holding `hash`, or where it goes (the first gone or
