@@ -311,21 +311,35 @@ impl PlacesWriter {
         let entries = (want * 2).next_power_of_two().max(MIN_ENTRIES);
         let new = Slots::new(entries);
         let old = &self.slots;
-        for i in 0..old.entries() {
-            let v = old.words[2 * i + 1].load(Ordering::Relaxed);
-            if v == EMPTY || v == GONE {
-                continue;
+        // The held entries are gathered a chunk at a time, each entry written at the next
+        // place and kept by moving on or not (no branch: one on whether each entry is held
+        // went the wrong way about every other entry, a third of a rebuild's time), then put
+        // in the new array.
+        const CHUNK: usize = 256;
+        let mut held = [(0u64, 0u64); CHUNK];
+        let mut moved = 0usize;
+        for first in (0..old.entries()).step_by(CHUNK) {
+            let mut k = 0usize;
+            for i in first..(first + CHUNK).min(old.entries()) {
+                let v = old.words[2 * i + 1].load(Ordering::Relaxed);
+                let h = old.words[2 * i].load(Ordering::Relaxed);
+                // `k` is at most `i - first`, below `CHUNK`.
+                held[k] = (h, v);
+                k += usize::from(v != EMPTY && v != GONE);
             }
-            let h = old.words[2 * i].load(Ordering::Relaxed);
-            // A new array holds each key once and no gone entry: the key's entry is the first
-            // empty one from its home.
-            let mut j = home(h, new.mask);
-            while new.words[2 * j + 1].load(Ordering::Relaxed) != EMPTY {
-                j = (j + 1) & new.mask;
+            for &(h, v) in &held[..k] {
+                // A new array holds each key once and no gone entry: the key's entry is the
+                // first empty one from its home.
+                let mut j = home(h, new.mask);
+                while new.words[2 * j + 1].load(Ordering::Relaxed) != EMPTY {
+                    j = (j + 1) & new.mask;
+                }
+                new.words[2 * j].store(h, Ordering::Relaxed);
+                new.words[2 * j + 1].store(v, Ordering::Relaxed);
             }
-            new.words[2 * j].store(h, Ordering::Relaxed);
-            new.words[2 * j + 1].store(v, Ordering::Relaxed);
+            moved += k;
         }
+        debug_assert_eq!(moved, self.live, "the held count is the array's");
         self.slots = Arc::new(new);
         // The endpoint list stays whatever it is (one swapped in meanwhile is kept).
         p.cur.rcu(|v| View {
