@@ -136,6 +136,10 @@ impl Index {
             let t = &mut *t.borrow_mut();
             // The endpoint list and the places, in one load (of the thread's cached view).
             let view = self.runs.places.cached(&mut t.view);
+            // The walk's first probe is always of the first block: its entry comes in while
+            // the answer is set up.
+            view.slots
+                .prefetch(req.block_hashes.first().copied().into_iter());
             let (eps, s) = (&view.endpoints, &mut t.scratch);
             if !(quiet && self.predict_quiet(eps, &view.slots, req, s, out, sparse)) {
                 out.clear();
