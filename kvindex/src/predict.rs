@@ -136,8 +136,8 @@ impl Index {
             let t = &mut *t.borrow_mut();
             // The endpoint list and the places, in one load (of the thread's cached view).
             let view = self.runs.places.cached(&mut t.view);
-            // The walk's first probe is always of the first block: its entry comes in while
-            // the answer is set up.
+            // A walk's first probe is of the first block: its entry comes in while the
+            // answer is set up (a hint: nothing is read when no walk follows).
             view.slots
                 .prefetch(req.block_hashes.first().copied().into_iter());
             let (eps, s) = (&view.endpoints, &mut t.scratch);
