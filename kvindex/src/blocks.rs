@@ -20,10 +20,10 @@ impl Deref for Blocks {
 }
 
 impl Blocks {
-    /// One block, with room for three more (a run is mostly made by a store and grown by
-    /// the next blocks of its chain: the first growth is then no reallocation).
+    /// One block, with room for fifteen more (a run is mostly made by a store and grown by
+    /// the next blocks of its chain: one of up to sixteen blocks never reallocates).
     pub fn one(hash: u64) -> Self {
-        let mut buf = Vec::with_capacity(4);
+        let mut buf = Vec::with_capacity(16);
         buf.push(hash);
         Blocks { buf, head: 0 }
     }
@@ -36,8 +36,9 @@ impl Blocks {
         }
     }
 
-    /// Appends a block; a full array grows to at least 16 blocks (a run grown past its first
-    /// four is mostly a chain stored block by block, which goes on growing).
+    /// Appends a block; a full array grows to at least 16 blocks (an array made smaller, by
+    /// [`Blocks::from_slice`] or [`Blocks::prepend`], mostly belongs to a run that goes on
+    /// growing).
     pub fn push(&mut self, hash: u64) {
         if self.buf.len() == self.buf.capacity() {
             self.buf.reserve(self.buf.len().max(12));

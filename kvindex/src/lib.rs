@@ -23,9 +23,10 @@
 //!
 //! Memory: an index of one full-attention group (the common one) keeps its GPU keys as
 //! run-compressed chains (`runs.rs`), which are their holders too (no table entry): 8 bytes
-//! per distinct block in its run's array, and up to as many again of room (an array starts
-//! with room for four blocks and doubles when full, to sixteen at least; a run that grew at
-//! the front keeps room there too),
+//! per distinct block in its run's array, and room to grow: an array starts with room for
+//! sixteen blocks (up to 120 bytes unused in a run of fewer) and doubles when full, so a
+//! longer run has up to as many again of room (a run that grew at the front keeps room there
+//! too),
 //! 16 bytes per entry of the places array the walk and the writers read (`locator.rs`: a
 //! quarter to half full right after a rebuild, 32 to 64 bytes per block; it grows at three
 //! quarters and shrinks at an eighth, so 21 to 128 bytes per block in between), about 160
