@@ -247,15 +247,22 @@ impl Index {
         self.runs.places.read().endpoints.clone()
     }
 
-    /// The endpoint `id` (found in the list's views, one array, not through each endpoint).
+    /// The endpoint `id` (found in the list's views, one array, not through each endpoint):
+    /// the list is in id order and ids are given in turn, so with no endpoint removed since
+    /// the first one listed was added, `id` sits at its distance from that one's id (tried
+    /// first); else the views are searched.
     pub(crate) fn endpoint(&self, id: EndpointId) -> Result<Arc<Endpoint>, Error> {
         self.with_view(|v| {
             let eps = &v.endpoints;
-            eps.views
-                .iter()
-                .position(|e| e.id == id)
-                .and_then(|i| eps.get(i))
-                .cloned()
+            let views = &eps.views;
+            let guess = views
+                .first()
+                .map_or(usize::MAX, |f| id.0.wrapping_sub(f.id.0) as usize);
+            let at = match views.get(guess) {
+                Some(e) if e.id == id => Some(guess),
+                _ => views.iter().position(|e| e.id == id),
+            };
+            at.and_then(|i| eps.get(i)).cloned()
         })
         .ok_or(Error::UnknownEndpoint(id.0))
     }
@@ -396,6 +403,33 @@ mod tests {
     }
 
     proptest! {
+        /// The lookup by id (its guess from the first id, then the search) equals a plain
+        /// list, through any adds and removals (removed ids before, among and after those
+        /// left; ids never given).
+        #[test]
+        fn endpoints_found_by_id_equal_a_plain_list(
+            ops in prop::collection::vec((any::<bool>(), any::<prop::sample::Index>()), 1..60),
+        ) {
+            use crate::testing::endpoint;
+            let ix = crate::testing::index(8);
+            let (mut live, mut all) = (Vec::new(), Vec::new());
+            for (k, (add, pick)) in ops.into_iter().enumerate() {
+                if (add || live.is_empty()) && live.len() < 8 {
+                    let id = ix.add_endpoint(endpoint(&format!("e{k}"), true)).unwrap();
+                    live.push(id);
+                    all.push(id);
+                } else {
+                    let id = live.remove(pick.index(live.len()));
+                    ix.remove_endpoint(id).unwrap();
+                }
+                let never = crate::EndpointId(all.last().map_or(0, |l| l.0 + 1));
+                for &id in all.iter().chain([&never]) {
+                    let found = ix.endpoint(id).ok().map(|e| e.id);
+                    prop_assert_eq!(found, live.contains(&id).then_some(id));
+                }
+            }
+        }
+
         /// A token count's whole blocks equal the division, for block sizes that are powers
         /// of two (the shift) and those that are not (hybrid models' odd sizes).
         #[test]
