@@ -20,19 +20,35 @@ impl Deref for Blocks {
 }
 
 impl Blocks {
-    /// One block, with room for fifteen more (a run is mostly made by a store and grown by
-    /// the next blocks of its chain: one of up to sixteen blocks never reallocates).
-    pub fn one(hash: u64) -> Self {
-        let mut buf = Vec::with_capacity(16);
-        buf.push(hash);
+    /// A copy of `hashes`; one block gets room for fifteen more (a run is mostly made by a
+    /// store and grown by the next blocks of its chain: one of up to sixteen blocks never
+    /// reallocates).
+    pub fn from_slice(hashes: &[u64]) -> Self {
+        let mut buf = Vec::with_capacity(if hashes.len() == 1 { 16 } else { hashes.len() });
+        buf.extend_from_slice(hashes);
         Blocks { buf, head: 0 }
     }
 
-    /// A copy of `hashes`.
-    pub fn from_slice(hashes: &[u64]) -> Self {
-        Blocks {
-            buf: hashes.to_vec(),
-            head: 0,
+    /// Holds `hashes` instead, in the array it has when that has room ([`Blocks::shed`] left
+    /// it), else as [`Blocks::from_slice`].
+    pub fn reset(&mut self, hashes: &[u64]) {
+        if self.buf.capacity() < hashes.len() {
+            *self = Blocks::from_slice(hashes);
+            return;
+        }
+        self.buf.clear();
+        self.buf.extend_from_slice(hashes);
+        self.head = 0;
+    }
+
+    /// Empties the array for reuse ([`Blocks::reset`]), keeping it when it has room for 32
+    /// blocks or fewer (256 bytes), dropping a larger one.
+    pub fn shed(&mut self) {
+        if self.buf.capacity() > 32 {
+            *self = Blocks::default();
+        } else {
+            self.buf.clear();
+            self.head = 0;
         }
     }
 
@@ -108,8 +124,8 @@ mod tests {
     proptest! {
         /// Every operation equals the same on a plain `Vec`.
         #[test]
-        fn blocks_behave_like_a_vec(ops in prop::collection::vec((0..6u8, 0..40usize), 1..200)) {
-            let mut b = Blocks::one(0);
+        fn blocks_behave_like_a_vec(ops in prop::collection::vec((0..8u8, 0..40usize), 1..200)) {
+            let mut b = Blocks::from_slice(&[0]);
             let mut v = vec![0u64];
             let mut next = 1u64;
             for (op, n) in ops {
@@ -124,11 +140,27 @@ mod tests {
                         b.prepend(&s);
                         v.splice(0..0, s);
                     }
-                    _ => {
+                    5 => {
                         let s: Vec<u64> = (0..n as u64 % 5).map(|i| next + i).collect();
                         next += 5;
                         b.extend(&s);
                         v.extend(s);
+                    }
+                    6 => {
+                        // A freed run's array, then a run made in its place.
+                        b.shed();
+                        prop_assert!(b.is_empty());
+                        prop_assert!(b.heap_bytes() <= 32 * 8);
+                        let s: Vec<u64> = (0..1 + n as u64 % 20).map(|i| next + i).collect();
+                        next += 20;
+                        b.reset(&s);
+                        v = s;
+                    }
+                    _ => {
+                        let s: Vec<u64> = (0..n as u64 % 20).map(|i| next + i).collect();
+                        next += 20;
+                        b.reset(&s);
+                        v = s;
                     }
                 }
                 prop_assert_eq!(&*b, &v[..]);

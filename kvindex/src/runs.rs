@@ -47,6 +47,8 @@ use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 const SHARD_BITS: u32 = 6;
 const SHARDS: usize = 1 << SHARD_BITS;
+/// Partial holders' room a freed run keeps for the next run made in its place.
+const KEPT_PARTIAL: usize = 8;
 
 /// The table key of a chain position (group 0, GPU).
 #[inline]
@@ -700,32 +702,53 @@ impl Runs {
         w.shard(s).get_mut(i).map(f)
     }
 
-    fn alloc(&self, w: &mut Session<'_>, run: Run) -> u32 {
+    /// A new run of `hashes` (no partial holders), in a freed run's place when there is one:
+    /// its arrays, kept when it was freed, are reused (no allocation).
+    fn alloc(&self, w: &mut Session<'_>, hashes: &[u64], cover: Cover, parent: Option<u64>) -> u32 {
         let id = w.free.pop().unwrap_or_else(|| {
             let id = w.next;
             w.next += 1;
             id
         });
-        if let Some(p) = run.parent {
+        if let Some(p) = parent {
             w.link(p, id);
         }
         let (s, i) = Self::at(id);
         let g = w.shard(s);
         if i == g.len() {
-            g.push(run);
+            g.push(Run {
+                hashes: Blocks::from_slice(hashes),
+                base: 0,
+                cover,
+                part: Vec::new(),
+                parent,
+                live: true,
+            });
         } else {
-            g[i] = run;
+            let r = &mut g[i];
+            r.hashes.reset(hashes);
+            r.base = 0;
+            r.cover = cover;
+            r.part.clear();
+            r.parent = parent;
+            r.live = true;
         }
         id
     }
 
+    /// A run no longer used: its id is free, and its arrays are kept for the next run made in
+    /// its place when they are small ([`Blocks::shed`], at most [`KEPT_PARTIAL`] partial
+    /// holders' room).
     fn free(&self, w: &mut Session<'_>, id: u32) {
         let parent = self
             .run_mut(w, id, |r| {
                 r.live = false;
-                r.hashes = Blocks::default();
+                r.hashes.shed();
                 r.cover = Cover::default();
-                r.part = Vec::new();
+                r.part.clear();
+                if r.part.capacity() > KEPT_PARTIAL {
+                    r.part = Vec::new();
+                }
                 r.parent.take()
             })
             .flatten();
@@ -794,17 +817,7 @@ impl Runs {
                 return loc;
             }
         }
-        let run = self.alloc(
-            w,
-            Run {
-                hashes: Blocks::one(hash),
-                base: 0,
-                cover: Cover::default().with(slot, true),
-                part: Vec::new(),
-                parent,
-                live: true,
-            },
-        );
+        let run = self.alloc(w, &[hash], Cover::default().with(slot, true), parent);
         let loc = Loc { run, pos: 0 };
         w.places.set(&self.places, hash, loc);
         loc
@@ -913,17 +926,7 @@ impl Runs {
                 }
             }
         }
-        let s = self.alloc(
-            w,
-            Run {
-                hashes: Blocks::one(hash),
-                base: 0,
-                cover,
-                part: Vec::new(),
-                parent,
-                live: true,
-            },
-        );
+        let s = self.alloc(w, &[hash], cover, parent);
         self.set_place(w, hash, Loc { run: s, pos: 0 });
         self.cut(w, loc.run, i);
         let s = self.join_prev(w, s, None);
@@ -974,17 +977,7 @@ impl Runs {
                 .iter()
                 .filter(|&&(_, held)| held > from)
                 .fold(cover.clone(), |c, &(s, _)| c.with(s, true));
-            let id = self.alloc(
-                w,
-                Run {
-                    hashes: Blocks::from_slice(&hashes[from..to]),
-                    base: 0,
-                    cover: c,
-                    part: Vec::new(),
-                    parent: Some(hashes[from - 1]),
-                    live: true,
-                },
-            );
+            let id = self.alloc(w, &hashes[from..to], c, Some(hashes[from - 1]));
             self.redirect(w, id, 0, &hashes[from..to]);
             if (from..to).contains(&at) {
                 out = Loc {
@@ -1030,17 +1023,7 @@ impl Runs {
             }) else {
                 return;
             };
-            let t = self.alloc(
-                w,
-                Run {
-                    hashes: Blocks::from_slice(&suffix),
-                    base: 0,
-                    cover,
-                    part: Vec::new(),
-                    parent: Some(at),
-                    live: true,
-                },
-            );
+            let t = self.alloc(w, &suffix, cover, Some(at));
             self.redirect(w, t, 0, &suffix);
             self.run_mut(w, id, |r| r.hashes.truncate(i));
         } else {
@@ -1055,17 +1038,7 @@ impl Runs {
             }) else {
                 return;
             };
-            let t = self.alloc(
-                w,
-                Run {
-                    hashes: Blocks::from_slice(&prefix),
-                    base: 0,
-                    cover,
-                    part: Vec::new(),
-                    parent,
-                    live: true,
-                },
-            );
+            let t = self.alloc(w, &prefix, cover, parent);
             self.redirect(w, t, 0, &prefix);
             self.run_mut(w, id, |r| {
                 r.hashes.drain_front(i + 1);
@@ -1222,12 +1195,16 @@ impl Runs {
         for s in 0..SHARDS {
             let g = self.shard_read(s);
             bytes += g.capacity() * std::mem::size_of::<Run>();
-            for r in g.iter().filter(|r| r.live) {
+            for r in g.iter() {
+                // A freed run's kept arrays count too.
+                bytes += r.hashes.heap_bytes() + r.cover.heap_bytes() + r.part.capacity() * 8;
+                if !r.live {
+                    continue;
+                }
                 runs += 1;
                 positions += r.hashes.len();
                 pairs += r.cover.len() * r.hashes.len()
                     + r.partial().map(|(_, held)| held).sum::<usize>();
-                bytes += r.hashes.heap_bytes() + r.cover.heap_bytes() + r.part.capacity() * 8;
             }
         }
         let w = self.writer();
