@@ -166,10 +166,20 @@ impl Run {
     /// reaching past `i`).
     #[inline]
     fn stand(&self, i: usize, slot: u32) -> Stand {
+        self.stand_near(i, slot, usize::MAX)
+    }
+
+    /// [`Run::stand`], trying entry `hint` of the partial holders first (the slot's entry in
+    /// the run an earlier op of the batch changed, or any index: an entry naming `slot` is its
+    /// entry, a slot has at most one, so a wrong hint only costs the pass).
+    #[inline]
+    fn stand_near(&self, i: usize, slot: u32, hint: usize) -> Stand {
         let in_cover = self.cover.has(slot);
         // A slot in the cover has no partial entry.
         let k = if in_cover {
             None
+        } else if self.part.get(hint).is_some_and(|&(s, _)| s == slot) {
+            Some(hint)
         } else {
             self.part.iter().position(|&(s, _)| s == slot)
         };
@@ -328,6 +338,10 @@ impl Kids {
 /// The writers' side: free run ids, the runs by the parent of their first block (to join a
 /// run with the one that continues it), the writer's side of the places and the extra copies.
 pub(crate) struct Writer {
+    /// Where the last store or removal found its slot among its run's partial holders (a
+    /// batch stores or evicts one slot's chain, mostly in one run: the next op tries there
+    /// first, [`Run::stand_near`]).
+    part_hint: usize,
     free: Vec<u32>,
     next: u32,
     children: HashMap<u64, Kids, BuildMix>,
@@ -478,6 +492,7 @@ impl Runs {
         Runs {
             shards: (0..SHARDS).map(|_| RwLock::new(Vec::new())).collect(),
             writer: Mutex::new(Writer {
+                part_hint: 0,
                 free: Vec::new(),
                 next: 0,
                 children: HashMap::default(),
@@ -510,15 +525,19 @@ impl Runs {
     /// are the holders of a chain key, no table entry is kept).
     pub fn holding(&self, w: &mut Session<'_>, hash: u64, slot: u32) -> Option<Holding> {
         let loc = w.places.find(hash)?;
-        self.run(w, loc.run, |r| {
-            let i = r.index_of(loc.pos)?;
-            debug_assert_eq!(r.hashes[i], hash, "a writer's place is never stale");
-            Some(Holding {
-                loc,
-                holds: r.stand(i, slot).holds,
+        let hint = w.part_hint;
+        let (holds, k) = self
+            .run(w, loc.run, |r| {
+                let i = r.index_of(loc.pos)?;
+                debug_assert_eq!(r.hashes[i], hash, "a writer's place is never stale");
+                let st = r.stand_near(i, slot, hint);
+                Some((st.holds, st.k))
             })
-        })
-        .flatten()
+            .flatten()?;
+        if let Some(k) = k {
+            w.part_hint = k;
+        }
+        Some(Holding { loc, holds })
     }
 
     /// One more copy of chain key `hash` in `slot`, stored after `parent` (whose place the
@@ -543,19 +562,26 @@ impl Runs {
                 new_key: true,
             };
         };
+        let hint = w.part_hint;
         let step = self
             .run_mut(w, loc.run, |r| {
                 let i = r.index_of(loc.pos)?;
-                let st = r.stand(i, slot);
-                Some(if st.holds {
+                let st = r.stand_near(i, slot, hint);
+                let step = if st.holds {
                     Step::Held
                 } else if r.try_partial_at(i, loc.pos, slot, true, st) {
                     Step::Done
                 } else {
                     Step::General
-                })
+                };
+                // A new partial entry is the last.
+                Some((step, st.k.unwrap_or(r.part.len().wrapping_sub(1))))
             })
-            .flatten();
+            .flatten()
+            .map(|(step, k)| {
+                w.part_hint = k;
+                step
+            });
         let (loc, first) = match step {
             Some(Step::Held) => {
                 w.add_copy(hash, slot);
@@ -584,20 +610,24 @@ impl Runs {
         // some slot holds a second copy of some key); one pass over the run sees whether the
         // slot holds the key and makes the change.
         let extra = w.extra_copies(hash, slot) > 0;
-        let step = self
+        let hint = w.part_hint;
+        let (step, k) = self
             .run_mut(w, loc.run, |r| {
                 let i = r.index_of(loc.pos)?;
-                let st = r.stand(i, slot);
+                let st = r.stand_near(i, slot, hint);
                 if !st.holds {
                     return None;
                 }
-                Some(if extra {
+                let step = if extra {
                     (Step::Held, true)
                 } else {
                     r.remove_step(i, loc.pos, slot, st)
-                })
+                };
+                // A new partial entry is the last.
+                Some((step, st.k.unwrap_or(r.part.len().wrapping_sub(1))))
             })
             .flatten()?;
+        w.part_hint = k;
         if extra {
             w.drop_copy(hash, slot);
         }
@@ -1406,6 +1436,15 @@ mod tests {
                     // One slot's view of the position: what the writers read.
                     for s in [0, 1, 2, 3, 130, 131] {
                         prop_assert_eq!(run.stand(k, s).holds, m.contains(&s));
+                        // Any hint (right, wrong, past the end) gives the same answer.
+                        let st = run.stand(k, s);
+                        for hint in 0..run.part.len() + 2 {
+                            let near = run.stand_near(k, s, hint);
+                            prop_assert_eq!(
+                                (near.in_cover, near.k, near.holds),
+                                (st.in_cover, st.k, st.holds)
+                            );
+                        }
                         prop_assert_eq!(run.others_at(k, s), m.iter().any(|&x| x != s));
                     }
                 }
