@@ -26,7 +26,8 @@
 //! per distinct block in its run's array, and room to grow: an array starts with room for
 //! sixteen blocks (up to 120 bytes unused in a run of fewer) and doubles when full, so a
 //! longer run has up to as many again of room (a run that grew at the front keeps room there
-//! too; a freed run's array of up to 256 bytes is kept for the next run made in its place),
+//! too; a freed run keeps an array of up to 256 bytes and room for up to 8 partial holders for
+//! the next run made in its place),
 //! 16 bytes per entry of the places array the walk and the writers read (`locator.rs`: a
 //! quarter to half full right after a rebuild, 32 to 64 bytes per block; it grows at three
 //! quarters and shrinks at an eighth, so 21 to 128 bytes per block in between), about 160
