@@ -151,6 +151,9 @@ pub(crate) struct Endpoints {
     /// The endpoints' slots increase in `views` order (no slot reused out of order since the
     /// endpoints were added): a walk over the slot bitset meets the ranks in output order.
     pub in_slot_order: bool,
+    /// Every rank's place in the output is its slot (slots `0..n` all taken, in output
+    /// order): a full answer's entry is found without [`Endpoints::out_of`].
+    pub slot_is_place: bool,
     /// One prediction per rank in output order, each "nothing cached" (the index's
     /// [`crate::Index::nothing_cached`]): a full answer starts as a copy of it and only the
     /// ranks that differ are written.
@@ -213,6 +216,10 @@ impl Endpoints {
                 blank.push(p);
             }
         }
+        let slot_is_place = out_of
+            .iter()
+            .enumerate()
+            .all(|(slot, &at)| at as usize == slot);
         Endpoints {
             list,
             views,
@@ -220,6 +227,7 @@ impl Endpoints {
             lora_slots,
             view_of,
             in_slot_order,
+            slot_is_place,
             blank,
             out_of,
             by_slot,

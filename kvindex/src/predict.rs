@@ -350,15 +350,17 @@ impl Index {
         }
         let (proven, lora_unknown) = self.begin_answer(s);
         s.alive.clear();
+        s.cand_bits.clear();
         for (w, &m) in eps.slots.iter().enumerate() {
             let mut a = t.in_step[w].load(Ordering::Relaxed) & m;
             if lora_unknown {
                 a &= !eps.lora_slots[w];
             }
+            // Pushed to both here: a copy of the words just stored (a call to memmove)
+            // stalled on reading them back.
             s.alive.push(a);
+            s.cand_bits.push(a);
         }
-        s.cand_bits.clear();
-        s.cand_bits.extend_from_slice(&s.alive);
         let bs = self.opts.block_size;
         let cached = |hit: u32| Outcome::Cached {
             tokens: hit * bs,
@@ -377,15 +379,27 @@ impl Index {
             let Scratch {
                 alive, keep, zero, ..
             } = s;
-            let (out_of, entries) = (&eps.out_of, &mut out[..]);
-            self.walk_runs_with(req, places, alive, keep, zero, |slot, hit| {
-                if let Some(e) = out_of
-                    .get(slot)
-                    .and_then(|&at| entries.get_mut(at as usize))
+            let (out_of, entries) = (&eps.out_of[..], &mut out[..]);
+            let direct = eps.slot_is_place;
+            let put = |slot, hit| {
+                let at = if direct {
+                    slot
+                } else {
+                    match out_of.get(slot) {
+                        Some(&at) => at as usize,
+                        None => return,
+                    }
+                };
+                // A candidate's blank entry is "nothing cached": its count alone changes.
+                if let Some(Prediction {
+                    outcome: Outcome::Cached { tokens, .. },
+                    ..
+                }) = entries.get_mut(at)
                 {
-                    e.outcome = cached(hit);
+                    *tokens = hit * bs;
                 }
-            })
+            };
+            self.walk_sized(req, places, alive, keep, zero, put)
         };
         if !walked {
             return false;

@@ -711,6 +711,14 @@ impl Runs {
         self.shards[s].write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Run `id`'s shard under its read lock, and the run's index in it (the shard has no run
+    /// there for an id never made).
+    #[inline]
+    pub fn shard_of(&self, id: u32) -> (RwLockReadGuard<'_, Vec<Run>>, usize) {
+        let (s, i) = Self::at(id);
+        (self.shard_read(s), i)
+    }
+
     /// Calls `f` with run `id` under its shard's read lock (`None` for an id never made).
     #[inline]
     pub fn read<R>(&self, id: u32, f: impl FnOnce(&Run) -> R) -> Option<R> {
