@@ -18,9 +18,9 @@ use std::cell::RefCell;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
-/// Entries of the blank answer copied at a time (1.5 KiB): copies of 2 KiB and more went to
-/// `rep movsb`, whose start-up cost was a tenth of a 128-slot prediction here (AMD EPYC,
-/// glibc), where a copy in pieces takes the vector loop.
+/// Entries of the blank answer copied at a time (1.5 KiB): here (AMD EPYC, glibc) a copy of
+/// 3 KiB went to `rep movsb`, whose start-up showed in 128-slot predictions (about 5 %), where
+/// pieces take the vector loop.
 const BLANK_PIECE: usize = 64;
 
 /// A prediction's working memory, one per thread (reused: nothing allocated once warm).
