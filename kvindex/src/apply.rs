@@ -146,7 +146,7 @@ impl Index {
         let Ok(mut g) = ep.lock_live() else {
             return;
         };
-        Counters::bump(&ep.counters[r].rejected, 1);
+        Counters::bump_locked(&ep.counters[r].rejected, 1);
         ep.begin(r);
         let st = &mut g[r];
         st.stream = match st.stream {
@@ -323,13 +323,13 @@ impl Index {
         let c = &ep.counters[r];
         let out = match step {
             Step::Duplicate => {
-                Counters::bump(&c.duplicates, 1);
+                Counters::bump_locked(&c.duplicates, 1);
                 return Ok(Applied::Duplicate);
             }
             Step::Apply | Step::Restart => {
                 ep.begin(r);
                 if step == Step::Restart {
-                    Counters::bump(&c.restarts, 1);
+                    Counters::bump_locked(&c.restarts, 1);
                     self.clear_rank(&mut w, ep, r, st);
                 }
                 let (stored, removed) = self.run_ops(&mut w, ep, r, st, ops);
@@ -338,7 +338,7 @@ impl Index {
             }
             Step::ReplayFrom { from } => {
                 ep.begin(r);
-                Counters::bump(&c.gaps, 1);
+                Counters::bump_locked(&c.gaps, 1);
                 st.stream = st.stream.after_gap(seq, step);
                 Applied::ReplayFrom { from }
             }
@@ -355,7 +355,7 @@ impl Index {
                     }
                     None => {
                         if st.stream.in_step() {
-                            Counters::bump(&c.gaps, 1);
+                            Counters::bump_locked(&c.gaps, 1);
                         }
                         st.stream = st.stream.after_gap(seq, step);
                         Applied::Lost
@@ -363,7 +363,7 @@ impl Index {
                 }
             }
         };
-        Counters::bump(&c.batches, 1);
+        Counters::bump_locked(&c.batches, 1);
         ep.publish(r, st);
         ep.end(r);
         Ok(out)
@@ -457,7 +457,7 @@ impl Index {
         for op in ops {
             match *op {
                 Op::Clear => {
-                    Counters::bump(&c.cleared, 1);
+                    Counters::bump_locked(&c.cleared, 1);
                     self.clear_rank(w, ep, r, st);
                     st.stream = StreamState::InStep { next: None };
                     last = None;
@@ -471,7 +471,7 @@ impl Index {
                         (self.table.holds(&k, slot), None)
                     };
                     if !holds {
-                        Counters::bump(&c.stored_orphan, 1);
+                        Counters::bump_locked(&c.stored_orphan, 1);
                     }
                     last = place;
                 }
@@ -491,7 +491,7 @@ impl Index {
                         // More than the engine's pool holds: removals were lost. Nothing the
                         // rank holds can be trusted; drop it all (the memory bound) and say
                         // unknown until the cache is known again.
-                        Counters::bump(&c.overflows, 1);
+                        Counters::bump_locked(&c.overflows, 1);
                         self.clear_rank(w, ep, r, st);
                         st.overflow = true;
                         continue;
@@ -506,7 +506,7 @@ impl Index {
                         st.held[usize::from(k.medium)] -= 1;
                         removed += 1;
                     } else {
-                        Counters::bump(&c.removed_unknown, 1);
+                        Counters::bump_locked(&c.removed_unknown, 1);
                     }
                 }
                 Op::RemoveAnyMedium(h, g) => {
@@ -527,13 +527,13 @@ impl Index {
                             st.held[usize::from(m)] -= 1;
                             removed += 1;
                         }
-                        None => Counters::bump(&c.removed_unknown, 1),
+                        None => Counters::bump_locked(&c.removed_unknown, 1),
                     }
                 }
             }
         }
-        Counters::bump(&c.stored, stored);
-        Counters::bump(&c.removed, removed);
+        Counters::bump_locked(&c.stored, stored);
+        Counters::bump_locked(&c.removed, removed);
         // Readers wait for the shard the ops last changed no longer than the ops took.
         w.release();
         (stored, removed)
@@ -629,7 +629,7 @@ impl Index {
                 // Drained by someone else: every rank lost events.
                 for (r, st) in g.iter_mut().enumerate() {
                     if st.stream.in_step() {
-                        Counters::bump(&ep.counters[r].gaps, 1);
+                        Counters::bump_locked(&ep.counters[r].gaps, 1);
                     }
                     st.stream = StreamState::OutOfStep {
                         lost_from: next.unwrap_or(0),
@@ -638,7 +638,7 @@ impl Index {
                 lost = true;
             }
             if !in_order && *id < next.unwrap_or(0) {
-                Counters::bump(&ep.counters[*rank].duplicates, 1);
+                Counters::bump_locked(&ep.counters[*rank].duplicates, 1);
                 continue;
             }
             *next = Some(id.saturating_add(1));
@@ -653,7 +653,7 @@ impl Index {
             }
         }
         for (r, st) in g.iter().enumerate() {
-            Counters::bump(&ep.counters[r].batches, 1);
+            Counters::bump_locked(&ep.counters[r].batches, 1);
             ep.publish(r, st);
             ep.end(r);
         }

@@ -28,9 +28,10 @@
 //! longer run has up to as many again of room (a run that grew at the front keeps room there
 //! too; a freed run keeps an array of up to 256 bytes and room for up to 8 partial holders for
 //! the next run made in its place),
-//! 16 bytes per entry of the places array the walk and the writers read (`locator.rs`: a
-//! quarter to half full right after a rebuild, 32 to 64 bytes per block; it grows at three
-//! quarters and shrinks at an eighth, so 21 to 128 bytes per block in between), about 160
+//! 16 bytes per entry of the places array the walk and the writers read (`locator.rs`: an
+//! eighth to a quarter full right after it grew, 64 to 128 bytes per block, a quarter to half
+//! full right after it shrank; it grows at three quarters, gone entries counted, and shrinks
+//! at an eighth, so 21 to 128 bytes per block in between), about 160
 //! bytes per run (a 112-byte header with the cover of up to 128 slots inline, the writers'
 //! child list), 8 bytes per partial holder of a run (a slot holding a leading stretch of it)
 //! and, per slot holding more than one copy of a key (vLLM's duplicate stores), an entry of
