@@ -11,12 +11,12 @@
 //! apart; any other `unknown` fails.
 
 use crate::CaseResult;
-use kvhash::vllm::{LoraKey, VllmExtras};
-use kvhash::BlockHasher;
 use kvindex::{
     Capacity, EndpointConfig, EndpointId, GroupKind, GroupSpec, HitRule, Index, IndexOptions,
     Observation, Outcome, Request,
 };
+use kvprobe::deployment::{DeploymentKeys, RequestKeys};
+use kvprofile_core::deployment::{Deployment, KeyForm, LoraAdapter, Speculative};
 use kvprofile_core::HashAlgorithm;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -65,19 +65,20 @@ fn ids(v: &Value) -> Result<Vec<u32>, String> {
         .collect()
 }
 
-/// Replays one file.
-pub fn check(doc: &Value) -> Result<Replay, String> {
+/// The deployment a replay's header describes, in kvexact's terms
+/// ([`kvprofile_core::deployment::Deployment`]): block size, algorithm and seed, the LoRA
+/// adapters (`lora_adapters`), and the engine's own `deployment` object, translated field by
+/// field. A field of that object this translation does not model refuses the file: a
+/// deployment kvexact does not model must never be predicted from plain keys. Returns the
+/// deployment and the look-ahead / bigram facts the engine stated, to be checked against what
+/// the deployment resolves to.
+pub fn deployment_of(doc: &Value) -> Result<(Deployment, Stated), String> {
     let engine = s(doc, "engine")?;
-    let version = s(doc, "engine_version")?;
-    let contract = crate::parity::contract_of(engine, version)?;
-    let rule = HitRule::for_version(contract.engine(), version)
-        .map_err(|e| format!("REFUSED {}: {e}", e.code()))?;
-    let schema = contract
-        .events()
-        .ok_or_else(|| format!("{} has no KV events", contract.release_id()))?
-        .clone();
-    let block_size = u(doc, "block_size")? as u32;
-    let algo = match s(doc, "hash_algo")? {
+    let mut d = Deployment {
+        block_size: Some(u(doc, "block_size")? as u32),
+        ..Deployment::default()
+    };
+    d.hash_algorithm = match s(doc, "hash_algo")? {
         "sha256_cbor" => Some(HashAlgorithm::Sha256Cbor),
         "sha256" => Some(HashAlgorithm::Sha256),
         "xxhash_cbor" => Some(HashAlgorithm::XxhashCbor),
@@ -85,9 +86,201 @@ pub fn check(doc: &Value) -> Result<Replay, String> {
         "sglang_native" => None,
         other => return Err(format!("unknown hash_algo {other:?}")),
     };
-    let seed = doc.get("hash_seed").and_then(Value::as_str);
-    let hasher = kvprobe::bridge::hasher(&contract, algo, block_size as usize, seed)
-        .map_err(|e| e.to_string())?;
+    d.hash_seed = doc
+        .get("hash_seed")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if let Some(a) = doc.get("lora_adapters").and_then(Value::as_array) {
+        for ad in a {
+            d.lora_adapters.push(LoraAdapter {
+                name: s(ad, "lora_name")?.to_string(),
+                path: ad
+                    .get("lora_path")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+            });
+        }
+    }
+    let mut stated = Stated::default();
+    let Some(dep) = doc.get("deployment") else {
+        return Ok((d, stated));
+    };
+    let obj = dep.as_object().ok_or("deployment: not an object")?;
+    let refuse =
+        |k: &str| format!("REFUSED DEPLOYMENT_UNSUPPORTED: deployment field {k:?} is not modelled");
+    let b = |v: &Value, k: &str| -> Result<bool, String> {
+        v.as_bool()
+            .ok_or_else(|| format!("deployment.{k}: not a boolean"))
+    };
+    match engine {
+        "vllm" => {
+            for (k, v) in obj {
+                match k.as_str() {
+                    "speculative" if v.is_null() => {}
+                    "speculative" => {
+                        let sp = v
+                            .as_object()
+                            .ok_or("deployment.speculative: not an object")?;
+                        let mut spec = Speculative {
+                            method: String::new(),
+                            num_speculative_tokens: 0,
+                            mtp_modules: None,
+                            disable_eagle_block_drop: false,
+                            disable_lookahead_block_hashes: false,
+                        };
+                        for (sk, sv) in sp {
+                            match sk.as_str() {
+                                "method" => {
+                                    spec.method =
+                                        sv.as_str().ok_or("speculative.method")?.to_string()
+                                }
+                                "num_speculative_tokens" => {
+                                    spec.num_speculative_tokens =
+                                        sv.as_u64().ok_or("num_speculative_tokens")? as u32
+                                }
+                                "num_nextn_predict_layers" => {
+                                    spec.mtp_modules =
+                                        Some(sv.as_u64().ok_or("num_nextn_predict_layers")? as u32)
+                                }
+                                "multi_module_mtp" => stated.multi_module_mtp = Some(b(sv, sk)?),
+                                "disable_eagle_block_drop" => {
+                                    spec.disable_eagle_block_drop = b(sv, sk)?
+                                }
+                                "disable_lookahead_block_hashes" => {
+                                    spec.disable_lookahead_block_hashes = b(sv, sk)?
+                                }
+                                other => return Err(refuse(&format!("speculative.{other}"))),
+                            }
+                        }
+                        d.speculative = Some(spec);
+                    }
+                    "enable_prefix_caching" if v.as_bool() == Some(true) => {}
+                    "kv_transfer_config" if v.is_null() => {}
+                    "num_hash_lookahead_tokens" => {
+                        stated.lookahead = Some(v.as_u64().ok_or("num_hash_lookahead_tokens")?)
+                    }
+                    // What the engine derives from the speculative config for its own
+                    // scheduling (re-prefillable tokens, reserved slots): it shows in the
+                    // events the index reads, not in the keys.
+                    "num_prefill_lookahead_tokens" | "num_lookahead_tokens" => {}
+                    "use_eagle_block_drop" => stated.block_drop = Some(b(v, k)?),
+                    other => return Err(refuse(other)),
+                }
+            }
+        }
+        "sglang" => {
+            for (k, v) in obj {
+                match k.as_str() {
+                    "speculative" if v.is_null() => {}
+                    "speculative" => {
+                        let sp = v
+                            .as_object()
+                            .ok_or("deployment.speculative: not an object")?;
+                        let mut spec = Speculative {
+                            method: String::new(),
+                            num_speculative_tokens: 0,
+                            mtp_modules: None,
+                            disable_eagle_block_drop: false,
+                            disable_lookahead_block_hashes: false,
+                        };
+                        for (sk, sv) in sp {
+                            match sk.as_str() {
+                                "speculative_algorithm" => {
+                                    spec.method =
+                                        sv.as_str().ok_or("speculative_algorithm")?.to_string()
+                                }
+                                "speculative_num_draft_tokens" => {
+                                    spec.num_speculative_tokens =
+                                        sv.as_u64().ok_or("speculative_num_draft_tokens")? as u32
+                                }
+                                // Drafting shape: how many tokens are drafted per step, not
+                                // what the radix tree keys.
+                                "speculative_num_steps" | "speculative_eagle_topk" => {}
+                                other => return Err(refuse(&format!("speculative.{other}"))),
+                            }
+                        }
+                        d.speculative = Some(spec);
+                    }
+                    "radix_is_eagle" => stated.bigram = Some(b(v, k)?),
+                    other => return Err(refuse(other)),
+                }
+            }
+        }
+        other => return Err(refuse(&format!("{other} deployment"))),
+    }
+    Ok((d, stated))
+}
+
+/// What a replay's engine stated about its keys (`deployment` header), checked against what
+/// kvexact resolves the deployment to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stated {
+    /// vLLM `num_hash_lookahead_tokens`.
+    pub lookahead: Option<u64>,
+    /// vLLM `use_eagle_block_drop` (after look-ahead hashing cleared it).
+    pub block_drop: Option<bool>,
+    /// vLLM `speculative.multi_module_mtp`.
+    pub multi_module_mtp: Option<bool>,
+    /// SGLang `radix_is_eagle`.
+    pub bigram: Option<bool>,
+}
+
+impl Stated {
+    /// Checks the engine's statements against the resolved key form.
+    pub fn check(&self, form: KeyForm) -> Result<(), String> {
+        let l = match form {
+            KeyForm::Lookahead(l) => u64::from(l),
+            _ => 0,
+        };
+        if let Some(want) = self.lookahead {
+            if want != l {
+                return Err(format!(
+                    "the engine hashed with num_hash_lookahead_tokens = {want}, the deployment \
+                     resolves to {}",
+                    form.name()
+                ));
+            }
+        }
+        if self.block_drop == Some(true) {
+            return Err("the engine drops the last EAGLE block on hits: not modelled".into());
+        }
+        if let Some(multi) = self.multi_module_mtp {
+            if multi != (l > 1) {
+                return Err(format!(
+                    "the engine's multi_module_mtp = {multi} disagrees with {}",
+                    form.name()
+                ));
+            }
+        }
+        if let Some(bigram) = self.bigram {
+            if bigram != (form == KeyForm::Bigram) {
+                return Err(format!(
+                    "the engine's radix_is_eagle = {bigram} disagrees with {}",
+                    form.name()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Replays one file.
+pub fn check(doc: &Value) -> Result<Replay, String> {
+    let engine = s(doc, "engine")?;
+    let version = s(doc, "engine_version")?;
+    let contract = crate::parity::contract_of(engine, version)?;
+    let (deployment, stated) = deployment_of(doc)?;
+    let keys = DeploymentKeys::new(contract.clone(), &deployment, "<replay header>")
+        .map_err(|e| format!("REFUSED {}: {e}", e.code()))?;
+    stated.check(keys.keying().key_form)?;
+    let rule =
+        HitRule::for_keying(keys.keying()).map_err(|e| format!("REFUSED {}: {e}", e.code()))?;
+    let schema = contract
+        .events()
+        .ok_or_else(|| format!("{} has no KV events", contract.release_id()))?
+        .clone();
+    let block_size = keys.keying().block_size;
 
     let groups = match doc.get("kv_cache_groups").and_then(Value::as_array) {
         Some(gs) => gs
@@ -116,21 +309,7 @@ pub fn check(doc: &Value) -> Result<Replay, String> {
         Some(b) => b,
         None => u(doc, "kv_capacity_pages")?,
     };
-    let adapters: Vec<&Value> = doc
-        .get("lora_adapters")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().collect())
-        .unwrap_or_default();
-    let lora_path: HashMap<&str, &str> = adapters
-        .iter()
-        .filter_map(|a| {
-            Some((
-                a.get("lora_name")?.as_str()?,
-                a.get("lora_path").and_then(Value::as_str).unwrap_or(""),
-            ))
-        })
-        .collect();
-
+    let serves_adapters = !keys.keying().adapters.is_empty();
     let index = Index::new(IndexOptions {
         rule: rule.clone(),
         schema,
@@ -166,7 +345,7 @@ pub fn check(doc: &Value) -> Result<Replay, String> {
                     gpu_blocks,
                     other_blocks: gpu_blocks,
                 },
-                lora_adapters: !adapters.is_empty(),
+                lora_adapters: serves_adapters,
                 replay: false,
                 // Each replay begins with the engines' launch: empty caches, whose first
                 // batch (sequence 0) may come after the first queries.
@@ -178,9 +357,10 @@ pub fn check(doc: &Value) -> Result<Replay, String> {
 
     let mut out = Replay {
         notes: vec![format!(
-            "{} rule {} ({}) over {} endpoints",
+            "{} rule {} with {} keys ({}) over {} endpoints",
             rule.release_id,
             rule.lookup.as_str(),
+            rule.key_form.name(),
             if rule.proven() { "proven" } else { "unproven" },
             names.len()
         )],
@@ -212,7 +392,12 @@ pub fn check(doc: &Value) -> Result<Replay, String> {
                 let tokens = ids(step)?;
                 let lora = step.get("lora_name").and_then(Value::as_str);
                 let salt = step.get("cache_salt").and_then(Value::as_str);
-                let h = request_hasher(&hasher, lora, salt, &lora_path)?;
+                let h = keys
+                    .request_hasher(RequestKeys {
+                        cache_salt: salt,
+                        adapter: lora,
+                    })
+                    .map_err(|e| format!("query {qid}: {e}"))?;
                 hashes.resize(h.block_count(tokens.len()), 0);
                 let n = h
                     .block_hashes_u64(&tokens, &mut hashes)
@@ -308,43 +493,4 @@ pub fn check(doc: &Value) -> Result<Replay, String> {
         out.notes.push(d.to_string());
     }
     Ok(out)
-}
-
-/// The hasher of one request: the file's hasher with the request's LoRA and salt.
-fn request_hasher(
-    base: &BlockHasher,
-    lora: Option<&str>,
-    salt: Option<&str>,
-    paths: &HashMap<&str, &str>,
-) -> Result<BlockHasher, String> {
-    Ok(match base {
-        BlockHasher::Vllm(h) => {
-            let lora = match lora {
-                None => None,
-                Some(name) => Some(LoraKey {
-                    name: name.to_string(),
-                    path: paths
-                        .get(name)
-                        .ok_or_else(|| format!("adapter {name:?} not in lora_adapters"))?
-                        .to_string(),
-                }),
-            };
-            let extras = VllmExtras {
-                lora,
-                cache_salt: salt.map(str::to_string),
-                ..VllmExtras::default()
-            };
-            h.clone()
-                .with_extras(extras)
-                .map_err(|e| e.to_string())?
-                .into()
-        }
-        BlockHasher::Sglang(h) => h.clone().with_cache_salt(salt).into(),
-        BlockHasher::Trtllm(h) => {
-            if lora.is_some() || salt.is_some() {
-                return Err("TensorRT-LLM replays with LoRA or salt are not supported".into());
-            }
-            h.clone().into()
-        }
-    })
 }

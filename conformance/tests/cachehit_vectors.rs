@@ -22,8 +22,8 @@ fn every_replay_predicts_the_engines_own_counts() {
     let files = files();
     assert_eq!(
         files.len(),
-        11,
-        "the 11 replays of vLLM 0.31.0 / 0.33.0 and SGLang 0.5.19"
+        14,
+        "the 14 replays of vLLM 0.31.0 / 0.33.0 and SGLang 0.5.19 (3 with speculative decoding)"
     );
     let (mut passed, mut unknown) = (0usize, 0usize);
     for f in &files {
@@ -48,7 +48,7 @@ fn every_replay_predicts_the_engines_own_counts() {
         passed += r.cases.len();
         unknown += r.unknown.len();
     }
-    assert_eq!((passed, unknown), (2745, 309));
+    assert_eq!((passed, unknown), (3660, 309));
 }
 
 #[test]
@@ -65,4 +65,69 @@ fn the_replays_exercise_hits_evictions_and_duplicates() {
             .count();
         assert!(hits >= 10, "{}: only {hits} hits", f.display());
     }
+}
+
+fn load(name: &str) -> serde_json::Value {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata/vectors/cachehit")
+        .join(name);
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+fn failures(doc: &serde_json::Value) -> usize {
+    let r = cachehit::check(doc).unwrap();
+    r.cases.iter().filter(|c| c.failure.is_some()).count()
+}
+
+#[test]
+fn speculative_replays_fail_when_read_as_plain_deployments() {
+    // The deployment is what makes these replays pass: read as plain (the header's
+    // `deployment` object dropped), the look-ahead and bigram replays fail by the dozen.
+    for name in [
+        "vllm-0.33.0-specdec-l1.json",
+        "vllm-0.33.0-specdec-l3.json",
+        "sglang-0.5.19-eagle.json",
+    ] {
+        let mut doc = load(name);
+        assert_eq!(failures(&doc), 0, "{name}");
+        doc.as_object_mut().unwrap().remove("deployment");
+        let n = failures(&doc);
+        assert!(n >= 50, "{name} read as plain: only {n} failures");
+    }
+}
+
+#[test]
+fn a_deployment_field_not_modelled_refuses_the_file() {
+    let mut doc = load("vllm-0.33.0-specdec-l1.json");
+    doc["deployment"]["kv_transfer_config"] = serde_json::json!({"kv_connector": "X"});
+    let e = cachehit::check(&doc).unwrap_err();
+    assert!(
+        e.contains("DEPLOYMENT_UNSUPPORTED") && e.contains("kv_transfer_config"),
+        "{e}"
+    );
+    let mut doc = load("vllm-0.33.0-specdec-l1.json");
+    doc["deployment"]["something_new"] = serde_json::json!(1);
+    let e = cachehit::check(&doc).unwrap_err();
+    assert!(e.contains("something_new"), "{e}");
+    let mut doc = load("sglang-0.5.19-eagle.json");
+    doc["deployment"]["speculative"]["speculative_algorithm"] = serde_json::json!("NGRAM");
+    let e = cachehit::check(&doc).unwrap_err();
+    assert!(e.contains("speculative.method"), "{e}");
+}
+
+#[test]
+fn the_engines_stated_lookahead_must_match_the_deployment() {
+    // Multi-module MTP with 3 speculative tokens resolves to L = 3; a header claiming the
+    // engine hashed with another L (or another module count) is caught, not replayed.
+    let mut doc = load("vllm-0.33.0-specdec-l3.json");
+    doc["deployment"]["num_hash_lookahead_tokens"] = serde_json::json!(2);
+    let e = cachehit::check(&doc).unwrap_err();
+    assert!(e.contains("num_hash_lookahead_tokens = 2"), "{e}");
+    let mut doc = load("vllm-0.33.0-specdec-l3.json");
+    doc["deployment"]["speculative"]["num_nextn_predict_layers"] = serde_json::json!(1);
+    let e = cachehit::check(&doc).unwrap_err();
+    assert!(e.contains("lookahead-1"), "{e}");
+    let mut doc = load("sglang-0.5.19-eagle.json");
+    doc["deployment"]["radix_is_eagle"] = serde_json::json!(false);
+    assert!(cachehit::check(&doc).is_err());
 }

@@ -9,7 +9,6 @@ use crate::endpoint::{
     status_reason, word_code, word_version, Endpoint, EndpointId, Endpoints, EpView,
 };
 use crate::locator::{Slots, View, ViewCache};
-use crate::lookup;
 use crate::prediction::{Outcome, Prediction, Request, UnknownReason, MAX_PROMPT_TOKENS};
 use crate::rule::Lookup;
 use crate::table::Key;
@@ -80,7 +79,7 @@ impl Index {
                 req.prompt_tokens
             )));
         }
-        let need = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
+        let need = self.blocks_in(self.opts.rule.max_hit_tokens(req.prompt_tokens));
         let full = self.blocks_in(req.prompt_tokens);
         if req.block_hashes.len() < need || req.block_hashes.len() > full {
             return Err(Error::Request(format!(
@@ -576,7 +575,7 @@ impl Index {
         } else if media <= 1 {
             Some(0)
         } else {
-            let max_blocks = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
+            let max_blocks = self.blocks_in(self.opts.rule.max_hit_tokens(req.prompt_tokens));
             let more = (hit_units..max_blocks)
                 .take_while(|&j| {
                     (0..media).any(|m| {

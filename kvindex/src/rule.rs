@@ -8,6 +8,7 @@
 //! here reads a version number.
 
 use crate::Error;
+use kvprofile_core::deployment::KeyForm;
 use kvprofile_core::{Engine, Release};
 
 /// The engine's lookup over its cached blocks.
@@ -100,6 +101,10 @@ pub struct HitRule {
     pub lora_in_hashes: bool,
     /// The cache-hit replays that prove the entry; empty = unproven.
     pub vectors: Vec<String>,
+    /// What the deployment does to the keys ([`HitRule::with_key_form`]): plain keys, vLLM
+    /// look-ahead keys, SGLang bigram pages. It sets how far behind the prompt's end a hit
+    /// stays ([`HitRule::max_hit_tokens`]).
+    pub key_form: KeyForm,
 }
 
 impl HitRule {
@@ -143,7 +148,41 @@ impl HitRule {
             sliding_window,
             lora_in_hashes: p.lora_in_hashes,
             vectors: p.vectors.clone(),
+            key_form: KeyForm::Plain,
         })
+    }
+
+    /// The rule under a deployment's key form
+    /// (`kvprofile_core::deployment::Keying::key_form`), proven by `vectors` (the replays of
+    /// that deployment, `Keying::key_form_vectors`). Look-ahead keys exist only under vLLM's
+    /// coordinator over one full-attention group, bigram pages only under SGLang's radix
+    /// lookup; anything else is [`Error::Rule`].
+    pub fn with_key_form(mut self, form: KeyForm, vectors: &[String]) -> Result<Self, Error> {
+        let ok = match form {
+            KeyForm::Plain => true,
+            KeyForm::Lookahead(_) => self.lookup == Lookup::VllmCoordinator,
+            KeyForm::Bigram => self.lookup == Lookup::SglangRadixPages,
+        };
+        if !ok {
+            return Err(Error::Rule(format!(
+                "{}: {} keys are not {}'s",
+                self.release_id,
+                form.name(),
+                self.lookup.as_str()
+            )));
+        }
+        if form != KeyForm::Plain {
+            self.vectors = vectors.to_vec();
+        }
+        self.key_form = form;
+        Ok(self)
+    }
+
+    /// Tokens a hit may cover at most for a prompt of `prompt_tokens` tokens: every token
+    /// but the last, and under look-ahead keys every token but the last `L`, under bigram
+    /// pages every token but the last two ([`KeyForm::hit_offset`]).
+    pub fn max_hit_tokens(&self, prompt_tokens: usize) -> usize {
+        prompt_tokens.saturating_sub(self.key_form.hit_offset())
     }
 
     /// The rule of a release id of the built-in catalog.
@@ -165,6 +204,13 @@ impl HitRule {
             .resolve_release(engine, version)
             .map_err(|e| Error::Rule(e.to_string()))?;
         Self::from_release(r)
+    }
+
+    /// The rule of a deployment resolved against a release of the built-in catalog
+    /// (`kvprofile_core::deployment::Deployment::resolve`): the release's rule under the
+    /// deployment's key form.
+    pub fn for_keying(k: &kvprofile_core::deployment::Keying) -> Result<Self, Error> {
+        Self::for_release_id(&k.release_id)?.with_key_form(k.key_form, &k.key_form_vectors)
     }
 
     /// Whether a cache-hit replay of this release proves the rule.
@@ -203,6 +249,9 @@ impl HitRule {
         }
         if groups.len() > 1 && self.lookup != Lookup::VllmCoordinator {
             return bad("several KV-cache groups exist only under vLLM's coordinator");
+        }
+        if groups.len() > 1 && self.key_form != KeyForm::Plain {
+            return bad("look-ahead keys over several KV-cache groups are not proven");
         }
         Ok(())
     }

@@ -56,10 +56,14 @@ impl Index {
         };
         match self.opts.rule.lookup {
             Lookup::VllmCoordinator if self.opts.groups.len() > 1 => {
-                lookup::vllm_hit_tokens(&self.opts.groups, req.prompt_tokens, present)
+                lookup::vllm_hit_tokens_within(
+                    &self.opts.groups,
+                    self.opts.rule.max_hit_tokens(req.prompt_tokens),
+                    present,
+                )
             }
             _ => {
-                let max_blocks = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
+                let max_blocks = self.blocks_in(self.opts.rule.max_hit_tokens(req.prompt_tokens));
                 lookup::prefix_hit(max_blocks, |j| present(0, j))
             }
         }
@@ -177,7 +181,7 @@ impl Index {
     ) -> bool {
         debug_assert!(keep.len() >= alive.len() && zero.len() >= alive.len());
         debug_assert!(keep.iter().chain(zero.iter()).all(|&w| w == 0));
-        let max_blocks = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
+        let max_blocks = self.blocks_in(self.opts.rule.max_hit_tokens(req.prompt_tokens));
         let hashes = &req.block_hashes[..max_blocks];
         #[cfg(test)]
         if stale::take() {

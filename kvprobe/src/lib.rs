@@ -29,6 +29,7 @@ pub mod cadence;
 pub mod challenge;
 pub mod chat_route;
 pub mod contract;
+pub mod deployment;
 pub mod drift;
 pub mod error;
 pub mod finding;

@@ -476,6 +476,13 @@ impl ContractCatalog {
                     );
                 }
             }
+            if let Some(d) = &r.deployment {
+                let lookahead = r.hash.as_ref().is_some_and(|h| h.lookahead);
+                if r.hash.is_none() {
+                    return bad(f("deployment"), "a release without a KV plane".into());
+                }
+                d.validate(r.engine, lookahead, path, &f("deployment"))?;
+            }
             if let Some(c) = &r.chat {
                 if c.versions.is_empty() || c.versions.iter().any(|v| !r.versions.contains(v)) {
                     return bad(

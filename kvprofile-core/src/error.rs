@@ -24,6 +24,9 @@ pub enum DocKind {
     SupportCatalog,
     /// A `tokenizer.json` artifact (read only for the BOS id, docs/contracts/registry.md §2).
     Tokenizer,
+    /// A deployment (an engine manifest's `deployment`, or one passed through the C ABI;
+    /// docs/contracts/gateway-integration.md §9).
+    Deployment,
 }
 
 impl DocKind {
@@ -37,6 +40,7 @@ impl DocKind {
             DocKind::ContractCatalog => "CONTRACTS_SCHEMA",
             DocKind::SupportCatalog => "SUPPORT_CATALOG_SCHEMA",
             DocKind::Tokenizer => "TOKENIZER_SCHEMA",
+            DocKind::Deployment => "DEPLOYMENT_SCHEMA",
         }
     }
 
@@ -50,6 +54,7 @@ impl DocKind {
             DocKind::ContractCatalog => "CONTRACTS_INVALID",
             DocKind::SupportCatalog => "SUPPORT_CATALOG_INVALID",
             DocKind::Tokenizer => "TOKENIZER_INVALID",
+            DocKind::Deployment => "DEPLOYMENT_INVALID",
         }
     }
 }
@@ -65,6 +70,7 @@ impl fmt::Display for DocKind {
             DocKind::ContractCatalog => "engine-contract catalog",
             DocKind::SupportCatalog => "support catalog",
             DocKind::Tokenizer => "tokenizer",
+            DocKind::Deployment => "deployment",
         })
     }
 }
@@ -310,6 +316,20 @@ pub enum Error {
         /// The nearest known releases (`known: … ; nearest below: …, above: …`).
         detail: String,
     },
+    /// A deployment option the engine release cannot be keyed under: no vectors prove its
+    /// keys or hits, or the release has no such option (docs/contracts/gateway-integration.md
+    /// §9).
+    #[error("{path}: {release} cannot honour {option}: {detail}")]
+    DeploymentUnsupported {
+        /// Where the deployment came from.
+        path: String,
+        /// The catalog release id.
+        release: String,
+        /// The option, as the deployment document spells it (`speculative.method`).
+        option: String,
+        /// Why.
+        detail: String,
+    },
 }
 
 impl Error {
@@ -345,6 +365,7 @@ impl Error {
             Error::Drift { .. } => "PROFILE_DRIFT",
             Error::UnknownProfile { .. } => "UNKNOWN_PROFILE",
             Error::UnknownEngineVersion { .. } => "UNKNOWN_ENGINE_VERSION",
+            Error::DeploymentUnsupported { .. } => "DEPLOYMENT_UNSUPPORTED",
         }
     }
 
@@ -374,7 +395,8 @@ impl Error {
             | Error::EmptyFixtureSet { path }
             | Error::Drift { path, .. }
             | Error::UnknownProfile { path }
-            | Error::UnknownEngineVersion { path, .. } => path,
+            | Error::UnknownEngineVersion { path, .. }
+            | Error::DeploymentUnsupported { path, .. } => path,
         }
     }
 

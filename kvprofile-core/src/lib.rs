@@ -31,6 +31,7 @@
 
 pub mod artifacts;
 pub mod contracts;
+pub mod deployment;
 pub mod engine;
 pub mod error;
 pub mod fixtures;

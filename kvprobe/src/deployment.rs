@@ -1,0 +1,305 @@
+//! A deployment on the gateway's path: one engine release launched with one set of options
+//! ([`kvprofile_core::deployment::Deployment`]), turned into the block hasher of its plain
+//! requests and the hasher of each request's tenant and adapter (docs/contracts/
+//! gateway-integration.md §9).
+//!
+//! [`DeploymentKeys::new`] resolves the deployment against the release
+//! ([`kvprofile_core::deployment::Deployment::resolve`]: every option the release cannot
+//! honour is refused, naming it) and builds the hasher with the resolved block size,
+//! algorithm, seed and key form (vLLM look-ahead, SGLang bigram pages).
+//! [`DeploymentKeys::request_hasher`] adds a request's `cache_salt` and LoRA adapter the way
+//! the release keys them, or says why it cannot ([`RequestKeysError`]).
+
+use crate::contract::Contract;
+use crate::error::Error;
+use kvhash::sglang::KeyMode;
+use kvhash::vllm::{LoraKey, VllmExtras};
+use kvhash::BlockHasher;
+use kvprofile_core::deployment::{Deployment, KeyForm, Keying, SaltCheck};
+use kvprofile_core::Engine;
+
+/// A deployment's keys: the release's contract, the resolved [`Keying`] and the hasher of a
+/// plain request (no salt, the base model).
+#[derive(Debug, Clone)]
+pub struct DeploymentKeys {
+    contract: Contract,
+    keying: Keying,
+    base: BlockHasher,
+}
+
+/// The keys of one request beyond its token ids.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestKeys<'a> {
+    /// The request's `cache_salt`, as sent (`None`: absent).
+    pub cache_salt: Option<&'a str>,
+    /// The LoRA adapter the request names (its name as declared in the deployment), `None`
+    /// for the base model.
+    pub adapter: Option<&'a str>,
+}
+
+/// Why a request's keys cannot be computed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestKeysError {
+    /// The engine rejects the request's salt (it answers HTTP 400): there are no keys.
+    #[error("cache_salt rejected by the engine: {0}")]
+    SaltRejected(String),
+    /// The release's handling of this salt is not known (no catalog `cacheSalt` rule, or one
+    /// that does not cover the value).
+    #[error("cache_salt cannot be keyed: {0}")]
+    SaltUnknown(String),
+    /// The request names an adapter the deployment does not serve.
+    #[error("adapter {0:?} is not served by the deployment")]
+    UnknownAdapter(String),
+    /// The hasher refused the keys (e.g. an extra key its release does not have).
+    #[error("{0}")]
+    Hasher(String),
+}
+
+impl RequestKeysError {
+    /// A stable code: `salt_rejected`, `salt_unknown`, `unknown_adapter`, `hasher`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RequestKeysError::SaltRejected(_) => "salt_rejected",
+            RequestKeysError::SaltUnknown(_) => "salt_unknown",
+            RequestKeysError::UnknownAdapter(_) => "unknown_adapter",
+            RequestKeysError::Hasher(_) => "hasher",
+        }
+    }
+}
+
+impl DeploymentKeys {
+    /// Resolves `deployment` against `contract`'s release and builds its hasher. `path` names
+    /// where the deployment came from in errors.
+    pub fn new(contract: Contract, deployment: &Deployment, path: &str) -> Result<Self, Error> {
+        let keying = deployment
+            .resolve(contract.release(), path)
+            .map_err(Error::Contract)?;
+        let plain = crate::bridge::hasher(
+            &contract,
+            Some(keying.hash_algorithm),
+            keying.block_size as usize,
+            keying.hash_seed.as_deref(),
+        )?;
+        let base = match (plain, keying.key_form) {
+            (h, KeyForm::Plain) => h,
+            (BlockHasher::Vllm(h), KeyForm::Lookahead(l)) => {
+                h.with_lookahead(l as usize).map_err(Error::Hasher)?.into()
+            }
+            (BlockHasher::Sglang(h), KeyForm::Bigram) => h.with_mode(KeyMode::EagleBigram).into(),
+            (_, form) => {
+                return Err(Error::Config(format!(
+                    "{}: {} keys on the wrong engine",
+                    contract.release_id(),
+                    form.name()
+                )))
+            }
+        };
+        Ok(DeploymentKeys {
+            contract,
+            keying,
+            base,
+        })
+    }
+
+    /// The release's contract.
+    pub fn contract(&self) -> &Contract {
+        &self.contract
+    }
+
+    /// The resolved deployment.
+    pub fn keying(&self) -> &Keying {
+        &self.keying
+    }
+
+    /// The hasher of a plain request (no salt, the base model).
+    pub fn hasher(&self) -> &BlockHasher {
+        &self.base
+    }
+
+    /// The hasher of a request with `keys`: the salt as the release keys it (vLLM's
+    /// `cache_salt` extra key on block 0, SGLang's salted chain seed, TensorRT-LLM's salt
+    /// value), the adapter as the release keys it (vLLM's LoRA extra key; SGLang and
+    /// TensorRT-LLM keep adapters out of their published keys, so the hasher stays plain and
+    /// the index answers `unknown` for endpoints serving adapters there).
+    pub fn request_hasher(&self, keys: RequestKeys<'_>) -> Result<BlockHasher, RequestKeysError> {
+        let salt = match keys.cache_salt {
+            None => None,
+            Some(s) => match &self.keying.cache_salt {
+                None => {
+                    return Err(RequestKeysError::SaltUnknown(format!(
+                        "{} has no cacheSalt rule in the catalog",
+                        self.keying.release_id
+                    )))
+                }
+                Some(rules) => match rules.check(s) {
+                    SaltCheck::Salted => Some(s),
+                    SaltCheck::Unsalted => None,
+                    SaltCheck::Rejected(why) => return Err(RequestKeysError::SaltRejected(why)),
+                    SaltCheck::Unknown(why) => return Err(RequestKeysError::SaltUnknown(why)),
+                },
+            },
+        };
+        let adapter = match keys.adapter {
+            None => None,
+            Some(name) => Some(
+                self.keying
+                    .adapter(name)
+                    .ok_or_else(|| RequestKeysError::UnknownAdapter(name.to_string()))?,
+            ),
+        };
+        if salt.is_none() && adapter.is_none() {
+            return Ok(self.base.clone());
+        }
+        let hasher_err = |e: kvhash::Error| RequestKeysError::Hasher(e.to_string());
+        Ok(match &self.base {
+            BlockHasher::Vllm(h) => {
+                let extras = VllmExtras {
+                    lora: adapter.map(|a| LoraKey {
+                        name: a.name.clone(),
+                        path: a.path.clone(),
+                    }),
+                    cache_salt: salt.map(str::to_string),
+                    ..VllmExtras::default()
+                };
+                h.clone().with_extras(extras).map_err(hasher_err)?.into()
+            }
+            BlockHasher::Sglang(h) => h.clone().with_cache_salt(salt).into(),
+            BlockHasher::Trtllm(h) => match (salt, &self.contract.hash()) {
+                (None, _) => h.clone().into(),
+                (Some(s), Some(crate::contract::HashContract::Trtllm(Some(variant)))) => h
+                    .clone()
+                    .with_cache_salt(*variant, s)
+                    .map_err(hasher_err)?
+                    .into(),
+                (Some(_), _) => {
+                    return Err(RequestKeysError::SaltUnknown(format!(
+                        "{}: the salt variant is unknown",
+                        self.keying.release_id
+                    )))
+                }
+            },
+        })
+    }
+
+    /// Whether a request naming an adapter is keyed apart from the base model in the
+    /// engine's events (vLLM: yes; SGLang and TensorRT-LLM releases with
+    /// `loraInHashes: false`: no, and their endpoints serving adapters predict `unknown`).
+    pub fn adapters_in_keys(&self) -> bool {
+        self.keying.adapters_in_keys
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> Engine {
+        self.keying.engine
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::resolve;
+
+    fn keys(engine: Engine, version: &str, yaml: &str) -> Result<DeploymentKeys, Error> {
+        let d = Deployment::parse(yaml.as_bytes(), "<test>").map_err(Error::Contract)?;
+        DeploymentKeys::new(resolve(engine, version)?, &d, "<test>")
+    }
+
+    #[test]
+    fn lookahead_and_bigram_hashers() {
+        let k = keys(
+            Engine::Vllm,
+            "0.33.0",
+            "hashSeed: '0'\nspeculative: {method: eagle, numSpeculativeTokens: 2}\n",
+        )
+        .unwrap();
+        assert_eq!(k.hasher().block_size(), 16);
+        assert_eq!(k.hasher().block_count(33), 2);
+        assert_eq!(k.hasher().block_count(32), 1);
+        let s = keys(
+            Engine::Sglang,
+            "0.5.19",
+            "blockSize: 16\nspeculative: {method: NEXTN, numSpeculativeTokens: 4}\n",
+        )
+        .unwrap();
+        assert_eq!(s.hasher().block_count(33), 2);
+        assert_eq!(s.hasher().block_count(32), 1);
+    }
+
+    #[test]
+    fn salts_follow_the_release_rules() {
+        let k = keys(Engine::Vllm, "0.31.0", "hashSeed: '0'\n").unwrap();
+        let plain = k.request_hasher(RequestKeys::default()).unwrap();
+        let salted = k
+            .request_hasher(RequestKeys {
+                cache_salt: Some("tenant-a"),
+                adapter: None,
+            })
+            .unwrap();
+        let ids: Vec<u32> = (0..32).collect();
+        let (mut a, mut b) = ([0u64; 2], [0u64; 2]);
+        plain.block_hashes_u64(&ids, &mut a).unwrap();
+        salted.block_hashes_u64(&ids, &mut b).unwrap();
+        assert_ne!(a[0], b[0]);
+        for bad in ["", "a/b", "x@y", &"s".repeat(129)] {
+            let e = k
+                .request_hasher(RequestKeys {
+                    cache_salt: Some(bad),
+                    adapter: None,
+                })
+                .unwrap_err();
+            assert_eq!(e.code(), "salt_rejected", "{bad:?}");
+        }
+        // SGLang: the empty salt is no salt.
+        let s = keys(Engine::Sglang, "0.5.19", "blockSize: 16\n").unwrap();
+        let h = s
+            .request_hasher(RequestKeys {
+                cache_salt: Some(""),
+                adapter: None,
+            })
+            .unwrap();
+        let mut c = [0u64; 2];
+        h.block_hashes_u64(&ids, &mut c).unwrap();
+        let mut d = [0u64; 2];
+        s.hasher().block_hashes_u64(&ids, &mut d).unwrap();
+        assert_eq!(c, d);
+        // A release without a cacheSalt rule keeps salted requests out.
+        let old = keys(Engine::Vllm, "0.24.0", "blockSize: 16\nhashSeed: '0'\n").unwrap();
+        let e = old
+            .request_hasher(RequestKeys {
+                cache_salt: Some("t"),
+                adapter: None,
+            })
+            .unwrap_err();
+        assert_eq!(e.code(), "salt_unknown");
+    }
+
+    #[test]
+    fn adapters_are_keyed_by_name_and_path() {
+        let k = keys(
+            Engine::Vllm,
+            "0.31.0",
+            "hashSeed: '0'\nloraAdapters: [{name: sql, path: /a/sql}, {name: chat, path: /a/chat}]\n",
+        )
+        .unwrap();
+        let ids: Vec<u32> = (0..16).collect();
+        let mut out = [[0u64; 1]; 3];
+        for (i, a) in [None, Some("sql"), Some("chat")].into_iter().enumerate() {
+            k.request_hasher(RequestKeys {
+                cache_salt: None,
+                adapter: a,
+            })
+            .unwrap()
+            .block_hashes_u64(&ids, &mut out[i])
+            .unwrap();
+        }
+        assert_ne!(out[0], out[1]);
+        assert_ne!(out[1], out[2]);
+        let e = k
+            .request_hasher(RequestKeys {
+                cache_salt: None,
+                adapter: Some("nope"),
+            })
+            .unwrap_err();
+        assert_eq!(e.code(), "unknown_adapter");
+    }
+}

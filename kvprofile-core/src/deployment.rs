@@ -1,0 +1,689 @@
+//! Deployments: how an endpoint's engine was launched, as far as it changes the block keys
+//! the engine computes or the prefix hits it reports (docs/contracts/gateway-integration.md
+//! §9).
+//!
+//! Operators write a [`Deployment`] where they already describe the engine (the registry's
+//! engine manifest, `deployment:`); gateways pass the same object through the C ABI and Go.
+//! [`Deployment::resolve`] checks it against one catalog [`Release`] and gives the
+//! [`Keying`] every consumer builds from (the hasher, the encoder's adapter names, the index's
+//! hit rule): one value, so the three never disagree. A field the release cannot honour is
+//! refused with the option named ([`crate::Error::DeploymentUnsupported`]); an unknown field
+//! is a schema error ([`DocKind::Deployment`]).
+//!
+//! Which speculative-decoding methods change the keys, and how, is catalog data
+//! (`releases[].deployment.speculative`, proven by cache-hit replays of that deployment); the
+//! rules named there are implemented once, here for their numbers (look-ahead tokens, the
+//! hit offset) and in `kvhash` for the hashing.
+
+use crate::engine::{Engine, HashAlgorithm};
+use crate::error::{DocKind, Error, Result};
+use crate::releases::Release;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// The largest block (page) size a deployment may declare.
+pub const MAX_BLOCK_SIZE: u32 = 1 << 16;
+/// The most LoRA adapters one deployment may declare.
+pub const MAX_ADAPTERS: usize = 4096;
+/// The longest adapter name or path, in bytes.
+pub const MAX_ADAPTER_BYTES: usize = 4096;
+/// The largest deployment document [`Deployment::parse`] reads, in bytes.
+pub const MAX_DOC_BYTES: usize = 1 << 20;
+/// The most speculative tokens a deployment may declare.
+pub const MAX_SPECULATIVE_TOKENS: u32 = 64;
+
+/// How an engine was launched, as far as it changes keys or hits. Every field is optional:
+/// an absent field is the release's default (or, where the release has none, refused when a
+/// consumer needs it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Deployment {
+    /// Tokens per KV block: vLLM `--block-size`, SGLang `--page-size`, TensorRT-LLM
+    /// `tokens_per_block`. Absent: the release's default (`deployment.defaultBlockSize` in
+    /// the catalog), refused where the catalog states none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<u32>,
+    /// vLLM `--prefix-caching-hash-algo`. Absent: the release's default algorithm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_algorithm: Option<HashAlgorithm>,
+    /// vLLM: the engine's `PYTHONHASHSEED`, byte for byte (NONE_HASH, docs/contracts/vllm.md
+    /// §2). Absent: unset. Refused for other engines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_seed: Option<String>,
+    /// Speculative decoding, when the engine runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<Speculative>,
+    /// The LoRA adapters the engine serves (vLLM `--lora-modules name=path`, SGLang
+    /// `--lora-paths name=path`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lora_adapters: Vec<LoraAdapter>,
+    /// SGLang `--kv-events-config` `format` (absent: the release's default format).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_events_format: Option<String>,
+}
+
+/// Speculative decoding as the engine was launched with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Speculative {
+    /// The method as the engine spells it: vLLM `speculative_config.method` (`eagle`,
+    /// `eagle3`, `mtp`, …), SGLang `--speculative-algorithm` (`EAGLE`, `EAGLE3`, `NEXTN`,
+    /// `FROZEN_KV_MTP`, …).
+    pub method: String,
+    /// vLLM `num_speculative_tokens`; SGLang `--speculative-num-draft-tokens`. At least 1.
+    pub num_speculative_tokens: u32,
+    /// vLLM `mtp`: the MTP modules the drafter uses (the draft model's
+    /// `num_nextn_predict_layers`, `n_predict` from 0.34). Absent: 1 (single-module MTP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtp_modules: Option<u32>,
+    /// vLLM `disable_eagle_block_drop`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disable_eagle_block_drop: bool,
+    /// vLLM `disable_lookahead_block_hashes`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disable_lookahead_block_hashes: bool,
+}
+
+/// One LoRA adapter the engine serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LoraAdapter {
+    /// The name clients send (vLLM: the request's `model`; SGLang: `model` = `base:name` or
+    /// `lora_path` = `name`).
+    pub name: String,
+    /// The path the engine was given for it (`--lora-modules name=path`, `--lora-paths
+    /// name=path`): vLLM ≥ 0.31 keys it into every block hash.
+    pub path: String,
+}
+
+/// The per-release deployment rules of the catalog (`releases[].deployment`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeploymentRules {
+    /// The block size the engine uses when none is given (vLLM `CacheConfig`'s default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_block_size: Option<u32>,
+    /// Speculative-decoding methods whose keys and hits are known for the release.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub speculative: Vec<SpeculativeRule>,
+    /// SGLang KV-event formats (`--kv-events-config` `format`) whose events the release's
+    /// schema decodes; absent: only the default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kv_events_formats: Vec<String>,
+    /// Which `cache_salt` values the release's serving path accepts and keys; absent: the
+    /// release's salt handling on the request path is not known, and salted requests stay
+    /// refused on the gateway's path (`cache_salt`, strict rule 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_salt: Option<SaltRules>,
+}
+
+/// The `cache_salt` values an engine release accepts on its request path
+/// (`releases[].deployment.cacheSalt`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SaltRules {
+    /// What the empty string does: `rejected` (the engine answers 400), `absent` (the
+    /// request is unsalted) or `unknown` (no vector shows it: kvexact refuses to key it).
+    pub empty: String,
+    /// The longest salt accepted, in characters (Unicode scalar values); absent: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chars: Option<u32>,
+    /// Characters the engine rejects in a salt.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub forbidden: String,
+    /// Vectors (files under `testdata/vectors/`) whose salted cases prove the salt's keys
+    /// for the release.
+    pub vectors: Vec<String>,
+}
+
+/// Why a request's `cache_salt` cannot be keyed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SaltCheck {
+    /// The salt is keyed as given.
+    Salted,
+    /// The engine treats the request as unsalted (SGLang's empty salt).
+    Unsalted,
+    /// The engine rejects the request (HTTP 400), with the reason it gives.
+    Rejected(String),
+    /// What the engine does with this salt is not known: kvexact refuses to key it.
+    Unknown(String),
+}
+
+impl SaltRules {
+    /// What the release does with `salt`.
+    pub fn check(&self, salt: &str) -> SaltCheck {
+        if salt.is_empty() {
+            return match self.empty.as_str() {
+                "absent" => SaltCheck::Unsalted,
+                "rejected" => {
+                    SaltCheck::Rejected("cache_salt must be a non-empty string if provided".into())
+                }
+                _ => SaltCheck::Unknown("no vector shows how the engine keys an empty salt".into()),
+            };
+        }
+        if let Some(max) = self.max_chars {
+            if salt.chars().count() > max as usize {
+                return SaltCheck::Rejected(format!("cache_salt must be at most {max} characters"));
+            }
+        }
+        if let Some(c) = salt.chars().find(|c| self.forbidden.contains(*c)) {
+            return SaltCheck::Rejected(format!("cache_salt must not contain {c:?}"));
+        }
+        SaltCheck::Salted
+    }
+}
+
+/// Speculative-decoding methods that key blocks by one rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SpeculativeRule {
+    /// The rule: `vllm-lookahead` (each block hash also covers the next L tokens, L = 1, or
+    /// the number of speculative tokens for multi-module MTP; no hit past ⌊(n − L)/B⌋
+    /// blocks) or `sglang-bigram` (the radix tree keys token bigrams; no hit past
+    /// ⌊(n − 2)/P⌋ pages).
+    pub keys: String,
+    /// The methods, spelled as the engine spells them.
+    pub methods: Vec<String>,
+    /// Cache-hit replays of such a deployment that prove the rule for this release.
+    pub vectors: Vec<String>,
+}
+
+/// What a deployment changes in the keys, resolved against one release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyForm {
+    /// The release's plain block keys.
+    Plain,
+    /// vLLM look-ahead hashing: each block hash also covers the next `L` tokens
+    /// (`num_hash_lookahead_tokens`).
+    Lookahead(u32),
+    /// SGLang EAGLE: pages of token bigrams `(t_j, t_j+1)`.
+    Bigram,
+}
+
+impl KeyForm {
+    /// How many tokens a prefix hit stays behind the prompt's end at least: 1 (the last
+    /// prompt token is always computed), `L` for look-ahead keys (a block is keyed only
+    /// once its next `L` tokens exist), 2 for bigram pages (`n` tokens make `n − 1`
+    /// bigrams, of which the last is always computed).
+    pub fn hit_offset(self) -> usize {
+        match self {
+            KeyForm::Plain => 1,
+            KeyForm::Lookahead(l) => (l as usize).max(1),
+            KeyForm::Bigram => 2,
+        }
+    }
+
+    /// A short name (`plain`, `lookahead-3`, `bigram`).
+    pub fn name(self) -> String {
+        match self {
+            KeyForm::Plain => "plain".into(),
+            KeyForm::Lookahead(l) => format!("lookahead-{l}"),
+            KeyForm::Bigram => "bigram".into(),
+        }
+    }
+}
+
+/// A deployment resolved against one release: everything the hasher, the encoder and the
+/// index build from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keying {
+    /// The catalog release id.
+    pub release_id: String,
+    /// The engine.
+    pub engine: Engine,
+    /// Tokens per block (page).
+    pub block_size: u32,
+    /// The block-hash algorithm.
+    pub hash_algorithm: HashAlgorithm,
+    /// vLLM `PYTHONHASHSEED` (`None` = unset).
+    pub hash_seed: Option<String>,
+    /// What speculative decoding does to the keys.
+    pub key_form: KeyForm,
+    /// The cache-hit replays that prove `key_form` for the release (empty for plain keys,
+    /// which the release's own replays prove).
+    pub key_form_vectors: Vec<String>,
+    /// The adapters served, in the order declared.
+    pub adapters: Vec<LoraAdapter>,
+    /// Whether the release's events show an adapter's blocks apart from the base model's
+    /// (catalog `prefixHit.loraInHashes`); where not, an endpoint serving adapters is
+    /// predicted `unknown`.
+    pub adapters_in_keys: bool,
+    /// The `cache_salt` values the release keys (`None`: salted requests are refused).
+    pub cache_salt: Option<SaltRules>,
+}
+
+impl Keying {
+    /// The adapter a client names, if the deployment serves it.
+    pub fn adapter(&self, name: &str) -> Option<&LoraAdapter> {
+        self.adapters.iter().find(|a| a.name == name)
+    }
+}
+
+/// The rule name of vLLM look-ahead hashing.
+pub const RULE_VLLM_LOOKAHEAD: &str = "vllm-lookahead";
+/// The rule name of SGLang's bigram radix keys.
+pub const RULE_SGLANG_BIGRAM: &str = "sglang-bigram";
+
+impl DeploymentRules {
+    /// Structural checks of a catalog entry (`field` is the entry's path for errors).
+    pub(crate) fn validate(
+        &self,
+        engine: Engine,
+        lookahead: bool,
+        path: &str,
+        field: &str,
+    ) -> Result<()> {
+        let bad = |f: String, d: String| Err(Error::invalid(DocKind::ContractCatalog, path, f, d));
+        if let Some(b) = self.default_block_size {
+            if b == 0 || b > MAX_BLOCK_SIZE {
+                return bad(
+                    format!("{field}.defaultBlockSize"),
+                    format!("{b} out of range"),
+                );
+            }
+        }
+        let mut methods = BTreeSet::new();
+        for (i, r) in self.speculative.iter().enumerate() {
+            let f = format!("{field}.speculative[{i}]");
+            let ok = match r.keys.as_str() {
+                RULE_VLLM_LOOKAHEAD => engine == Engine::Vllm && lookahead,
+                RULE_SGLANG_BIGRAM => engine == Engine::Sglang,
+                _ => false,
+            };
+            if !ok {
+                return bad(
+                    format!("{f}.keys"),
+                    format!("{:?} is not a rule {engine} has here", r.keys),
+                );
+            }
+            if r.methods.is_empty() || r.vectors.is_empty() {
+                return bad(f, "methods and vectors must be non-empty".into());
+            }
+            for m in &r.methods {
+                if !methods.insert(m.as_str()) {
+                    return bad(format!("{f}.methods"), format!("{m:?} listed twice"));
+                }
+            }
+        }
+        if let Some(c) = &self.cache_salt {
+            if !matches!(c.empty.as_str(), "rejected" | "absent" | "unknown")
+                || c.vectors.is_empty()
+            {
+                return bad(
+                    format!("{field}.cacheSalt"),
+                    "empty must be rejected, absent or unknown, and vectors non-empty".into(),
+                );
+            }
+        }
+        if !self.kv_events_formats.is_empty() && engine != Engine::Sglang {
+            return bad(
+                format!("{field}.kvEventsFormats"),
+                "only SGLang has event formats to choose".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Deployment {
+    /// Strict parse of a deployment document (YAML or JSON), as the C ABI and the CLI take
+    /// it; `path` names it in errors.
+    pub fn parse(bytes: &[u8], path: &str) -> Result<Self> {
+        if bytes.len() > MAX_DOC_BYTES {
+            return Err(Error::TooLarge {
+                path: path.to_string(),
+                size: bytes.len() as u64,
+                cap: MAX_DOC_BYTES as u64,
+            });
+        }
+        let d: Deployment = serde_yaml::from_slice(bytes)
+            .map_err(|e| Error::schema(DocKind::Deployment, path, e))?;
+        d.check_shape(path)?;
+        Ok(d)
+    }
+
+    /// Checks what does not depend on the release: bounds, unique adapter names.
+    pub fn check_shape(&self, path: &str) -> Result<()> {
+        let bad = |f: &str, d: String| Err(Error::invalid(DocKind::Deployment, path, f, d));
+        if let Some(b) = self.block_size {
+            if b == 0 || b > MAX_BLOCK_SIZE {
+                return bad("blockSize", format!("{b}: must be 1 to {MAX_BLOCK_SIZE}"));
+            }
+        }
+        if let Some(s) = &self.speculative {
+            if s.method.is_empty() || s.method.len() > 64 {
+                return bad("speculative.method", "must be 1 to 64 bytes".into());
+            }
+            if s.num_speculative_tokens == 0 || s.num_speculative_tokens > MAX_SPECULATIVE_TOKENS {
+                return bad(
+                    "speculative.numSpeculativeTokens",
+                    format!("must be 1 to {MAX_SPECULATIVE_TOKENS}"),
+                );
+            }
+            if s.mtp_modules == Some(0) || s.mtp_modules.is_some_and(|m| m > 64) {
+                return bad("speculative.mtpModules", "must be 1 to 64".into());
+            }
+        }
+        if self.lora_adapters.len() > MAX_ADAPTERS {
+            return bad("loraAdapters", format!("more than {MAX_ADAPTERS} adapters"));
+        }
+        let mut names = BTreeSet::new();
+        for (i, a) in self.lora_adapters.iter().enumerate() {
+            let f = format!("loraAdapters[{i}]");
+            if a.name.is_empty() || a.name.len() > MAX_ADAPTER_BYTES || a.name.contains('\0') {
+                return bad(&f, "name must be 1 to 4096 bytes without NUL".into());
+            }
+            if a.path.len() > MAX_ADAPTER_BYTES || a.path.contains('\0') {
+                return bad(&f, "path must be at most 4096 bytes without NUL".into());
+            }
+            if !names.insert(a.name.as_str()) {
+                return bad(&f, format!("adapter {:?} declared twice", a.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves the deployment against `release`: the keys and hit rule it implies, or
+    /// [`Error::DeploymentUnsupported`] naming the first option the release cannot honour.
+    pub fn resolve(&self, release: &Release, path: &str) -> Result<Keying> {
+        self.check_shape(path)?;
+        let refuse = |option: &str, detail: String| {
+            Err(Error::DeploymentUnsupported {
+                path: path.to_string(),
+                release: release.id.clone(),
+                option: option.to_string(),
+                detail,
+            })
+        };
+        let Some(hash) = &release.hash else {
+            return refuse(
+                "engineVersion",
+                format!("{} has no KV plane to key", release.id),
+            );
+        };
+        let rules = release.deployment.clone().unwrap_or_default();
+        let block_size = match (self.block_size, rules.default_block_size) {
+            (Some(b), _) => b,
+            (None, Some(b)) => b,
+            (None, None) => {
+                return refuse(
+                    "blockSize",
+                    "the catalog states no default block size for this release: declare it".into(),
+                )
+            }
+        };
+        let hash_algorithm = self.hash_algorithm.unwrap_or(hash.default_algorithm);
+        if !hash.algorithms.contains(&hash_algorithm) {
+            return refuse(
+                "hashAlgorithm",
+                format!(
+                    "{} is not an algorithm of {}",
+                    hash_algorithm.as_str(),
+                    release.id
+                ),
+            );
+        }
+        if self.hash_seed.is_some() && release.engine != Engine::Vllm {
+            return refuse("hashSeed", format!("{} keys no hash seed", release.engine));
+        }
+        if let Some(f) = &self.kv_events_format {
+            let known = f == "default" || rules.kv_events_formats.iter().any(|k| k == f);
+            if release.engine != Engine::Sglang {
+                return refuse(
+                    "kvEventsFormat",
+                    format!("{} has no event formats to choose", release.engine),
+                );
+            }
+            if !known {
+                return refuse(
+                    "kvEventsFormat",
+                    format!(
+                        "format {f:?}: no vectors prove its events for {}",
+                        release.id
+                    ),
+                );
+            }
+        }
+        let (key_form, key_form_vectors) = match &self.speculative {
+            None => (KeyForm::Plain, Vec::new()),
+            Some(s) => {
+                let Some(rule) = rules
+                    .speculative
+                    .iter()
+                    .find(|r| r.methods.iter().any(|m| *m == s.method))
+                else {
+                    return refuse(
+                        "speculative.method",
+                        format!(
+                            "{:?}: no vectors prove the keys and hits of {} under it{}",
+                            s.method,
+                            release.id,
+                            if rules.speculative.is_empty() {
+                                String::new()
+                            } else {
+                                format!(
+                                    " (proven: {})",
+                                    rules
+                                        .speculative
+                                        .iter()
+                                        .flat_map(|r| r.methods.iter().map(String::as_str))
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                )
+                            }
+                        ),
+                    );
+                };
+                let form = match rule.keys.as_str() {
+                    RULE_VLLM_LOOKAHEAD => {
+                        if s.disable_eagle_block_drop {
+                            return refuse(
+                                "speculative.disableEagleBlockDrop",
+                                "no vectors prove keys or hits with the block drop disabled".into(),
+                            );
+                        }
+                        if s.disable_lookahead_block_hashes {
+                            return refuse(
+                                "speculative.disableLookaheadBlockHashes",
+                                "the EAGLE last-block drop without look-ahead hashes is not \
+                                 proven by any vector"
+                                    .into(),
+                            );
+                        }
+                        let modules = s.mtp_modules.unwrap_or(1);
+                        let multi = s.method == "mtp" && modules.min(s.num_speculative_tokens) > 1;
+                        KeyForm::Lookahead(if multi { s.num_speculative_tokens } else { 1 })
+                    }
+                    RULE_SGLANG_BIGRAM => {
+                        if s.mtp_modules.is_some()
+                            || s.disable_eagle_block_drop
+                            || s.disable_lookahead_block_hashes
+                        {
+                            return refuse(
+                                "speculative",
+                                "mtpModules and the block-drop options are vLLM's".into(),
+                            );
+                        }
+                        KeyForm::Bigram
+                    }
+                    other => return refuse("speculative", format!("unknown key rule {other:?}")),
+                };
+                (form, rule.vectors.clone())
+            }
+        };
+        if let KeyForm::Lookahead(l) = key_form {
+            if l as u64 > u64::from(block_size) {
+                return refuse(
+                    "speculative.numSpeculativeTokens",
+                    format!(
+                        "multi-module MTP with prefix caching needs blockSize ({block_size}) \
+                         >= the look-ahead ({l}); the engine refuses to start"
+                    ),
+                );
+            }
+        }
+        if release.engine == Engine::Vllm
+            && !self.lora_adapters.is_empty()
+            && hash.extra_keys.as_deref() == Some("K3")
+        {
+            if let Some(a) = self.lora_adapters.iter().find(|a| a.path.is_empty()) {
+                return refuse(
+                    "loraAdapters",
+                    format!(
+                        "adapter {:?} has no path: {} keys the adapter's path into every \
+                         block hash",
+                        a.name, release.id
+                    ),
+                );
+            }
+        }
+        let adapters_in_keys = release
+            .prefix_hit
+            .as_ref()
+            .is_some_and(|p| p.lora_in_hashes);
+        Ok(Keying {
+            release_id: release.id.clone(),
+            engine: release.engine,
+            block_size,
+            hash_algorithm,
+            hash_seed: self.hash_seed.clone(),
+            key_form,
+            key_form_vectors,
+            adapters: self.lora_adapters.clone(),
+            adapters_in_keys,
+            cache_salt: rules.cache_salt.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn release(id: &str, version: &str) -> Release {
+        let cat = crate::contracts::builtin().unwrap();
+        let r = cat
+            .resolve_release(
+                if id == "sglang" {
+                    Engine::Sglang
+                } else {
+                    Engine::Vllm
+                },
+                version,
+            )
+            .unwrap();
+        r.clone()
+    }
+
+    fn parse(s: &str) -> Result<Deployment> {
+        Deployment::parse(s.as_bytes(), "<test>")
+    }
+
+    #[test]
+    fn unknown_field_is_a_schema_error() {
+        let e = parse("blockSize: 16\nspeculativ: {}\n").unwrap_err();
+        assert_eq!(e.code(), "DEPLOYMENT_SCHEMA");
+        let e =
+            parse("speculative: {method: eagle, numSpeculativeTokens: 2, extra: 1}\n").unwrap_err();
+        assert_eq!(e.code(), "DEPLOYMENT_SCHEMA");
+    }
+
+    #[test]
+    fn shape_errors_name_the_field() {
+        let e = parse("blockSize: 0\n").unwrap_err();
+        assert_eq!(e.code(), "DEPLOYMENT_INVALID");
+        assert!(e.to_string().contains("blockSize"), "{e}");
+        let e = parse("loraAdapters: [{name: a, path: /x}, {name: a, path: /y}]\n").unwrap_err();
+        assert!(e.to_string().contains("declared twice"), "{e}");
+        let e = parse("speculative: {method: eagle, numSpeculativeTokens: 0}\n").unwrap_err();
+        assert!(e.to_string().contains("numSpeculativeTokens"), "{e}");
+    }
+
+    #[test]
+    fn vllm_lookahead_per_method() {
+        let r = release("vllm", "0.33.0");
+        let k = |s: &str| parse(s).unwrap().resolve(&r, "<test>");
+        let eagle =
+            k("blockSize: 16\nspeculative: {method: eagle, numSpeculativeTokens: 2}\n").unwrap();
+        assert_eq!(eagle.key_form, KeyForm::Lookahead(1));
+        assert_eq!(eagle.key_form.hit_offset(), 1);
+        let single =
+            k("blockSize: 16\nspeculative: {method: mtp, numSpeculativeTokens: 3}\n").unwrap();
+        assert_eq!(single.key_form, KeyForm::Lookahead(1));
+        let multi = k(
+            "blockSize: 16\nspeculative: {method: mtp, numSpeculativeTokens: 3, mtpModules: 3}\n",
+        )
+        .unwrap();
+        assert_eq!(multi.key_form, KeyForm::Lookahead(3));
+        assert_eq!(multi.key_form.hit_offset(), 3);
+        let e = k("blockSize: 16\nspeculative: {method: ngram, numSpeculativeTokens: 3}\n")
+            .unwrap_err();
+        assert_eq!(e.code(), "DEPLOYMENT_UNSUPPORTED");
+        assert!(e.to_string().contains("speculative.method"), "{e}");
+        let e = k(
+            "blockSize: 16\nspeculative: {method: eagle, numSpeculativeTokens: 2, \
+                   disableLookaheadBlockHashes: true}\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("disableLookaheadBlockHashes"), "{e}");
+        let e = k(
+            "blockSize: 2\nspeculative: {method: mtp, numSpeculativeTokens: 3, mtpModules: 3}\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("blockSize"), "{e}");
+    }
+
+    #[test]
+    fn releases_without_the_rule_refuse_speculative_decoding() {
+        let r = release("vllm", "0.31.0");
+        let e = parse("blockSize: 16\nspeculative: {method: eagle, numSpeculativeTokens: 2}\n")
+            .unwrap()
+            .resolve(&r, "<test>")
+            .unwrap_err();
+        assert_eq!(e.code(), "DEPLOYMENT_UNSUPPORTED");
+    }
+
+    #[test]
+    fn sglang_bigram_and_options_that_are_not_sglangs() {
+        let r = release("sglang", "0.5.19");
+        let k = parse("blockSize: 16\nspeculative: {method: EAGLE, numSpeculativeTokens: 4}\n")
+            .unwrap()
+            .resolve(&r, "<test>")
+            .unwrap();
+        assert_eq!(k.key_form, KeyForm::Bigram);
+        assert_eq!(k.key_form.hit_offset(), 2);
+        let e = parse("blockSize: 16\nhashSeed: '0'\n")
+            .unwrap()
+            .resolve(&r, "<t>")
+            .unwrap_err();
+        assert!(e.to_string().contains("hashSeed"), "{e}");
+        let e = parse("blockSize: 16\nkvEventsFormat: dynamo\n")
+            .unwrap()
+            .resolve(&r, "<t>")
+            .unwrap_err();
+        assert!(e.to_string().contains("kvEventsFormat"), "{e}");
+        let e = parse("{}").unwrap().resolve(&r, "<t>").unwrap_err();
+        assert!(e.to_string().contains("blockSize"), "{e}");
+    }
+
+    #[test]
+    fn vllm_adapters_need_their_path_from_0_31() {
+        let r = release("vllm", "0.31.0");
+        let e = parse("blockSize: 16\nloraAdapters: [{name: sql, path: ''}]\n")
+            .unwrap()
+            .resolve(&r, "<t>")
+            .unwrap_err();
+        assert!(e.to_string().contains("loraAdapters"), "{e}");
+        let k = parse("blockSize: 16\nloraAdapters: [{name: sql, path: /a/sql}]\n")
+            .unwrap()
+            .resolve(&r, "<t>")
+            .unwrap();
+        assert_eq!(k.adapter("sql").map(|a| a.path.as_str()), Some("/a/sql"));
+        assert!(k.adapters_in_keys);
+        let e = parse("blockSize: 16\nhashAlgorithm: sha256_sglang\n")
+            .unwrap()
+            .resolve(&r, "<t>")
+            .unwrap_err();
+        assert!(e.to_string().contains("hashAlgorithm"), "{e}");
+    }
+}
