@@ -55,6 +55,10 @@ const (
 	// does not define the engine's behaviour for it (error code "LIFT_NOT_ALLOWED"), refused
 	// when the encoder is built.
 	ErrLiftNotAllowed Status = C.KVEXACT_ERR_LIFT_NOT_ALLOWED
+	// ErrDeploymentUnsupported: a deployment option the engine release cannot be keyed under
+	// (error code "DEPLOYMENT_UNSUPPORTED", the message naming the option), refused when the
+	// deployment is resolved.
+	ErrDeploymentUnsupported Status = C.KVEXACT_ERR_DEPLOYMENT_UNSUPPORTED
 )
 
 // Former names of two statuses, kept for existing callers.

@@ -229,6 +229,14 @@
 #define KVEXACT_DRIFT_MAX_CAPACITY (1 << 24)
 
 /**
+ * The lift bit of `KVEXACT_REFUSAL_CACHE_SALT` (`1 << code`), for
+ * `kvexact_encoder_options.lifted`: liftable where the engine release's salt handling is
+ * catalog data (`deployment.cacheSalt`); the prompt is rendered as without the salt, and a
+ * deployment's hasher (`kvexact_hasher_new_for_deployment`) keys it.
+ */
+#define KVEXACT_REFUSAL_BIT_CACHE_SALT (1 << KVEXACT_REFUSAL_CACHE_SALT)
+
+/**
  * The lift bit of `KVEXACT_REFUSAL_TOOLS` (`1 << code`), for `kvexact_encoder_options.lifted`.
  */
 #define KVEXACT_REFUSAL_BIT_TOOLS (1 << KVEXACT_REFUSAL_TOOLS)
@@ -282,6 +290,13 @@
  * by one caller at a time (not for concurrent use). Free with `kvexact_challenge_free`.
  */
 typedef struct kvexact_challenge kvexact_challenge;
+
+/**
+ * A deployment resolved against one engine release. Opaque, immutable and
+ * reference-counted: share one pointer between any number of threads; free each reference
+ * once with `kvexact_deployment_free`.
+ */
+typedef struct kvexact_deployment kvexact_deployment;
 
 /**
  * A drift verifier for one endpoint: re-derives every block hash its KV events publish under
@@ -505,11 +520,10 @@ typedef struct {
 typedef uint32_t kvexact_refusal;
 
 /**
- * Which engine hash chain a hasher computes (`KVEXACT_SHA256_CBOR` …). Values 0–3 are
- * §6.4's; 4 and 5 add vLLM's pickle-serialised variants; `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT`
- * (only for `kvexact_hasher_new_for_contract`) asks for the contract's default.
+ * An engine family, for the judges and `kvexact_contract_resolve`: `KVEXACT_VLLM`,
+ * `KVEXACT_SGLANG`, `KVEXACT_TRTLLM`.
  */
-typedef uint32_t kvexact_hash_algo;
+typedef uint32_t kvexact_engine;
 
 /**
  * Options of `kvexact_hasher_new_with_options` and
@@ -551,6 +565,98 @@ typedef struct {
    */
   const kvexact_hasher *share_cache_with;
 } kvexact_hasher_options;
+
+/**
+ * A request's keys beyond its token ids, for `kvexact_block_hashes_keyed`. Zero-initialise it
+ * and set `struct_size` to `sizeof(kvexact_request_keys)`; the struct only ever grows at its
+ * end.
+ */
+typedef struct {
+  /**
+   * `sizeof(kvexact_request_keys)` as the caller compiled it.
+   */
+  uint32_t struct_size;
+  /**
+   * 1: the request has a `cache_salt` (`cache_salt` / `cache_salt_len`, UTF-8, may be
+   * empty); 0: none.
+   */
+  uint32_t has_cache_salt;
+  /**
+   * The salt's bytes (borrowed for the call).
+   */
+  const uint8_t *cache_salt;
+  /**
+   * Length of `cache_salt` in bytes.
+   */
+  size_t cache_salt_len;
+  /**
+   * The adapter the request names (its name as the deployment declares it, UTF-8,
+   * borrowed for the call); NULL for the base model.
+   */
+  const uint8_t *adapter;
+  /**
+   * Length of `adapter` in bytes.
+   */
+  size_t adapter_len;
+} kvexact_request_keys;
+
+/**
+ * The kind of a KV-cache group (`kvexact_index_group.kind`): `KVEXACT_GROUP_FULL_ATTENTION`
+ * or `KVEXACT_GROUP_SLIDING_WINDOW`.
+ */
+typedef uint32_t kvexact_group_kind;
+
+/**
+ * One KV-cache group of the served model, in the engine's order (vLLM `group_idx`).
+ */
+typedef struct {
+  /**
+   * `KVEXACT_GROUP_FULL_ATTENTION` or `KVEXACT_GROUP_SLIDING_WINDOW`.
+   */
+  kvexact_group_kind kind;
+  /**
+   * Tokens per block of this group (the replays prove only the hash block size).
+   */
+  uint32_t block_size;
+  /**
+   * Sliding-window groups: the window in tokens (vLLM `sliding_window`, >= 1); 0 for
+   * full attention.
+   */
+  uint32_t sliding_window;
+} kvexact_index_group;
+
+/**
+ * Options of `kvexact_index_new`. Zero-initialise it and set `struct_size` to
+ * `sizeof(kvexact_index_options)`: every zero field is the default, and NULL instead of the
+ * struct means all defaults. The struct only ever grows at its end.
+ */
+typedef struct {
+  /**
+   * `sizeof(kvexact_index_options)` as the caller compiled it.
+   */
+  uint32_t struct_size;
+  /**
+   * The most endpoint × rank slots the index holds (a hard bound on its bookkeeping);
+   * 0 = `KVEXACT_INDEX_DEFAULT_MAX_SLOTS`, at most `KVEXACT_INDEX_MAX_SLOTS`.
+   */
+  uint32_t max_slots;
+  /**
+   * The served model's KV-cache groups, group 0 first (borrowed for the call); NULL with
+   * `n_groups` 0 = one full-attention group of the index's block size.
+   */
+  const kvexact_index_group *groups;
+  /**
+   * Number of `groups` (at most 8).
+   */
+  size_t n_groups;
+} kvexact_index_options;
+
+/**
+ * Which engine hash chain a hasher computes (`KVEXACT_SHA256_CBOR` …). Values 0–3 are
+ * §6.4's; 4 and 5 add vLLM's pickle-serialised variants; `KVEXACT_HASH_ALGO_CONTRACT_DEFAULT`
+ * (only for `kvexact_hasher_new_for_contract`) asks for the contract's default.
+ */
+typedef uint32_t kvexact_hash_algo;
 
 /**
  * One request of `kvexact_route_keys_batch`: a chat body (`len` bytes, borrowed for the
@@ -639,57 +745,6 @@ typedef struct {
    */
   uint64_t capacity;
 } kvexact_cache_stats;
-
-/**
- * The kind of a KV-cache group (`kvexact_index_group.kind`): `KVEXACT_GROUP_FULL_ATTENTION`
- * or `KVEXACT_GROUP_SLIDING_WINDOW`.
- */
-typedef uint32_t kvexact_group_kind;
-
-/**
- * One KV-cache group of the served model, in the engine's order (vLLM `group_idx`).
- */
-typedef struct {
-  /**
-   * `KVEXACT_GROUP_FULL_ATTENTION` or `KVEXACT_GROUP_SLIDING_WINDOW`.
-   */
-  kvexact_group_kind kind;
-  /**
-   * Tokens per block of this group (the replays prove only the hash block size).
-   */
-  uint32_t block_size;
-  /**
-   * Sliding-window groups: the window in tokens (vLLM `sliding_window`, >= 1); 0 for
-   * full attention.
-   */
-  uint32_t sliding_window;
-} kvexact_index_group;
-
-/**
- * Options of `kvexact_index_new`. Zero-initialise it and set `struct_size` to
- * `sizeof(kvexact_index_options)`: every zero field is the default, and NULL instead of the
- * struct means all defaults. The struct only ever grows at its end.
- */
-typedef struct {
-  /**
-   * `sizeof(kvexact_index_options)` as the caller compiled it.
-   */
-  uint32_t struct_size;
-  /**
-   * The most endpoint × rank slots the index holds (a hard bound on its bookkeeping);
-   * 0 = `KVEXACT_INDEX_DEFAULT_MAX_SLOTS`, at most `KVEXACT_INDEX_MAX_SLOTS`.
-   */
-  uint32_t max_slots;
-  /**
-   * The served model's KV-cache groups, group 0 first (borrowed for the call); NULL with
-   * `n_groups` 0 = one full-attention group of the index's block size.
-   */
-  const kvexact_index_group *groups;
-  /**
-   * Number of `groups` (at most 8).
-   */
-  size_t n_groups;
-} kvexact_index_options;
 
 /**
  * One endpoint (an engine replica) for `kvexact_index_add_endpoint`. Zero-initialise it and
@@ -1016,12 +1071,6 @@ typedef struct {
    */
   int64_t event_id;
 } kvexact_event;
-
-/**
- * An engine family, for the judges and `kvexact_contract_resolve`: `KVEXACT_VLLM`,
- * `KVEXACT_SGLANG`, `KVEXACT_TRTLLM`.
- */
-typedef uint32_t kvexact_engine;
 
 /**
  * One probe/challenge outcome.
@@ -1663,6 +1712,14 @@ typedef struct {
 #define KVEXACT_ERR_LIFT_NOT_ALLOWED (-142)
 
 /**
+ * A deployment option the engine release cannot be keyed under (error code
+ * `"DEPLOYMENT_UNSUPPORTED"`, its message naming the option and why: no vectors prove the
+ * release's keys or hits under it, or the release has no such option): refused when the
+ * deployment is resolved (`kvexact_deployment_new`), never at request time.
+ */
+#define KVEXACT_ERR_DEPLOYMENT_UNSUPPORTED (-143)
+
+/**
  * The engine release has no prefix-hit rule in the contract catalog, or the index's KV-cache
  * groups are outside what its rule states (error code `"PREFIX_HIT_RULE"`): the prefix
  * index refuses rather than guess the engine's hit rule (`kvexact_index_new`).
@@ -2292,6 +2349,166 @@ kvexact_status kvexact_render_chat(const kvexact_encoder *encoder,
                                    size_t cap,
                                    size_t *len_out,
                                    kvexact_refusal *refusal_out);
+
+/**
+ * Resolves a deployment document against the release of `engine` at `engine_version`
+ * (NUL-terminated, as the engine reports it). `doc` / `doc_len`: the deployment as JSON or
+ * YAML (the engine manifest's `deployment` object, docs/contracts/gateway-integration.md §9):
+ * `blockSize`, `hashAlgorithm`, `hashSeed`, `speculative` (`method`,
+ * `numSpeculativeTokens`, `mtpModules`, `disableEagleBlockDrop`,
+ * `disableLookaheadBlockHashes`), `loraAdapters` (`name`, `path`), `kvEventsFormat`; an
+ * empty document (`{}`) is the release's defaults.
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`; otherwise, with an error object:
+ * `KVEXACT_ERR_DEPLOYMENT_UNSUPPORTED` (code `"DEPLOYMENT_UNSUPPORTED"`, the message naming
+ * the option and why: e.g. a speculative method no vectors prove for the release, no block
+ * size where the release states no default), `KVEXACT_ERR_INVALID_ARGUMENT` (an unknown field
+ * or a wrong type: code `"DEPLOYMENT_SCHEMA"`; a value out of range or an adapter declared
+ * twice: `"DEPLOYMENT_INVALID"`; `engine` not a KV engine; a hasher the release cannot build,
+ * e.g. an unset seed under NONE_HASH rule A), `KVEXACT_ERR_UNKNOWN_ENGINE_VERSION`,
+ * `KVEXACT_ERR_NONE_HASH_UNREPRODUCIBLE`, `KVEXACT_ERR_NULL_ARGUMENT`. `*out` is not written
+ * on failure.
+ *
+ * Ownership: the caller owns `*out` (free with `kvexact_deployment_free`) and `*err`; the
+ * arguments are only read during the call.
+ *
+ * # Safety
+ * `engine_version` is NULL or NUL-terminated; `doc` is valid for `doc_len` bytes; `out` and
+ * `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_deployment_new(kvexact_engine engine,
+                                      const char *engine_version,
+                                      const uint8_t *doc,
+                                      size_t doc_len,
+                                      kvexact_deployment **out,
+                                      kvexact_error **err);
+
+/**
+ * The deployment an engine manifest declares (`deployment:`; absent: the release's
+ * defaults), resolved against the release of `engine` at the manifest's `engineVersion`.
+ * Statuses as `kvexact_deployment_new`; the error's path is the manifest's.
+ *
+ * # Safety
+ * `manifest` is NULL or live; `out` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_deployment_from_manifest(const kvexact_manifest *manifest,
+                                                kvexact_engine engine,
+                                                kvexact_deployment **out,
+                                                kvexact_error **err);
+
+/**
+ * Takes another reference to `deployment` and returns it (NULL when `deployment` is NULL).
+ *
+ * Ownership: the caller owns the returned reference and frees it with
+ * `kvexact_deployment_free`.
+ *
+ * # Safety
+ * `deployment` is NULL or live.
+ */
+const kvexact_deployment *kvexact_deployment_retain(const kvexact_deployment *deployment);
+
+/**
+ * Releases one reference to a deployment. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `deployment` is NULL or a reference from `kvexact_deployment_new*` or
+ * `kvexact_deployment_retain` not released before.
+ */
+void kvexact_deployment_free(const kvexact_deployment *deployment);
+
+/**
+ * The resolved deployment as JSON (UTF-8, not NUL-terminated): `{"release", "engine",
+ * "blockSize", "hashAlgorithm", "hashSeed", "keyForm" ("plain", "lookahead-L", "bigram"),
+ * "hitOffset", "keyFormVectors", "adapters": [{"name", "path"}], "adaptersInKeys",
+ * "cacheSalt"}` — what the hasher and the index are built from, for logs and operators.
+ * Size query and statuses as `kvexact_contracts_json`.
+ *
+ * # Safety
+ * `deployment` is NULL or live; `buf` is NULL or valid for `cap` writes; `len` is NULL or
+ * valid for one write.
+ */
+kvexact_status kvexact_deployment_json(const kvexact_deployment *deployment,
+                                       uint8_t *buf,
+                                       size_t cap,
+                                       size_t *len);
+
+/**
+ * A hasher of the deployment: its release's rules, block size, algorithm, seed and key form
+ * (vLLM look-ahead, SGLang bigram pages). It hashes plain requests (no salt, the base model)
+ * through every hash call; `kvexact_block_hashes_keyed` hashes a request with a salt or an
+ * adapter; and `kvexact_route_keys` / `kvexact_index_route_predict` given this hasher key
+ * each request's `cache_salt` and adapter from its body (an encoder must lift `cache_salt`,
+ * `kvexact_encoder_options.lifted`, for salted requests to reach the hasher). `options`:
+ * NULL or a `kvexact_hasher_options` (the prefix-chain cache), as
+ * `kvexact_hasher_new_with_options`.
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`; `KVEXACT_ERR_INVALID_ARGUMENT` (bad
+ * options), `KVEXACT_ERR_NULL_ARGUMENT`, with an error object. `*out` is not written on
+ * failure.
+ *
+ * # Safety
+ * `deployment` is NULL or live; `options` is NULL or valid for its `struct_size` bytes;
+ * `out` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_hasher_new_for_deployment(const kvexact_deployment *deployment,
+                                                 const kvexact_hasher_options *options,
+                                                 kvexact_hasher **out,
+                                                 kvexact_error **err);
+
+/**
+ * Hashes `ids` (`n` token ids) as the deployment of `hasher` keys a request with `keys`
+ * (NULL: a plain request): the salt as the release keys it (after the engine's own checks of
+ * the value: vLLM refuses an empty salt, one over 128 characters or with `@`, `/`, `\` or
+ * NUL), the adapter as the release keys it (vLLM's LoRA extra key; SGLang and TensorRT-LLM
+ * publish no adapter in their keys: the hashes are the base model's, and the index answers
+ * `unknown` for endpoints serving adapters). Full blocks only; writes at most `max_blocks`
+ * hashes and their count to `*n_out`.
+ *
+ * Returns `KVEXACT_OK`; `KVEXACT_ERR_REQUEST` (code `"SALT_REJECTED"`: the engine answers such
+ * a request with HTTP 400, so it has no keys), `KVEXACT_ERR_UNSUPPORTED` (`"SALT_UNKNOWN"`:
+ * the release's salt handling is not catalog data, or the value is one no vector shows;
+ * `"UNKNOWN_ADAPTER"`: the deployment serves no such adapter), `KVEXACT_ERR_INVALID_ARGUMENT`
+ * (`hasher` not built by `kvexact_hasher_new_for_deployment`; a salt or adapter not UTF-8),
+ * `KVEXACT_ERR_NULL_ARGUMENT`, or the hashing statuses of `kvexact_block_hashes_u64`, with an
+ * error object. `hashes_out` and `*n_out` are written only on success.
+ *
+ * # Safety
+ * `hasher` is NULL or live; `keys` is NULL or valid for its `struct_size` bytes with its
+ * pointers valid for their lengths; `ids` is valid for `n` reads; `hashes_out` for
+ * `max_blocks` writes; `n_out` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_block_hashes_keyed(const kvexact_hasher *hasher,
+                                          const kvexact_request_keys *keys,
+                                          const uint32_t *ids,
+                                          size_t n,
+                                          uint64_t *hashes_out,
+                                          size_t max_blocks,
+                                          size_t *n_out,
+                                          kvexact_error **err);
+
+/**
+ * A prefix index for the endpoints of one deployment: the release's prefix-hit rule under
+ * the deployment's key form (look-ahead keys hit at most ⌊(n − L)/B⌋ blocks, bigram pages
+ * ⌊(n − 2)/P⌋), its block size and event schema, exactly as `kvexact_index_new` builds one
+ * from a release; feed it the deployment's endpoints and predict with keys from the
+ * deployment's hasher. Endpoints serving adapters (`kvexact_index_endpoint.lora_adapters`)
+ * predict `unknown` where the release's events do not show adapters (SGLang 0.5.19,
+ * TensorRT-LLM). `options`: NULL or a `kvexact_index_options` (KV-cache groups, max slots).
+ *
+ * Returns `KVEXACT_OK` and a new reference in `*out`; otherwise, with an error object,
+ * `KVEXACT_ERR_PREFIX_HIT_RULE` (the release has no prefix-hit rule, or the groups are
+ * outside what it states: look-ahead keys over several groups are not proven),
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (bad options), `KVEXACT_ERR_NULL_ARGUMENT`. `*out` is not
+ * written on failure.
+ *
+ * # Safety
+ * `deployment` is NULL or live; `options` is NULL or valid for its `struct_size` bytes with
+ * `groups` valid for `n_groups` reads; `out` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_index_new_for_deployment(const kvexact_deployment *deployment,
+                                                const kvexact_index_options *options,
+                                                kvexact_index **out,
+                                                kvexact_error **err);
 
 /* ==== 4. Hasher ===================================================================== */
 

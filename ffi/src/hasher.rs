@@ -12,6 +12,7 @@ use kvhash::trtllm::TrtllmHasher;
 use kvhash::vllm::{HashAlgo, VllmHasher};
 use kvhash::BlockHasher;
 use kvprobe::contract::HashContract;
+use kvprobe::deployment::DeploymentKeys;
 use kvprofile_core::HashAlgorithm;
 
 use crate::contract::{contract_arg, contract_failure};
@@ -44,6 +45,9 @@ pub struct Hasher {
     /// The prefix-chain cache full-block hashes go through, if any (possibly shared with
     /// other hashers: entries are keyed by the whole configuration).
     prefix: Option<Arc<PrefixCache>>,
+    /// The deployment whose plain requests this hasher hashes
+    /// (`kvexact_hasher_new_for_deployment`): it keys each request's salt and adapter.
+    deployment: Option<Arc<DeploymentKeys>>,
 }
 
 /// Default prefix-chain cache capacity of a hasher: 16,384 blocks (64 conversations of the
@@ -206,6 +210,7 @@ impl Hasher {
             inner,
             may_fail_midway: matches!(vllm_algo, Some(HashAlgo::Sha256 | HashAlgo::Xxhash)),
             prefix: None,
+            deployment: None,
         })
     }
 
@@ -234,7 +239,44 @@ impl Hasher {
             inner,
             may_fail_midway,
             prefix: None,
+            deployment: None,
         }
+    }
+
+    /// The hasher of a deployment's plain requests, keeping the deployment for the requests
+    /// with a salt or an adapter.
+    pub fn for_deployment(d: Arc<DeploymentKeys>) -> Self {
+        let mut h = Self::from_block_hasher(d.hasher().clone());
+        h.deployment = Some(d);
+        h
+    }
+
+    /// The deployment this hasher was built for, if any.
+    pub fn deployment(&self) -> Option<&Arc<DeploymentKeys>> {
+        self.deployment.as_ref()
+    }
+
+    /// Full-block hashes of `ids` under `keyed` (this hasher's deployment with a request's
+    /// salt or adapter), through this hasher's prefix-chain cache (its entries are keyed by
+    /// the whole configuration, extra keys included); `out` is written only on success.
+    pub fn hash_u64_with(
+        &self,
+        keyed: &BlockHasher,
+        ids: &[u32],
+        out: &mut [u64],
+    ) -> Result<usize, Failure> {
+        if let Some(cache) = &self.prefix {
+            return cache
+                .block_hashes_u64(keyed, ids, out)
+                .map_err(hash_failure);
+        }
+        let n = keyed.block_count(ids.len()).min(out.len());
+        let mut scratch = vec![0u64; n];
+        let w = keyed
+            .block_hashes_u64(ids, &mut scratch)
+            .map_err(hash_failure)?;
+        out[..w].copy_from_slice(&scratch[..w]);
+        Ok(w)
     }
 
     /// The wrapped kvhash hasher.
@@ -266,7 +308,7 @@ impl Hasher {
         let total = self.block_count(ids.len(), full_blocks_only)?;
         let bs = self.inner.block_size();
         let full = ids.len() / bs;
-        if total == full || out.len() <= full {
+        if full_blocks_only || total == full || out.len() <= full {
             // Full blocks only (kvhash stops at out.len()). The prefix cache writes `out`
             // only after the whole chain succeeded.
             if let Some(cache) = &self.prefix {

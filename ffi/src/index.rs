@@ -210,7 +210,10 @@ fn flag(v: u8, name: &str) -> Result<bool, Failure> {
 ///
 /// # Safety
 /// `o.groups` is NULL or valid for `o.n_groups` reads.
-unsafe fn groups_of(o: &kvexact_index_options, block_size: u32) -> Result<Vec<GroupSpec>, Failure> {
+pub(crate) unsafe fn groups_of(
+    o: &kvexact_index_options,
+    block_size: u32,
+) -> Result<Vec<GroupSpec>, Failure> {
     let gs = unsafe { in_slice(o.groups, o.n_groups, "options.groups") }?;
     if gs.is_empty() {
         return Ok(vec![GroupSpec {

@@ -32,6 +32,8 @@ pub mod registry;
 pub mod encoder;
 
 // 4. Hasher.
+/// Deployments: how an engine was launched, as far as it changes keys or hits.
+pub mod deployment;
 pub mod hasher;
 
 // 5. Route keys (the hot path) and cache counters.

@@ -73,6 +73,11 @@ pub const KVEXACT_REFUSAL_INPUT_TOO_LARGE: kvexact_refusal = 24;
 /// liftable: lifting it would give ids kvexact cannot know.
 pub const KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN: kvexact_refusal = 25;
 
+/// The lift bit of `KVEXACT_REFUSAL_CACHE_SALT` (`1 << code`), for
+/// `kvexact_encoder_options.lifted`: liftable where the engine release's salt handling is
+/// catalog data (`deployment.cacheSalt`); the prompt is rendered as without the salt, and a
+/// deployment's hasher (`kvexact_hasher_new_for_deployment`) keys it.
+pub const KVEXACT_REFUSAL_BIT_CACHE_SALT: u32 = 1 << KVEXACT_REFUSAL_CACHE_SALT;
 /// The lift bit of `KVEXACT_REFUSAL_TOOLS` (`1 << code`), for `kvexact_encoder_options.lifted`.
 pub const KVEXACT_REFUSAL_BIT_TOOLS: u32 = 1 << KVEXACT_REFUSAL_TOOLS;
 /// The lift bit of `KVEXACT_REFUSAL_TEMPLATE_KWARGS`.
@@ -225,7 +230,8 @@ mod tests {
             0
         );
         assert_eq!(kvexact_refusal_bit(99), 0);
-        let liftable = KVEXACT_REFUSAL_BIT_TOOLS
+        let liftable = KVEXACT_REFUSAL_BIT_CACHE_SALT
+            | KVEXACT_REFUSAL_BIT_TOOLS
             | KVEXACT_REFUSAL_BIT_TEMPLATE_KWARGS
             | KVEXACT_REFUSAL_BIT_ADD_GENERATION_PROMPT
             | KVEXACT_REFUSAL_BIT_CONTINUE_FINAL_MESSAGE

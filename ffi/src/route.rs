@@ -11,6 +11,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crate::deployment::{request_keys_failure, request_keys_refusal};
 use crate::encoder::{chat_ids, kvexact_encoder};
 use crate::error::boundary_err;
 use crate::error::kvexact_error;
@@ -18,8 +19,9 @@ use crate::failure::Failure;
 use crate::handle::{arc_ref, in_slice, out_param, out_slice, versioned_out};
 use crate::hasher::{kvexact_hasher, Hasher};
 use crate::panic::boundary;
-use crate::refusal::{kvexact_refusal, KVEXACT_REFUSAL_NONE};
-use crate::status::{kvexact_status, KVEXACT_ERR_PANIC, KVEXACT_OK};
+use crate::refusal::{kvexact_refusal, KVEXACT_REFUSAL_CACHE_SALT, KVEXACT_REFUSAL_NONE};
+use crate::status::{kvexact_status, KVEXACT_ERR_PANIC, KVEXACT_ERR_UNSUPPORTED, KVEXACT_OK};
+use kvtemplate::Refusal;
 
 /// Counters of one cache (`kvexact_encoder_cache_stats`: the encoder's segment cache;
 /// `kvexact_hasher_cache_stats`: the hasher's prefix-chain cache). Set `struct_size` to
@@ -65,10 +67,58 @@ pub(crate) fn route_one(
     hashes: &mut [u64],
     refusal: &mut kvexact_refusal,
 ) -> Result<(usize, usize, bool), Failure> {
+    // A deployment's hasher keys the body's salt and adapter; they are read and checked
+    // before anything is written, so a request without keys leaves the buffers alone.
+    let keyed = match h.deployment() {
+        Some(dep) => {
+            let keys = dep.body_keys(body).map_err(|e| key_failure(&e, refusal))?;
+            if keys.cache_salt.is_none() && keys.adapter.is_none() {
+                None
+            } else {
+                Some(
+                    dep.request_hasher(keys.as_keys())
+                        .map_err(|e| key_failure(&e, refusal))?,
+                )
+            }
+        }
+        None => {
+            if enc.encoder.lifted().contains(Refusal::CacheSalt) && has_salt(body) {
+                // The encoder lets the salt through, but this hasher cannot key it: hashing
+                // the request unsalted would give keys no engine holds.
+                *refusal = KVEXACT_REFUSAL_CACHE_SALT;
+                return Err(Failure::with_code(
+                    KVEXACT_ERR_UNSUPPORTED,
+                    "cache_salt",
+                    "cache_salt is lifted, but the hasher is not a deployment's \
+                     (kvexact_hasher_new_for_deployment): the salt cannot be keyed",
+                ));
+            }
+            None
+        }
+    };
     let (n, truncated) = chat_ids(enc, body, now_unix_ms, ids, refusal)?;
     let written = ids.get(..n).unwrap_or(&[]);
-    let blocks = h.hash_u64(written, true, hashes)?;
+    let blocks = match &keyed {
+        None => h.hash_u64(written, true, hashes)?,
+        Some(k) => h.hash_u64_with(k, written, hashes)?,
+    };
     Ok((n, blocks, truncated))
+}
+
+/// A request-keys failure on the gateway's path, with its refusal (`cache_salt` for a salt).
+fn key_failure(
+    e: &kvprobe::deployment::RequestKeysError,
+    refusal: &mut kvexact_refusal,
+) -> Failure {
+    if let Some(r) = request_keys_refusal(e) {
+        *refusal = r;
+    }
+    request_keys_failure(e)
+}
+
+/// Whether the body's top level has a non-null `cache_salt`.
+fn has_salt(body: &[u8]) -> bool {
+    matches!(kvtemplate::json::RawObject::parse(body), Ok(Some(top)) if top.present("cache_salt"))
 }
 
 /// The gateway's hot path in one call: the strict refusal scan of the raw chat request

@@ -79,6 +79,11 @@ pub const KVEXACT_ERR_CONTRACT_MISMATCH: kvexact_status = -141;
 /// `"LIFT_NOT_ALLOWED"`, its message naming the code, the release and why): refused when the
 /// encoder is built, never at request time.
 pub const KVEXACT_ERR_LIFT_NOT_ALLOWED: kvexact_status = -142;
+/// A deployment option the engine release cannot be keyed under (error code
+/// `"DEPLOYMENT_UNSUPPORTED"`, its message naming the option and why: no vectors prove the
+/// release's keys or hits under it, or the release has no such option): refused when the
+/// deployment is resolved (`kvexact_deployment_new`), never at request time.
+pub const KVEXACT_ERR_DEPLOYMENT_UNSUPPORTED: kvexact_status = -143;
 /// The engine release has no prefix-hit rule in the contract catalog, or the index's KV-cache
 /// groups are outside what its rule states (error code `"PREFIX_HIT_RULE"`): the prefix
 /// index refuses rather than guess the engine's hit rule (`kvexact_index_new`).
@@ -124,6 +129,10 @@ const NAMES: &[(kvexact_status, &str)] = &[
     ),
     (KVEXACT_ERR_CONTRACT_MISMATCH, "contract_mismatch\0"),
     (KVEXACT_ERR_LIFT_NOT_ALLOWED, "lift_not_allowed\0"),
+    (
+        KVEXACT_ERR_DEPLOYMENT_UNSUPPORTED,
+        "deployment_unsupported\0",
+    ),
     (KVEXACT_ERR_PREFIX_HIT_RULE, "prefix_hit_rule\0"),
     (KVEXACT_ERR_UNKNOWN_ENDPOINT, "unknown_endpoint\0"),
     (KVEXACT_ERR_DUPLICATE_ENDPOINT, "duplicate_endpoint\0"),

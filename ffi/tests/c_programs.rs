@@ -269,6 +269,13 @@ fn c_index() {
     run_static("index", &[]);
 }
 
+/// Deployments from C: look-ahead keys and a keyed adapter + salt equal vLLM 0.33.0's own
+/// hashes, refusals name the option (ffi/tests/c/deployment.c).
+#[test]
+fn c_deployment() {
+    run_static("deployment", &[]);
+}
+
 /// The C example (examples/c/encode_and_hash.c: resolve the release, encoder and hasher for
 /// it, `kvexact_route_keys`) prints, for its default arguments, exactly
 /// examples/encode_and_hash.out, as the Rust and Go examples do.

@@ -78,6 +78,12 @@ impl BlockHasher {
     /// assert_eq!(vllm.hash_count(32, true), Some(2));
     /// ```
     pub fn hash_count(&self, n_tokens: usize, with_partial_tail: bool) -> Option<usize> {
+        if self.keys_past_block_end() {
+            // Look-ahead and bigram keys: a block is keyed only once the tokens after it
+            // exist, and no engine defines the hash of a partial tail under them.
+            let keyed = self.block_count(n_tokens);
+            return (!with_partial_tail || n_tokens == keyed * self.block_size()).then_some(keyed);
+        }
         let full = n_tokens / self.block_size();
         if !with_partial_tail || n_tokens.is_multiple_of(self.block_size()) {
             return Some(full);
@@ -85,6 +91,16 @@ impl BlockHasher {
         match self {
             BlockHasher::Vllm(_) => None,
             BlockHasher::Sglang(_) | BlockHasher::Trtllm(_) => Some(full + 1),
+        }
+    }
+
+    /// Whether a block's key depends on tokens after the block (vLLM look-ahead hashing,
+    /// SGLang EAGLE bigram pages): then fewer blocks are keyed than `n / block_size`.
+    pub fn keys_past_block_end(&self) -> bool {
+        match self {
+            BlockHasher::Vllm(h) => h.lookahead() > 0,
+            BlockHasher::Sglang(h) => h.mode() == crate::sglang::KeyMode::EagleBigram,
+            BlockHasher::Trtllm(_) => false,
         }
     }
 

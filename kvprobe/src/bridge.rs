@@ -241,6 +241,7 @@ fn check_algo(algo: Option<HashAlgorithm>, only: HashAlgorithm) -> Result<(), Er
 mod tests {
     use super::*;
     use crate::contract::resolve;
+    use kvtemplate::Refusal;
 
     #[test]
     fn hashers_follow_the_release() {
@@ -276,21 +277,25 @@ mod tests {
              multi_text_part,trailing_assistant,message_field,null_content",
         )
         .unwrap();
-        for (e, v) in [
-            (Engine::Vllm, "0.29.0"),
-            (Engine::Vllm, "0.31.0"),
-            (Engine::Vllm, "0.33.0"),
-            (Engine::Sglang, "0.5.19"),
-            (Engine::Sglang, "0.5.20"),
-            (Engine::Sglang, "0.5.23"),
+        // cache_salt is liftable where the release's salt handling is catalog data
+        // (`deployment.cacheSalt`).
+        let salt = RefusalSet::parse("cache_salt").unwrap();
+        for (e, v, salted) in [
+            (Engine::Vllm, "0.29.0", false),
+            (Engine::Vllm, "0.31.0", true),
+            (Engine::Vllm, "0.33.0", true),
+            (Engine::Sglang, "0.5.19", true),
+            (Engine::Sglang, "0.5.20", false),
+            (Engine::Sglang, "0.5.23", false),
         ] {
             let c = resolve(e, v).unwrap();
-            assert_eq!(c.liftable(), all, "{e} {v}");
+            let want = if salted { all.union(salt) } else { all };
+            assert_eq!(c.liftable(), want, "{e} {v}");
             assert_eq!(c.check_lifts(all).unwrap(), all);
         }
         let cfm = RefusalSet::parse("continue_final_message").unwrap();
         let trt = resolve(Engine::Trtllm, "1.3.0rc29").unwrap();
-        assert_eq!(trt.liftable(), all.difference(cfm));
+        assert_eq!(trt.liftable(), all.difference(cfm).union(salt));
         let err = trt.check_lifts(all).unwrap_err();
         assert!(
             matches!(&err, Error::LiftNotAllowed { code: "continue_final_message", release, .. }
@@ -306,7 +311,10 @@ mod tests {
             (Engine::Trtllm, "1.3.0rc24"),
         ] {
             let c = resolve(e, v).unwrap();
-            assert!(c.liftable().is_empty(), "{e} {v}");
+            // Only cache_salt, where the release's salt rules are catalog data (0.32.0 is
+            // in vLLM 0.31.0's release): it changes the keys, not the prompt.
+            assert!(c.liftable().difference(salt).is_empty(), "{e} {v}");
+            assert_eq!(c.liftable().contains(Refusal::CacheSalt), v == "0.32.0");
             let err = c.check_lifts(tools).unwrap_err();
             assert_eq!(err.code(), "LIFT_NOT_ALLOWED");
             assert!(
@@ -323,7 +331,7 @@ mod tests {
         let c = crate::contract::by_id("vllm-kv-map-v3-r0.29").unwrap();
         assert_eq!(c.liftable(), all);
         let c = crate::contract::by_id("vllm-kv-map-v3-r0.31").unwrap();
-        assert!(c.liftable().is_empty(), "0.32.0 has no chat vectors");
+        assert_eq!(c.liftable(), salt, "0.32.0 has no chat vectors; its salt rules are data");
         assert!(crate::contract::by_id("vllm-kv-map-v3")
             .map(|c| c.liftable().is_empty())
             .unwrap_or(true));

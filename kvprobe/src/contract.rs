@@ -236,7 +236,9 @@ impl Contract {
     }
 
     /// The strict-rule refusal codes an encoder for this contract may lift (the release's
-    /// `chat.liftable`), where its chat rules are proven ([`Contract::chat`]); otherwise none.
+    /// `chat.liftable`), where its chat rules are proven ([`Contract::chat`]); plus
+    /// `cache_salt` where the release's salt handling is catalog data
+    /// (`deployment.cacheSalt`: the salt changes the keys, not the prompt).
     /// `kvprobe::bridge::encoder_with_lifts` refuses any other lift.
     pub fn liftable(&self) -> RefusalSet {
         self.liftable
@@ -513,10 +515,23 @@ fn build(
         version: version.map(str::to_string),
         hash: hash_contract(r)?,
         events: event_schema(r)?,
-        liftable: if chat.is_some() {
-            liftable
-        } else {
-            RefusalSet::EMPTY
+        liftable: {
+            let mut l = if chat.is_some() {
+                liftable
+            } else {
+                RefusalSet::EMPTY
+            };
+            // `cache_salt` changes the keys, not the prompt: it is liftable wherever the
+            // release's salt handling is catalog data (`deployment.cacheSalt`), chat rules
+            // or not; the hasher of a deployment then keys the salt
+            // (`kvprobe::deployment::DeploymentKeys::request_hasher`).
+            if r.deployment
+                .as_ref()
+                .is_some_and(|d| d.cache_salt.is_some())
+            {
+                l.insert(Refusal::CacheSalt);
+            }
+            l
         },
         chat,
     })

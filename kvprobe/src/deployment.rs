@@ -37,6 +37,25 @@ pub struct RequestKeys<'a> {
     pub adapter: Option<&'a str>,
 }
 
+/// [`RequestKeys`] read from a request body ([`DeploymentKeys::body_keys`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnedKeys {
+    /// The body's `cache_salt`.
+    pub cache_salt: Option<String>,
+    /// The adapter the body names.
+    pub adapter: Option<String>,
+}
+
+impl OwnedKeys {
+    /// As [`RequestKeys`].
+    pub fn as_keys(&self) -> RequestKeys<'_> {
+        RequestKeys {
+            cache_salt: self.cache_salt.as_deref(),
+            adapter: self.adapter.as_deref(),
+        }
+    }
+}
+
 /// Why a request's keys cannot be computed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestKeysError {
@@ -181,6 +200,54 @@ impl DeploymentKeys {
         })
     }
 
+    /// The keys a chat or completions request body names, as the release's serving path
+    /// reads them: `cache_salt` (absent or `null`: none; a string as given; anything else the
+    /// engine rejects), and the adapter — vLLM: `model` equal to a declared adapter's name
+    /// (any other `model` is the base model's); SGLang: the part of `model` after its first
+    /// `:` (stripped), else a string `lora_path` (a bare adapter name in `model` selects
+    /// none); TensorRT-LLM: none (its keys carry no adapter). A body that is not a JSON
+    /// object has no keys (the encoder refuses it on its own).
+    pub fn body_keys(&self, body: &[u8]) -> Result<OwnedKeys, RequestKeysError> {
+        let Ok(Some(top)) = kvtemplate::json::RawObject::parse(body) else {
+            return Ok(OwnedKeys::default());
+        };
+        let string = |key: &str| -> Result<Option<String>, ()> {
+            match top.get(key).map(|v| v.get()) {
+                None | Some("null") => Ok(None),
+                Some(raw) => serde_json::from_str::<String>(raw)
+                    .map(Some)
+                    .map_err(|_| ()),
+            }
+        };
+        let cache_salt = string("cache_salt")
+            .map_err(|()| RequestKeysError::SaltRejected("cache_salt must be a string".into()))?;
+        let model = string("model").unwrap_or(None);
+        let adapter = match self.keying.engine {
+            Engine::Vllm => model.filter(|m| self.keying.adapter(m).is_some()),
+            Engine::Sglang => {
+                let from_model = model.as_deref().and_then(|m| {
+                    m.split_once(':')
+                        .map(|(_, a)| a.trim())
+                        .filter(|a| !a.is_empty())
+                        .map(str::to_string)
+                });
+                match from_model {
+                    Some(a) => Some(a),
+                    None => string("lora_path").map_err(|()| {
+                        RequestKeysError::UnknownAdapter(
+                            "lora_path is not a single adapter name".into(),
+                        )
+                    })?,
+                }
+            }
+            _ => None,
+        };
+        Ok(OwnedKeys {
+            cache_salt,
+            adapter,
+        })
+    }
+
     /// Whether a request naming an adapter is keyed apart from the base model in the
     /// engine's events (vLLM: yes; SGLang and TensorRT-LLM releases with
     /// `loraInHashes: false`: no, and their endpoints serving adapters predict `unknown`).
@@ -192,6 +259,28 @@ impl DeploymentKeys {
     pub fn engine(&self) -> Engine {
         self.keying.engine
     }
+}
+
+/// A resolved deployment as JSON, for logs and operators (`kvexact_deployment_json`):
+/// `release`, `engine`, `blockSize`, `hashAlgorithm`, `hashSeed`, `keyForm`, `hitOffset`,
+/// `keyFormVectors`, `adapters`, `adaptersInKeys`, `cacheSalt` (the release's salt rules, or
+/// null when salted requests are refused).
+pub fn keying_json(k: &Keying) -> serde_json::Value {
+    serde_json::json!({
+        "release": k.release_id,
+        "engine": k.engine.as_str(),
+        "blockSize": k.block_size,
+        "hashAlgorithm": k.hash_algorithm.as_str(),
+        "hashSeed": k.hash_seed,
+        "keyForm": k.key_form.name(),
+        "hitOffset": k.key_form.hit_offset(),
+        "keyFormVectors": k.key_form_vectors,
+        "adapters": k.adapters.iter().map(|a| serde_json::json!({"name": a.name, "path": a.path})).collect::<Vec<_>>(),
+        "adaptersInKeys": k.adapters_in_keys,
+        "cacheSalt": k.cache_salt.as_ref().map(|c| serde_json::json!({
+            "empty": c.empty, "maxChars": c.max_chars, "forbidden": c.forbidden,
+        })),
+    })
 }
 
 #[cfg(test)]
@@ -271,6 +360,44 @@ mod tests {
             })
             .unwrap_err();
         assert_eq!(e.code(), "salt_unknown");
+    }
+
+    #[test]
+    fn body_keys_per_engine() {
+        let v = keys(
+            Engine::Vllm,
+            "0.31.0",
+            "hashSeed: '0'\nloraAdapters: [{name: sql, path: /a/sql}]\n",
+        )
+        .unwrap();
+        let k = v
+            .body_keys(br#"{"model":"sql","cache_salt":"t1","messages":[]}"#)
+            .unwrap();
+        assert_eq!(k.adapter.as_deref(), Some("sql"));
+        assert_eq!(k.cache_salt.as_deref(), Some("t1"));
+        let k = v
+            .body_keys(br#"{"model":"base:sql","cache_salt":null}"#)
+            .unwrap();
+        assert_eq!(k, OwnedKeys::default());
+        let e = v
+            .body_keys(br#"{"model":"sql","cache_salt":7}"#)
+            .unwrap_err();
+        assert_eq!(e.code(), "salt_rejected");
+        let s = keys(
+            Engine::Sglang,
+            "0.5.19",
+            "blockSize: 16\nloraAdapters: [{name: sql, path: /a/sql}]\n",
+        )
+        .unwrap();
+        let k = s.body_keys(br#"{"model":"base:sql"}"#).unwrap();
+        assert_eq!(k.adapter.as_deref(), Some("sql"));
+        let k = s
+            .body_keys(br#"{"model":"base","lora_path":"sql"}"#)
+            .unwrap();
+        assert_eq!(k.adapter.as_deref(), Some("sql"));
+        // A bare adapter name in `model` selects none on SGLang.
+        let k = s.body_keys(br#"{"model":"sql"}"#).unwrap();
+        assert_eq!(k.adapter, None);
     }
 
     #[test]

@@ -318,6 +318,7 @@ mod tests {
             tokenizer_revision: None,
             template_digest: None,
             serve_args: None,
+            deployment: None,
         }
     }
 

@@ -17,12 +17,14 @@
 
 use crate::engine::{Engine, HashAlgorithm};
 use crate::error::{DocKind, Error, Result};
+pub use crate::release_deployment::{
+    DeploymentRules, SaltCheck, SaltRules, SpeculativeRule, MAX_BLOCK_SIZE, RULE_SGLANG_BIGRAM,
+    RULE_VLLM_LOOKAHEAD,
+};
 use crate::releases::Release;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
-/// The largest block (page) size a deployment may declare.
-pub const MAX_BLOCK_SIZE: u32 = 1 << 16;
 /// The most LoRA adapters one deployment may declare.
 pub const MAX_ADAPTERS: usize = 4096;
 /// The longest adapter name or path, in bytes.
@@ -96,98 +98,6 @@ pub struct LoraAdapter {
     pub path: String,
 }
 
-/// The per-release deployment rules of the catalog (`releases[].deployment`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct DeploymentRules {
-    /// The block size the engine uses when none is given (vLLM `CacheConfig`'s default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default_block_size: Option<u32>,
-    /// Speculative-decoding methods whose keys and hits are known for the release.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub speculative: Vec<SpeculativeRule>,
-    /// SGLang KV-event formats (`--kv-events-config` `format`) whose events the release's
-    /// schema decodes; absent: only the default.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kv_events_formats: Vec<String>,
-    /// Which `cache_salt` values the release's serving path accepts and keys; absent: the
-    /// release's salt handling on the request path is not known, and salted requests stay
-    /// refused on the gateway's path (`cache_salt`, strict rule 2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_salt: Option<SaltRules>,
-}
-
-/// The `cache_salt` values an engine release accepts on its request path
-/// (`releases[].deployment.cacheSalt`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SaltRules {
-    /// What the empty string does: `rejected` (the engine answers 400), `absent` (the
-    /// request is unsalted) or `unknown` (no vector shows it: kvexact refuses to key it).
-    pub empty: String,
-    /// The longest salt accepted, in characters (Unicode scalar values); absent: no bound.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_chars: Option<u32>,
-    /// Characters the engine rejects in a salt.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub forbidden: String,
-    /// Vectors (files under `testdata/vectors/`) whose salted cases prove the salt's keys
-    /// for the release.
-    pub vectors: Vec<String>,
-}
-
-/// Why a request's `cache_salt` cannot be keyed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SaltCheck {
-    /// The salt is keyed as given.
-    Salted,
-    /// The engine treats the request as unsalted (SGLang's empty salt).
-    Unsalted,
-    /// The engine rejects the request (HTTP 400), with the reason it gives.
-    Rejected(String),
-    /// What the engine does with this salt is not known: kvexact refuses to key it.
-    Unknown(String),
-}
-
-impl SaltRules {
-    /// What the release does with `salt`.
-    pub fn check(&self, salt: &str) -> SaltCheck {
-        if salt.is_empty() {
-            return match self.empty.as_str() {
-                "absent" => SaltCheck::Unsalted,
-                "rejected" => {
-                    SaltCheck::Rejected("cache_salt must be a non-empty string if provided".into())
-                }
-                _ => SaltCheck::Unknown("no vector shows how the engine keys an empty salt".into()),
-            };
-        }
-        if let Some(max) = self.max_chars {
-            if salt.chars().count() > max as usize {
-                return SaltCheck::Rejected(format!("cache_salt must be at most {max} characters"));
-            }
-        }
-        if let Some(c) = salt.chars().find(|c| self.forbidden.contains(*c)) {
-            return SaltCheck::Rejected(format!("cache_salt must not contain {c:?}"));
-        }
-        SaltCheck::Salted
-    }
-}
-
-/// Speculative-decoding methods that key blocks by one rule.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SpeculativeRule {
-    /// The rule: `vllm-lookahead` (each block hash also covers the next L tokens, L = 1, or
-    /// the number of speculative tokens for multi-module MTP; no hit past ⌊(n − L)/B⌋
-    /// blocks) or `sglang-bigram` (the radix tree keys token bigrams; no hit past
-    /// ⌊(n − 2)/P⌋ pages).
-    pub keys: String,
-    /// The methods, spelled as the engine spells them.
-    pub methods: Vec<String>,
-    /// Cache-hit replays of such a deployment that prove the rule for this release.
-    pub vectors: Vec<String>,
-}
-
 /// What a deployment changes in the keys, resolved against one release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KeyForm {
@@ -256,72 +166,6 @@ impl Keying {
     /// The adapter a client names, if the deployment serves it.
     pub fn adapter(&self, name: &str) -> Option<&LoraAdapter> {
         self.adapters.iter().find(|a| a.name == name)
-    }
-}
-
-/// The rule name of vLLM look-ahead hashing.
-pub const RULE_VLLM_LOOKAHEAD: &str = "vllm-lookahead";
-/// The rule name of SGLang's bigram radix keys.
-pub const RULE_SGLANG_BIGRAM: &str = "sglang-bigram";
-
-impl DeploymentRules {
-    /// Structural checks of a catalog entry (`field` is the entry's path for errors).
-    pub(crate) fn validate(
-        &self,
-        engine: Engine,
-        lookahead: bool,
-        path: &str,
-        field: &str,
-    ) -> Result<()> {
-        let bad = |f: String, d: String| Err(Error::invalid(DocKind::ContractCatalog, path, f, d));
-        if let Some(b) = self.default_block_size {
-            if b == 0 || b > MAX_BLOCK_SIZE {
-                return bad(
-                    format!("{field}.defaultBlockSize"),
-                    format!("{b} out of range"),
-                );
-            }
-        }
-        let mut methods = BTreeSet::new();
-        for (i, r) in self.speculative.iter().enumerate() {
-            let f = format!("{field}.speculative[{i}]");
-            let ok = match r.keys.as_str() {
-                RULE_VLLM_LOOKAHEAD => engine == Engine::Vllm && lookahead,
-                RULE_SGLANG_BIGRAM => engine == Engine::Sglang,
-                _ => false,
-            };
-            if !ok {
-                return bad(
-                    format!("{f}.keys"),
-                    format!("{:?} is not a rule {engine} has here", r.keys),
-                );
-            }
-            if r.methods.is_empty() || r.vectors.is_empty() {
-                return bad(f, "methods and vectors must be non-empty".into());
-            }
-            for m in &r.methods {
-                if !methods.insert(m.as_str()) {
-                    return bad(format!("{f}.methods"), format!("{m:?} listed twice"));
-                }
-            }
-        }
-        if let Some(c) = &self.cache_salt {
-            if !matches!(c.empty.as_str(), "rejected" | "absent" | "unknown")
-                || c.vectors.is_empty()
-            {
-                return bad(
-                    format!("{field}.cacheSalt"),
-                    "empty must be rejected, absent or unknown, and vectors non-empty".into(),
-                );
-            }
-        }
-        if !self.kv_events_formats.is_empty() && engine != Engine::Sglang {
-            return bad(
-                format!("{field}.kvEventsFormats"),
-                "only SGLang has event formats to choose".into(),
-            );
-        }
-        Ok(())
     }
 }
 
@@ -553,137 +397,5 @@ impl Deployment {
             adapters_in_keys,
             cache_salt: rules.cache_salt.clone(),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn release(id: &str, version: &str) -> Release {
-        let cat = crate::contracts::builtin().unwrap();
-        let r = cat
-            .resolve_release(
-                if id == "sglang" {
-                    Engine::Sglang
-                } else {
-                    Engine::Vllm
-                },
-                version,
-            )
-            .unwrap();
-        r.clone()
-    }
-
-    fn parse(s: &str) -> Result<Deployment> {
-        Deployment::parse(s.as_bytes(), "<test>")
-    }
-
-    #[test]
-    fn unknown_field_is_a_schema_error() {
-        let e = parse("blockSize: 16\nspeculativ: {}\n").unwrap_err();
-        assert_eq!(e.code(), "DEPLOYMENT_SCHEMA");
-        let e =
-            parse("speculative: {method: eagle, numSpeculativeTokens: 2, extra: 1}\n").unwrap_err();
-        assert_eq!(e.code(), "DEPLOYMENT_SCHEMA");
-    }
-
-    #[test]
-    fn shape_errors_name_the_field() {
-        let e = parse("blockSize: 0\n").unwrap_err();
-        assert_eq!(e.code(), "DEPLOYMENT_INVALID");
-        assert!(e.to_string().contains("blockSize"), "{e}");
-        let e = parse("loraAdapters: [{name: a, path: /x}, {name: a, path: /y}]\n").unwrap_err();
-        assert!(e.to_string().contains("declared twice"), "{e}");
-        let e = parse("speculative: {method: eagle, numSpeculativeTokens: 0}\n").unwrap_err();
-        assert!(e.to_string().contains("numSpeculativeTokens"), "{e}");
-    }
-
-    #[test]
-    fn vllm_lookahead_per_method() {
-        let r = release("vllm", "0.33.0");
-        let k = |s: &str| parse(s).unwrap().resolve(&r, "<test>");
-        let eagle =
-            k("blockSize: 16\nspeculative: {method: eagle, numSpeculativeTokens: 2}\n").unwrap();
-        assert_eq!(eagle.key_form, KeyForm::Lookahead(1));
-        assert_eq!(eagle.key_form.hit_offset(), 1);
-        let single =
-            k("blockSize: 16\nspeculative: {method: mtp, numSpeculativeTokens: 3}\n").unwrap();
-        assert_eq!(single.key_form, KeyForm::Lookahead(1));
-        let multi = k(
-            "blockSize: 16\nspeculative: {method: mtp, numSpeculativeTokens: 3, mtpModules: 3}\n",
-        )
-        .unwrap();
-        assert_eq!(multi.key_form, KeyForm::Lookahead(3));
-        assert_eq!(multi.key_form.hit_offset(), 3);
-        let e = k("blockSize: 16\nspeculative: {method: ngram, numSpeculativeTokens: 3}\n")
-            .unwrap_err();
-        assert_eq!(e.code(), "DEPLOYMENT_UNSUPPORTED");
-        assert!(e.to_string().contains("speculative.method"), "{e}");
-        let e = k(
-            "blockSize: 16\nspeculative: {method: eagle, numSpeculativeTokens: 2, \
-                   disableLookaheadBlockHashes: true}\n",
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("disableLookaheadBlockHashes"), "{e}");
-        let e = k(
-            "blockSize: 2\nspeculative: {method: mtp, numSpeculativeTokens: 3, mtpModules: 3}\n",
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("blockSize"), "{e}");
-    }
-
-    #[test]
-    fn releases_without_the_rule_refuse_speculative_decoding() {
-        let r = release("vllm", "0.31.0");
-        let e = parse("blockSize: 16\nspeculative: {method: eagle, numSpeculativeTokens: 2}\n")
-            .unwrap()
-            .resolve(&r, "<test>")
-            .unwrap_err();
-        assert_eq!(e.code(), "DEPLOYMENT_UNSUPPORTED");
-    }
-
-    #[test]
-    fn sglang_bigram_and_options_that_are_not_sglangs() {
-        let r = release("sglang", "0.5.19");
-        let k = parse("blockSize: 16\nspeculative: {method: EAGLE, numSpeculativeTokens: 4}\n")
-            .unwrap()
-            .resolve(&r, "<test>")
-            .unwrap();
-        assert_eq!(k.key_form, KeyForm::Bigram);
-        assert_eq!(k.key_form.hit_offset(), 2);
-        let e = parse("blockSize: 16\nhashSeed: '0'\n")
-            .unwrap()
-            .resolve(&r, "<t>")
-            .unwrap_err();
-        assert!(e.to_string().contains("hashSeed"), "{e}");
-        let e = parse("blockSize: 16\nkvEventsFormat: dynamo\n")
-            .unwrap()
-            .resolve(&r, "<t>")
-            .unwrap_err();
-        assert!(e.to_string().contains("kvEventsFormat"), "{e}");
-        let e = parse("{}").unwrap().resolve(&r, "<t>").unwrap_err();
-        assert!(e.to_string().contains("blockSize"), "{e}");
-    }
-
-    #[test]
-    fn vllm_adapters_need_their_path_from_0_31() {
-        let r = release("vllm", "0.31.0");
-        let e = parse("blockSize: 16\nloraAdapters: [{name: sql, path: ''}]\n")
-            .unwrap()
-            .resolve(&r, "<t>")
-            .unwrap_err();
-        assert!(e.to_string().contains("loraAdapters"), "{e}");
-        let k = parse("blockSize: 16\nloraAdapters: [{name: sql, path: /a/sql}]\n")
-            .unwrap()
-            .resolve(&r, "<t>")
-            .unwrap();
-        assert_eq!(k.adapter("sql").map(|a| a.path.as_str()), Some("/a/sql"));
-        assert!(k.adapters_in_keys);
-        let e = parse("blockSize: 16\nhashAlgorithm: sha256_sglang\n")
-            .unwrap()
-            .resolve(&r, "<t>")
-            .unwrap_err();
-        assert!(e.to_string().contains("hashAlgorithm"), "{e}");
     }
 }

@@ -41,6 +41,7 @@ pub mod locator;
 pub mod manifest;
 pub mod profile;
 pub mod registry;
+pub mod release_deployment;
 pub mod releases;
 pub mod trust;
 pub mod validator;

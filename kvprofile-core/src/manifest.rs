@@ -28,6 +28,13 @@ pub struct EngineManifest {
     /// Declared only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve_args: Option<Vec<String>>,
+    /// How the engine was launched, as far as it changes keys or hits (block size, hash
+    /// algorithm and seed, speculative decoding, LoRA adapters, event format): the value the
+    /// gateway builds its hasher and index from (docs/contracts/gateway-integration.md §9).
+    /// Checked against the engine release when it is resolved
+    /// ([`EngineManifest::keying`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<crate::deployment::Deployment>,
 }
 
 /// A manifest with the sha256 of its file bytes (recorded in every attestation receipt).
@@ -66,6 +73,17 @@ impl EngineManifest {
             Some(h) if is_sha256_hex(h) => {}
             _ => return bad("imageDigest", "must be sha256:<64 lowercase hex>".into()),
         }
+        if let Some(d) = &m.deployment {
+            d.check_shape(path).map_err(|e| match e {
+                Error::Invalid { field, detail, .. } => Error::invalid(
+                    DocKind::EngineManifest,
+                    path,
+                    format!("deployment.{field}"),
+                    detail,
+                ),
+                other => other,
+            })?;
+        }
         if m.engine_version.trim().is_empty() {
             return bad("engineVersion", "must be non-empty".into());
         }
@@ -82,6 +100,21 @@ impl EngineManifest {
             return bad("modelRevision", "empty when set".into());
         }
         Ok(m)
+    }
+}
+
+impl EngineManifest {
+    /// The manifest's deployment (absent: the release's defaults) resolved against the
+    /// release of `engine` at the manifest's `engineVersion`: `UNKNOWN_ENGINE_VERSION` for a
+    /// version no release lists, `DEPLOYMENT_UNSUPPORTED` naming an option the release
+    /// cannot honour.
+    pub fn keying(&self, engine: crate::Engine, path: &str) -> Result<crate::deployment::Keying> {
+        let cat = crate::contracts::builtin()?;
+        let release = cat.resolve_release(engine, &self.engine_version)?;
+        self.deployment
+            .clone()
+            .unwrap_or_default()
+            .resolve(release, path)
     }
 }
 
@@ -134,5 +167,30 @@ modelRevision: \"ad9f0ae0864d7fbcd1cd905e3c6c5b069cc8b562\"
         assert!(EngineManifest::parse(doc.as_bytes(), "m", None).is_err());
         let doc = format!("{M}serveArgs: [--block-size, \"16\"]\n");
         assert!(EngineManifest::parse(doc.as_bytes(), "m", None).is_ok());
+    }
+
+    #[test]
+    fn deployments_in_manifests() {
+        let doc = format!(
+            "{M}deployment:\n  blockSize: 16\n  speculative: {{method: EAGLE, numSpeculativeTokens: 4}}\n"
+        )
+        .replace("0.5.18", "0.5.19");
+        let m = EngineManifest::parse(doc.as_bytes(), "m", None).unwrap();
+        let k = m.keying(crate::Engine::Sglang, "m").unwrap();
+        assert_eq!(k.key_form, crate::deployment::KeyForm::Bigram);
+        // 0.5.18 has no speculative rule: refused, naming the option.
+        let old = doc.replace("0.5.19", "0.5.18");
+        let m = EngineManifest::parse(old.as_bytes(), "m", None).unwrap();
+        let e = m.keying(crate::Engine::Sglang, "m").unwrap_err();
+        assert_eq!(e.code(), "DEPLOYMENT_UNSUPPORTED");
+        assert!(e.to_string().contains("speculative.method"), "{e}");
+        // An unknown field is a load error; a bad value names the field.
+        let bad = format!("{M}deployment:\n  blockSize: 16\n  spec: 1\n");
+        let e = EngineManifest::parse(bad.as_bytes(), "m", None).unwrap_err();
+        assert_eq!(e.code(), "ENGINE_MANIFEST_SCHEMA");
+        let bad = format!("{M}deployment:\n  blockSize: 0\n");
+        let e = EngineManifest::parse(bad.as_bytes(), "m", None).unwrap_err();
+        assert_eq!(e.code(), "ENGINE_MANIFEST_INVALID");
+        assert!(e.to_string().contains("deployment.blockSize"), "{e}");
     }
 }

@@ -55,9 +55,9 @@ pub struct Release {
     pub prefix_hit: Option<PrefixHitRules>,
     /// Deployment options whose keys and hits are known for the release (default block size,
     /// speculative-decoding methods, event formats), read by
-    /// [`crate::deployment::Deployment::resolve`].
+    /// `deployment::Deployment::resolve`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deployment: Option<crate::deployment::DeploymentRules>,
+    pub deployment: Option<crate::release_deployment::DeploymentRules>,
 }
 
 /// The prefix-cache hit rule of a release: which lookup the engine runs over its cached

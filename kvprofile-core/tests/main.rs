@@ -11,6 +11,7 @@ mod common;
 
 mod attacks;
 mod concurrency;
+mod deployment;
 mod examples;
 mod layering;
 mod registry;

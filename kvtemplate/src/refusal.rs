@@ -148,14 +148,24 @@ impl Refusal {
     /// [`Refusal::ContinueFinalMessage`], [`Refusal::MultiTextPart`],
     /// [`Refusal::TrailingAssistant`], [`Refusal::MessageField`], [`Refusal::NullContent`].
     ///
-    /// Never liftable: codes whose feature changes more than the prompt text (`cache_salt`,
-    /// `prompt_embeds`, `prompt_token_ids`, `truncate_prompt_tokens`, `add_special_tokens`,
+    /// And [`Refusal::CacheSalt`], which changes the block keys and not the prompt
+    /// ([`Refusal::keys_only`]): lifted, the request is rendered on the strict path as if the
+    /// salt were absent, and the caller keys the salt (a deployment's hasher does).
+    ///
+    /// Never liftable: codes whose feature changes more than the prompt text
+    /// (`prompt_embeds`, `prompt_token_ids`, `truncate_prompt_tokens`, `add_special_tokens`,
     /// `multimodal`), features no vector exercises or the emulation does not bind
     /// (`documents`, `reasoning_effort`, `chat_template`, `developer_role`, `message_tools`),
     /// and results rather than features (`unparseable`, `template_raised`, `content_shape`,
     /// `nul_byte`, `input_too_large`, `ambiguous_added_token`).
     pub fn can_lift(self) -> bool {
         RefusalSet::LIFTABLE.contains(self)
+    }
+
+    /// Whether lifting the code changes only the request's block keys, never its prompt
+    /// ([`Refusal::CacheSalt`]): no engine hands the salt to the template.
+    pub fn keys_only(self) -> bool {
+        self == Refusal::CacheSalt
     }
 
     /// The typed result class the gateway reports: an unparseable body is a plain request
@@ -215,6 +225,7 @@ impl RefusalSet {
 
     /// The codes kvtemplate can lift at all ([`Refusal::can_lift`]).
     pub const LIFTABLE: RefusalSet = RefusalSet::of(&[
+        Refusal::CacheSalt,
         Refusal::Tools,
         Refusal::TemplateKwargs,
         Refusal::AddGenerationPrompt,
@@ -472,7 +483,7 @@ mod tests {
         assert!(!RefusalSet::of(&[Refusal::Documents]).is_subset(RefusalSet::LIFTABLE));
         assert_eq!(
             RefusalSet::LIFTABLE.to_string(),
-            "tools,template_kwargs,add_generation_prompt,continue_final_message,multi_text_part,trailing_assistant,message_field,null_content"
+            "tools,cache_salt,template_kwargs,add_generation_prompt,continue_final_message,multi_text_part,trailing_assistant,message_field,null_content"
         );
         let t = RefusalSet::of(&[Refusal::Tools]);
         assert_eq!(s.difference(t).to_string(), "null_content");

@@ -167,7 +167,11 @@ impl Scan {
             return false;
         }
         if self.lifted.contains(r) && in_scope() {
-            self.used.insert(r);
+            // A lift that changes only the keys (`cache_salt`) leaves the strict render as
+            // it is; every other lift takes the engine's own render.
+            if !r.keys_only() {
+                self.used.insert(r);
+            }
             return false;
         }
         true
@@ -760,7 +764,9 @@ impl Encoder {
         }
         for (k, r) in PRESENT_REFUSALS {
             if top.present(k)
-                && scan.stop(r, || r == Refusal::TemplateKwargs && kwargs_in_scope(top))
+                && scan.stop(r, || {
+                    r == Refusal::CacheSalt || r == Refusal::TemplateKwargs && kwargs_in_scope(top)
+                })
             {
                 return Some(r);
             }

@@ -134,8 +134,22 @@ fn a_code_not_lifted_refuses_with_its_own_code() {
     assert_eq!(outcome(&enc, &agent()), None);
     // Later codes that are never liftable keep refusing, in scan order.
     let tools = format!(r#","tools":{TOOLS}"#);
+    // cache_salt is liftable, but only as keys: lifted, the request renders as without it.
+    let b = body(&[U], &format!(r#"{tools},"cache_salt":"s""#));
+    assert_eq!(outcome(&enc, &b), Some(Refusal::CacheSalt));
+    let salted = lifting(
+        QWEN3,
+        Engine::Vllm,
+        codes("tools,message_field,null_content,cache_salt"),
+    );
+    let unsalted = body(&[U], &tools);
+    assert_eq!(
+        salted.encode_chat_to_vec(b.as_bytes(), 0, 1 << 20).unwrap(),
+        salted
+            .encode_chat_to_vec(unsalted.as_bytes(), 0, 1 << 20)
+            .unwrap()
+    );
     for (extra, want) in [
-        (r#","cache_salt":"s""#, Refusal::CacheSalt),
         (r#","documents":[{"text":"d"}]"#, Refusal::Documents),
         (r#","add_special_tokens":true"#, Refusal::AddSpecialTokens),
         (r#","reasoning_effort":"low""#, Refusal::ReasoningEffort),

@@ -1,0 +1,171 @@
+//! The deployment rules of a catalog release (`releases[].deployment` in
+//! `data/contracts.yaml`): which launch options the release's keys and hits are known for —
+//! its default block size, the speculative-decoding methods and the key rule each implies
+//! (with the replays that prove it), the `cache_salt` values its request path accepts, the
+//! SGLang event formats. Read by [`crate::deployment::Deployment::resolve`].
+
+use crate::engine::Engine;
+use crate::error::{DocKind, Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// The largest block (page) size a deployment may declare.
+pub const MAX_BLOCK_SIZE: u32 = 1 << 16;
+
+/// The per-release deployment rules of the catalog (`releases[].deployment`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeploymentRules {
+    /// The block size the engine uses when none is given (vLLM `CacheConfig`'s default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_block_size: Option<u32>,
+    /// Speculative-decoding methods whose keys and hits are known for the release.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub speculative: Vec<SpeculativeRule>,
+    /// SGLang KV-event formats (`--kv-events-config` `format`) whose events the release's
+    /// schema decodes; absent: only the default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kv_events_formats: Vec<String>,
+    /// Which `cache_salt` values the release's serving path accepts and keys; absent: the
+    /// release's salt handling on the request path is not known, and salted requests stay
+    /// refused on the gateway's path (`cache_salt`, strict rule 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_salt: Option<SaltRules>,
+}
+
+/// The `cache_salt` values an engine release accepts on its request path
+/// (`releases[].deployment.cacheSalt`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SaltRules {
+    /// What the empty string does: `rejected` (the engine answers 400), `absent` (the
+    /// request is unsalted) or `unknown` (no vector shows it: kvexact refuses to key it).
+    pub empty: String,
+    /// The longest salt accepted, in characters (Unicode scalar values); absent: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chars: Option<u32>,
+    /// Characters the engine rejects in a salt.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub forbidden: String,
+    /// Vectors (files under `testdata/vectors/`) whose salted cases prove the salt's keys
+    /// for the release.
+    pub vectors: Vec<String>,
+}
+
+/// Why a request's `cache_salt` cannot be keyed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SaltCheck {
+    /// The salt is keyed as given.
+    Salted,
+    /// The engine treats the request as unsalted (SGLang's empty salt).
+    Unsalted,
+    /// The engine rejects the request (HTTP 400), with the reason it gives.
+    Rejected(String),
+    /// What the engine does with this salt is not known: kvexact refuses to key it.
+    Unknown(String),
+}
+
+impl SaltRules {
+    /// What the release does with `salt`.
+    pub fn check(&self, salt: &str) -> SaltCheck {
+        if salt.is_empty() {
+            return match self.empty.as_str() {
+                "absent" => SaltCheck::Unsalted,
+                "rejected" => {
+                    SaltCheck::Rejected("cache_salt must be a non-empty string if provided".into())
+                }
+                _ => SaltCheck::Unknown("no vector shows how the engine keys an empty salt".into()),
+            };
+        }
+        if let Some(max) = self.max_chars {
+            if salt.chars().count() > max as usize {
+                return SaltCheck::Rejected(format!("cache_salt must be at most {max} characters"));
+            }
+        }
+        if let Some(c) = salt.chars().find(|c| self.forbidden.contains(*c)) {
+            return SaltCheck::Rejected(format!("cache_salt must not contain {c:?}"));
+        }
+        SaltCheck::Salted
+    }
+}
+
+/// Speculative-decoding methods that key blocks by one rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SpeculativeRule {
+    /// The rule: `vllm-lookahead` (each block hash also covers the next L tokens, L = 1, or
+    /// the number of speculative tokens for multi-module MTP; no hit past ⌊(n − L)/B⌋
+    /// blocks) or `sglang-bigram` (the radix tree keys token bigrams; no hit past
+    /// ⌊(n − 2)/P⌋ pages).
+    pub keys: String,
+    /// The methods, spelled as the engine spells them.
+    pub methods: Vec<String>,
+    /// Cache-hit replays of such a deployment that prove the rule for this release.
+    pub vectors: Vec<String>,
+}
+
+/// The rule name of vLLM look-ahead hashing.
+pub const RULE_VLLM_LOOKAHEAD: &str = "vllm-lookahead";
+/// The rule name of SGLang's bigram radix keys.
+pub const RULE_SGLANG_BIGRAM: &str = "sglang-bigram";
+
+impl DeploymentRules {
+    /// Structural checks of a catalog entry (`field` is the entry's path for errors).
+    pub(crate) fn validate(
+        &self,
+        engine: Engine,
+        lookahead: bool,
+        path: &str,
+        field: &str,
+    ) -> Result<()> {
+        let bad = |f: String, d: String| Err(Error::invalid(DocKind::ContractCatalog, path, f, d));
+        if let Some(b) = self.default_block_size {
+            if b == 0 || b > MAX_BLOCK_SIZE {
+                return bad(
+                    format!("{field}.defaultBlockSize"),
+                    format!("{b} out of range"),
+                );
+            }
+        }
+        let mut methods = BTreeSet::new();
+        for (i, r) in self.speculative.iter().enumerate() {
+            let f = format!("{field}.speculative[{i}]");
+            let ok = match r.keys.as_str() {
+                RULE_VLLM_LOOKAHEAD => engine == Engine::Vllm && lookahead,
+                RULE_SGLANG_BIGRAM => engine == Engine::Sglang,
+                _ => false,
+            };
+            if !ok {
+                return bad(
+                    format!("{f}.keys"),
+                    format!("{:?} is not a rule {engine} has here", r.keys),
+                );
+            }
+            if r.methods.is_empty() || r.vectors.is_empty() {
+                return bad(f, "methods and vectors must be non-empty".into());
+            }
+            for m in &r.methods {
+                if !methods.insert(m.as_str()) {
+                    return bad(format!("{f}.methods"), format!("{m:?} listed twice"));
+                }
+            }
+        }
+        if let Some(c) = &self.cache_salt {
+            if !matches!(c.empty.as_str(), "rejected" | "absent" | "unknown")
+                || c.vectors.is_empty()
+            {
+                return bad(
+                    format!("{field}.cacheSalt"),
+                    "empty must be rejected, absent or unknown, and vectors non-empty".into(),
+                );
+            }
+        }
+        if !self.kv_events_formats.is_empty() && engine != Engine::Sglang {
+            return bad(
+                format!("{field}.kvEventsFormats"),
+                "only SGLang has event formats to choose".into(),
+            );
+        }
+        Ok(())
+    }
+}
