@@ -69,7 +69,7 @@ fn ids(v: &Value) -> Result<Vec<u32>, String> {
 pub fn check(doc: &Value) -> Result<Replay, String> {
     let engine = s(doc, "engine")?;
     let version = s(doc, "engine_version")?;
-    let contract = crate::parity::contract_of(engine, version)?;
+    let contract = crate::contract::contract_of(engine, version)?;
     let rule = HitRule::for_version(contract.engine(), version)
         .map_err(|e| format!("REFUSED {}: {e}", e.code()))?;
     let schema = contract

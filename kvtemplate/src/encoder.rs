@@ -647,7 +647,7 @@ impl Encoder {
             return h.engine_chat(body, now_unix_ms);
         }
         if let Some(m) = &self.mistral {
-            return self.mistral_engine_chat(m, body);
+            return m.engine_chat(self.chat_unknown.as_deref(), body);
         }
         let prompt = self.engine_prompt(body, now_unix_ms, None)?;
         let ids = match &self.tokenizer {
@@ -826,7 +826,7 @@ impl Encoder {
     /// vLLM and SGLang refuse an empty prompt; TRT-LLM encodes it to `[]`).
     pub fn engine_completions(&self, prompt: &str) -> Result<Vec<u32>, Error> {
         if let Some(m) = &self.mistral {
-            return self.mistral_engine_completions(m, prompt);
+            return m.engine_completions(self.chat_unknown.as_deref(), prompt);
         }
         let t = self.tokenizer()?;
         if prompt.is_empty() {
