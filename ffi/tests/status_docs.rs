@@ -478,7 +478,7 @@ fn the_completions_call_types_its_refusal() {
     assert_eq!(n, completions(b"hello"));
     // Over max_rendered_bytes.
     let contract = CString::new("vllm-kv-map-v2").unwrap();
-    let mut opts = kvexact_encoder_options {
+    let opts = kvexact_encoder_options {
         struct_size: std::mem::size_of::<kvexact_encoder_options>() as u32,
         lifted: 0,
         engine_version: null(),
@@ -497,7 +497,7 @@ fn the_completions_call_types_its_refusal() {
         kvexact_encoder_new_with_options(
             profile(QWEN3),
             contract.as_ptr(),
-            &mut opts,
+            &opts,
             &mut enc,
             &mut err,
         )
