@@ -343,11 +343,15 @@ impl Encoder {
                 spec.bos_token.as_deref(),
                 spec.completions_bos,
             )?),
-            (None, Some(bytes)) => Some(PinnedTokenizer::from_bytes(
-                bytes,
-                spec.bos_token.as_deref(),
-                spec.completions_bos,
-            )?),
+            (None, Some(bytes)) => Some(
+                PinnedTokenizer::from_bytes(bytes, spec.bos_token.as_deref(), spec.completions_bos)
+                    .map_err(
+                        |e| match (&e, crate::renderer_hint::mistral_file_remedy(bytes)) {
+                            (Error::TokenizerLoad(_), Some(remedy)) => Error::Spec(remedy),
+                            _ => e,
+                        },
+                    )?,
+            ),
             (None, None) if spec.completions_bos => {
                 return Err(Error::Spec("completionsBos needs a tokenizer".to_string()))
             }
@@ -434,7 +438,16 @@ impl Encoder {
         };
         let chat_unknown = match &spec.renderer {
             ChatRenderer::Unknown(why) => Some(why.clone()),
-            _ => None,
+            // No model type to choose the engine's renderer by: refuse chat where the files
+            // say the engine does not render the Jinja template (docs/contracts/templates.md §13).
+            ChatRenderer::Jinja if spec.model_type.is_none() => {
+                crate::renderer_hint::unnamed_model_type(
+                    spec.engine,
+                    tokenizer.as_ref().map(|t| t.inner().stock()),
+                    spec.template_source.as_deref(),
+                )
+            }
+            ChatRenderer::Jinja | ChatRenderer::Harmony(_) | ChatRenderer::Mistral(_) => None,
         };
         Ok(Encoder {
             mistral,
