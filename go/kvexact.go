@@ -361,17 +361,21 @@ func (e *Encoder) EncodeChat(body []byte, nowUnixMs int64, out []uint32) (int, e
 	return int(n), nil
 }
 
-// EncodeCompletions encodes a completions prompt text into at most len(out) ids.
+// EncodeCompletions encodes a completions prompt text into at most len(out) ids. A refusal
+// is a *RefusedError naming the reason (RefusalNulByte, RefusalInputTooLarge,
+// RefusalAmbiguousAddedToken, or RefusalTemplateRaised where the release's completions path
+// is not proven); other failures are a Status.
 func (e *Encoder) EncodeCompletions(text string, out []uint32) (int, error) {
 	b := []byte(text)
+	var refusal C.kvexact_refusal
 	var op *C.uint32_t
 	if len(out) > 0 {
 		op = (*C.uint32_t)(unsafe.Pointer(&out[0]))
 	}
-	n := C.kvexact_encode_completions(e.p, bytesPtr(b), C.size_t(len(b)), op, C.uint32_t(len(out)))
+	n := C.kvexact_encode_completions_with_refusal(e.p, bytesPtr(b), C.size_t(len(b)), op, C.uint32_t(len(out)), &refusal)
 	runtime.KeepAlive(e)
 	if n == C.KVEXACT_ERR_UNSUPPORTED {
-		return 0, &RefusedError{Reason: Refusal(C.KVEXACT_REFUSAL_NUL_BYTE)}
+		return 0, &RefusedError{Reason: Refusal(refusal)}
 	}
 	if n < 0 {
 		return 0, Status(n)

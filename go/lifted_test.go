@@ -125,6 +125,13 @@ func TestInputBoundsRefuseBeforeTheWork(t *testing.T) {
 	if _, err := enc.EncodeChat([]byte(`{"messages":[{"role":"user","content":"hi"}]}`), 0, out); err != nil {
 		t.Fatal(err)
 	}
+	// Completions refusals are typed too (kvexact_encode_completions_with_refusal).
+	if _, err := enc.EncodeCompletions("a\x00b", out); !errors.As(err, &ref) || ref.Reason != RefusalNulByte {
+		t.Fatalf("NUL in a completions prompt: %v", err)
+	}
+	if _, err := enc.EncodeCompletions("", out); err != ErrRequest {
+		t.Fatalf("empty completions prompt: %v", err)
+	}
 }
 
 func equalIDs(a, b []uint32) bool {

@@ -19,6 +19,11 @@ const (
 	// may or may not keep (the profile pins no tokenizer_config.json); never liftable. The
 	// error names the token and the remedy (pin tokenizerConfigArtifact).
 	RefusalAmbiguousAddedToken Refusal = C.KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN
+	// RefusalNulByte: a NUL byte in the prompt text or the rendered prompt; never liftable.
+	RefusalNulByte Refusal = C.KVEXACT_REFUSAL_NUL_BYTE
+	// RefusalTemplateRaised: the template (or the engine's renderer) raised, refused the
+	// messages or rendered empty; for completions, a path no vectors prove. Never liftable.
+	RefusalTemplateRaised Refusal = C.KVEXACT_REFUSAL_TEMPLATE_RAISED
 )
 
 // RefusalBitTools is the lift bit of RefusalTools (KVEXACT_REFUSAL_BIT_TOOLS), for

@@ -266,7 +266,8 @@ func TestMistralRouteKeysGiveTheEnginesIDs(t *testing.T) {
 	if _, err := enc.EncodeChat([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), 0, out); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("unproven release: %v", err)
 	}
-	if _, err := enc.EncodeCompletions("hi", out); !errors.Is(err, ErrUnsupported) {
+	var ref *RefusedError
+	if _, err := enc.EncodeCompletions("hi", out); !errors.Is(err, ErrUnsupported) || !errors.As(err, &ref) || ref.Reason != RefusalTemplateRaised {
 		t.Fatalf("unproven release, completions: %v", err)
 	}
 }

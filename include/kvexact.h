@@ -2291,8 +2291,11 @@ void kvexact_encoder_free(kvexact_encoder *encoder);
  *
  * Writes at most `max_ids` ids (the rest is cut, as the gateway's 4096-id cap does) and
  * returns how many, or a negative status: `KVEXACT_ERR_REQUEST` (empty text, not UTF-8),
- * `KVEXACT_ERR_UNSUPPORTED` (NUL byte in the text), `KVEXACT_ERR_TOKENIZER`,
- * `KVEXACT_ERR_PROFILE`, `KVEXACT_ERR_NULL_ARGUMENT`. `out_ids` is written only on success.
+ * `KVEXACT_ERR_UNSUPPORTED` (refused: a NUL byte in the text, the text over an input bound,
+ * an added token the engine's loader may or may not keep, a completions path no vectors
+ * prove; `kvexact_encode_completions_with_refusal` says which), `KVEXACT_ERR_TOKENIZER`
+ * (no tokenizer, or it failed), `KVEXACT_ERR_PROFILE` (the encoder cannot serve
+ * completions), `KVEXACT_ERR_NULL_ARGUMENT`. `out_ids` is written only on success.
  *
  * # Safety
  * `encoder` is NULL or a live encoder; `text` is valid for `len` bytes; `out_ids` is valid for
@@ -2305,6 +2308,33 @@ int32_t kvexact_encode_completions(const kvexact_encoder *encoder,
                                    uint32_t max_ids);
 
 /**
+ * `kvexact_encode_completions` with the refusal typed, as `kvexact_encode_chat` gives it.
+ *
+ * Writes at most `max_ids` ids and returns how many, or a negative status:
+ * `KVEXACT_ERR_UNSUPPORTED` (refused; the reason in `*refusal_out`:
+ * `KVEXACT_REFUSAL_NUL_BYTE`, `KVEXACT_REFUSAL_INPUT_TOO_LARGE` (the error's message names
+ * the bound), `KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN` (the message names the token and the
+ * remedy), or `KVEXACT_REFUSAL_TEMPLATE_RAISED` where the engine release's completions
+ * path is one no vectors prove (a Mistral encoder without a proven renderer)),
+ * `KVEXACT_ERR_REQUEST` (empty text, not UTF-8), `KVEXACT_ERR_TOKENIZER` (no tokenizer, or
+ * it failed), `KVEXACT_ERR_PROFILE` (the encoder cannot serve completions),
+ * `KVEXACT_ERR_NULL_ARGUMENT`. `out_ids` is written only on success.
+ *
+ * `refusal_out` may be NULL; when not NULL it is always written: the refusal for
+ * `KVEXACT_ERR_UNSUPPORTED`, `KVEXACT_REFUSAL_NONE` otherwise.
+ *
+ * # Safety
+ * `encoder` is NULL or a live encoder; `text` is valid for `len` bytes; `out_ids` is valid for
+ * `max_ids` writes; `refusal_out` is NULL or valid for one write.
+ */
+int32_t kvexact_encode_completions_with_refusal(const kvexact_encoder *encoder,
+                                                const uint8_t *text,
+                                                size_t len,
+                                                uint32_t *out_ids,
+                                                uint32_t max_ids,
+                                                kvexact_refusal *refusal_out);
+
+/**
  * The gateway's chat call: strict refusal scan of the raw request `body` (JSON, exact keys),
  * render of the profile's template at `now_unix_ms` (UTC; one instant per request), encoding
  * without special tokens.
@@ -2312,7 +2342,9 @@ int32_t kvexact_encode_completions(const kvexact_encoder *encoder,
  * Writes at most `max_ids` ids and returns how many, or a negative status:
  * `KVEXACT_ERR_UNSUPPORTED` (a strict-rule refusal; its reason in `*refusal_out`),
  * `KVEXACT_ERR_REQUEST` (e.g. clock out of range), `KVEXACT_ERR_RENDERER` (no template),
- * `KVEXACT_ERR_TOKENIZER`, `KVEXACT_ERR_NULL_ARGUMENT`. `out_ids` is written only on success.
+ * `KVEXACT_ERR_TOKENIZER` (no tokenizer, or it failed), `KVEXACT_ERR_PROFILE` (the encoder
+ * cannot serve this chat path, e.g. an engine without one), `KVEXACT_ERR_NULL_ARGUMENT`.
+ * `out_ids` is written only on success.
  *
  * `refusal_out` may be NULL; when not NULL it is always written: the refusal for
  * `KVEXACT_ERR_UNSUPPORTED`, `KVEXACT_REFUSAL_NONE` otherwise.
@@ -2334,8 +2366,10 @@ int32_t kvexact_encode_chat(const kvexact_encoder *encoder,
  *
  * Writes the needed length to `*len_out`; when `cap` is smaller, returns
  * `KVEXACT_ERR_BUFFER_TOO_SMALL` and writes nothing else (`buf` may be NULL with `cap` 0 to
- * ask for the size). Otherwise copies the prompt into `buf` and returns `KVEXACT_OK`. Other
- * statuses and `refusal_out` as for `kvexact_encode_chat`.
+ * ask for the size). Otherwise copies the prompt into `buf` and returns `KVEXACT_OK`. The
+ * other statuses as for `kvexact_encode_chat`: `KVEXACT_ERR_UNSUPPORTED` (its reason in
+ * `*refusal_out`), `KVEXACT_ERR_REQUEST`, `KVEXACT_ERR_RENDERER`, `KVEXACT_ERR_TOKENIZER`,
+ * `KVEXACT_ERR_PROFILE`, `KVEXACT_ERR_NULL_ARGUMENT`; `refusal_out` as there.
  *
  * # Safety
  * As `kvexact_encode_chat`; `buf` is NULL or valid for `cap` writes; `len_out` is NULL or

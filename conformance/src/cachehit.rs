@@ -269,7 +269,7 @@ impl Stated {
 pub fn check(doc: &Value) -> Result<Replay, String> {
     let engine = s(doc, "engine")?;
     let version = s(doc, "engine_version")?;
-    let contract = crate::parity::contract_of(engine, version)?;
+    let contract = crate::contract::contract_of(engine, version)?;
     let (deployment, stated) = deployment_of(doc)?;
     let keys = DeploymentKeys::new(contract.clone(), &deployment, "<replay header>")
         .map_err(|e| format!("REFUSED {}: {e}", e.code()))?;

@@ -12,6 +12,8 @@
 //!   endpoint.
 //! * [`nonjinja`]: the vector files of models the engines do not render with Jinja (gpt-oss
 //!   through harmony on vLLM, Mistral through mistral_common), per engine path.
+//! * [`contract`]: the release a vector file names, resolved to its contract (shared by the
+//!   checkers).
 //! * [`parity`]: one vector file of any of these formats, checked under the contract of the
 //!   release it names — what `kvexact parity` prints.
 //! * [`routing`]: the routing replay (an agentic workload over emulated engines that evict,
@@ -24,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod cachehit;
+pub mod contract;
 pub mod emulator;
 pub mod events;
 pub mod hashes;

@@ -10,6 +10,7 @@
 //! fixtures name no engine version: they are plain blocks from a given parent, which hash the
 //! same under every release's rules.
 
+pub use crate::contract::contract_of;
 use crate::{cachehit, events, hashes, nonjinja, templates, FileReport};
 use serde_json::Value;
 use std::path::Path;
@@ -24,15 +25,6 @@ pub struct Options<'a> {
     /// codes it hits lifted (as far as the file's release lists them as liftable)
     /// ([`templates::check_file_lifted`]); the per-engine counts become notes.
     pub lifted: bool,
-}
-
-/// The contract of the release a vector file names (`engine`, `engine_version`), or the
-/// refusal line.
-pub fn contract_of(engine: &str, version: &str) -> Result<kvprobe::contract::Contract, String> {
-    let e = kvprobe::Engine::from_name(engine)
-        .filter(|e| e.has_kv_plane())
-        .ok_or_else(|| format!("REFUSED UNKNOWN_ENGINE: {engine:?}"))?;
-    kvprobe::contract::resolve(e, version).map_err(|err| format!("REFUSED {}: {err}", err.code()))
 }
 
 /// Reads `path` and checks every case of it, whatever its format; `Err` when the file cannot

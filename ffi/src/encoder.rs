@@ -15,7 +15,10 @@ use crate::handle::{
     versioned_in, ArcHandle,
 };
 use crate::panic::boundary;
-use crate::refusal::{kvexact_refusal, KVEXACT_REFUSAL_NONE, KVEXACT_REFUSAL_TEMPLATE_RAISED};
+use crate::refusal::{
+    kvexact_refusal, KVEXACT_REFUSAL_INPUT_TOO_LARGE, KVEXACT_REFUSAL_NONE,
+    KVEXACT_REFUSAL_TEMPLATE_RAISED,
+};
 use crate::registry::{kvexact_profile, ProfileView};
 use crate::status::{
     kvexact_status, KVEXACT_ERR_BUFFER_TOO_SMALL, KVEXACT_ERR_REQUEST, KVEXACT_ERR_UNSUPPORTED,
@@ -488,8 +491,11 @@ pub unsafe extern "C" fn kvexact_encoder_free(encoder: *mut kvexact_encoder) {
 ///
 /// Writes at most `max_ids` ids (the rest is cut, as the gateway's 4096-id cap does) and
 /// returns how many, or a negative status: `KVEXACT_ERR_REQUEST` (empty text, not UTF-8),
-/// `KVEXACT_ERR_UNSUPPORTED` (NUL byte in the text), `KVEXACT_ERR_TOKENIZER`,
-/// `KVEXACT_ERR_PROFILE`, `KVEXACT_ERR_NULL_ARGUMENT`. `out_ids` is written only on success.
+/// `KVEXACT_ERR_UNSUPPORTED` (refused: a NUL byte in the text, the text over an input bound,
+/// an added token the engine's loader may or may not keep, a completions path no vectors
+/// prove; `kvexact_encode_completions_with_refusal` says which), `KVEXACT_ERR_TOKENIZER`
+/// (no tokenizer, or it failed), `KVEXACT_ERR_PROFILE` (the encoder cannot serve
+/// completions), `KVEXACT_ERR_NULL_ARGUMENT`. `out_ids` is written only on success.
 ///
 /// # Safety
 /// `encoder` is NULL or a live encoder; `text` is valid for `len` bytes; `out_ids` is valid for
@@ -502,24 +508,94 @@ pub unsafe extern "C" fn kvexact_encode_completions(
     out_ids: *mut u32,
     max_ids: u32,
 ) -> i32 {
+    let mut refusal = KVEXACT_REFUSAL_NONE;
     boundary(|| {
         let enc = unsafe { arc_ref(encoder, "encoder") }?;
         let text = unsafe { in_slice(text, len, "text") }?;
-        let text = std::str::from_utf8(text)
-            .map_err(|e| Failure::new(KVEXACT_ERR_REQUEST, format!("prompt is not UTF-8: {e}")))?;
         let cap = (max_ids as usize).min(i32::MAX as usize);
         let out = unsafe { out_slice(out_ids, cap, "out_ids") }?;
-        let (res, hit) = with_scratch(|s| {
-            let r = enc.encoder.encode_completions_with(text, out, s);
-            (r, s.limit_hit())
-        });
-        let token = ambiguous_token(&enc.encoder, &res, text);
-        match res {
-            Ok(Outcome::Done(e)) => Ok(i32::try_from(e.written).unwrap_or(i32::MAX)),
-            Ok(Outcome::Refused(r)) => Err(refused(r, hit, token)),
-            Err(e) => Err(template_failure(&e)),
-        }
+        completions_ids(enc, text, out, &mut refusal)
     })
+}
+
+/// `kvexact_encode_completions` with the refusal typed, as `kvexact_encode_chat` gives it.
+///
+/// Writes at most `max_ids` ids and returns how many, or a negative status:
+/// `KVEXACT_ERR_UNSUPPORTED` (refused; the reason in `*refusal_out`:
+/// `KVEXACT_REFUSAL_NUL_BYTE`, `KVEXACT_REFUSAL_INPUT_TOO_LARGE` (the error's message names
+/// the bound), `KVEXACT_REFUSAL_AMBIGUOUS_ADDED_TOKEN` (the message names the token and the
+/// remedy), or `KVEXACT_REFUSAL_TEMPLATE_RAISED` where the engine release's completions
+/// path is one no vectors prove (a Mistral encoder without a proven renderer)),
+/// `KVEXACT_ERR_REQUEST` (empty text, not UTF-8), `KVEXACT_ERR_TOKENIZER` (no tokenizer, or
+/// it failed), `KVEXACT_ERR_PROFILE` (the encoder cannot serve completions),
+/// `KVEXACT_ERR_NULL_ARGUMENT`. `out_ids` is written only on success.
+///
+/// `refusal_out` may be NULL; when not NULL it is always written: the refusal for
+/// `KVEXACT_ERR_UNSUPPORTED`, `KVEXACT_REFUSAL_NONE` otherwise.
+///
+/// # Safety
+/// `encoder` is NULL or a live encoder; `text` is valid for `len` bytes; `out_ids` is valid for
+/// `max_ids` writes; `refusal_out` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_encode_completions_with_refusal(
+    encoder: *const kvexact_encoder,
+    text: *const u8,
+    len: usize,
+    out_ids: *mut u32,
+    max_ids: u32,
+    refusal_out: *mut kvexact_refusal,
+) -> i32 {
+    let mut refusal = KVEXACT_REFUSAL_NONE;
+    let r = boundary(|| {
+        let enc = unsafe { arc_ref(encoder, "encoder") }?;
+        let text = unsafe { in_slice(text, len, "text") }?;
+        let cap = (max_ids as usize).min(i32::MAX as usize);
+        let out = unsafe { out_slice(out_ids, cap, "out_ids") }?;
+        completions_ids(enc, text, out, &mut refusal)
+    });
+    if r != KVEXACT_ERR_UNSUPPORTED {
+        // A panic caught after a refusal was noted: the call had no effect.
+        refusal = KVEXACT_REFUSAL_NONE;
+    }
+    if !refusal_out.is_null() {
+        // SAFETY: the caller guarantees validity when not NULL.
+        unsafe { refusal_out.write(refusal) };
+    }
+    r
+}
+
+/// The completions call behind both C entry points: the ids of `text` in `out`, their count,
+/// or the failure with the refusal noted in `refusal`.
+fn completions_ids(
+    enc: &EncoderInner,
+    text: &[u8],
+    out: &mut [u32],
+    refusal: &mut kvexact_refusal,
+) -> Result<i32, Failure> {
+    let text = std::str::from_utf8(text)
+        .map_err(|e| Failure::new(KVEXACT_ERR_REQUEST, format!("prompt is not UTF-8: {e}")))?;
+    let (res, hit) = with_scratch(|s| {
+        let r = enc.encoder.encode_completions_with(text, out, s);
+        (r, s.limit_hit())
+    });
+    let token = ambiguous_token(&enc.encoder, &res, text);
+    match res {
+        Ok(Outcome::Done(e)) => Ok(i32::try_from(e.written).unwrap_or(i32::MAX)),
+        Ok(Outcome::Refused(r)) => {
+            *refusal = refusal_value(r);
+            Err(refused(r, hit, token))
+        }
+        Err(e) => {
+            let f = template_failure(&e);
+            if f.status == KVEXACT_ERR_UNSUPPORTED {
+                *refusal = match e {
+                    kvtemplate::Error::InputTooLarge(_) => KVEXACT_REFUSAL_INPUT_TOO_LARGE,
+                    _ => KVEXACT_REFUSAL_TEMPLATE_RAISED,
+                };
+            }
+            Err(f)
+        }
+    }
 }
 
 /// The gateway's chat call: strict refusal scan of the raw request `body` (JSON, exact keys),
@@ -529,7 +605,9 @@ pub unsafe extern "C" fn kvexact_encode_completions(
 /// Writes at most `max_ids` ids and returns how many, or a negative status:
 /// `KVEXACT_ERR_UNSUPPORTED` (a strict-rule refusal; its reason in `*refusal_out`),
 /// `KVEXACT_ERR_REQUEST` (e.g. clock out of range), `KVEXACT_ERR_RENDERER` (no template),
-/// `KVEXACT_ERR_TOKENIZER`, `KVEXACT_ERR_NULL_ARGUMENT`. `out_ids` is written only on success.
+/// `KVEXACT_ERR_TOKENIZER` (no tokenizer, or it failed), `KVEXACT_ERR_PROFILE` (the encoder
+/// cannot serve this chat path, e.g. an engine without one), `KVEXACT_ERR_NULL_ARGUMENT`.
+/// `out_ids` is written only on success.
 ///
 /// `refusal_out` may be NULL; when not NULL it is always written: the refusal for
 /// `KVEXACT_ERR_UNSUPPORTED`, `KVEXACT_REFUSAL_NONE` otherwise.
@@ -567,8 +645,10 @@ pub unsafe extern "C" fn kvexact_encode_chat(
 ///
 /// Writes the needed length to `*len_out`; when `cap` is smaller, returns
 /// `KVEXACT_ERR_BUFFER_TOO_SMALL` and writes nothing else (`buf` may be NULL with `cap` 0 to
-/// ask for the size). Otherwise copies the prompt into `buf` and returns `KVEXACT_OK`. Other
-/// statuses and `refusal_out` as for `kvexact_encode_chat`.
+/// ask for the size). Otherwise copies the prompt into `buf` and returns `KVEXACT_OK`. The
+/// other statuses as for `kvexact_encode_chat`: `KVEXACT_ERR_UNSUPPORTED` (its reason in
+/// `*refusal_out`), `KVEXACT_ERR_REQUEST`, `KVEXACT_ERR_RENDERER`, `KVEXACT_ERR_TOKENIZER`,
+/// `KVEXACT_ERR_PROFILE`, `KVEXACT_ERR_NULL_ARGUMENT`; `refusal_out` as there.
 ///
 /// # Safety
 /// As `kvexact_encode_chat`; `buf` is NULL or valid for `cap` writes; `len_out` is NULL or

@@ -20,3 +20,4 @@ mod probe;
 mod probe_route;
 mod registry;
 mod route_keys;
+mod status_docs;

@@ -13,7 +13,7 @@ use kvexact::encoder::*;
 use kvexact::enums::*;
 use kvexact::error::*;
 use kvexact::hasher::*;
-use kvexact::refusal::KVEXACT_REFUSAL_NONE;
+use kvexact::refusal::{KVEXACT_REFUSAL_NONE, KVEXACT_REFUSAL_TEMPLATE_RAISED};
 use kvexact::registry::*;
 use kvexact::route::*;
 use kvexact::status::*;
@@ -260,4 +260,20 @@ fn a_release_without_proven_renderer_refuses() {
         kvexact_encode_completions(h.enc, b"hi".as_ptr(), 2, out.as_mut_ptr(), out.len() as u32)
     };
     assert_eq!(n, KVEXACT_ERR_UNSUPPORTED);
+    // The typed call names why: no vectors prove this release's renderer.
+    let mut r = 0;
+    let n = unsafe {
+        kvexact_encode_completions_with_refusal(
+            h.enc,
+            b"hi".as_ptr(),
+            2,
+            out.as_mut_ptr(),
+            out.len() as u32,
+            &mut r,
+        )
+    };
+    assert_eq!(
+        (n, r),
+        (KVEXACT_ERR_UNSUPPORTED, KVEXACT_REFUSAL_TEMPLATE_RAISED)
+    );
 }

@@ -1,6 +1,7 @@
 //! Arbitrary bytes through every registry parser of kvprofile-core and the catalog parsers of
-//! kvmodels: each returns Ok or Err, never panics. The first byte picks the parser so one corpus
-//! covers all of them.
+//! kvmodels, and kvtemplate's reading of a profile's tokenizer and template bytes for what they
+//! say about the engine's renderer (`renderer_hint`): each returns Ok or Err (or an answer),
+//! never panics. The first byte picks the parser so one corpus covers all of them.
 #![no_main]
 
 use kvmodels::catalog::{SupportCatalog, SupportedModels, WeightsIndex};
@@ -13,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else {
         return;
     };
-    match which % 9 {
+    match which % 10 {
         0 => {
             if let Ok(p) = Profile::parse(rest, "p.yaml") {
                 // A parsed profile passes its own validation again.
@@ -44,6 +45,15 @@ fuzz_target!(|data: &[u8]| {
         7 => {
             let _ = ContractCatalog::parse(rest, "c.yaml");
             let _ = SupportCatalog::parse(rest, "s.yaml");
+        }
+        8 => {
+            let kind = kvtemplate::renderer_hint::mistral_file_kind(rest);
+            assert_eq!(
+                kind.is_some(),
+                kvtemplate::renderer_hint::mistral_file_remedy(rest).is_some()
+            );
+            let text = String::from_utf8_lossy(rest);
+            let _ = kvtemplate::renderer_hint::template_writes_harmony(&text);
         }
         _ => {
             if let Ok(s) = std::str::from_utf8(rest) {

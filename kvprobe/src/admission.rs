@@ -12,7 +12,7 @@
 //! | `contract_no_kv_plane` | the contract's engine has no KV plane and no encoder (llama.cpp) |
 //! | `surface_not_supported` | a surface `mode` serves is not in `supportedApis` |
 //! | `renderer_missing` | `mode` serves chat and the profile has no template, or the template does not compile |
-//! | `engine_renderer` | chat on an engine that ignores the template for this `modelType` (`gpt_oss` on vLLM/TensorRT-LLM: Harmony; `mistral3` on vLLM/SGLang: mistral_common) or for a Mistral `tokenizerFile` (`tekken.json`, `tokenizer.model.v7`), unless the rule names one engine release whose vectors prove kvexact's renderer for it (catalog `chat.renderers`: harmony and mistral_common on vLLM 0.31.0/0.33.0, mistral_common's text form for tekken on SGLang 0.5.19) |
+//! | `engine_renderer` | chat on an engine that ignores the template for this `modelType` (`gpt_oss` on vLLM/TensorRT-LLM: Harmony; `mistral3` on vLLM/SGLang: mistral_common), for a profile without `modelType` whose tokenizer or template is harmony's (`kvtemplate::renderer_hint`), or for a Mistral `tokenizerFile` (`tekken.json`, `tokenizer.model.v7`), unless the rule names one engine release whose vectors prove kvexact's renderer for it (catalog `chat.renderers`: harmony and mistral_common on vLLM 0.31.0/0.33.0, mistral_common's text form for tekken on SGLang 0.5.19) |
 //! | `quirk_incompatible` | an `engineQuirks` key is not a contract, or the contract's quirks cannot apply to it (`completionsBos` off SGLang, `completionsBos` without a resolvable BOS) |
 //! | `tokenizer_unloadable` | `tokenizer.json` does not load |
 //! | `encoder_unbuildable` | the encoder fails for any other reason (e.g. clock policy and template disagree) |
@@ -302,6 +302,15 @@ pub fn admit(
         ));
     }
     match crate::bridge::encoder_for_id(profile, contract_id) {
+        // No modelType, but the files are a checkpoint the engine renders without its Jinja
+        // template (gpt-oss's harmony tokens: `kvtemplate::renderer_hint`): chat refused.
+        Ok(enc) if chat && p.model_type.is_none() => match enc.renderer() {
+            kvtemplate::ChatRenderer::Unknown(why) => Err(AdmissionRefusal::new(
+                Rule::EngineRenderer,
+                format!("profile {id} on {contract_id}: {why}; completions stay allowed"),
+            )),
+            _ => Ok(()),
+        },
         Ok(_) => Ok(()),
         Err(e) => {
             let rule = match &e {
@@ -585,6 +594,29 @@ mod tests {
         let mut lp = light();
         lp.profile.model_type = Some("gpt-oss".into());
         assert_eq!(admit(&lp, m, "vllm-kv-map-v2", ApiMode::Chat), Ok(()));
+    }
+
+    /// No modelType, but gpt-oss's real tokenizer (harmony's special tokens): chat refused on
+    /// the engines that render gpt-oss with harmony, the reason naming modelType; completions,
+    /// and chat on SGLang (which renders gpt-oss with its template), admitted.
+    #[test]
+    fn admission_refuses_harmony_files_without_model_type() {
+        let m = "Qwen/Qwen3-0.6B";
+        let tok = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../testdata/models/openai__gpt-oss-20b/tokenizer.json"
+        ))
+        .expect("gpt-oss tokenizer.json");
+        let mut lp = loaded(QWEN3);
+        lp.artifacts.tokenizer.bytes = Arc::from(tok);
+        lp.profile.model_type = None;
+        for c in ["vllm-kv-map-v3", "trtllm-kv-http-v1"] {
+            let r = admit(&lp, m, c, ApiMode::Chat);
+            assert_eq!(rule(r.clone()), Some(Rule::EngineRenderer), "{c}");
+            assert!(r.unwrap_err().detail.contains("modelType"), "{c}");
+            assert_eq!(admit(&lp, m, c, ApiMode::Completions), Ok(()), "{c}");
+        }
+        assert_eq!(admit(&lp, m, "sglang-kv-rank-v1", ApiMode::Both), Ok(()));
     }
 
     #[test]

@@ -343,11 +343,15 @@ impl Encoder {
                 spec.bos_token.as_deref(),
                 spec.completions_bos,
             )?),
-            (None, Some(bytes)) => Some(PinnedTokenizer::from_bytes(
-                bytes,
-                spec.bos_token.as_deref(),
-                spec.completions_bos,
-            )?),
+            (None, Some(bytes)) => Some(
+                PinnedTokenizer::from_bytes(bytes, spec.bos_token.as_deref(), spec.completions_bos)
+                    .map_err(
+                        |e| match (&e, crate::renderer_hint::mistral_file_remedy(bytes)) {
+                            (Error::TokenizerLoad(_), Some(remedy)) => Error::Spec(remedy),
+                            _ => e,
+                        },
+                    )?,
+            ),
             (None, None) if spec.completions_bos => {
                 return Err(Error::Spec("completionsBos needs a tokenizer".to_string()))
             }
@@ -434,7 +438,16 @@ impl Encoder {
         };
         let chat_unknown = match &spec.renderer {
             ChatRenderer::Unknown(why) => Some(why.clone()),
-            _ => None,
+            // No model type to choose the engine's renderer by: refuse chat where the files
+            // say the engine does not render the Jinja template (docs/contracts/templates.md §13).
+            ChatRenderer::Jinja if spec.model_type.is_none() => {
+                crate::renderer_hint::unnamed_model_type(
+                    spec.engine,
+                    tokenizer.as_ref().map(|t| t.inner().stock()),
+                    spec.template_source.as_deref(),
+                )
+            }
+            ChatRenderer::Jinja | ChatRenderer::Harmony(_) | ChatRenderer::Mistral(_) => None,
         };
         Ok(Encoder {
             mistral,
@@ -647,7 +660,7 @@ impl Encoder {
             return h.engine_chat(body, now_unix_ms);
         }
         if let Some(m) = &self.mistral {
-            return self.mistral_engine_chat(m, body);
+            return m.engine_chat(self.chat_unknown.as_deref(), body);
         }
         let prompt = self.engine_prompt(body, now_unix_ms, None)?;
         let ids = match &self.tokenizer {
@@ -826,7 +839,7 @@ impl Encoder {
     /// vLLM and SGLang refuse an empty prompt; TRT-LLM encodes it to `[]`).
     pub fn engine_completions(&self, prompt: &str) -> Result<Vec<u32>, Error> {
         if let Some(m) = &self.mistral {
-            return self.mistral_engine_completions(m, prompt);
+            return m.engine_completions(self.chat_unknown.as_deref(), prompt);
         }
         let t = self.tokenizer()?;
         if prompt.is_empty() {

@@ -21,6 +21,8 @@
 //! * [`AddedTokensRule`]: which added tokens the engine release's tokenizer loader keeps
 //!   (`tokenizer.json`'s or `tokenizer_config.json`'s).
 //! * [`Engine`] is kvprofile-core's one engine enum, re-exported.
+//! * [`renderer_hint`]: what a checkpoint's files say about the engine's renderer when no
+//!   `modelType` names it (chat refused on gpt-oss's harmony files, a Mistral file named).
 //!
 //! Everything else is private: the crate's surface is what this page lists.
 //!
@@ -65,6 +67,7 @@ mod pyrepr_table;
 mod pystr;
 mod pyvalue;
 mod refusal;
+pub mod renderer_hint;
 mod strftime;
 mod strict;
 mod template_concat;

@@ -251,8 +251,12 @@ impl ArtifactValidator for KvtemplateValidator {
             })?;
             return Ok(None);
         }
-        let parsed = crate::tokenize::parse(&artifacts.tokenizer.bytes)
-            .map_err(|e| format!("{}: {e}", profile.profile_id))?;
+        let parsed = crate::tokenize::parse(&artifacts.tokenizer.bytes).map_err(|e| {
+            match crate::renderer_hint::mistral_file_remedy(&artifacts.tokenizer.bytes) {
+                Some(remedy) => format!("{}: {e}; {remedy}", profile.profile_id),
+                None => format!("{}: {e}", profile.profile_id),
+            }
+        })?;
         let mut contracts: Vec<&str> = profile
             .engine_quirks
             .iter()

@@ -4,6 +4,9 @@
 //! lifts ([`crate::EncoderSpec::lifted`]), the engine's own render of the requests that hit
 //! only those (see [`Encoder::encode_chat`]).
 
+mod harmony_chat;
+mod mistral_chat;
+
 use crate::encoder::{Encoder, EnginePrompt, Rendered, ScratchBuf};
 use crate::env::RenderFailure;
 use crate::error::Error;

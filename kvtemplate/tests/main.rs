@@ -18,3 +18,4 @@ mod mistral;
 mod profile;
 mod python_values;
 mod refusals;
+mod renderer_hint;

@@ -12,7 +12,6 @@ use crate::enums::{
     api_mode_of, engine_of, kvexact_api_mode, kvexact_engine, KVEXACT_SGLANG, KVEXACT_TRTLLM,
     KVEXACT_VLLM,
 };
-use crate::failure::Failure;
 use crate::handle::{arc_ref, in_slice, in_str, out_param};
 use crate::panic::boundary;
 use crate::status::kvexact_status;
@@ -20,16 +19,7 @@ use crate::status::kvexact_status;
 use super::finding::{kvexact_finding, write_finding};
 use super::fixtures::{fixture_at, kvexact_fixtures};
 use super::manifest::kvexact_manifest;
-
-/// An HTTP status from C (`http_status` arguments), refused outside 0..=65535.
-pub(crate) fn status_u16(status: i32) -> Result<u16, Failure> {
-    u16::try_from(status).map_err(|_| {
-        Failure::invalid(
-            "http_status",
-            format_args!("{status} is not an HTTP status"),
-        )
-    })
-}
+use super::status_u16;
 
 /// The identity route of an engine: `"/version"` (vLLM), `"/get_server_info"` (SGLang),
 /// `"/server_info"` (TensorRT-LLM); NULL for an unknown engine. Static; never free it.

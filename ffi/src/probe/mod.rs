@@ -39,3 +39,14 @@ pub use manifest::*;
 pub use rank_coverage::*;
 pub use readiness::*;
 pub use route::*;
+
+/// An HTTP status from C (`http_status` arguments), refused outside 0..=65535. Here, not in
+/// `judge`, so that `judge` and `route` (which both take one) need not name each other.
+pub(crate) fn status_u16(status: i32) -> Result<u16, crate::failure::Failure> {
+    u16::try_from(status).map_err(|_| {
+        crate::failure::Failure::invalid(
+            "http_status",
+            format_args!("{status} is not an HTTP status"),
+        )
+    })
+}

@@ -105,7 +105,7 @@ pub unsafe extern "C" fn kvexact_judge_probe(
         let fx = unsafe { arc_ref(fixtures, "fixtures") }?;
         let body = unsafe { in_slice(body, len, "body") }?;
         let out = unsafe { out_param(out, "out") }?;
-        let status = super::judge::status_u16(http_status)?;
+        let status = super::status_u16(http_status)?;
         let f = fixture_at(fx, i)?;
         let finding = match chat_route::probe_for(enc.encoder.engine(), enc.chat_route, f) {
             Err(finding) => finding,

@@ -179,6 +179,24 @@ static void refusals_and_rendering(kvexact_registry *reg) {
   CHECK_INT(kvexact_encode_completions(NULL, (const uint8_t *)"a", 1, ids, 64),
             KVEXACT_ERR_NULL_ARGUMENT);
   CHECK_INT(kvexact_encode_chat(enc, NULL, 5, NOW_MS, ids, 64, NULL), KVEXACT_ERR_NULL_ARGUMENT);
+  /* The same completions calls with the refusal typed: written on every return. */
+  {
+    kvexact_refusal cr = 999;
+    CHECK_INT(kvexact_encode_completions_with_refusal(enc, (const uint8_t *)"a\0b", 3, ids, 64, &cr),
+              KVEXACT_ERR_UNSUPPORTED);
+    CHECK_INT(cr, KVEXACT_REFUSAL_NUL_BYTE);
+    cr = 999;
+    CHECK_INT(kvexact_encode_completions_with_refusal(enc, (const uint8_t *)"", 0, ids, 64, &cr),
+              KVEXACT_ERR_REQUEST);
+    CHECK_INT(cr, KVEXACT_REFUSAL_NONE);
+    cr = 999;
+    int32_t a = kvexact_encode_completions(enc, (const uint8_t *)"hello", 5, ids, 64);
+    CHECK_INT(kvexact_encode_completions_with_refusal(enc, (const uint8_t *)"hello", 5, ids, 64, &cr), a);
+    CHECK(a > 0);
+    CHECK_INT(cr, KVEXACT_REFUSAL_NONE);
+    CHECK_INT(kvexact_encode_completions_with_refusal(NULL, (const uint8_t *)"a", 1, ids, 64, NULL),
+              KVEXACT_ERR_NULL_ARGUMENT);
+  }
 
   /* Render with a size query first. */
   const char *body = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"What is 2+2?\"}]}";

@@ -17,7 +17,6 @@
 
 mod render;
 mod request;
-mod route;
 mod typescript;
 
 use crate::engine::{ChatRequest, EngineChat};

@@ -3,19 +3,13 @@
 //! catalog entry names the mistral_common renderer, and the encoder's chat and completions
 //! calls take [`MistralEncoder`] instead of a template and `tokenizer.json`.
 //!
-//! Chat: the §9.2 scan of the top-level keys (the codes that change more than the prompt, and
-//! the shapes the strict path refuses unless the release lifts them), exactly as for a Jinja
-//! encoder; then mistral_common's encoding on the engine's path. The request walker refuses
-//! every message shape its vectors do not prove ([`crate::Error::Unsupported`]); a request the
-//! engine answers with HTTP 400 caches nothing ([`Refusal::TemplateRaised`]).
-//! Completions: BOS + the prompt as ordinary text, on both engines.
+//! This module holds the route (tokenizer file, renderer, the checks that they fit); the
+//! gateway's chat and completions calls on it are in `strict/mistral_chat.rs`. The request
+//! walker refuses every message shape its vectors do not prove ([`crate::Error::Unsupported`]).
 
 use super::{InstructVersion, MistralEncoder, MistralPath};
 use crate::engine::Engine;
-use crate::limits::{Limit, LimitHit};
-use crate::refusal::{Outcome, Refusal};
-use crate::strict::{too_large, Encoded};
-use crate::{Encoder, Error, ScratchBuf};
+use crate::{EngineChat, Error};
 
 /// Which mistral_common renderer an engine release uses for a checkpoint (catalog
 /// `chat.renderers` values `mistral-tekken-v3`, `mistral-spm-v7`, `mistral-text-tekken-v3`).
@@ -130,106 +124,39 @@ impl MistralRoute {
     }
 }
 
-impl Encoder {
-    /// The proven Mistral renderer of this encoder, or the reason chat is unknown.
-    fn mistral_proven<'m>(
+impl MistralRoute {
+    /// The proven renderer of this route, or the reason chat is unknown (`chat_unknown`: the
+    /// encoder's, when the release names a renderer kvexact does not know).
+    pub(crate) fn proven(
         &self,
-        m: &'m MistralRoute,
-    ) -> Result<(&'m MistralEncoder, MistralRenderer), Error> {
-        match m.renderer {
-            Some(r) => Ok((&m.encoder, r)),
-            None => Err(Error::Unsupported(
-                self.chat_unknown.clone().unwrap_or_else(|| {
-                    "no vectors prove this release's Mistral renderer".to_string()
-                }),
-            )),
+        chat_unknown: Option<&str>,
+    ) -> Result<(&MistralEncoder, MistralRenderer), Error> {
+        match self.renderer {
+            Some(r) => Ok((&self.encoder, r)),
+            None => Err(Error::Unsupported(chat_unknown.map_or_else(
+                || "no vectors prove this release's Mistral renderer".to_string(),
+                str::to_string,
+            ))),
         }
     }
 
-    /// [`Encoder::encode_chat_capped`] on a Mistral encoder: the first `cap` ids in `scratch`
-    /// (the pieces past them not encoded), mistral_common's text form beside them.
-    pub(crate) fn mistral_chat(
+    /// [`crate::Encoder::engine_chat`] on a Mistral encoder.
+    pub(crate) fn engine_chat(
         &self,
-        m: &MistralRoute,
+        chat_unknown: Option<&str>,
         body: &[u8],
-        cap: usize,
-        scratch: &mut ScratchBuf,
-    ) -> Result<Outcome<Encoded>, Error> {
-        let (enc, renderer) = self.mistral_proven(m)?;
-        if let Outcome::Refused(r) = self.scan_top_only(body, scratch, false)? {
-            return Ok(Outcome::Refused(r));
-        }
-        let capped = match enc.engine_chat_capped(renderer.path, body, cap, true) {
-            Ok(c) => c,
-            // The engine answers HTTP 400: no prompt is cached.
-            Err(Error::EngineRequest(_) | Error::Request(_)) => {
-                return Ok(Outcome::Refused(Refusal::TemplateRaised))
-            }
-            Err(Error::InputTooLarge(hit)) => return Ok(too_large(scratch, hit)),
-            Err(e) => return Err(e),
-        };
-        let chat = capped.chat;
-        if capped.nul {
-            return Ok(Outcome::Refused(Refusal::NulByte));
-        }
-        scratch.ids = chat
-            .ids
-            .ok_or_else(|| Error::Tokenize("mistral_common produced no ids".to_string()))?;
-        scratch.rendered = chat.rendered;
-        Ok(Outcome::Done(Encoded {
-            written: scratch.ids.len(),
-            truncated: capped.more,
-        }))
-    }
-
-    /// [`Encoder::encode_completions_capped`] on a Mistral encoder: BOS + the prompt as
-    /// ordinary text, the first `cap` ids in `scratch`.
-    pub(crate) fn mistral_completions(
-        &self,
-        m: &MistralRoute,
-        text: &str,
-        cap: usize,
-        scratch: &mut ScratchBuf,
-    ) -> Result<Outcome<Encoded>, Error> {
-        let (enc, _) = self.mistral_proven(m)?;
-        scratch.limit = None;
-        scratch.ids.clear();
-        if text.is_empty() {
-            return Err(Error::Request("empty prompt".to_string()));
-        }
-        if let Some(hit) = LimitHit::check(Limit::RenderedBytes, &self.limits, text.len()) {
-            return Ok(too_large(scratch, hit));
-        }
-        if text.contains('\0') {
-            return Ok(Outcome::Refused(Refusal::NulByte));
-        }
-        let mut ids = enc.engine_completions(text)?;
-        let truncated = ids.len() > cap;
-        ids.truncate(cap);
-        scratch.ids = ids;
-        Ok(Outcome::Done(Encoded {
-            written: scratch.ids.len(),
-            truncated,
-        }))
-    }
-
-    /// [`Encoder::engine_chat`] on a Mistral encoder.
-    pub(crate) fn mistral_engine_chat(
-        &self,
-        m: &MistralRoute,
-        body: &[u8],
-    ) -> Result<crate::EngineChat, Error> {
-        let (enc, renderer) = self.mistral_proven(m)?;
+    ) -> Result<EngineChat, Error> {
+        let (enc, renderer) = self.proven(chat_unknown)?;
         enc.engine_chat(renderer.path, body)
     }
 
-    /// [`Encoder::engine_completions`] on a Mistral encoder.
-    pub(crate) fn mistral_engine_completions(
+    /// [`crate::Encoder::engine_completions`] on a Mistral encoder.
+    pub(crate) fn engine_completions(
         &self,
-        m: &MistralRoute,
+        chat_unknown: Option<&str>,
         prompt: &str,
     ) -> Result<Vec<u32>, Error> {
-        let (enc, _) = self.mistral_proven(m)?;
+        let (enc, _) = self.proven(chat_unknown)?;
         enc.engine_completions(prompt)
     }
 }

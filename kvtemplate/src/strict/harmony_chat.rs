@@ -9,10 +9,13 @@
 //! is the engine's). The message-level scan is the Jinja template's business; the harmony
 //! conversation builder refuses every message shape its vectors do not prove
 //! ([`crate::Error::Unsupported`]).
+//!
+//! It sits under `strict` (the gateway's chat call), above [`crate::harmony`] (the renderer)
+//! and the encoder that holds it, so no module names itself through the others.
 
-use super::HarmonyEncoder;
+use super::{too_large, Encoded};
+use crate::harmony::HarmonyEncoder;
 use crate::refusal::{Outcome, Refusal};
-use crate::strict::{too_large, Encoded};
 use crate::{Encoder, Error, ScratchBuf};
 
 impl Encoder {
