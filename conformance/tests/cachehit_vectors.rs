@@ -131,3 +131,64 @@ fn the_engines_stated_lookahead_must_match_the_deployment() {
     doc["deployment"]["radix_is_eagle"] = serde_json::json!(false);
     assert!(cachehit::check(&doc).is_err());
 }
+
+#[test]
+fn drift_rederives_every_block_of_every_deployment() {
+    // Every block each replay's engines published (look-ahead blocks, bigram pages, LoRA and
+    // salted blocks included) re-derives under the replay's deployment
+    // (`DriftConfig::for_keying`): none unverifiable, none mismatched.
+    use kvhash::events::{self, Limits};
+    use kvprobe::deployment::DeploymentKeys;
+    use kvprobe::drift::{DriftConfig, Verifier};
+    let (mut total, mut bigram, mut lookahead) = (0u64, 0u64, 0u64);
+    for f in files() {
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+        let (d, _) = cachehit::deployment_of(&doc).unwrap();
+        let c = kvexact_conformance::contract::contract_of(
+            doc["engine"].as_str().unwrap(),
+            doc["engine_version"].as_str().unwrap(),
+        )
+        .unwrap();
+        let keys = DeploymentKeys::new(c.clone(), &d, "<replay>").unwrap();
+        let mut verifiers = std::collections::HashMap::new();
+        for s in doc["steps"].as_array().unwrap() {
+            if s["kind"] != "events" {
+                continue;
+            }
+            let name = s["endpoint"].as_str().unwrap().to_string();
+            let v = verifiers.entry(name).or_insert_with(|| {
+                Verifier::new(&c, DriftConfig::for_keying(keys.keying())).unwrap()
+            });
+            let topic = s["topic"].as_str().unwrap().as_bytes().to_vec();
+            let seq = hex::decode(s["seq_frame_hex"].as_str().unwrap()).unwrap();
+            let payload = hex::decode(s["payload_hex"].as_str().unwrap()).unwrap();
+            let frames: [&[u8]; 3] = [&topic, &seq, &payload];
+            let b = events::decode_frames_schema(c.events().unwrap(), &frames, &Limits::default())
+                .unwrap();
+            v.feed_payload(&b, &payload);
+        }
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        for v in verifiers.values() {
+            let k = v.counters();
+            assert_eq!(k.mismatched, 0, "{name}: {}", v.summary());
+            if name.contains("hybrid") {
+                // Sliding-window group blocks whose parent the window already dropped are
+                // unverifiable in any deployment (docs/contracts/drift.md): not this test's.
+                continue;
+            }
+            assert_eq!(k.unverifiable, 0, "{name}: {}", v.summary());
+            assert_eq!(k.matched, k.blocks_seen, "{name}");
+            total += k.matched;
+            if name.contains("eagle") {
+                bigram += k.matched;
+            }
+            if name.contains("specdec") {
+                lookahead += k.matched;
+            }
+        }
+    }
+    assert!(
+        total > 1000 && bigram > 100 && lookahead > 100,
+        "{total} {bigram} {lookahead}"
+    );
+}

@@ -45,6 +45,10 @@ pub struct DriftConfig {
     /// with an adapter not listed here are [`MismatchKind::Keys`](super::MismatchKind::Keys) evidence under every
     /// release.
     pub lora_paths: BTreeMap<String, String>,
+    /// SGLang: the deployment keys bigram pages (EAGLE speculative decoding,
+    /// `KeyForm::Bigram`): events carry token pairs, re-derived page by page. Off: such
+    /// events are unverifiable (`eagle_bigrams`).
+    pub bigram_pages: bool,
     /// Entries of the hash → digest map (at least 1).
     pub map_capacity: usize,
     /// When mismatches make a verdict.
@@ -54,6 +58,23 @@ pub struct DriftConfig {
 }
 
 impl DriftConfig {
+    /// The configuration of a deployment's endpoint: its block size, algorithm, seed, the
+    /// adapters it serves (name → path) and whether it keys bigram pages; the other fields
+    /// as [`DriftConfig::new`]. vLLM look-ahead blocks are re-derived from the
+    /// `lookahead_token_ids` each event carries, whatever the deployment says.
+    pub fn for_keying(k: &kvprofile_core::deployment::Keying) -> DriftConfig {
+        let mut c = DriftConfig::new(k.block_size as usize);
+        c.algo = Some(k.hash_algorithm);
+        c.hash_seed = k.hash_seed.clone();
+        c.lora_paths = k
+            .adapters
+            .iter()
+            .map(|a| (a.name.clone(), a.path.clone()))
+            .collect();
+        c.bigram_pages = k.key_form == kvprofile_core::deployment::KeyForm::Bigram;
+        c
+    }
+
     /// Block size `block_size`, seed `"0"`, the contract's default algorithm, no LoRA paths,
     /// 65 536 map entries, the default policy, no prediction tracking.
     pub fn new(block_size: usize) -> DriftConfig {
@@ -62,6 +83,7 @@ impl DriftConfig {
             block_size,
             hash_seed: Some("0".into()),
             lora_paths: BTreeMap::new(),
+            bigram_pages: false,
             map_capacity: 1 << 16,
             policy: DriftPolicy::default(),
             predictions: None,

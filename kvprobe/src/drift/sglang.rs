@@ -10,14 +10,24 @@ use kvhash::Digest;
 pub(crate) struct SglangDeriver {
     chain: SglangChain<SglangHasher>,
     page_size: usize,
+    /// The deployment keys bigram pages (EAGLE): events carry token pairs.
+    bigram_pages: bool,
 }
 
 impl SglangDeriver {
-    pub(crate) fn new(rules: SglangRules, page_size: usize) -> Result<SglangDeriver, Error> {
-        let hasher = SglangHasher::new(page_size)?.with_rules(rules);
+    pub(crate) fn new(
+        rules: SglangRules,
+        page_size: usize,
+        bigram_pages: bool,
+    ) -> Result<SglangDeriver, Error> {
+        let mut hasher = SglangHasher::new(page_size)?.with_rules(rules);
+        if bigram_pages {
+            hasher = hasher.with_mode(kvhash::sglang::KeyMode::EagleBigram);
+        }
         Ok(SglangDeriver {
             chain: SglangChain::new(hasher),
             page_size,
+            bigram_pages,
         })
     }
 
@@ -36,8 +46,14 @@ impl SglangDeriver {
             Some(Outcome::block_size(
                 "event page size is not the rule's block size",
             ))
-        } else if !flat {
-            Some(Outcome::Unverifiable(Unverifiable::EagleBigrams))
+        } else if flat == self.bigram_pages {
+            // Bigram pairs from a deployment declared without EAGLE, or flat ids from one
+            // declared with it: the events are not the deployment's.
+            Some(if flat {
+                Outcome::keys("flat token ids where the deployment keys bigram pages")
+            } else {
+                Outcome::Unverifiable(Unverifiable::EagleBigrams)
+            })
         } else if s.token_ids.is_empty() {
             Some(Outcome::Unverifiable(Unverifiable::NoTokenIds))
         } else if n.checked_mul(ebs) != Some(s.token_ids.len()) {
@@ -54,10 +70,32 @@ impl SglangDeriver {
             Some(h) => book.parent(h.to_u64()),
         };
         let parent_u64 = s.parent_block_hash.as_ref().map(BlockHash::to_u64);
+        let mut pairs = s.token_ids.bigrams();
         for (i, published) in s.block_hashes.iter().enumerate() {
             // Never more than the event holds (its block_size is the engine's word).
             tokens.resize(ebs.min(s.token_ids.len()), 0);
-            let got = if flat { ids.read_into(tokens) } else { 0 };
+            let got = if flat {
+                ids.read_into(tokens)
+            } else {
+                // A bigram page: `ebs` consecutive pairs (t_j, t_j+1) are the `ebs + 1`
+                // tokens t_j ... t_j+ebs; pairs that do not chain are malformed.
+                tokens.clear();
+                let mut ok = true;
+                if let Some(ps) = pairs.as_mut() {
+                    for (a, b) in ps.by_ref().take(ebs) {
+                        match tokens.last() {
+                            None => tokens.extend([a, b]),
+                            Some(&last) if last == a => tokens.push(b),
+                            Some(_) => ok = false,
+                        }
+                    }
+                }
+                if ok && tokens.len() == ebs + 1 {
+                    tokens.len()
+                } else {
+                    0
+                }
+            };
             tokens.truncate(got);
             let toks = &tokens[..];
             let root = matches!(parent, Parent::Root);
@@ -85,6 +123,7 @@ impl SglangDeriver {
             };
             let outcome = match whole {
                 Some(o) => o,
+                None if toks.is_empty() => Outcome::Unverifiable(Unverifiable::Malformed),
                 None => self.derive(parent, toks, s.cache_salt, published.to_u64(), root),
             };
             book.record(published_u64, outcome, at);
