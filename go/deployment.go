@@ -198,3 +198,36 @@ func NewIndexForDeployment(d *Deployment, o IndexOptions) (*Index, error) {
 	runtime.SetFinalizer(out, (*Index).Close)
 	return out, nil
 }
+
+// NewDriftVerifierForDeployment creates a drift verifier for one endpoint of d
+// (kvexact_drift_verifier_new_for_deployment): d's release, block size, algorithm, seed,
+// adapters and key form (SGLang EAGLE bigram pages re-derive). Only o's map, policy and
+// prediction settings are used; its Algo, BlockSize, Seed and LoRA must be left zero.
+func NewDriftVerifierForDeployment(d *Deployment, o DriftOptions) (*DriftVerifier, error) {
+	if o.Algo != 0 || o.BlockSize != 0 || o.Seed != nil || len(o.LoRA) != 0 {
+		return nil, &Error{Status: ErrInvalidArgument, Code: "invalid_argument", Message: "Algo, BlockSize, Seed and LoRA come from the deployment"}
+	}
+	var opts C.kvexact_drift_options
+	opts.struct_size = C.size_t(unsafe.Sizeof(opts))
+	opts.map_capacity = C.size_t(o.MapCapacity)
+	opts.window_blocks = C.uint64_t(o.WindowBlocks)
+	opts.mismatches = C.uint32_t(o.Mismatches)
+	if o.PredictWithin > 0 {
+		ms := o.PredictWithin.Milliseconds()
+		if ms == 0 {
+			ms = 1
+		}
+		opts.predict_within_ms = C.uint64_t(ms)
+	}
+	opts.predict_capacity = C.size_t(o.PredictCapacity)
+	var v *C.kvexact_drift_verifier
+	var cerr *C.kvexact_error
+	st := C.kvexact_drift_verifier_new_for_deployment(d.p, &opts, &v, &cerr)
+	runtime.KeepAlive(d)
+	if st != C.KVEXACT_OK {
+		return nil, takeError(st, cerr)
+	}
+	out := &DriftVerifier{p: v}
+	runtime.SetFinalizer(out, (*DriftVerifier).Close)
+	return out, nil
+}

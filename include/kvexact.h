@@ -3921,6 +3921,29 @@ kvexact_status kvexact_drift_verifier_new(const char *contract_id,
                                           kvexact_error **err);
 
 /**
+ * Creates a drift verifier for one endpoint of a deployment (`kvexact_deployment_new`): the
+ * deployment's release, block size, algorithm, seed and adapters (so LoRA blocks re-derive
+ * with the paths it declares), and its key form (SGLang EAGLE bigram pages re-derive page by
+ * page; vLLM look-ahead blocks re-derive from the `lookahead_token_ids` of each event). `opts`:
+ * NULL for the defaults, or a `kvexact_drift_options` for the map, policy and prediction
+ * settings, whose `algo`, `block_size`, `seed` and `loras` must be left zero (the
+ * deployment's are used).
+ *
+ * Returns `KVEXACT_OK` and the verifier in `*out`; `KVEXACT_ERR_INVALID_ARGUMENT` (a rule
+ * setting in `opts`, or the statuses of `kvexact_drift_verifier_new` for the rest of
+ * `opts`), `KVEXACT_ERR_NULL_ARGUMENT`, with an error object. `*out` is not written on
+ * failure.
+ *
+ * # Safety
+ * `deployment` is NULL or live; `opts` is NULL or valid for `opts->struct_size` bytes; `out`
+ * and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_drift_verifier_new_for_deployment(const kvexact_deployment *deployment,
+                                                         const kvexact_drift_options *opts,
+                                                         kvexact_drift_verifier **out,
+                                                         kvexact_error **err);
+
+/**
  * Frees a verifier. NULL is accepted and ignored.
  *
  * # Safety

@@ -611,6 +611,91 @@ pub unsafe extern "C" fn kvexact_drift_verifier_new(
     }
 }
 
+/// Creates a drift verifier for one endpoint of a deployment (`kvexact_deployment_new`): the
+/// deployment's release, block size, algorithm, seed and adapters (so LoRA blocks re-derive
+/// with the paths it declares), and its key form (SGLang EAGLE bigram pages re-derive page by
+/// page; vLLM look-ahead blocks re-derive from the `lookahead_token_ids` of each event). `opts`:
+/// NULL for the defaults, or a `kvexact_drift_options` for the map, policy and prediction
+/// settings, whose `algo`, `block_size`, `seed` and `loras` must be left zero (the
+/// deployment's are used).
+///
+/// Returns `KVEXACT_OK` and the verifier in `*out`; `KVEXACT_ERR_INVALID_ARGUMENT` (a rule
+/// setting in `opts`, or the statuses of `kvexact_drift_verifier_new` for the rest of
+/// `opts`), `KVEXACT_ERR_NULL_ARGUMENT`, with an error object. `*out` is not written on
+/// failure.
+///
+/// # Safety
+/// `deployment` is NULL or live; `opts` is NULL or valid for `opts->struct_size` bytes; `out`
+/// and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_drift_verifier_new_for_deployment(
+    deployment: *const crate::deployment::kvexact_deployment,
+    opts: *const kvexact_drift_options,
+    out: *mut *mut kvexact_drift_verifier,
+    err: *mut *mut kvexact_error,
+) -> kvexact_status {
+    unsafe {
+        boundary_err(err, || {
+            let out = out_param(out, "out")?;
+            let d = crate::handle::arc_ref(deployment, "deployment")?;
+            let k = d.keying();
+            let mut o = if opts.is_null() {
+                kvexact_drift_options {
+                    struct_size: std::mem::size_of::<kvexact_drift_options>(),
+                    algo: 0,
+                    block_size: 0,
+                    seed: std::ptr::null(),
+                    seed_len: 0,
+                    loras: std::ptr::null(),
+                    n_loras: 0,
+                    map_capacity: 0,
+                    window_blocks: 0,
+                    mismatches: 0,
+                    reserved: 0,
+                    predict_within_ms: 0,
+                    predict_capacity: 0,
+                }
+            } else {
+                options_arg(opts)?
+            };
+            if o.algo != 0 || o.block_size != 0 || !o.seed.is_null() || o.n_loras != 0 {
+                return Err(Failure::invalid(
+                    "opts",
+                    "algo, block_size, seed and loras come from the deployment: leave them 0",
+                ));
+            }
+            o.block_size = k.block_size;
+            let c = d.contract();
+            let mut cfg = drift_config(c, &o)?;
+            let rule = DriftConfig::for_keying(k);
+            cfg.algo = rule.algo;
+            cfg.hash_seed = rule.hash_seed;
+            cfg.lora_paths = rule.lora_paths;
+            cfg.bigram_pages = rule.bigram_pages;
+            let schema = c
+                .events()
+                .ok_or_else(|| {
+                    Failure::invalid(
+                        "deployment",
+                        format_args!("{} has no KV events", c.release_id()),
+                    )
+                })?
+                .clone();
+            let verifier =
+                Verifier::new(c, cfg).map_err(|e| crate::contract::contract_failure(&e))?;
+            out.write(box_into_raw::<kvexact_drift_verifier>(DriftVerifier {
+                schema,
+                release_id: c.release_id(),
+                state: Mutex::new(State {
+                    verifier,
+                    undecodable: 0,
+                }),
+            }));
+            Ok(KVEXACT_OK)
+        })
+    }
+}
+
 /// Frees a verifier. NULL is accepted and ignored.
 ///
 /// # Safety

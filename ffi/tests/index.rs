@@ -1050,3 +1050,74 @@ fn predictions_run_while_events_are_fed() {
         kvexact_hasher_free(h);
     }
 }
+
+#[test]
+fn drift_verifiers_of_a_deployment_rederive_speculative_and_adapter_blocks() {
+    // kvexact_drift_verifier_new_for_deployment: every block the engines of the EAGLE (bigram
+    // pages), look-ahead and adapter replays published re-derives; none is unverifiable.
+    use kvexact::drift::*;
+    for name in [
+        "sglang-0.5.19-eagle.json",
+        "vllm-0.33.0-specdec-l3.json",
+        "vllm-0.33.0-lora-salt.json",
+    ] {
+        let doc: Value = serde_json::from_slice(
+            &std::fs::read(repo().join("testdata/vectors/cachehit").join(name)).unwrap(),
+        )
+        .unwrap();
+        let dep = deployment_of_replay(&doc);
+        let mut verifiers: HashMap<String, *mut kvexact_drift_verifier> = HashMap::new();
+        for s in doc["steps"].as_array().unwrap() {
+            if s["kind"] != "events" {
+                continue;
+            }
+            let v = *verifiers
+                .entry(s["endpoint"].as_str().unwrap().to_string())
+                .or_insert_with(|| {
+                    let mut v = null_mut();
+                    let mut err = null_mut();
+                    let st = unsafe {
+                        kvexact_drift_verifier_new_for_deployment(dep, null(), &mut v, &mut err)
+                    };
+                    assert_eq!(
+                        st,
+                        KVEXACT_OK,
+                        "{:?}",
+                        (st != KVEXACT_OK).then(|| take_err(err))
+                    );
+                    v
+                });
+            let topic = s["topic"].as_str().unwrap().as_bytes();
+            let seq = hex::decode(s["seq_frame_hex"].as_str().unwrap()).unwrap();
+            let payload = hex::decode(s["payload_hex"].as_str().unwrap()).unwrap();
+            let st = unsafe {
+                kvexact_drift_feed_frames(
+                    v,
+                    topic.as_ptr(),
+                    topic.len(),
+                    seq.as_ptr(),
+                    seq.len(),
+                    payload.as_ptr(),
+                    payload.len(),
+                    null_mut(),
+                )
+            };
+            assert_eq!(st, KVEXACT_OK, "{name}");
+        }
+        let mut matched = 0;
+        for (ep, v) in verifiers {
+            let mut c: kvexact_drift_counters = unsafe { std::mem::zeroed() };
+            c.struct_size = std::mem::size_of::<kvexact_drift_counters>();
+            assert_eq!(unsafe { kvexact_drift_get_counters(v, &mut c) }, KVEXACT_OK);
+            assert_eq!(
+                (c.unverifiable, c.mismatched, c.matched),
+                (0, 0, c.blocks_seen),
+                "{name} {ep}"
+            );
+            matched += c.matched;
+            unsafe { kvexact_drift_verifier_free(v) };
+        }
+        assert!(matched > 50, "{name}: {matched}");
+        unsafe { kvexact_deployment_free(dep) };
+    }
+}

@@ -331,7 +331,11 @@ mod tests {
         let c = crate::contract::by_id("vllm-kv-map-v3-r0.29").unwrap();
         assert_eq!(c.liftable(), all);
         let c = crate::contract::by_id("vllm-kv-map-v3-r0.31").unwrap();
-        assert_eq!(c.liftable(), salt, "0.32.0 has no chat vectors; its salt rules are data");
+        assert_eq!(
+            c.liftable(),
+            salt,
+            "0.32.0 has no chat vectors; its salt rules are data"
+        );
         assert!(crate::contract::by_id("vllm-kv-map-v3")
             .map(|c| c.liftable().is_empty())
             .unwrap_or(true));

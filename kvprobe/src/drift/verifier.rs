@@ -59,7 +59,11 @@ impl Verifier {
             )?),
             Some(HashContract::Sglang(rules)) => {
                 check_algo(cfg.algo, HashAlgorithm::Sha256Sglang)?;
-                Deriver::Sglang(sglang::SglangDeriver::new(rules, cfg.block_size, cfg.bigram_pages)?)
+                Deriver::Sglang(sglang::SglangDeriver::new(
+                    rules,
+                    cfg.block_size,
+                    cfg.bigram_pages,
+                )?)
             }
             Some(HashContract::Trtllm(salt)) => {
                 check_algo(cfg.algo, HashAlgorithm::BlockhashTrtllm)?;
