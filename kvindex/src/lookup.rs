@@ -76,9 +76,19 @@ fn group_hit(
 pub fn vllm_hit_tokens(
     groups: &[GroupSpec],
     prompt_tokens: usize,
+    present: impl FnMut(usize, usize) -> bool,
+) -> usize {
+    vllm_hit_tokens_within(groups, max_hit_tokens(prompt_tokens), present)
+}
+
+/// [`vllm_hit_tokens`] for a hit of at most `max` tokens (vLLM's `max_cache_hit_length`:
+/// `prompt_tokens - 1`, or less for a request the engine caps, e.g. 0.34's
+/// `prompt_logprob_start`).
+pub fn vllm_hit_tokens_within(
+    groups: &[GroupSpec],
+    max: usize,
     mut present: impl FnMut(usize, usize) -> bool,
 ) -> usize {
-    let max = max_hit_tokens(prompt_tokens);
     if groups.len() == 1 {
         return group_hit(&groups[0], 0, max, &mut present) * groups[0].block_size as usize;
     }

@@ -232,7 +232,7 @@ impl Index {
         s.words.clear();
         s.alive.clear();
         for ep in views.iter() {
-            let candidate = !(req.skip_prefix_cache || lora_unknown && ep.lora_adapters);
+            let candidate = !(req.skips_cache() || lora_unknown && ep.lora_adapters);
             for r in 0..ep.ranks {
                 let slot = ep.first_slot + r;
                 let word = self.words.words[slot as usize].load(Ordering::Acquire);
@@ -284,7 +284,7 @@ impl Index {
         let bs = self.opts.block_size;
         let mut k = 0usize;
         for (ei, ep) in views.iter().enumerate() {
-            let candidate = !(req.skip_prefix_cache || lora_unknown && ep.lora_adapters);
+            let candidate = !(req.skips_cache() || lora_unknown && ep.lora_adapters);
             for r in 0..ep.ranks {
                 let slot = ep.first_slot + r;
                 let word = s.words[k];
@@ -345,7 +345,7 @@ impl Index {
         sparse: bool,
     ) -> bool {
         let t = &*self.words;
-        if !self.chains || req.skip_prefix_cache || self.media_count.load(Ordering::Acquire) > 1 {
+        if !self.chains || req.skips_cache() || self.media_count.load(Ordering::Acquire) > 1 {
             return false;
         }
         let ended = t.ended.load(Ordering::Acquire);
@@ -576,7 +576,7 @@ impl Index {
         } else if media <= 1 {
             Some(0)
         } else {
-            let max_blocks = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
+            let max_blocks = self.blocks_in(req.max_hit_tokens());
             let more = (hit_units..max_blocks)
                 .take_while(|&j| {
                     (0..media).any(|m| {
@@ -612,7 +612,7 @@ mod tests {
         Request {
             block_hashes: &[1, 2],
             prompt_tokens: 40,
-            skip_prefix_cache: false,
+            max_cached_tokens: None,
         }
     }
 

@@ -56,10 +56,10 @@ impl Index {
         };
         match self.opts.rule.lookup {
             Lookup::VllmCoordinator if self.opts.groups.len() > 1 => {
-                lookup::vllm_hit_tokens(&self.opts.groups, req.prompt_tokens, present)
+                lookup::vllm_hit_tokens_within(&self.opts.groups, req.max_hit_tokens(), present)
             }
             _ => {
-                let max_blocks = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
+                let max_blocks = self.blocks_in(req.max_hit_tokens());
                 lookup::prefix_hit(max_blocks, |j| present(0, j))
             }
         }
@@ -177,7 +177,7 @@ impl Index {
     ) -> bool {
         debug_assert!(keep.len() >= alive.len() && zero.len() >= alive.len());
         debug_assert!(keep.iter().chain(zero.iter()).all(|&w| w == 0));
-        let max_blocks = self.blocks_in(lookup::max_hit_tokens(req.prompt_tokens));
+        let max_blocks = self.blocks_in(req.max_hit_tokens());
         let hashes = &req.block_hashes[..max_blocks];
         #[cfg(test)]
         if stale::take() {
@@ -337,7 +337,7 @@ mod tests {
         let req = Request {
             block_hashes: &hashes,
             prompt_tokens: 5 * 16 + 1,
-            skip_prefix_cache: false,
+            max_cached_tokens: None,
         };
         let (mut want, mut got) = (Vec::new(), Vec::new());
         ix.predict(&req, &mut want).unwrap();

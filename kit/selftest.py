@@ -1,0 +1,73 @@
+"""`python3 -m kit.selftest`: the kit against the project's own vectors.
+
+* vLLM 0.31.0 (`vllm/`), 0.33.0 (`versions/vllm-0.33.0/`), 0.34.0 (`versions/vllm-0.34.0/`):
+  every block-hash case of the four files, recomputed by that release's own code from the
+  case's inputs, equals the file's expected value, field for field (hashes, ints, parents,
+  extra keys, serialized bytes, NONE_HASH);
+* run on 0.34.0 with 0.33.0's inputs, the rule changes it reports are exactly the ones code
+  can see: the default block size 16 -> 64, int32 request token ids, frontend-supplied block
+  hashes, the prompt-logprobs hit cap; the event module unchanged.
+
+Exit 0 when all hold; prints counts per file. Each release runs in its own process (a
+release's modules are imported once per interpreter).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from .engine import ROOT, CACHE
+
+PY = sys.executable
+
+
+def run(args):
+    p = subprocess.run([PY, "-m", "kit.qualify", *args, "--json"], cwd=ROOT, capture_output=True, text=True)
+    if p.returncode != 0:
+        print(p.stdout, p.stderr)
+        raise SystemExit(f"kit.qualify {' '.join(args)} failed ({p.returncode})")
+    return json.loads(p.stdout)
+
+
+def main():
+    t0 = time.time()
+    ok = True
+    totals = []
+    for v in ["0.31.0", "0.33.0", "0.34.0"]:
+        r = run(["vllm", v])
+        for f, c in r["files"].items():
+            line = f"vllm {v} {r['compared_with']}/{f}: {c['reproduced']}/{c['total']}"
+            print(line)
+            totals.append(line)
+            if c["reproduced"] != c["total"]:
+                ok = False
+                for d in c["differ"][:5]:
+                    print("   differs:", d)
+    # 0.34.0 qualified as a new release: 0.33.0's inputs, compared with 0.33.0's files.
+    r = run(["vllm", "0.34.0", "--inputs", "testdata/vectors/versions/vllm-0.33.0",
+             "--against", "testdata/vectors/versions/vllm-0.33.0",
+             "--out", os.path.join(CACHE, "out", "vllm-0.34.0-as-new")])
+    seen = [c for c in r["rule_changes"] if not c.startswith("function ")]
+    print("vllm 0.34.0 vs 0.33.0, rule changes:", json.dumps(seen, indent=1))
+    want = {
+        "default_block_size: 16 -> 64",
+        "request_token_ids: python-int -> int32",
+        "frontend_block_hashes: none -> ignored-without-config",
+        "prompt_logprobs: skip -> cap-at-start",
+    }
+    got = set(seen)
+    if got != want:
+        ok = False
+        print("expected exactly:", sorted(want), "\nmissing:", sorted(want - got), "\nunexpected:", sorted(got - want))
+    for f, c in r["files"].items():
+        if c["reproduced"] != c["total"]:
+            ok = False
+            print(f"  0.34.0 on 0.33.0's inputs differs in {f}: {c['differ'][:3]}")
+    print(f"selftest {'passed' if ok else 'FAILED'} in {time.time() - t0:.1f} s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
