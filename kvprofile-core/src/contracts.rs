@@ -703,8 +703,8 @@ mod tests {
                 "      extraKeys: K1\n",
             ),
             (
-                "defaultAlgorithm: sha256_sglang\n    events:\n      format: sglang-kv-map-v2",
-                "defaultAlgorithm: sha256\n    events:\n      format: sglang-kv-map-v2",
+                "defaultAlgorithm: sha256_sglang\n      defaultBlockSize: 16\n    events:\n      format: sglang-kv-map-v2",
+                "defaultAlgorithm: sha256\n      defaultBlockSize: 16\n    events:\n      format: sglang-kv-map-v2",
             ),
             ("      cacheSalt: std_hash_string\n", ""),
             ("defaultBlockSize: 64", "defaultBlockSize: 0"),
