@@ -22,8 +22,8 @@ fn every_replay_predicts_the_engines_own_counts() {
     let files = files();
     assert_eq!(
         files.len(),
-        11,
-        "the 11 replays of vLLM 0.31.0 / 0.33.0 and SGLang 0.5.19"
+        15,
+        "the 15 replays of vLLM 0.31.0 / 0.33.0 / 0.34.0 and SGLang 0.5.19"
     );
     let (mut passed, mut unknown) = (0usize, 0usize);
     for f in &files {
@@ -48,7 +48,7 @@ fn every_replay_predicts_the_engines_own_counts() {
         passed += r.cases.len();
         unknown += r.unknown.len();
     }
-    assert_eq!((passed, unknown), (2745, 309));
+    assert_eq!((passed, unknown), (3870, 309));
 }
 
 #[test]
