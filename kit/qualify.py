@@ -100,6 +100,19 @@ def run_vllm(eng, inputs_from, out_dir):
                 continue
             cases.append({"name": c["name"], "description": c.get("description", ""), "inputs": inputs, "expected": h.case(inputs)})
         files[f] = {"engine": "vllm", "engine_version": eng.version, "generator": "kit/qualify.py", "cases": cases}
+    src = os.path.join(inputs_from, "kv_events.json")
+    if os.path.exists(src):
+        from .vllm_events import VllmEvents
+
+        doc = json.load(open(src))
+        produced = VllmEvents(eng, h).run(doc)
+        cases = []
+        for c in doc["cases"]:
+            if c["name"] in produced:
+                cases.append({"name": c["name"], "description": c.get("description", ""),
+                              "inputs": c.get("inputs", {}), **produced[c["name"]]})
+        files["kv_events.json"] = {"engine": "vllm", "engine_version": eng.version,
+                                   "generator": "kit/qualify.py (BlockPool + ZmqEventPublisher)", "cases": cases}
     return rules, files
 
 
@@ -117,7 +130,12 @@ def compare(files, against_dir):
             if name not in got:
                 bad.append((name, ["(not computed)"]))
                 continue
-            d = diff_case(c["expected"], got[name]["expected"])
+            if "expected" in c:
+                d = diff_case(c["expected"], got[name]["expected"])
+            else:  # event cases: the wire frames and their schema-less decode
+                from .vllm_events import COMPARED
+
+                d = [k for k in COMPARED if k in c and c[k] != got[name].get(k)]
             if d:
                 bad.append((name, d))
             else:
