@@ -17,6 +17,8 @@ import types
 from . import stubs
 
 _BARE_HITS = set()
+_INIT_RAN = []
+_INIT_FAILED = []
 
 
 class _BarePackage(types.ModuleType):
@@ -27,6 +29,21 @@ class _BarePackage(types.ModuleType):
         for d in self.__path__:
             if os.path.exists(os.path.join(d, name + ".py")) or os.path.isdir(os.path.join(d, name)):
                 return importlib.import_module(full)
+        # A name the package's own `__init__.py` defines: run that file once, in the bare
+        # package's namespace (its imports of heavy modules resolve to stubs or fail, in which
+        # case the name stays a stub).
+        if not self.__dict__.get("_kit_init_ran"):
+            self.__dict__["_kit_init_ran"] = True
+            init = os.path.join(self.__path__[0], "__init__.py")
+            if os.path.exists(init):
+                try:
+                    code = compile(open(init).read(), init, "exec")
+                    exec(code, self.__dict__)
+                    _INIT_RAN.append(self.__name__)
+                except Exception as e:  # recorded: the names it did not define stay stubs
+                    _INIT_FAILED.append(f"{self.__name__}: {type(e).__name__}: {e}"[:200])
+            if name in self.__dict__:
+                return self.__dict__[name]
         _BARE_HITS.add(full)
         return stubs._Dummy
 
@@ -66,3 +83,9 @@ def install(root, top):
 def hits():
     """Names resolved to stubs through bare packages."""
     return sorted(_BARE_HITS)
+
+
+def inits():
+    """Bare packages whose `__init__.py` ran on demand (a name was imported from it), and
+    those whose `__init__.py` failed part way."""
+    return {"ran": list(_INIT_RAN), "failed": list(_INIT_FAILED)}

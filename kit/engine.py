@@ -173,4 +173,5 @@ class Engine:
             "imported_versions": self.versions(),
             **stubs.installed(),
             "bare_package_names_stubbed": bare.hits(),
+            "bare_package_inits": bare.inits(),
         }

@@ -116,6 +116,36 @@ def run_vllm(eng, inputs_from, out_dir):
     return rules, files
 
 
+def run_vllm_cachehit(eng, version, inputs_version, out_dir):
+    """Replays the project's cache-hit files of `inputs_version` (deployment files aside: a
+    replay with a `deployment` header needs the deployment's own setup) through the release's
+    own KVCacheManager; returns ({file: report}, {output name: produced replay})."""
+    from .vllm_cachehit import Replay
+    from .vllm_hashes import VllmHasher
+
+    d = os.path.join(VECTORS, "cachehit")
+    rp = None
+    report = {}
+    outputs = {}
+    for f in sorted(os.listdir(d)):
+        if not f.startswith(f"vllm-{inputs_version}-") or not f.endswith(".json"):
+            continue
+        doc = json.load(open(os.path.join(d, f)))
+        if "deployment" in doc:
+            report[f] = {"reproduced": 0, "total": 0, "differ": [], "skipped": "deployment header (not replayed by the kit)"}
+            continue
+        if rp is None:
+            rp = Replay(eng, VllmHasher(eng))
+        ok, n, fails = rp.run(doc)
+        outdoc = {k: v for k, v in doc.items() if k != "steps"}
+        outdoc.update({"engine_version": eng.version, "generator": "kit/qualify.py (KVCacheManager replay)",
+                       "steps": rp.produced})
+        name = f.replace(f"vllm-{inputs_version}-", f"vllm-{version}-")
+        outputs["cachehit-" + name] = outdoc
+        report[f] = {"reproduced": ok, "total": n, "differ": [(x, []) for x in fails[:20]], "new_cases": []}
+    return report, outputs
+
+
 def compare(files, against_dir):
     """Per file: (reproduced, total, [(case, fields)]) against the files in `against_dir`."""
     report = {}
@@ -165,6 +195,7 @@ def main(argv=None):
     ap.add_argument("--against", help="the vector folder to compare with (default: the nearest known release's)")
     ap.add_argument("--inputs", help="the vector folder whose case inputs are run (default: the nearest known release's)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
+    ap.add_argument("--no-replays", action="store_true", help="skip the cache-hit replays")
     a = ap.parse_args(argv)
     t0 = time.time()
     prev_v, prev_dir = nearest(a.engine, a.version)
@@ -174,8 +205,13 @@ def main(argv=None):
     out = a.out or os.path.join(engine_mod.CACHE, "out", f"{a.engine}-{a.version}")
     try:
         eng = engine_mod.Engine(a.engine, a.version, a.wheel)
+        replays, replay_files = {}, {}
         if a.engine == "vllm":
             rules, files = run_vllm(eng, inputs_from, out)
+            if not a.no_replays:
+                base = os.path.basename(inputs_from)
+                inputs_version = "0.31.0" if base == "vllm" else base.split("-", 1)[-1]
+                replays, replay_files = run_vllm_cachehit(eng, a.version, inputs_version, out)
         else:
             from .sglang_hashes import run_sglang
             rules, files = run_sglang(eng, inputs_from)
@@ -191,9 +227,15 @@ def main(argv=None):
         doc["kit"] = header
         with open(os.path.join(out, f), "w") as fh:
             json.dump(doc, fh, indent=1)
+    for f, doc in replay_files.items():
+        doc["kit"] = header
+        with open(os.path.join(out, f), "w") as fh:
+            json.dump(doc, fh, indent=1)
     with open(os.path.join(out, "kit-record.json"), "w") as fh:
         json.dump(header, fh, indent=1, sort_keys=True)
     report = compare(files, against)
+    for f, r in replays.items():
+        report["cachehit/" + f] = r
     # The nearest release's rules and function sources, run through the same kit (cached).
     prev_rec = os.path.join(engine_mod.CACHE, "out", f"{a.engine}-{prev_v}", "kit-record.json")
     prev = json.load(open(prev_rec)) if os.path.exists(prev_rec) else None
@@ -213,8 +255,12 @@ def main(argv=None):
     else:
         print(f"{a.engine} {a.version}: own code from {os.path.basename(eng.wheel)}; nearest known release {prev_v}")
         for f, r in report.items():
-            print(f"  {f}: {r['reproduced']}/{r['total']} cases of {os.path.relpath(against, ROOT)} reproduced"
-                  + (f", {len(r['new_cases'])} new cases" if r["new_cases"] else ""))
+            if r.get("skipped"):
+                print(f"  {f}: skipped ({r['skipped']})")
+                continue
+            src = "testdata/vectors" if f.startswith("cachehit/") else os.path.relpath(against, ROOT)
+            print(f"  {f}: {r['reproduced']}/{r['total']} cases of {src} reproduced"
+                  + (f", {len(r['new_cases'])} new cases" if r.get("new_cases") else ""))
             for name, d in r["differ"][:10]:
                 print(f"    differs: {name}: {', '.join(d)}")
         print(f"  rule changes vs {prev_v}:")

@@ -3,7 +3,10 @@
 * vLLM 0.31.0 (`vllm/`), 0.33.0 (`versions/vllm-0.33.0/`), 0.34.0 (`versions/vllm-0.34.0/`):
   every block-hash case of the four files, recomputed by that release's own code from the
   case's inputs, equals the file's expected value, field for field (hashes, ints, parents,
-  extra keys, serialized bytes, NONE_HASH);
+  extra keys, serialized bytes, NONE_HASH); every case of `kv_events.json` (frames, payload,
+  schema-less decode) from its BlockPool and ZmqEventPublisher; every step of its cache-hit
+  replays (`cachehit/vllm-<version>-*.json`: each endpoint's cached tokens at each query, each
+  run's count, each event batch's bytes) from its KVCacheManager;
 * run on 0.34.0 with 0.33.0's inputs, the rule changes it reports are exactly the ones code
   can see: the default block size 16 -> 64, int32 request token ids, frontend-supplied block
   hashes, the prompt-logprobs hit cap; the event module unchanged.
@@ -38,13 +41,16 @@ def main():
     for v in ["0.31.0", "0.33.0", "0.34.0"]:
         r = run(["vllm", v])
         for f, c in r["files"].items():
-            line = f"vllm {v} {r['compared_with']}/{f}: {c['reproduced']}/{c['total']}"
+            src = "testdata/vectors" if f.startswith("cachehit/") else r["compared_with"]
+            line = f"vllm {v} {src}/{f}: {c['reproduced']}/{c['total']}"
             print(line)
             totals.append(line)
             if c["reproduced"] != c["total"]:
                 ok = False
                 for d in c["differ"][:5]:
                     print("   differs:", d)
+        if not r["files"]:
+            ok = False
     # 0.34.0 qualified as a new release: 0.33.0's inputs, compared with 0.33.0's files.
     r = run(["vllm", "0.34.0", "--inputs", "testdata/vectors/versions/vllm-0.33.0",
              "--against", "testdata/vectors/versions/vllm-0.33.0",
