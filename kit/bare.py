@@ -23,7 +23,7 @@ _INIT_FAILED = []
 
 class _BarePackage(types.ModuleType):
     def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
+        if name.startswith("__") and name.endswith("__") and name != "__all__":
             raise AttributeError(name)
         full = f"{self.__name__}.{name}"
         for d in self.__path__:
@@ -44,6 +44,8 @@ class _BarePackage(types.ModuleType):
                     _INIT_FAILED.append(f"{self.__name__}: {type(e).__name__}: {e}"[:200])
             if name in self.__dict__:
                 return self.__dict__[name]
+        if name == "__all__":
+            raise AttributeError(name)
         _BARE_HITS.add(full)
         return stubs._Dummy
 

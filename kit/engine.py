@@ -26,7 +26,8 @@ CACHE = os.path.join(ROOT, ".kit-cache")
 
 # Modules the kit stubs: never run by the kit (GPU kernels, model code, HTTP stacks, ...).
 STUBS = {
-    "torch": "GPU tensors; the kit runs no model (dtype stand-ins with item sizes)",
+    "torch": "GPU tensors; the kit runs no model (dtype stand-ins with item sizes; "
+    "torch.utils.cpp_extension.load builds the engine's own C++ with g++ + pybind11, kit/cppext.py)",
     "triton": "GPU kernels",
     "regex": "tokenizer pre-tokenisation (not on the hashing path)",
     "transformers": "model/tokenizer loading (the chat step loads tokenizers separately)",
@@ -50,8 +51,27 @@ STUBS = {
     "uvloop": "event loop",
     "sentencepiece": "tokenizer",
     "cpuinfo": "usage stats",
-    "sgl_kernel": "compiled SGLang kernels",
     "uvicorn": "HTTP server",
+    "starlette": "HTTP server",
+    "sglang.kernels": "SGLang GPU kernels (triton/CUDA)",
+    "sglang.srt.layers": "SGLang model layers and attention backends (GPU)",
+    "sglang.srt.distributed": "SGLang NCCL / process groups",
+    "sglang.srt.observability": "SGLang metrics",
+    "sglang.srt.configs": "SGLang model configs (transformers)",
+    "torchvision": "image decoding",
+    "IPython": "notebook display",
+    "torchaudio": "audio decoding",
+    "decord": "video decoding",
+    "soundfile": "audio",
+    "pynvml": "GPU management",
+    "nvidia": "CUDA libraries",
+    "cuda": "CUDA bindings",
+    "sgl_kernel": "compiled SGLang kernels",
+    "flash_attn": "GPU kernels",
+    "deep_gemm": "GPU kernels",
+    "xgrammar": "grammar backend",
+    "outlines": "grammar backend",
+    "llguidance": "grammar backend",
     "zmq.asyncio_x": "placeholder",
 }
 
@@ -87,7 +107,7 @@ def unpack(engine, version, wheel=None):
     os.makedirs(dst, exist_ok=True)
     with zipfile.ZipFile(wheel) as z:
         for n in z.namelist():
-            if n.startswith(f"{engine}/") and n.endswith(".py") or ".dist-info/" in n:
+            if n.startswith(f"{engine}/") and n.endswith((".py", ".cpp", ".h", ".hpp")) or ".dist-info/" in n:
                 z.extract(n, dst)
     open(marker, "w").close()
     return dst, wheel
@@ -174,4 +194,5 @@ class Engine:
             **stubs.installed(),
             "bare_package_names_stubbed": bare.hits(),
             "bare_package_inits": bare.inits(),
+            "engine_sources_built": __import__("kit.cppext", fromlist=["BUILT"]).BUILT,
         }

@@ -54,7 +54,7 @@ def nearest(engine, version, exclude_self=True):
     sets = known_sets(engine)
     below = [v for v in sets if _vkey(v) < _vkey(version) or (not exclude_self and v == version)]
     if not below:
-        raise SystemExit(f"kit: no known {engine} release below {version}")
+        return None, None
     v = max(below, key=_vkey)
     return v, sets[v]
 
@@ -160,7 +160,11 @@ def compare(files, against_dir):
             if name not in got:
                 bad.append((name, ["(not computed)"]))
                 continue
-            if "expected" in c:
+            if "expected" in c and doc.get("engine") == "sglang":
+                from .sglang_hashes import compare_case
+
+                d = compare_case(c["expected"], got[name]["expected"])
+            elif "expected" in c:
                 d = diff_case(c["expected"], got[name]["expected"])
             else:  # event cases: the wire frames and their schema-less decode
                 from .vllm_events import COMPARED
@@ -200,6 +204,9 @@ def main(argv=None):
     t0 = time.time()
     prev_v, prev_dir = nearest(a.engine, a.version)
     own = known_sets(a.engine).get(a.version)
+    if prev_dir is None and own is None and a.inputs is None:
+        print(f"kit: no known {a.engine} release at or below {a.version}: give --inputs", file=sys.stderr)
+        return 2
     inputs_from = a.inputs or own or prev_dir
     against = a.against or own or prev_dir
     out = a.out or os.path.join(engine_mod.CACHE, "out", f"{a.engine}-{a.version}")
@@ -238,10 +245,11 @@ def main(argv=None):
         report["cachehit/" + f] = r
     # The nearest release's rules and function sources, run through the same kit (cached).
     prev_rec = os.path.join(engine_mod.CACHE, "out", f"{a.engine}-{prev_v}", "kit-record.json")
-    prev = json.load(open(prev_rec)) if os.path.exists(prev_rec) else None
+    prev = json.load(open(prev_rec)) if prev_v and os.path.exists(prev_rec) else None
     changes = (
         rule_changes(a.engine, rules, prev["rules"], header["engine_functions_run"], prev["engine_functions_run"])
-        if prev else ["(nearest release not run through the kit yet: run `python3 -m kit.qualify %s %s` first)" % (a.engine, prev_v)]
+        if prev else ["(no known release below)" if not prev_v else
+                      "(nearest release not run through the kit yet: run `python3 -m kit.qualify %s %s` first)" % (a.engine, prev_v)]
     )
     elapsed = time.time() - t0
     result = {
@@ -276,15 +284,19 @@ def main(argv=None):
 
 
 def draft_entry(engine, version, rules, changes, prev_v):
-    mm = ".".join(version.split(".")[:2])
+    mm = version if engine == "sglang" else ".".join(version.split(".")[:2])
     lines = [
-        f"  - id: {engine}-kv-map-v3-r{mm}   # check the contract",
+        f"  - id: {engine}-<contract>-r{mm}   # pick the contract",
         f"    engine: {engine}",
         f"    versions: [{version}]",
         "    evidence:",
         f"      vectors: [versions/{engine}-{version}]",
         f"      note: >-  kit run vs {prev_v}: " + "; ".join(c for c in changes if not c.startswith("(")),
     ]
+    if engine == "sglang":
+        lines += ["    hash:", f"      widePages: {'true' if rules.get('wide_pages') else 'false'}",
+                  "      defaultBlockSize: 16   # the gateway's; SGLang resolves page_size per backend",
+                  f"    events:  # {rules.get('event_encoding')} encoding, BlockStored fields {rules.get('block_stored_fields')}"]
     if engine == "vllm":
         lines += [
             "    hash:",

@@ -51,6 +51,17 @@ def main():
                     print("   differs:", d)
         if not r["files"]:
             ok = False
+    # SGLang 0.5.19 (`sglang/`): pages, partial tails, insert events, errors.
+    r = run(["sglang", "0.5.19"])
+    for f, c in r["files"].items():
+        line = f"sglang 0.5.19 {r['compared_with']}/{f}: {c['reproduced']}/{c['total']}"
+        print(line)
+        if c["reproduced"] != c["total"]:
+            ok = False
+            for d in c["differ"][:5]:
+                print("   differs:", d)
+    if not r["files"]:
+        ok = False
     # 0.34.0 qualified as a new release: 0.33.0's inputs, compared with 0.33.0's files.
     r = run(["vllm", "0.34.0", "--inputs", "testdata/vectors/versions/vllm-0.33.0",
              "--against", "testdata/vectors/versions/vllm-0.33.0",
@@ -62,6 +73,7 @@ def main():
         "request_token_ids: python-int -> int32",
         "frontend_block_hashes: none -> ignored-without-config",
         "prompt_logprobs: skip -> cap-at-start",
+        "empty_tools: refused (VLLMValidationError) -> omitted",
     }
     got = set(seen)
     if got != want:
@@ -71,6 +83,18 @@ def main():
         if c["reproduced"] != c["total"]:
             ok = False
             print(f"  0.34.0 on 0.33.0's inputs differs in {f}: {c['differ'][:3]}")
+    # SGLang 0.5.23 against 0.5.22: the wide-page rule appears.
+    r = run(["sglang", "0.5.22", "--no-replays"])
+    r = run(["sglang", "0.5.23"])
+    for f, c in r["files"].items():
+        print(f"sglang 0.5.23 {r['compared_with']}/{f}: {c['reproduced']}/{c['total']}")
+        if c["reproduced"] != c["total"]:
+            ok = False
+    if "wide_pages: False -> True" not in r["rule_changes"]:
+        ok = False
+        print("sglang 0.5.23: the wide-page rule change was not reported:", r["rule_changes"])
+    else:
+        print("sglang 0.5.23 vs 0.5.22: wide_pages: False -> True")
     print(f"selftest {'passed' if ok else 'FAILED'} in {time.time() - t0:.1f} s")
     return 0 if ok else 1
 

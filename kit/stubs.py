@@ -82,6 +82,13 @@ class _Dummy(metaclass=_DummyMeta):
     def __str__(self):
         return ""
 
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source, handler):
+        # A stubbed type in an engine's pydantic model validates anything.
+        from pydantic_core import core_schema
+
+        return core_schema.any_schema()
+
     def __mro_entries__(self, bases):
         return (_Dummy,)
 
@@ -95,6 +102,8 @@ class _StubModule(types.ModuleType):
 
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        if name in self.__dict__.get("_kit_absent", ()):
             raise AttributeError(name)
         return _Dummy
 
@@ -122,9 +131,19 @@ def _setup_torch(m):
     m.__dict__.update({k: _DType(k, v) for k, v in _TORCH_DTYPES.items()})
     m.dtype = _DType
     m.__version__ = "0.0.0+kitstub"
+    # Accelerator back-ends that a CPU-only torch does not have (engines probe with hasattr).
+    m._kit_absent = {"npu", "xpu", "musa", "mlu", "hpu"}
 
 
-_SETUP = {"torch": _setup_torch}
+def _setup_cpp_extension(m):
+    from . import cppext
+
+    m.load = cppext.load
+    m._get_build_directory = cppext._get_build_directory
+    m.get_default_build_root = cppext.get_default_build_root
+
+
+_SETUP = {"torch": _setup_torch, "torch.utils.cpp_extension": _setup_cpp_extension}
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
