@@ -200,6 +200,8 @@ def main(argv=None):
     ap.add_argument("--inputs", help="the vector folder whose case inputs are run (default: the nearest known release's)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     ap.add_argument("--no-replays", action="store_true", help="skip the cache-hit replays")
+    ap.add_argument("--require", action="append", default=[], metavar="MODULE:QUALNAME",
+                    help="also rely on this engine function (how the selftest checks the refusal)")
     a = ap.parse_args(argv)
     t0 = time.time()
     prev_v, prev_dir = nearest(a.engine, a.version)
@@ -212,6 +214,9 @@ def main(argv=None):
     out = a.out or os.path.join(engine_mod.CACHE, "out", f"{a.engine}-{a.version}")
     try:
         eng = engine_mod.Engine(a.engine, a.version, a.wheel)
+        for req in a.require:
+            mod, _, qual = req.partition(":")
+            eng.fn(mod, qual)
         replays, replay_files = {}, {}
         if a.engine == "vllm":
             rules, files = run_vllm(eng, inputs_from, out)

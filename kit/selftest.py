@@ -95,6 +95,33 @@ def main():
         print("sglang 0.5.23: the wide-page rule change was not reported:", r["rule_changes"])
     else:
         print("sglang 0.5.23 vs 0.5.22: wide_pages: False -> True")
+    # An engine function the kit relies on that is missing: loud, named, nothing written.
+    out = os.path.join(CACHE, "out", "selftest-refusal")
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
+    p = subprocess.run([PY, "-m", "kit.qualify", "vllm", "0.31.0", "--out", out,
+                        "--require", "vllm.v1.core.kv_cache_utils:no_such_function"],
+                       cwd=ROOT, capture_output=True, text=True)
+    loud = p.returncode == 3 and "ENGINE_CHANGED" in p.stderr and "kv_cache_utils:no_such_function" in p.stderr
+    if not loud or os.path.exists(out):
+        ok = False
+        print("the refusal of a changed engine function did not hold:", p.returncode, p.stderr[-400:])
+    else:
+        print("changed engine function: refused with its name (exit 3), nothing written")
+    # A function whose parameters changed: the same refusal (checked on the kit's loader).
+    q = subprocess.run([PY, "-c", (
+        "from kit.engine import Engine, EngineChanged\n"
+        "e = Engine('vllm', '0.31.0')\n"
+        "try:\n"
+        "    e.fn('vllm.v1.core.kv_cache_utils', 'hash_block_tokens', ['not_its_parameter'])\n"
+        "except EngineChanged as x:\n"
+        "    print('refused:', x)\n")], cwd=ROOT, capture_output=True, text=True)
+    if "refused: vllm.v1.core.kv_cache_utils:hash_block_tokens: parameters" not in q.stdout:
+        ok = False
+        print("a changed signature was not refused:", q.stdout, q.stderr[-400:])
+    else:
+        print(q.stdout.strip())
     print(f"selftest {'passed' if ok else 'FAILED'} in {time.time() - t0:.1f} s")
     return 0 if ok else 1
 
