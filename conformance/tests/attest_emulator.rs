@@ -222,7 +222,7 @@ fn lora_challenges_prove_the_release_lora_key() {
 #[test]
 fn unknown_engine_version_is_identity_mismatch_never_ready() {
     for (engine, v) in [
-        (Engine::Vllm, "0.34.0"),
+        (Engine::Vllm, "0.35.0"),
         (Engine::Vllm, "0.16.0"),
         (Engine::Sglang, "0.5.24"),
         (Engine::Trtllm, "1.3.0rc30"),

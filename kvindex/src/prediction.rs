@@ -16,9 +16,10 @@ pub struct Request<'a> {
     /// The most tokens the engine lets this request read from its prefix cache, on top of
     /// the rule's `prompt_tokens - 1`; `None`: no other bound. `Some(0)`: the request skips
     /// the cache (no hit). Derived from the request by the release's
-    /// [`crate::PromptLogprobsRule`] (catalog `prefixHit.promptLogprobs`): vLLM up to 0.33
-    /// skips the cache for a request with prompt logprobs (`Some(0)`), 0.34 caps it at its
-    /// `prompt_logprob_start` (`Some(start)`, 0 when unset).
+    /// [`crate::PromptLogprobsRule`] (catalog `prefixHit.promptLogprobs`): a vLLM request with
+    /// prompt logprobs skips the cache by default (`Some(0)`); with skipping turned off, 0.33
+    /// reads the whole prefix (`None`) and 0.34 caps it at its `prompt_logprob_start`
+    /// (`Some(start)`, 0 when unset).
     pub max_cached_tokens: Option<u32>,
 }
 

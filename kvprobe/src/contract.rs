@@ -7,7 +7,7 @@
 //! let c = contract::resolve(Engine::Vllm, "0.24.0").unwrap();
 //! assert_eq!(c.release_id(), "vllm-kv-map-v2-r0.24");
 //! assert_eq!(c.contract_id(), "vllm-kv-map-v2");
-//! let err = contract::resolve(Engine::Vllm, "0.34.0").unwrap_err();
+//! let err = contract::resolve(Engine::Vllm, "0.35.0").unwrap_err();
 //! assert_eq!(err.code(), "UNKNOWN_ENGINE_VERSION");
 //! ```
 //!
