@@ -132,6 +132,8 @@ fn run_release(engine: Engine, version: &str, lora: Option<(&str, &str)>) -> Att
         .expect("manifest");
     let emu = emulator(engine, |c| {
         c.contract = kvprobe::contract::resolve(engine, version).expect("known release");
+        // The engine runs without --block-size: the release's default (vLLM 0.34: 64).
+        c.block_size = c.contract.default_block_size().expect("KV plane") as usize;
         c.version = version.to_string();
         c.lora = lora.map(|(n, p)| (n.to_string(), p.to_string()));
     });
