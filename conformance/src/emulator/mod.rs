@@ -234,7 +234,9 @@ impl EmulatorConfig {
             // The release's default block size (catalog `hash.defaultBlockSize`).
             block_size: contract
                 .default_block_size()
-                .map_or(if engine == Engine::Trtllm { 32 } else { 16 }, |b| b as usize),
+                .map_or(if engine == Engine::Trtllm { 32 } else { 16 }, |b| {
+                    b as usize
+                }),
             hash_seed: Some("0".to_string()),
             contract,
             lora: None,
