@@ -25,10 +25,10 @@ func TestResolveContract(t *testing.T) {
 			t.Fatalf("%s: %q %q %v", c.version, r, k, err)
 		}
 	}
-	_, _, err := ResolveContract(VLLM, "0.34.0")
+	_, _, err := ResolveContract(VLLM, "0.35.0")
 	var e *Error
 	if !errors.As(err, &e) || e.Code != "UNKNOWN_ENGINE_VERSION" || !errors.Is(err, ErrUnknownEngineVersion) {
-		t.Fatalf("0.34.0: %#v", err)
+		t.Fatalf("0.35.0: %#v", err)
 	}
 	if _, _, err := ResolveContract(Engine(9), "0.24.0"); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("bad engine: %v", err)
@@ -135,7 +135,7 @@ func TestHasherForContract(t *testing.T) {
 	}
 	h.Close()
 	ref.Close()
-	if _, err := NewHasherForContract("vllm-kv-map-v3", "0.34.0", SHA256CBOR, 16, &seed); !errors.Is(err, ErrUnknownEngineVersion) {
+	if _, err := NewHasherForContract("vllm-kv-map-v3", "0.35.0", SHA256CBOR, 16, &seed); !errors.Is(err, ErrUnknownEngineVersion) {
 		t.Fatalf("unknown version: %v", err)
 	}
 	if _, err := NewHasherForContract("vllm-kv-map-v2", "0.31.0", SHA256CBOR, 16, &seed); !errors.Is(err, ErrContractMismatch) {
@@ -204,7 +204,7 @@ func TestEventDecoderForContract(t *testing.T) {
 	if refused < 5 {
 		t.Fatalf("only %d refused", refused)
 	}
-	if _, err := NewEventDecoderForContract("vllm-kv-map-v3", "0.34.0", nil); !errors.Is(err, ErrUnknownEngineVersion) {
+	if _, err := NewEventDecoderForContract("vllm-kv-map-v3", "0.35.0", nil); !errors.Is(err, ErrUnknownEngineVersion) {
 		t.Fatalf("unknown version: %v", err)
 	}
 	trt, err := NewHasher(BlockHashTRT, 32, nil)

@@ -312,7 +312,7 @@ func TestDriftPredictionsAndPrometheus(t *testing.T) {
 
 func TestDriftRefusals(t *testing.T) {
 	o := vllmDriftOptions()
-	_, err := NewDriftVerifier("vllm-kv-map-v2", "0.34.0", o)
+	_, err := NewDriftVerifier("vllm-kv-map-v2", "0.35.0", o)
 	if !errors.Is(err, ErrUnknownEngineVersion) {
 		t.Fatalf("unknown version: %v", err)
 	}

@@ -137,7 +137,7 @@ fn request<'a>(q: &Query, chains: &'a [u64]) -> Request<'a> {
     Request {
         block_hashes: chains,
         prompt_tokens: q.prompt_tokens,
-        skip_prefix_cache: false,
+        max_cached_tokens: None,
     }
 }
 

@@ -24,7 +24,7 @@ pub struct Args {
     /// The engine's ZMQ KV-event endpoint, HOST:PORT (vLLM, SGLang; default: endpoint host, port 5557).
     #[arg(long)]
     events: Option<String>,
-    /// The rule's kvBlockSize (default 16; TensorRT-LLM 32).
+    /// The rule's kvBlockSize (default: the release's catalog `hash.defaultBlockSize`: vLLM 16, 64 from 0.34; TensorRT-LLM 32).
     #[arg(long)]
     block_size: Option<u32>,
     /// vLLM none-hash seed: the engine's PYTHONHASHSEED (default "0").

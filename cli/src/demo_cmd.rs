@@ -66,7 +66,7 @@ struct EngineSetup {
     name: &'static str,
     version: String,
     contract: Contract,
-    settings: &'static str,
+    settings: String,
     hasher: BlockHasher,
 }
 
@@ -80,30 +80,33 @@ fn engines(args: &Args) -> Result<Vec<EngineSetup>, String> {
         Ok((v, c))
     };
     let mut out = Vec::new();
-    for (engine, given, settings, bs, seed) in [
+    for (engine, given, settings, seed) in [
         (
             Engine::Vllm,
             &args.vllm_version,
-            "sha256_cbor, block size 16, PYTHONHASHSEED=0",
-            16,
+            "sha256_cbor, block size {bs}, PYTHONHASHSEED=0",
             Some("0"),
         ),
         (
             Engine::Sglang,
             &args.sglang_version,
-            "sha256 page chain, page size 16, no salt",
-            16,
+            "sha256 page chain, page size {bs}, no salt",
             None,
         ),
         (
             Engine::Trtllm,
             &args.trtllm_version,
-            "V1 block key, tokens per block 32",
-            32,
+            "V1 block key, tokens per block {bs}",
             None,
         ),
     ] {
         let (version, contract) = pick(engine, given)?;
+        // The release's default block size (catalog `hash.defaultBlockSize`: vLLM 16, 64 from
+        // 0.34; SGLang 16; TensorRT-LLM 32).
+        let bs = contract
+            .default_block_size()
+            .ok_or_else(|| format!("{engine} {version}: no KV plane"))? as usize;
+        let settings = settings.replace("{bs}", &bs.to_string());
         let hasher = bridge::hasher(&contract, None, bs, seed)
             .map_err(|e| format!("{engine} {version}: hasher: {e}"))?;
         out.push(EngineSetup {

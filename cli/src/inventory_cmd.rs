@@ -31,7 +31,7 @@ pub struct Args {
     /// The engines' version (a version kvexact has no release for is refused).
     #[arg(long)]
     engine_version: String,
-    /// Tokens per block (default 16; TensorRT-LLM 32).
+    /// Tokens per block (default: the release's catalog `hash.defaultBlockSize`: vLLM 16, 64 from 0.34; TensorRT-LLM 32).
     #[arg(long)]
     block_size: Option<u32>,
     /// A ZMQ publisher: NAME=HOST:PORT[,rank=R][,replay=HOST:PORT] (repeatable).
@@ -119,6 +119,7 @@ pub fn run(args: &Args) -> ExitCode {
     };
     let bs = args
         .block_size
+        .or(contract.default_block_size())
         .unwrap_or(if engine == Engine::Trtllm { 32 } else { 16 });
     let mut specs = Vec::new();
     for s in &args.endpoint {

@@ -53,7 +53,7 @@ pub struct Args {
     /// is refused).
     #[arg(long)]
     engine_version: Option<String>,
-    /// The rule's kvBlockSize (default 16; TensorRT-LLM 32).
+    /// The rule's kvBlockSize (default: the release's catalog `hash.defaultBlockSize`: vLLM 16, 64 from 0.34; TensorRT-LLM 32).
     #[arg(long)]
     block_size: Option<usize>,
     /// vLLM: the engine's PYTHONHASHSEED (default "0").
@@ -176,11 +176,11 @@ pub fn run(args: &Args) -> ExitCode {
         Ok(c) => c,
         Err(e) => return refuse(e.code(), e),
     };
-    let mut cfg =
-        DriftConfig::new(
-            args.block_size
-                .unwrap_or(if engine == Engine::Trtllm { 32 } else { 16 }),
-        );
+    let mut cfg = DriftConfig::new(
+        args.block_size
+            .or(contract.default_block_size().map(|b| b as usize))
+            .unwrap_or(if engine == Engine::Trtllm { 32 } else { 16 }),
+    );
     cfg.hash_seed = Some(args.hash_seed.clone().unwrap_or_else(|| "0".into()));
     cfg.map_capacity = args.map_entries.max(1);
     cfg.policy = DriftPolicy {

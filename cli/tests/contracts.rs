@@ -38,6 +38,7 @@ fn the_matrix_lists_every_release_range() {
         "0.30.0",
         "0.31.0–0.32.0",
         "0.33.0",
+        "0.34.0",
         "0.5.18",
         "0.5.19",
         "0.5.20–0.5.21",
@@ -52,13 +53,13 @@ fn the_matrix_lists_every_release_range() {
     let json: serde_json::Value =
         serde_json::from_slice(&kvexact(&["contracts", "--json"]).stdout).expect("JSON");
     let releases = json["releases"].as_array().expect("releases");
-    assert_eq!(releases.len(), 20);
+    assert_eq!(releases.len(), 21);
     let versions: usize = releases
         .iter()
         .map(|r| r["versions"].as_array().map_or(0, Vec::len))
         .sum();
-    // vLLM 0.17.0–0.33.0: 25 releases on PyPI; SGLang 0.5.18–0.5.23: 6; TRT-LLM 3; llama.cpp 1.
-    assert_eq!(versions, 25 + 6 + 3 + 1);
+    // vLLM 0.17.0–0.34.0: 26 releases on PyPI; SGLang 0.5.18–0.5.23: 6; TRT-LLM 3; llama.cpp 1.
+    assert_eq!(versions, 26 + 6 + 3 + 1);
     for r in releases {
         assert!(r["evidence"]["note"]
             .as_str()
@@ -79,11 +80,17 @@ fn resolve_names_one_release_or_refuses() {
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["release"], "sglang-kv-map-v2-r0.5.23");
     assert_eq!(j["hash"]["wide_pages"], true);
-    let out = kvexact(&["contracts", "--resolve", "vllm", "0.34.0"]);
+    let out = kvexact(&["contracts", "--resolve", "vllm", "0.34.0", "--json"]);
+    assert!(out.status.success());
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["release"], "vllm-kv-map-v3-r0.34");
+    assert_eq!(j["hash"]["default_block_size"], 64);
+    assert_eq!(j["chat"]["empty_tools"], "omitted");
+    let out = kvexact(&["contracts", "--resolve", "vllm", "0.35.0"]);
     assert_eq!(out.status.code(), Some(2));
     let t = stdout(&out);
     assert!(t.starts_with("REFUSED UNKNOWN_ENGINE_VERSION:"), "{t}");
-    assert!(t.contains("nearest below: 0.33.0"), "{t}");
+    assert!(t.contains("nearest below: 0.34.0"), "{t}");
 }
 
 #[test]
@@ -113,7 +120,7 @@ fn parity_applies_each_files_release_and_refuses_unknown_versions() {
         .unwrap();
     let text = stdout(&out);
     assert!(out.status.success(), "{text}");
-    assert!(text.ends_with("1876 passed, 0 failed\n"), "{text}");
+    assert!(text.ends_with("2122 passed, 0 failed\n"), "{text}");
     assert!(
         text.contains("rules of vllm-kv-array-v1-r0.17 (vllm 0.17.0)"),
         "{text}"
@@ -133,7 +140,7 @@ fn parity_applies_each_files_release_and_refuses_unknown_versions() {
         &p,
         doc.replacen(
             "\"engine_version\": \"0.33.0\"",
-            "\"engine_version\": \"0.34.0\"",
+            "\"engine_version\": \"0.35.0\"",
             1,
         ),
     )

@@ -193,7 +193,7 @@ fn unknown_versions_and_missing_sources_are_refused() {
         "--events",
         "127.0.0.1:1",
         "--engine-version",
-        "0.34.0",
+        "0.35.0",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(2), "{stdout}");

@@ -409,7 +409,7 @@ pub fn check(doc: &Value) -> Result<Replay, String> {
                             block_hashes: &hashes,
                             prompt_tokens: tokens.len(),
 
-                            skip_prefix_cache: false,
+                            max_cached_tokens: None,
                         },
                         &mut preds,
                     )

@@ -85,6 +85,11 @@ pub struct FileRules {
     pub vllm: VllmRules,
     /// SGLang rules (for `sglang/block_hashes.json`).
     pub sglang: SglangRules,
+    /// The release's default block size (catalog `hash.defaultBlockSize`). A vLLM case whose
+    /// name starts with `default_bs` hashes at the engine's default block size (the
+    /// generator's convention, `versions/README.md`: vLLM 0.34.0's `default_bs64_*` cases):
+    /// its `block_size` must equal this one, or the case fails. `None`: not checked.
+    pub default_block_size: Option<usize>,
 }
 
 /// The `engine` and `engine_version` a vector file names at its top level.
@@ -113,7 +118,8 @@ pub fn check_document(doc: &Value, rules: &FileRules) -> Result<Vec<CaseResult>,
             .map(str::to_string)
             .unwrap_or_else(|| format!("case #{i}"));
         let r = match format {
-            VectorFormat::Vllm => check_vllm(case, rules.vllm),
+            VectorFormat::Vllm => check_default_block_size(&name, case, rules.default_block_size)
+                .and_then(|()| check_vllm(case, rules.vllm)),
             VectorFormat::Sglang => check_sglang(case, rules.sglang),
             VectorFormat::Trtllm => check_trtllm(case),
             VectorFormat::Gateway => Err("unreachable".to_string()),
@@ -236,6 +242,29 @@ fn vllm_extras(inputs: &Value, n_tokens: usize) -> Result<VllmExtras, String> {
         extras.prompt_embeds = Some(PromptEmbeds::new(data, row_bytes).map_err(err)?);
     }
     Ok(extras)
+}
+
+/// A `default_bs*` case hashes at the engine's default block size: the release's catalog
+/// default must be the case's `block_size` (a hasher built without one takes the default).
+fn check_default_block_size(
+    name: &str,
+    case: &Value,
+    default: Option<usize>,
+) -> Result<(), String> {
+    if !name.starts_with("default_bs") {
+        return Ok(());
+    }
+    let Some(default) = default else {
+        return Ok(());
+    };
+    let bs = usize_field(field(case, "inputs")?, "block_size")?;
+    if bs != default {
+        return Err(format!(
+            "the case hashes at the engine's default block size {bs}; the release's catalog \
+             default (hash.defaultBlockSize) is {default}"
+        ));
+    }
+    Ok(())
 }
 
 fn check_vllm(case: &Value, rules: VllmRules) -> Result<(), String> {

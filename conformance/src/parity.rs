@@ -63,6 +63,7 @@ fn check_hashes(doc: &Value) -> Result<FileReport, String> {
     match hashes::engine_version(doc) {
         Some((engine, version)) => {
             let c = contract_of(engine, version)?;
+            rules.default_block_size = c.default_block_size().map(|b| b as usize);
             match engine {
                 "vllm" => rules.vllm = c.vllm_rules().map_err(|e| e.to_string())?,
                 "sglang" => rules.sglang = c.sglang_rules().map_err(|e| e.to_string())?,

@@ -198,7 +198,7 @@ pub fn replay(cfg: &ReplayConfig, policy: Policy) -> Result<Report, String> {
             block_hashes: &hashes,
             prompt_tokens: tokens.len(),
 
-            skip_prefix_cache: false,
+            max_cached_tokens: None,
         };
         index.predict(&req, &mut preds).map_err(|e| e.to_string())?;
         let e = match policy {

@@ -132,6 +132,8 @@ fn run_release(engine: Engine, version: &str, lora: Option<(&str, &str)>) -> Att
         .expect("manifest");
     let emu = emulator(engine, |c| {
         c.contract = kvprobe::contract::resolve(engine, version).expect("known release");
+        // The engine runs without --block-size: the release's default (vLLM 0.34: 64).
+        c.block_size = c.contract.default_block_size().expect("KV plane") as usize;
         c.version = version.to_string();
         c.lora = lora.map(|(n, p)| (n.to_string(), p.to_string()));
     });
@@ -164,7 +166,7 @@ fn every_release_attests_with_its_own_contract() {
         assert_eq!(json["resolved_version"], version.as_str());
         n += 1;
     }
-    assert_eq!(n, 19);
+    assert_eq!(n, 20);
 }
 
 #[test]
@@ -222,7 +224,7 @@ fn lora_challenges_prove_the_release_lora_key() {
 #[test]
 fn unknown_engine_version_is_identity_mismatch_never_ready() {
     for (engine, v) in [
-        (Engine::Vllm, "0.34.0"),
+        (Engine::Vllm, "0.35.0"),
         (Engine::Vllm, "0.16.0"),
         (Engine::Sglang, "0.5.24"),
         (Engine::Trtllm, "1.3.0rc30"),

@@ -22,8 +22,8 @@ fn every_replay_predicts_the_engines_own_counts() {
     let files = files();
     assert_eq!(
         files.len(),
-        14,
-        "the 14 replays of vLLM 0.31.0 / 0.33.0 and SGLang 0.5.19 (3 with speculative decoding)"
+        20,
+        "the 20 replays of vLLM 0.31.0 / 0.33.0 / 0.34.0 and SGLang 0.5.19 (5 with speculative decoding)"
     );
     let (mut passed, mut unknown) = (0usize, 0usize);
     for f in &files {
@@ -48,7 +48,7 @@ fn every_replay_predicts_the_engines_own_counts() {
         passed += r.cases.len();
         unknown += r.unknown.len();
     }
-    assert_eq!((passed, unknown), (3660, 309));
+    assert_eq!((passed, unknown), (5395, 309));
 }
 
 #[test]
@@ -86,6 +86,8 @@ fn speculative_replays_fail_when_read_as_plain_deployments() {
     for name in [
         "vllm-0.33.0-specdec-l1.json",
         "vllm-0.33.0-specdec-l3.json",
+        "vllm-0.34.0-specdec-l1.json",
+        "vllm-0.34.0-specdec-l3.json",
         "sglang-0.5.19-eagle.json",
     ] {
         let mut doc = load(name);

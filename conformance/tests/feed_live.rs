@@ -134,7 +134,7 @@ fn run(engine: Engine) {
                     block_hashes: &h[..h.len().min(n / bs)],
                     prompt_tokens: n,
 
-                    skip_prefix_cache: false,
+                    max_cached_tokens: None,
                 },
             )
             .unwrap()[0]
@@ -285,7 +285,7 @@ fn a_gap_is_closed_by_the_engines_replay() {
         block_hashes: &last.1[..(last.0 - 1) / 16],
         prompt_tokens: last.0,
 
-        skip_prefix_cache: false,
+        max_cached_tokens: None,
     };
     assert!(index.predict_endpoint(ep, &req).unwrap()[0]
         .outcome

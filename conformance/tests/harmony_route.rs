@@ -118,8 +118,15 @@ fn vllm_routes_gptoss_with_harmony_exactly() {
 fn harmony_keeps_the_strict_refusals_that_change_more_than_the_prompt() {
     let enc = encoder(Engine::Vllm, "0.31.0");
     let now = 1_767_225_600_000;
+    // cache_salt is lifted as keys only (the release's salt rules are catalog data): the
+    // prompt is the one without it.
+    let plain = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+    let salted = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"cache_salt":"s"}"#;
+    assert_eq!(
+        enc.encode_chat_to_vec(salted.as_bytes(), now, 64).unwrap(),
+        enc.encode_chat_to_vec(plain.as_bytes(), now, 64).unwrap()
+    );
     for (key, value, code) in [
-        ("cache_salt", "\"s\"", Refusal::CacheSalt),
         ("prompt_token_ids", "[1,2]", Refusal::PromptTokenIds),
         ("chat_template", "\"x\"", Refusal::ChatTemplate),
         ("documents", "[]", Refusal::Documents),

@@ -183,10 +183,11 @@ fn the_lifted_path_uses_the_releases_rules() {
 
 #[test]
 fn a_release_without_proven_chat_rules_fails_the_lifted_check() {
-    // vLLM 0.32.0 shares 0.31.0's release but not its chat vectors: nothing is liftable, and
-    // the lifted check of a file naming it is refused by the resolver.
+    // vLLM 0.32.0 shares 0.31.0's release but not its chat vectors: nothing is liftable but
+    // cache_salt (keys only: the release's salt rules are catalog data), and the lifted check
+    // of a file naming it is refused by the resolver.
     let c = contract::resolve(kvprobe::Engine::Vllm, "0.32.0").unwrap();
-    assert!(c.liftable().is_empty());
+    assert_eq!(c.liftable(), RefusalSet::of(&[Refusal::CacheSalt]));
     assert!(resolve(Engine::Vllm, "0.32.0").is_err());
     // The codes the catalog lists are exactly the ones kvtemplate can lift, less TensorRT-LLM's
     // continue_final_message.

@@ -58,7 +58,10 @@ fn contract_of(doc: &Value) -> Contract {
 }
 
 fn rules(c: &Contract) -> FileRules {
-    let mut r = FileRules::default();
+    let mut r = FileRules {
+        default_block_size: c.default_block_size().map(|b| b as usize),
+        ..FileRules::default()
+    };
     if let Ok(v) = c.vllm_rules() {
         r.vllm = v;
     }
@@ -107,9 +110,9 @@ fn every_release_set_passes_under_its_own_contract() {
         total += n;
         files_seen += 1;
     }
-    // 8 vLLM sets of 5 files, 3 SGLang sets of 2, the 3 reference folders (5 + 2 + 2).
-    assert_eq!(files_seen, 8 * 5 + 3 * 2 + 9);
-    assert_eq!(total, 1876);
+    // 9 vLLM sets of 5 files, 3 SGLang sets of 2, the 3 reference folders (5 + 2 + 2).
+    assert_eq!(files_seen, 9 * 5 + 3 * 2 + 9);
+    assert_eq!(total, 2122);
 }
 
 #[test]
@@ -146,6 +149,18 @@ fn a_neighbouring_releases_rules_fail_where_they_differ() {
             "0.32.0",
             &["block_hashes.json", "kv_events.json"],
         ),
+        // The default block size: 16 before 0.34, 64 from 0.34 (the default_bs64_* cases).
+        (
+            "vllm-0.34.0",
+            "vllm",
+            "0.33.0",
+            &[
+                "block_hashes.json",
+                "block_hashes_sha256.json",
+                "block_hashes_xxhash.json",
+                "block_hashes_xxhash_cbor.json",
+            ],
+        ),
         // SGLang: arrays vs maps, replay topic frame, wide pages.
         ("sglang-0.5.20", "sglang", "0.5.19", &["kv_events.json"]),
         ("sglang-0.5.22", "sglang", "0.5.20", &["kv_events.json"]),
@@ -172,7 +187,7 @@ fn every_file_names_a_known_release_and_unknown_ones_are_refused() {
         contract_of(&doc);
     }
     let mut doc = load(&Path::new(VECTORS).join("versions/vllm-0.24.0/block_hashes.json"));
-    doc["engine_version"] = Value::from("0.34.0");
+    doc["engine_version"] = Value::from("0.35.0");
     let err = contract::resolve(Engine::Vllm, doc["engine_version"].as_str().unwrap()).unwrap_err();
     assert_eq!(err.code(), "UNKNOWN_ENGINE_VERSION");
 }

@@ -20,8 +20,6 @@ use kvprobe::{bridge, contract, Engine};
 use kvprofile_core::{LoadOptions, Registry, TrustPolicy};
 use kvtemplate::{KvtemplateValidator, Outcome, ScratchBuf};
 
-/// vLLM's `--block-size` on the engine (a launch setting).
-const BLOCK_SIZE: usize = 16;
 /// The engine's `PYTHONHASHSEED` (a launch setting).
 const NONE_HASH_SEED: &str = "0";
 
@@ -71,7 +69,12 @@ pub fn run(
 
     // 3. The encoder and the hasher of that release (built once, shared by every request).
     let encoder = bridge::encoder(profile, &release)?;
-    let hasher = bridge::hasher(&release, None, BLOCK_SIZE, Some(NONE_HASH_SEED))?;
+    //    The block size is vLLM's `--block-size` (a launch setting); a deployment that does not
+    //    set it runs the release's default (catalog `hash.defaultBlockSize`: 16, 64 from 0.34).
+    let block_size = release
+        .default_block_size()
+        .ok_or("the release has no KV plane")? as usize;
+    let hasher = bridge::hasher(&release, None, block_size, Some(NONE_HASH_SEED))?;
 
     // 4. Per request: strict checks, render, tokenize into a reused buffer, hash the full
     //    blocks. A refusal is an ordinary outcome: route without keys.
@@ -89,7 +92,7 @@ pub fn run(
             let n = hasher.block_hashes_u64(ids, &mut hashes)?;
             writeln!(
                 out,
-                "{} ids, {n} full block(s) of {BLOCK_SIZE} tokens",
+                "{} ids, {n} full block(s) of {block_size} tokens",
                 ids.len()
             )?;
             for (i, h) in hashes[..n].iter().enumerate() {

@@ -291,7 +291,7 @@ pub unsafe extern "C" fn kvexact_index_predict(
             let req = Request {
                 block_hashes: hashes,
                 prompt_tokens,
-                skip_prefix_cache: skip,
+                max_cached_tokens: skip.then_some(0),
             };
             predict_into(index, &req, sparse, out, count)
         })
@@ -384,7 +384,7 @@ pub unsafe extern "C" fn kvexact_index_route_predict(
             let req = Request {
                 block_hashes: hashes.get(..nb).unwrap_or(&[]),
                 prompt_tokens: ni,
-                skip_prefix_cache: skip,
+                max_cached_tokens: skip.then_some(0),
             };
             let st = predict_into(index, &req, sparse, out, count)?;
             n_ids.write(ni);

@@ -156,7 +156,7 @@ fn resolve_known_versions() {
 #[test]
 fn resolve_refuses_unknown_versions_and_bad_arguments() {
     for (engine, version) in [
-        (KVEXACT_VLLM, c"0.34.0"),
+        (KVEXACT_VLLM, c"0.35.0"),
         (KVEXACT_VLLM, c"0.16.0"),
         (KVEXACT_VLLM, c""),
         (KVEXACT_SGLANG, c"0.5.17"),
@@ -167,9 +167,9 @@ fn resolve_refuses_unknown_versions_and_bad_arguments() {
         assert_eq!(code, "UNKNOWN_ENGINE_VERSION");
         assert!(msg.contains("nearest"), "{msg}");
     }
-    let (_, _, msg) = resolve(KVEXACT_VLLM, c"0.34.0").unwrap_err();
+    let (_, _, msg) = resolve(KVEXACT_VLLM, c"0.35.0").unwrap_err();
     assert!(
-        msg.contains("vllm-kv-map-v3-r0.33"),
+        msg.contains("vllm-kv-map-v3-r0.34"),
         "names the nearest release: {msg}"
     );
     assert_eq!(
@@ -546,7 +546,7 @@ fn hasher_by_contract_refusals() {
     // Unknown version, mismatch, unknown and ambiguous ids.
     let (st, code, msg) = hasher_for(
         c"vllm-kv-map-v3",
-        Some(c"0.34.0"),
+        Some(c"0.35.0"),
         KVEXACT_SHA256_CBOR,
         16,
         Some("0"),
@@ -922,7 +922,7 @@ fn decoder_by_contract_refusals_and_rehash() {
     free(trt);
     free(sg);
     // Ids and versions as for the hasher.
-    let (st, code, _) = decoder_for(c"vllm-kv-map-v3", Some(c"0.34.0"), null()).unwrap_err();
+    let (st, code, _) = decoder_for(c"vllm-kv-map-v3", Some(c"0.35.0"), null()).unwrap_err();
     assert_eq!(
         (st, code.as_str()),
         (KVEXACT_ERR_UNKNOWN_ENGINE_VERSION, "UNKNOWN_ENGINE_VERSION")

@@ -1280,7 +1280,7 @@ fn bad_arguments_are_statuses_and_nothing_is_written() {
     let err_of =
         |id: &str, version: Option<&str>, cfg: &Cfg| try_new(id, version, cfg).unwrap_err();
     let vllm = Cfg::vllm();
-    let e = err_of("vllm-kv-map-v2", Some("0.34.0"), &vllm);
+    let e = err_of("vllm-kv-map-v2", Some("0.35.0"), &vllm);
     assert_eq!(
         (e.0, e.1.as_str()),
         (KVEXACT_ERR_UNKNOWN_ENGINE_VERSION, "UNKNOWN_ENGINE_VERSION")

@@ -134,7 +134,7 @@ fuzz_target!(|data: &[u8]| {
                 let req = Request {
                     block_hashes: &hashes,
                     prompt_tokens: prompt,
-                    skip_prefix_cache: op & 2 == 2,
+                    max_cached_tokens: (op & 2 == 2).then_some(0),
                 };
                 if index.predict(&req, &mut preds).is_ok() {
                     // The sparse answer lists exactly the dense one's ranks that differ from

@@ -698,7 +698,7 @@ mod tests {
         let req = Request {
             block_hashes: &[1],
             prompt_tokens: 20,
-            skip_prefix_cache: false,
+            max_cached_tokens: None,
         };
         ix.predict(&req, &mut out).unwrap();
         assert_eq!(out.len(), 1);

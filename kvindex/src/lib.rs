@@ -89,7 +89,7 @@
 //!     .unwrap();
 //! let mut out = Vec::new();
 //! index
-//!     .predict(&Request { block_hashes: &[1, 2], prompt_tokens: 40, skip_prefix_cache: false }, &mut out)
+//!     .predict(&Request { block_hashes: &[1, 2], prompt_tokens: 40, max_cached_tokens: None }, &mut out)
 //!     .unwrap();
 //! assert_eq!(out[0].endpoint, ep);
 //! assert_eq!(out[0].outcome.tokens(), Some(0));
@@ -125,7 +125,9 @@ pub use feedback::{Observation, PredictionDrift};
 pub use index::Index;
 pub use predict::release_thread_view;
 pub use prediction::{Outcome, Prediction, Request, UnknownReason, MAX_PROMPT_TOKENS};
-pub use rule::{GroupKind, GroupSpec, HitRule, Lookup, MAX_GROUPS};
+pub use rule::{
+    CacheReadParams, GroupKind, GroupSpec, HitRule, Lookup, PromptLogprobsRule, MAX_GROUPS,
+};
 pub use status::RankStatus;
 pub use stream::{Step, StreamState};
 pub use table::{BYTES_PER_HOLDER, BYTES_PER_KEY};

@@ -81,8 +81,10 @@ pub fn vllm_hit_tokens(
     vllm_hit_tokens_within(groups, max_hit_tokens(prompt_tokens), present)
 }
 
-/// [`vllm_hit_tokens`] for a hit of at most `max` tokens (a deployment's
-/// `HitRule::max_hit_tokens`).
+/// [`vllm_hit_tokens`] for a hit of at most `max` tokens (vLLM's `max_cache_hit_length`:
+/// `prompt_tokens - 1`, less under a deployment's look-ahead keys
+/// (`HitRule::max_hit_tokens`), or less for a request the engine caps, e.g. 0.34's
+/// `prompt_logprob_start`).
 pub fn vllm_hit_tokens_within(
     groups: &[GroupSpec],
     max: usize,

@@ -72,6 +72,17 @@ pub fn release_thread_view() {
 }
 
 impl Index {
+    /// The most prompt tokens a hit of `req` may cover: the rule's (every token but the last,
+    /// or the last `L` under look-ahead keys, the last two under bigram pages), bounded by
+    /// the request's own cap ([`Request::max_cached_tokens`]).
+    pub(crate) fn max_hit(&self, req: &Request<'_>) -> usize {
+        let m = self.opts.rule.max_hit_tokens(req.prompt_tokens);
+        match req.max_cached_tokens {
+            Some(cap) => m.min(cap as usize),
+            None => m,
+        }
+    }
+
     fn check_request(&self, req: &Request<'_>) -> Result<(), Error> {
         if req.prompt_tokens > MAX_PROMPT_TOKENS {
             return Err(Error::Request(format!(
@@ -231,7 +242,7 @@ impl Index {
         s.words.clear();
         s.alive.clear();
         for ep in views.iter() {
-            let candidate = !(req.skip_prefix_cache || lora_unknown && ep.lora_adapters);
+            let candidate = !(req.skips_cache() || lora_unknown && ep.lora_adapters);
             for r in 0..ep.ranks {
                 let slot = ep.first_slot + r;
                 let word = self.words.words[slot as usize].load(Ordering::Acquire);
@@ -283,7 +294,7 @@ impl Index {
         let bs = self.opts.block_size;
         let mut k = 0usize;
         for (ei, ep) in views.iter().enumerate() {
-            let candidate = !(req.skip_prefix_cache || lora_unknown && ep.lora_adapters);
+            let candidate = !(req.skips_cache() || lora_unknown && ep.lora_adapters);
             for r in 0..ep.ranks {
                 let slot = ep.first_slot + r;
                 let word = s.words[k];
@@ -344,7 +355,7 @@ impl Index {
         sparse: bool,
     ) -> bool {
         let t = &*self.words;
-        if !self.chains || req.skip_prefix_cache || self.media_count.load(Ordering::Acquire) > 1 {
+        if !self.chains || req.skips_cache() || self.media_count.load(Ordering::Acquire) > 1 {
             return false;
         }
         let ended = t.ended.load(Ordering::Acquire);
@@ -575,7 +586,7 @@ impl Index {
         } else if media <= 1 {
             Some(0)
         } else {
-            let max_blocks = self.blocks_in(self.opts.rule.max_hit_tokens(req.prompt_tokens));
+            let max_blocks = self.blocks_in(self.max_hit(req));
             let more = (hit_units..max_blocks)
                 .take_while(|&j| {
                     (0..media).any(|m| {
@@ -611,7 +622,7 @@ mod tests {
         Request {
             block_hashes: &[1, 2],
             prompt_tokens: 40,
-            skip_prefix_cache: false,
+            max_cached_tokens: None,
         }
     }
 

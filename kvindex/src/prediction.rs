@@ -13,8 +13,32 @@ pub struct Request<'a> {
     /// predictions are `unknown` whatever the request names: see
     /// [`UnknownReason::LoraNotInEvents`].)
     pub prompt_tokens: usize,
-    /// The request skips reading the prefix cache (vLLM: `prompt_logprobs`): no hit.
-    pub skip_prefix_cache: bool,
+    /// The most tokens the engine lets this request read from its prefix cache, on top of
+    /// the rule's `prompt_tokens - 1`; `None`: no other bound. `Some(0)`: the request skips
+    /// the cache (no hit). Derived from the request by the release's
+    /// [`crate::PromptLogprobsRule`] (catalog `prefixHit.promptLogprobs`): a vLLM request with
+    /// prompt logprobs skips the cache by default (`Some(0)`); with skipping turned off, 0.33
+    /// reads the whole prefix (`None`) and 0.34 caps it at its `prompt_logprob_start`
+    /// (`Some(start)`, 0 when unset).
+    pub max_cached_tokens: Option<u32>,
+}
+
+impl Request<'_> {
+    /// The most prompt tokens a hit may cover: `prompt_tokens - 1`, bounded by
+    /// [`Request::max_cached_tokens`] (vLLM `Request.get_max_cache_hit_length`).
+    pub fn max_hit_tokens(&self) -> usize {
+        let rule = crate::lookup::max_hit_tokens(self.prompt_tokens);
+        match self.max_cached_tokens {
+            Some(cap) => rule.min(cap as usize),
+            None => rule,
+        }
+    }
+
+    /// Whether the request reads nothing from the prefix cache ([`Request::max_cached_tokens`]
+    /// is `Some(0)`).
+    pub fn skips_cache(&self) -> bool {
+        self.max_cached_tokens == Some(0)
+    }
 }
 
 /// The longest prompt a request may name: counts of tokens (the prompt's, a prediction's) are

@@ -86,6 +86,57 @@ pub struct GroupSpec {
     pub block_size: u32,
 }
 
+/// How a request that reads no prefix cache or scores its prompt bounds its hit (catalog
+/// `prefixHit.promptLogprobs`); [`PromptLogprobsRule::max_cached_tokens`] turns a request's
+/// parameters into [`crate::Request::max_cached_tokens`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PromptLogprobsRule {
+    /// `skip` (every release but vLLM 0.34): a request whose `skip_reading_prefix_cache` is
+    /// true — its default when prompt logprobs are asked — reads no cache; nothing else bounds
+    /// the hit (vLLM `Request.get_skip_reading_prefix_cache`, `SamplingParams.__post_init__`).
+    Skip,
+    /// `cap-at-start` (vLLM 0.34, `Request.get_prefix_cache_hit_limit`): skipping gives 0;
+    /// otherwise a request with prompt logprobs may read at most its `prompt_logprob_start`
+    /// tokens (0 when unset).
+    CapAtStart,
+}
+
+/// The request parameters vLLM bounds a prefix hit by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheReadParams {
+    /// The request asks for prompt logprobs (`prompt_logprobs` or `prompt_logprob_token_ids`).
+    pub prompt_logprobs: bool,
+    /// `skip_reading_prefix_cache` as the request sets it (`None`: unset, defaulting to
+    /// `prompt_logprobs`).
+    pub skip_reading_prefix_cache: Option<bool>,
+    /// `prompt_logprob_start` (vLLM 0.34; `None`: unset).
+    pub prompt_logprob_start: Option<u32>,
+}
+
+impl PromptLogprobsRule {
+    /// The catalog name: `skip`, `cap-at-start`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptLogprobsRule::Skip => "skip",
+            PromptLogprobsRule::CapAtStart => "cap-at-start",
+        }
+    }
+
+    /// The most tokens the engine lets a request with these parameters read from its prefix
+    /// cache (`None`: no bound but the rule's `prompt_tokens - 1`).
+    pub fn max_cached_tokens(self, p: &CacheReadParams) -> Option<u32> {
+        if p.skip_reading_prefix_cache.unwrap_or(p.prompt_logprobs) {
+            return Some(0);
+        }
+        match self {
+            PromptLogprobsRule::Skip => None,
+            PromptLogprobsRule::CapAtStart => p
+                .prompt_logprobs
+                .then(|| p.prompt_logprob_start.unwrap_or(0)),
+        }
+    }
+}
+
 /// The typed `prefixHit` entry of one engine release.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HitRule {
@@ -105,6 +156,9 @@ pub struct HitRule {
     /// look-ahead keys, SGLang bigram pages. It sets how far behind the prompt's end a hit
     /// stays ([`HitRule::max_hit_tokens`]).
     pub key_form: KeyForm,
+    /// How prompt logprobs and `skip_reading_prefix_cache` bound a request's hit (stated from
+    /// the engines' code: no replay sends them).
+    pub prompt_logprobs: PromptLogprobsRule,
 }
 
 impl HitRule {
@@ -141,7 +195,15 @@ impl HitRule {
                 "only vLLM's coordinator has sliding-window groups".into()
             ));
         }
+        let prompt_logprobs = match p.prompt_logprobs.as_deref() {
+            None | Some("skip") => PromptLogprobsRule::Skip,
+            Some("cap-at-start") if lookup == Lookup::VllmCoordinator => {
+                PromptLogprobsRule::CapAtStart
+            }
+            Some(other) => return Err(bad(format!("unknown promptLogprobs {other:?}"))),
+        };
         Ok(HitRule {
+            prompt_logprobs,
             release_id: r.id.clone(),
             engine: r.engine,
             lookup,

@@ -56,14 +56,10 @@ impl Index {
         };
         match self.opts.rule.lookup {
             Lookup::VllmCoordinator if self.opts.groups.len() > 1 => {
-                lookup::vllm_hit_tokens_within(
-                    &self.opts.groups,
-                    self.opts.rule.max_hit_tokens(req.prompt_tokens),
-                    present,
-                )
+                lookup::vllm_hit_tokens_within(&self.opts.groups, self.max_hit(req), present)
             }
             _ => {
-                let max_blocks = self.blocks_in(self.opts.rule.max_hit_tokens(req.prompt_tokens));
+                let max_blocks = self.blocks_in(self.max_hit(req));
                 lookup::prefix_hit(max_blocks, |j| present(0, j))
             }
         }
@@ -181,7 +177,7 @@ impl Index {
     ) -> bool {
         debug_assert!(keep.len() >= alive.len() && zero.len() >= alive.len());
         debug_assert!(keep.iter().chain(zero.iter()).all(|&w| w == 0));
-        let max_blocks = self.blocks_in(self.opts.rule.max_hit_tokens(req.prompt_tokens));
+        let max_blocks = self.blocks_in(self.max_hit(req));
         let hashes = &req.block_hashes[..max_blocks];
         #[cfg(test)]
         if stale::take() {
@@ -341,7 +337,7 @@ mod tests {
         let req = Request {
             block_hashes: &hashes,
             prompt_tokens: 5 * 16 + 1,
-            skip_prefix_cache: false,
+            max_cached_tokens: None,
         };
         let (mut want, mut got) = (Vec::new(), Vec::new());
         ix.predict(&req, &mut want).unwrap();

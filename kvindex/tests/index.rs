@@ -85,7 +85,7 @@ proptest! {
     /// prefix of held blocks in a plain map of copy counts, within `prompt - 1` tokens.
     #[test]
     fn predictions_equal_the_obvious_count(ops in prop::collection::vec(op(), 1..60),
-                                           queries in prop::collection::vec((0..3u64, 0..4u64, 0..15usize, 0..16usize), 1..8)) {
+                                           queries in prop::collection::vec((0..3u64, 0..4u64, 0..15usize, 0..16usize, prop::option::of(0..240u32)), 1..8)) {
         let index = index_of("vllm-kv-map-v3-r0.31", 16);
         let eps: Vec<_> = (0..4).map(|i| index.add_endpoint(endpoint(&format!("e{i}"), 1 << 20)).unwrap()).collect();
         // The same index without the twin table, as a gateway makes it: the same answers.
@@ -127,19 +127,23 @@ proptest! {
             prop_assert_eq!((plain.memory().0, plain.memory().1), (keys.len(), pairs));
         }
         let mut out = Vec::new();
-        for &(prompt, conv, blocks, extra) in &queries {
+        for &(prompt, conv, blocks, extra, cap) in &queries {
             let c = chain(prompt, conv, blocks);
             let n = blocks * 16 + extra;
-            index.predict(&Request { block_hashes: &c, prompt_tokens: n, skip_prefix_cache: false }, &mut out).unwrap();
+            // A capped request (vLLM 0.34 prompt logprobs: `prompt_logprob_start`; 0 = skip).
+            let r = Request { block_hashes: &c, prompt_tokens: n, max_cached_tokens: cap };
+            index.predict(&r, &mut out).unwrap();
             prop_assert_eq!(out.len(), 4);
-            prop_assert!(sparse_equals_dense(&index, &req(&c, n), &out), "sparse differs");
+            prop_assert!(sparse_equals_dense(&index, &r, &out), "sparse differs");
             let mut plain_out = Vec::new();
-            plain.predict(&req(&c, n), &mut plain_out).unwrap();
+            plain.predict(&r, &mut plain_out).unwrap();
             prop_assert_eq!(&plain_out, &out);
+            // The slow twin: the longest held prefix within min(prompt - 1, cap) tokens.
+            let max = n.saturating_sub(1).min(cap.map_or(usize::MAX, |x| x as usize));
             for (i, p) in out.iter().enumerate() {
-                let want = kvindex::lookup::prefix_hit(n.saturating_sub(1) / 16, |j| model[i].contains_key(&c[j])) * 16;
-                prop_assert_eq!(p.outcome.tokens(), Some(want as u64), "endpoint {} query {:?}", i, (prompt, conv, blocks, extra));
-                prop_assert_eq!(index.predict_endpoint(eps[i], &Request { block_hashes: &c, prompt_tokens: n, skip_prefix_cache: false }).unwrap()[0].outcome, p.outcome);
+                let want = kvindex::lookup::prefix_hit(max / 16, |j| model[i].contains_key(&c[j])) * 16;
+                prop_assert_eq!(p.outcome.tokens(), Some(want as u64), "endpoint {} query {:?}", i, (prompt, conv, blocks, extra, cap));
+                prop_assert_eq!(index.predict_endpoint(eps[i], &r).unwrap()[0].outcome, p.outcome);
             }
         }
         // Nothing wrote while it predicted: every walk went through the chains.
@@ -247,7 +251,7 @@ proptest! {
         for &(conv, blocks, extra) in &queries {
             let c = long_chain(conv, blocks);
             let n = blocks * 16 + extra;
-            index.predict(&Request { block_hashes: &c, prompt_tokens: n, skip_prefix_cache: false }, &mut out).unwrap();
+            index.predict(&Request { block_hashes: &c, prompt_tokens: n, max_cached_tokens: None }, &mut out).unwrap();
             prop_assert!(sparse_equals_dense(&index, &req(&c, n), &out), "sparse differs");
             for (k, &(i, _)) in eps.iter().enumerate() {
                 let want = kvindex::lookup::prefix_hit(n.saturating_sub(1) / 16, |j| model[k].contains_key(&c[j])) * 16;
@@ -262,8 +266,7 @@ fn req(c: &[u64], n: usize) -> Request<'_> {
     Request {
         block_hashes: c,
         prompt_tokens: n,
-
-        skip_prefix_cache: false,
+        max_cached_tokens: None,
     }
 }
 
@@ -465,7 +468,7 @@ fn a_prompt_past_the_token_counters_is_refused() {
     let req = Request {
         block_hashes: &[],
         prompt_tokens: kvindex::MAX_PROMPT_TOKENS + 1,
-        skip_prefix_cache: false,
+        max_cached_tokens: None,
     };
     let mut out = Vec::new();
     for r in [
@@ -734,7 +737,7 @@ proptest! {
         }
         let n = query.len() * 16 + 3;
         let mut out = Vec::new();
-        index.predict(&Request { block_hashes: &query, prompt_tokens: n, skip_prefix_cache: false }, &mut out).unwrap();
+        index.predict(&Request { block_hashes: &query, prompt_tokens: n, max_cached_tokens: None }, &mut out).unwrap();
         prop_assert!(sparse_equals_dense(&index, &req(&query, n), &out), "sparse differs");
         for (i, p) in out.iter().enumerate() {
             let want = kvindex::lookup::prefix_hit(query.len(), |j| model[i].contains_key(&query[j])) * 16;
@@ -774,4 +777,62 @@ fn slots_reused_out_of_order_keep_the_endpoints_order() {
     index.predict_sparse(&r, &mut sparse).unwrap();
     assert_eq!(sparse, dense);
     assert_eq!(index.self_check(), Ok(()));
+}
+
+/// The prompt-logprobs rule of each release, from the request's parameters to the index's
+/// `max_cached_tokens` (vLLM 0.33 `Request.get_skip_reading_prefix_cache`, 0.34
+/// `Request.get_prefix_cache_hit_limit`), and a capped request's hit on a hybrid model (the
+/// coordinator's lookup within the capped length).
+#[test]
+fn prompt_logprobs_bound_the_hit_per_release() {
+    use kvindex::{CacheReadParams, HitRule, PromptLogprobsRule};
+    let r33 = HitRule::for_version(kvprofile_core::Engine::Vllm, "0.33.0").unwrap();
+    let r34 = HitRule::for_version(kvprofile_core::Engine::Vllm, "0.34.0").unwrap();
+    assert_eq!(r33.prompt_logprobs, PromptLogprobsRule::Skip);
+    assert_eq!(r34.prompt_logprobs, PromptLogprobsRule::CapAtStart);
+    let p = |lp: bool, skip: Option<bool>, start: Option<u32>| CacheReadParams {
+        prompt_logprobs: lp,
+        skip_reading_prefix_cache: skip,
+        prompt_logprob_start: start,
+    };
+    for (params, on33, on34) in [
+        (p(false, None, None), None, None),
+        // Prompt logprobs default to skipping the cache in both.
+        (p(true, None, Some(40)), Some(0), Some(0)),
+        (p(false, Some(true), None), Some(0), Some(0)),
+        // Skipping turned off: 0.33 reads the whole prefix, 0.34 up to the start row.
+        (p(true, Some(false), Some(40)), None, Some(40)),
+        (p(true, Some(false), None), None, Some(0)),
+        (p(false, Some(false), None), None, None),
+    ] {
+        assert_eq!(
+            r33.prompt_logprobs.max_cached_tokens(&params),
+            on33,
+            "{params:?}"
+        );
+        assert_eq!(
+            r34.prompt_logprobs.max_cached_tokens(&params),
+            on34,
+            "{params:?}"
+        );
+    }
+    // Hybrid: full attention + a 32-token sliding window, blocks of 16, every block held.
+    let groups = [
+        kvindex::GroupSpec {
+            kind: kvindex::GroupKind::FullAttention,
+            block_size: 16,
+        },
+        kvindex::GroupSpec {
+            kind: kvindex::GroupKind::SlidingWindow { window: 32 },
+            block_size: 16,
+        },
+    ];
+    for max in [0usize, 15, 16, 40, 79] {
+        let got = kvindex::lookup::vllm_hit_tokens_within(&groups, max, |_, _| true);
+        assert_eq!(got, max / 16 * 16, "{max}");
+    }
+    assert_eq!(
+        kvindex::lookup::vllm_hit_tokens(&groups, 81, |_, _| true),
+        kvindex::lookup::vllm_hit_tokens_within(&groups, 80, |_, _| true)
+    );
 }

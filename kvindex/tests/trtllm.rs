@@ -59,7 +59,7 @@ fn drained_events_drive_the_index() {
         block_hashes: &keys,
         prompt_tokens: 4 * 32 + 1,
 
-        skip_prefix_cache: false,
+        max_cached_tokens: None,
     };
     let predict = || index.predict_endpoint(ep, &req).unwrap()[0].outcome;
     assert_eq!(predict(), Outcome::Unknown(UnknownReason::Unsynced));

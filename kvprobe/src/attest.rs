@@ -38,7 +38,7 @@ pub struct AttestConfig {
     pub endpoint: String,
     /// KV-event endpoint `host:port` (ZMQ; vLLM/SGLang). Default: the HTTP host, port 5557.
     pub events: Option<String>,
-    /// `kvBlockSize` (default 16; 32 for TensorRT-LLM).
+    /// `kvBlockSize` (default: the release's `hash.defaultBlockSize`, e.g. vLLM 0.34: 64).
     pub block_size: Option<u32>,
     /// vLLM none-hash seed (`PYTHONHASHSEED` pair), default `"0"`.
     pub hash_seed: Option<String>,
@@ -91,12 +91,16 @@ impl AttestConfig {
         }
     }
 
-    fn block_size(&self) -> u32 {
-        self.block_size.unwrap_or(if self.engine == Engine::Trtllm {
-            32
-        } else {
-            16
-        })
+    /// The configured block size, else the release's default (catalog
+    /// `hash.defaultBlockSize`: vLLM 16 up to 0.33, 64 from 0.34; TensorRT-LLM 32).
+    fn block_size(&self, contract: &Contract) -> u32 {
+        self.block_size.or(contract.default_block_size()).unwrap_or(
+            if self.engine == Engine::Trtllm {
+                32
+            } else {
+                16
+            },
+        )
     }
 
     fn events_endpoint(&self) -> String {
@@ -359,7 +363,7 @@ fn run_challenge(
     drain_fault: &mut Option<(Reason, String)>,
 ) -> Finding {
     let model = loaded.profile.base_model.as_str();
-    let bs = cfg.block_size();
+    let bs = cfg.block_size(contract);
     // Preflight: served model, geometry.
     let served = match http.get(identity::served_model_path(cfg.engine)) {
         Ok(r) => identity::judge_served_model(cfg.engine, r.status, &r.body, model),

@@ -7,7 +7,7 @@
 //! let c = contract::resolve(Engine::Vllm, "0.24.0").unwrap();
 //! assert_eq!(c.release_id(), "vllm-kv-map-v2-r0.24");
 //! assert_eq!(c.contract_id(), "vllm-kv-map-v2");
-//! let err = contract::resolve(Engine::Vllm, "0.34.0").unwrap_err();
+//! let err = contract::resolve(Engine::Vllm, "0.35.0").unwrap_err();
 //! assert_eq!(err.code(), "UNKNOWN_ENGINE_VERSION");
 //! ```
 //!
@@ -285,6 +285,14 @@ impl Contract {
         self.profile.default_hash_algorithm()
     }
 
+    /// The block size the release's engine uses when none is configured (catalog
+    /// `hash.defaultBlockSize`: vLLM `CacheConfig.DEFAULT_BLOCK_SIZE`, 16 up to 0.33 and 64
+    /// from 0.34; TensorRT-LLM 32; SGLang the gateway's default 16); `None` without a KV plane.
+    /// A hasher or index built without an explicit block size takes this one.
+    pub fn default_block_size(&self) -> Option<u32> {
+        self.release.hash.as_ref().map(|h| h.default_block_size)
+    }
+
     /// The contract as JSON (what `kvexact contracts --json` and the C ABI print per release).
     pub fn to_json(&self) -> Value {
         let r = self.release;
@@ -311,6 +319,7 @@ fn release_json(r: &Release) -> Value {
             "lookahead": h.lookahead,
             "wide_pages": h.wide_pages,
             "cache_salt": h.cache_salt,
+            "default_block_size": h.default_block_size,
         })
     });
     let events = r.events.as_ref().map(|e| {
@@ -326,6 +335,7 @@ fn release_json(r: &Release) -> Value {
             "versions": c.versions,
             "tool_serialization": c.tool_serialization,
             "template_error_class": c.template_error_class,
+            "empty_tools": c.empty_tools.as_deref().unwrap_or("refused"),
             "liftable": c.liftable,
             "vectors": c.vectors,
             "renderers": c.renderers,
@@ -434,7 +444,11 @@ fn chat_rules(r: &Release, version: Option<&str>) -> Result<Option<ChatRules>, E
     let engine = r.engine;
     let rules = reference
         .with_tool_serialization(c.tool_serialization.parse().map_err(|e| bad(r, e))?)
-        .with_template_error_class(c.template_error_class.parse().map_err(|e| bad(r, e))?);
+        .with_template_error_class(c.template_error_class.parse().map_err(|e| bad(r, e))?)
+        .with_empty_tools(match &c.empty_tools {
+            Some(e) => e.parse().map_err(|e| bad(r, e))?,
+            None => kvtemplate::EmptyTools::Refused,
+        });
     rules.check_engine(engine).map_err(|e| bad(r, e))?;
     for (model_type, renderer) in &c.renderers {
         let known = matches!(

@@ -454,6 +454,21 @@ impl ContractCatalog {
                 {
                     return bad(f("hash"), format!("rules that {} does not have", r.engine));
                 }
+                if h.default_block_size == 0 {
+                    return bad(f("hash.defaultBlockSize"), "must be at least 1".into());
+                }
+            }
+            if let Some(p) = r
+                .prefix_hit
+                .as_ref()
+                .and_then(|p| p.prompt_logprobs.as_ref())
+            {
+                if r.engine != Engine::Vllm || !matches!(p.as_str(), "skip" | "cap-at-start") {
+                    return bad(
+                        f("prefixHit.promptLogprobs"),
+                        format!("{p:?}: not a {} rule (skip, cap-at-start: vLLM)", r.engine),
+                    );
+                }
             }
             let wants_tokenizer = r.engine != Engine::Llamacpp;
             if r.tokenizer.is_some() != wants_tokenizer {
@@ -596,7 +611,8 @@ mod tests {
         assert_eq!(id(Engine::Vllm, "0.23.0"), Some("vllm-kv-array-v1"));
         assert_eq!(id(Engine::Vllm, "0.16.9"), None);
         assert_eq!(id(Engine::Vllm, "0.29.0"), Some("vllm-kv-map-v3"));
-        assert_eq!(id(Engine::Vllm, "0.34.0"), None);
+        assert_eq!(id(Engine::Vllm, "0.34.0"), Some("vllm-kv-map-v3"));
+        assert_eq!(id(Engine::Vllm, "0.35.0"), None);
         assert_eq!(id(Engine::Sglang, "0.5.18"), Some("sglang-kv-rank-v1"));
         assert_eq!(id(Engine::Sglang, "0.5.19"), Some("sglang-kv-rank-v2"));
         assert_eq!(
@@ -610,7 +626,7 @@ mod tests {
     #[test]
     fn every_release_resolves_to_itself_and_nothing_else_resolves() {
         let cat = builtin().unwrap();
-        assert_eq!(cat.releases.len(), 20);
+        assert_eq!(cat.releases.len(), 21);
         for r in &cat.releases {
             for v in &r.versions {
                 assert_eq!(cat.resolve_release(r.engine, v).unwrap().id, r.id, "{v}");
@@ -639,7 +655,8 @@ mod tests {
         // Inside a contract's range but not a release: refused, never the neighbour's rules.
         for (e, v) in [
             (Engine::Vllm, "0.16.0"),
-            (Engine::Vllm, "0.34.0"),
+            (Engine::Vllm, "0.35.0"),
+            (Engine::Vllm, "0.33.1"),
             (Engine::Vllm, "0.17.2"),
             (Engine::Vllm, "0.31.1.dev3"),
             (Engine::Vllm, "0.31"),
@@ -652,11 +669,11 @@ mod tests {
             assert_eq!(err.code(), "UNKNOWN_ENGINE_VERSION", "{v}");
         }
         let msg = cat
-            .resolve_release(Engine::Vllm, "0.34.0")
+            .resolve_release(Engine::Vllm, "0.35.0")
             .unwrap_err()
             .to_string();
         assert!(
-            msg.contains("nearest below: 0.33.0 (vllm-kv-map-v3-r0.33"),
+            msg.contains("nearest below: 0.34.0 (vllm-kv-map-v3-r0.34"),
             "{msg}"
         );
         assert!(msg.contains("nearest above: none"), "{msg}");
@@ -693,10 +710,13 @@ mod tests {
                 "      extraKeys: K1\n",
             ),
             (
-                "defaultAlgorithm: sha256_sglang\n    events:\n      format: sglang-kv-map-v2",
-                "defaultAlgorithm: sha256\n    events:\n      format: sglang-kv-map-v2",
+                "defaultAlgorithm: sha256_sglang\n      defaultBlockSize: 16\n    events:\n      format: sglang-kv-map-v2",
+                "defaultAlgorithm: sha256\n      defaultBlockSize: 16\n    events:\n      format: sglang-kv-map-v2",
             ),
             ("      cacheSalt: std_hash_string\n", ""),
+            ("defaultBlockSize: 64", "defaultBlockSize: 0"),
+            ("promptLogprobs: cap-at-start", "promptLogprobs: cap-at-end"),
+            ("      defaultBlockSize: 32\n", ""),
             (
                 "      versions: [0.29.0]\n      toolSerialization",
                 "      versions: [0.30.0]\n      toolSerialization",

@@ -41,8 +41,8 @@ pub const MAX_SPECULATIVE_TOKENS: u32 = 64;
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Deployment {
     /// Tokens per KV block: vLLM `--block-size`, SGLang `--page-size`, TensorRT-LLM
-    /// `tokens_per_block`. Absent: the release's default (`deployment.defaultBlockSize` in
-    /// the catalog), refused where the catalog states none.
+    /// `tokens_per_block`. Absent: the release's default (`hash.defaultBlockSize` in the
+    /// catalog: vLLM 16 up to 0.33, 64 from 0.34).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_size: Option<u32>,
     /// vLLM `--prefix-caching-hash-algo`. Absent: the release's default algorithm.
@@ -246,16 +246,12 @@ impl Deployment {
             );
         };
         let rules = release.deployment.clone().unwrap_or_default();
-        let block_size = match (self.block_size, rules.default_block_size) {
-            (Some(b), _) => b,
-            (None, Some(b)) => b,
-            (None, None) => {
-                return refuse(
-                    "blockSize",
-                    "the catalog states no default block size for this release: declare it".into(),
-                )
-            }
-        };
+        // Absent: the release's default (catalog `hash.defaultBlockSize`: vLLM's
+        // CacheConfig default, 64 from 0.34).
+        let block_size = self.block_size.unwrap_or(hash.default_block_size);
+        if block_size == 0 || block_size > MAX_BLOCK_SIZE {
+            return refuse("blockSize", format!("{block_size} out of range"));
+        }
         let hash_algorithm = self.hash_algorithm.unwrap_or(hash.default_algorithm);
         if !hash.algorithms.contains(&hash_algorithm) {
             return refuse(

@@ -1,6 +1,6 @@
 //! The deployment rules of a catalog release (`releases[].deployment` in
 //! `data/contracts.yaml`): which launch options the release's keys and hits are known for —
-//! its default block size, the speculative-decoding methods and the key rule each implies
+//! the speculative-decoding methods and the key rule each implies
 //! (with the replays that prove it), the `cache_salt` values its request path accepts, the
 //! SGLang event formats. Read by [`crate::deployment::Deployment::resolve`].
 
@@ -16,9 +16,6 @@ pub const MAX_BLOCK_SIZE: u32 = 1 << 16;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DeploymentRules {
-    /// The block size the engine uses when none is given (vLLM `CacheConfig`'s default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default_block_size: Option<u32>,
     /// Speculative-decoding methods whose keys and hits are known for the release.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub speculative: Vec<SpeculativeRule>,
@@ -119,14 +116,6 @@ impl DeploymentRules {
         field: &str,
     ) -> Result<()> {
         let bad = |f: String, d: String| Err(Error::invalid(DocKind::ContractCatalog, path, f, d));
-        if let Some(b) = self.default_block_size {
-            if b == 0 || b > MAX_BLOCK_SIZE {
-                return bad(
-                    format!("{field}.defaultBlockSize"),
-                    format!("{b} out of range"),
-                );
-            }
-        }
         let mut methods = BTreeSet::new();
         for (i, r) in self.speculative.iter().enumerate() {
             let f = format!("{field}.speculative[{i}]");

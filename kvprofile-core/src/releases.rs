@@ -86,6 +86,14 @@ pub struct PrefixHitRules {
     /// this release; empty = stated, unproven.
     #[serde(default)]
     pub vectors: Vec<String>,
+    /// vLLM: how a request that reads no prefix cache, or scores its prompt (prompt logprobs),
+    /// bounds its hit: `skip` (absent: the request's `skip_reading_prefix_cache`, which
+    /// defaults to true when prompt logprobs are asked, skips the cache; nothing else bounds
+    /// the hit) or `cap-at-start` (vLLM 0.34 `Request.get_prefix_cache_hit_limit`: skipping
+    /// gives 0; otherwise a request with prompt logprobs is capped at its
+    /// `prompt_logprob_start`, 0 when unset). `kvindex::PromptLogprobsRule`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_logprobs: Option<String>,
 }
 
 /// The tokenizer loader of a release (its transformers major version, from the release's
@@ -139,6 +147,12 @@ pub struct HashRules {
     /// `unknown` (salted hashes refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_salt: Option<String>,
+    /// The block size (tokens per block) kvexact assumes when none is given: the engine's
+    /// default where it has one (vLLM `CacheConfig.DEFAULT_BLOCK_SIZE`: 16 up to 0.33, 64
+    /// from 0.34; TensorRT-LLM `tokens_per_block` 32), the gateway's `kvBlockSize` default
+    /// 16 for SGLang (whose page size is resolved per attention backend and checked against
+    /// `/get_server_info` at attest).
+    pub default_block_size: u32,
 }
 
 /// KV-event rules of a release.
@@ -168,6 +182,10 @@ pub struct ReleaseChatRules {
     pub tool_serialization: String,
     /// kvtemplate `TemplateErrorClass` name.
     pub template_error_class: String,
+    /// kvtemplate `EmptyTools` name: what an empty `tools` list does (absent: `refused`;
+    /// `omitted`: vLLM 0.34 treats it as no tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_tools: Option<String>,
     /// The template vector sets that prove them.
     pub vectors: Vec<String>,
     /// The strict-rule refusal codes (kvtemplate `Refusal` names, docs/contracts/registry.md §9.2) an

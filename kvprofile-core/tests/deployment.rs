@@ -73,6 +73,21 @@ fn vllm_lookahead_per_method() {
 }
 
 #[test]
+fn vllm_0_34_defaults_to_64_token_blocks_and_keys_lookahead() {
+    let r = release("vllm", "0.34.0");
+    let k = parse("speculative: {method: mtp, numSpeculativeTokens: 3, mtpModules: 3}\n")
+        .unwrap()
+        .resolve(&r, "<test>")
+        .unwrap();
+    assert_eq!((k.block_size, k.key_form), (64, KeyForm::Lookahead(3)));
+    let k = parse("{}")
+        .unwrap()
+        .resolve(&release("vllm", "0.33.0"), "<t>")
+        .unwrap();
+    assert_eq!(k.block_size, 16);
+}
+
+#[test]
 fn releases_without_the_rule_refuse_speculative_decoding() {
     let r = release("vllm", "0.31.0");
     let e = parse("blockSize: 16\nspeculative: {method: eagle, numSpeculativeTokens: 2}\n")
@@ -101,8 +116,9 @@ fn sglang_bigram_and_options_that_are_not_sglangs() {
         .resolve(&r, "<t>")
         .unwrap_err();
     assert!(e.to_string().contains("kvEventsFormat"), "{e}");
-    let e = parse("{}").unwrap().resolve(&r, "<t>").unwrap_err();
-    assert!(e.to_string().contains("blockSize"), "{e}");
+    // Absent, the block size is the release's default (catalog hash.defaultBlockSize).
+    let k = parse("{}").unwrap().resolve(&r, "<t>").unwrap();
+    assert_eq!(k.block_size, r.hash.as_ref().unwrap().default_block_size);
 }
 
 #[test]

@@ -163,6 +163,52 @@ impl TemplateErrorClass {
     }
 }
 
+/// What an engine release does with an empty `tools` list (`"tools": []`) on chat
+/// completions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EmptyTools {
+    /// `refused` — kvexact refuses it (`tools`, never lifted): vLLM up to 0.33 rejects it
+    /// (`ChatCompletionRequest.check_tool_usage`: "`tools` must not be an empty array", HTTP
+    /// 400); no vector shows what SGLang or TensorRT-LLM render for it.
+    Refused,
+    /// `omitted` — vLLM 0.34: an empty list is treated as omitted unless `tool_choice` names
+    /// a function (`check_tool_usage` sets `tools` to `None`, `"auto"`/`"required"` become
+    /// `"none"`), so the prompt is the one without tools. From the 0.34.0 wheel's code; no
+    /// template vector has an empty `tools` list (`versions/README.md`, vLLM 0.34.0).
+    Omitted,
+}
+
+impl EmptyTools {
+    /// Every variant.
+    pub const ALL: [EmptyTools; 2] = [EmptyTools::Refused, EmptyTools::Omitted];
+
+    /// The stable name: `refused`, `omitted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EmptyTools::Refused => "refused",
+            EmptyTools::Omitted => "omitted",
+        }
+    }
+}
+
+impl FromStr for EmptyTools {
+    type Err = UnknownRule;
+
+    /// Parses a stable name (exact, lower-case).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EmptyTools::ALL
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| unknown("emptyTools", s, Self::ALL.iter().map(|v| v.as_str())))
+    }
+}
+
+impl fmt::Display for EmptyTools {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A rule name that is not one of the stable names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {rule} `{name}` (expected one of: {expected})")]
@@ -240,6 +286,8 @@ pub struct ChatRules {
     pub tool_serialization: ToolSerialization,
     /// The class named in the engine's error when the template raises.
     pub template_error_class: TemplateErrorClass,
+    /// What an empty `tools` list does (reference: [`EmptyTools::Refused`]).
+    pub empty_tools: EmptyTools,
 }
 
 impl ChatRules {
@@ -251,14 +299,17 @@ impl ChatRules {
             Engine::Vllm => ChatRules {
                 tool_serialization: ToolSerialization::VllmSetFields,
                 template_error_class: TemplateErrorClass::VllmValidationError,
+                empty_tools: EmptyTools::Refused,
             },
             Engine::Sglang => ChatRules {
                 tool_serialization: ToolSerialization::SglangPydanticDump,
                 template_error_class: TemplateErrorClass::ValueError,
+                empty_tools: EmptyTools::Refused,
             },
             Engine::Trtllm => ChatRules {
                 tool_serialization: ToolSerialization::TrtllmStrictNull,
                 template_error_class: TemplateErrorClass::TemplateError,
+                empty_tools: EmptyTools::Refused,
             },
             Engine::Llamacpp => return None,
         })
@@ -288,6 +339,12 @@ impl ChatRules {
         self
     }
 
+    /// These rules with another empty-`tools` rule.
+    pub fn with_empty_tools(mut self, empty_tools: EmptyTools) -> ChatRules {
+        self.empty_tools = empty_tools;
+        self
+    }
+
     /// Fails when a rule belongs to another engine family (e.g. `sglang-request-keys` on a
     /// vLLM contract): such a combination is no release of any engine, only a catalog typo.
     pub fn check_engine(&self, engine: Engine) -> Result<(), String> {
@@ -306,6 +363,12 @@ impl ChatRules {
                 engine.as_str()
             ));
         }
+        if self.empty_tools == EmptyTools::Omitted && engine != Engine::Vllm {
+            return Err(format!(
+                "emptyTools omitted is vLLM behaviour; the contract engine is {}",
+                engine.as_str()
+            ));
+        }
         Ok(())
     }
 }
@@ -318,6 +381,10 @@ mod tests {
     fn names_round_trip() {
         for v in ToolSerialization::ALL {
             assert_eq!(v.as_str().parse::<ToolSerialization>(), Ok(v));
+            assert_eq!(v.to_string(), v.as_str());
+        }
+        for v in EmptyTools::ALL {
+            assert_eq!(v.as_str().parse::<EmptyTools>(), Ok(v));
             assert_eq!(v.to_string(), v.as_str());
         }
         for v in TemplateErrorClass::ALL {

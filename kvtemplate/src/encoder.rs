@@ -1,7 +1,7 @@
 //! [`EncoderSpec`] (what an encoder is built from) and [`Encoder`] (one per profile × engine
 //! contract): template compiled once, tokenizer loaded once, `Send + Sync`.
 
-use crate::chat_rules::{ChatRules, TemplateErrorClass};
+use crate::chat_rules::{ChatRules, EmptyTools, TemplateErrorClass};
 use crate::engine::{self, ChatRequest, Engine, EngineChat};
 use crate::env::{ChatTemplate, RenderFailure, DEFAULT_FUEL};
 use crate::error::Error;
@@ -714,9 +714,18 @@ impl Encoder {
             .map(|m| engine::normalise_message_with(e, m, keep))
             .collect::<Result<Vec<Value>, Error>>()?;
         let tool_choice_none = req.body.get("tool_choice").and_then(Json::as_str) == Some("none");
+        let tool_choice_named = matches!(req.body.get("tool_choice"), Some(Json::Object(_)));
         let tools = match req.body.get("tools") {
             None | Some(Json::Null) => None,
             Some(_) if e == Engine::Sglang && tool_choice_none => None,
+            // vLLM 0.34 (`EmptyTools::Omitted`): an empty list is no tools.
+            Some(Json::Array(t))
+                if t.is_empty()
+                    && self.chat_rules.empty_tools == EmptyTools::Omitted
+                    && !tool_choice_named =>
+            {
+                None
+            }
             Some(Json::Array(t)) => {
                 Some(engine::normalise_tools(self.chat_rules.tool_serialization, t).map_err(bad)?)
             }

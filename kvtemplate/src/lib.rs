@@ -76,7 +76,7 @@ mod template_literals;
 mod template_source;
 mod tokenize;
 
-pub use chat_rules::{ChatRules, TemplateErrorClass, ToolSerialization, UnknownRule};
+pub use chat_rules::{ChatRules, EmptyTools, TemplateErrorClass, ToolSerialization, UnknownRule};
 pub use encoder::{ChatRenderer, Encoder, EncoderSpec, Rendered, ScratchBuf, SpecialTokenValue};
 pub use engine::{text_part_separator, ChatRequest, Engine, EngineChat};
 pub use env::{ChatTemplate, RenderFailure, DEFAULT_FUEL};

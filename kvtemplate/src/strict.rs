@@ -7,6 +7,7 @@
 mod harmony_chat;
 mod mistral_chat;
 
+use crate::chat_rules::EmptyTools;
 use crate::encoder::{Encoder, EnginePrompt, Rendered, ScratchBuf};
 use crate::env::RenderFailure;
 use crate::error::Error;
@@ -210,9 +211,23 @@ fn raw_json<'a>(top: &RawObject<'a>, key: &str) -> Option<Json<'a>> {
 /// `"auto"` (what the vectors send; vLLM and SGLang default to `"auto"` when tools are given).
 /// `"none"`, `"required"` or a named function still refuse: no vector shows how each engine
 /// renders them (SGLang drops the tools for `"none"`, vLLM keeps them).
-fn tools_in_scope(top: &RawObject<'_>) -> bool {
+///
+/// Where the release treats an empty list as omitted ([`EmptyTools::Omitted`], vLLM 0.34),
+/// the lift also covers `"tools": []` with `tool_choice` absent, null, `"auto"`, `"required"`
+/// or `"none"` (the engine renders the prompt without tools).
+fn tools_in_scope(top: &RawObject<'_>, empty_tools: EmptyTools) -> bool {
+    let choice = raw_json(top, "tool_choice");
+    if empty_tools == EmptyTools::Omitted
+        && matches!(raw_json(top, "tools"), Some(Json::Array(a)) if a.is_empty())
+    {
+        return match choice {
+            None | Some(Json::Null) => true,
+            Some(Json::Str(s)) => matches!(s.as_ref(), "auto" | "required" | "none"),
+            Some(_) => false,
+        };
+    }
     let tools_ok = matches!(raw_json(top, "tools"), Some(Json::Array(a)) if !a.is_empty());
-    let choice_ok = match raw_json(top, "tool_choice") {
+    let choice_ok = match choice {
         None | Some(Json::Null) => true,
         Some(Json::Str(s)) => s == "auto",
         Some(_) => false,
@@ -761,7 +776,9 @@ impl Encoder {
         renders_effort: bool,
     ) -> Option<Refusal> {
         if (top.present("tools") || top.present("tool_choice"))
-            && scan.stop(Refusal::Tools, || tools_in_scope(top))
+            && scan.stop(Refusal::Tools, || {
+                tools_in_scope(top, self.chat_rules.empty_tools)
+            })
         {
             return Some(Refusal::Tools);
         }

@@ -615,3 +615,57 @@ fn tool_call_arguments_keep_integers_beyond_64_bits_exact_or_refuse() {
         );
     }
 }
+
+/// `"tools": []` (vLLM 0.34, `ChatCompletionRequest.check_tool_usage`): treated as omitted
+/// under `EmptyTools::Omitted` — the lifted request gives the ids of the request without
+/// `tools`, for `tool_choice` absent, `"auto"`, `"required"` or `"none"`, and a named
+/// `tool_choice` still refuses; under the reference rules (vLLM ≤ 0.33, which answers HTTP 400)
+/// it refuses with `tools`, lifted or not.
+#[test]
+fn an_empty_tools_list_is_omitted_only_where_the_release_says_so() {
+    use kvtemplate::{ChatRules, EmptyTools};
+    let v34 = ChatRules::reference(Engine::Vllm)
+        .unwrap()
+        .with_empty_tools(EmptyTools::Omitted);
+    assert!(v34.check_engine(Engine::Vllm).is_ok());
+    assert!(v34.check_engine(Engine::Sglang).is_err());
+    for slug in [QWEN25, QWEN3, LLAMA31] {
+        let on34 = Encoder::new(
+            spec(slug, Engine::Vllm)
+                .with_chat_rules(v34)
+                .with_lifted(RefusalSet::LIFTABLE),
+        )
+        .unwrap();
+        let on33 = all(slug, Engine::Vllm);
+        let ids = |enc: &Encoder, b: &str| -> Vec<u32> {
+            let mut scratch = ScratchBuf::new();
+            let mut out = [0u32; 4096];
+            match enc.encode_chat(b.as_bytes(), 0, &mut out, &mut scratch) {
+                Ok(Outcome::Done(n)) => out[..n.written].to_vec(),
+                other => panic!("{slug} {b}: {other:?}"),
+            }
+        };
+        let plain = ids(&on34, &body(&[U], ""));
+        for extra in [
+            r#","tools":[]"#,
+            r#","tools":[],"tool_choice":"auto""#,
+            r#","tools":[],"tool_choice":"required""#,
+            r#","tools":[],"tool_choice":"none""#,
+            r#","tools":[],"tool_choice":null"#,
+        ] {
+            let b = body(&[U], extra);
+            assert_eq!(ids(&on34, &b), plain, "{slug} {extra}");
+            assert_eq!(outcome(&on33, &b), Some(Refusal::Tools), "{slug} {extra}");
+            assert_eq!(
+                outcome(&encoder(slug, Engine::Vllm), &b),
+                Some(Refusal::Tools),
+                "strict {slug}"
+            );
+        }
+        let named = body(
+            &[U],
+            r#","tools":[],"tool_choice":{"type":"function","function":{"name":"f"}}"#,
+        );
+        assert_eq!(outcome(&on34, &named), Some(Refusal::Tools), "{slug}");
+    }
+}

@@ -231,7 +231,12 @@ impl EmulatorConfig {
             revision: manifest.and_then(|m| m.manifest.model_revision),
             encoder: Arc::new(encoder),
             tokenize_encoder,
-            block_size: if engine == Engine::Trtllm { 32 } else { 16 },
+            // The release's default block size (catalog `hash.defaultBlockSize`).
+            block_size: contract
+                .default_block_size()
+                .map_or(if engine == Engine::Trtllm { 32 } else { 16 }, |b| {
+                    b as usize
+                }),
             hash_seed: Some("0".to_string()),
             contract,
             lora: None,

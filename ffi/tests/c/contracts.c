@@ -76,12 +76,12 @@ static void resolve(void) {
   const char *untouched = "untouched";
   r2 = untouched;
   c2 = untouched;
-  kvexact_status s = kvexact_contract_resolve(KVEXACT_VLLM, "0.34.0", &r2, &c2, &err);
+  kvexact_status s = kvexact_contract_resolve(KVEXACT_VLLM, "0.35.0", &r2, &c2, &err);
   CHECK(r2 == untouched && c2 == untouched);
   CHECK(strstr(kvexact_error_message(err), "nearest") != NULL);
   expect_error(s, err, KVEXACT_ERR_UNKNOWN_ENGINE_VERSION, "UNKNOWN_ENGINE_VERSION");
   CHECK_STR(kvexact_status_name(KVEXACT_ERR_UNKNOWN_ENGINE_VERSION), "unknown_engine_version");
-  CHECK_INT(kvexact_contract_resolve(KVEXACT_VLLM, "0.34.0", &r2, &c2, NULL),
+  CHECK_INT(kvexact_contract_resolve(KVEXACT_VLLM, "0.35.0", &r2, &c2, NULL),
             KVEXACT_ERR_UNKNOWN_ENGINE_VERSION);
   CHECK_INT(kvexact_contract_resolve(9, "0.24.0", &r2, &c2, NULL), KVEXACT_ERR_INVALID_ARGUMENT);
   CHECK_INT(kvexact_contract_resolve(KVEXACT_VLLM, NULL, &r2, &c2, NULL),
@@ -160,7 +160,7 @@ static void hashers(void) {
 
   /* Unknown version, a version of another contract, an unknown id. */
   h = sentinel;
-  s = kvexact_hasher_new_for_contract("vllm-kv-map-v3", "0.34.0", KVEXACT_SHA256_CBOR, 16,
+  s = kvexact_hasher_new_for_contract("vllm-kv-map-v3", "0.35.0", KVEXACT_SHA256_CBOR, 16,
                                       (const uint8_t *)"0", 1, &h, &err);
   expect_error(s, err, KVEXACT_ERR_UNKNOWN_ENGINE_VERSION, "UNKNOWN_ENGINE_VERSION");
   s = kvexact_hasher_new_for_contract("vllm-kv-map-v2", "0.31.0", KVEXACT_SHA256_CBOR, 16,

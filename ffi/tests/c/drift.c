@@ -348,7 +348,7 @@ static void refusals(void) {
   kvexact_error *err = NULL;
   kvexact_drift_options o = vllm_options(0);
 
-  expect_error(kvexact_drift_verifier_new("vllm-kv-map-v2", "0.34.0", &o, &v, &err), &err,
+  expect_error(kvexact_drift_verifier_new("vllm-kv-map-v2", "0.35.0", &o, &v, &err), &err,
                KVEXACT_ERR_UNKNOWN_ENGINE_VERSION, "UNKNOWN_ENGINE_VERSION");
   CHECK(v == sentinel);
   expect_error(kvexact_drift_verifier_new("vllm-kv-map-v3", "0.24.0", &o, &v, &err), &err,

@@ -15,7 +15,7 @@ pub enum EventFormat {
     VllmKvArrayV1,
     /// `vllm-kv-map-v2`: vLLM 0.24–0.28, ZMQ, msgpack batch, events as tagged maps.
     VllmKvMapV2,
-    /// `vllm-kv-map-v3`: vLLM 0.29–0.33, tagged maps with the optional fields of 0.31
+    /// `vllm-kv-map-v3`: vLLM 0.29–0.34, tagged maps with the optional fields of 0.31
     /// (`group_idx`, `kv_cache_spec_*`, `locality`, `ownership`, `session_id`,
     /// `lookahead_token_ids`).
     VllmKvMapV3,

@@ -1,0 +1,11 @@
+#!/bin/sh
+# The kit's own tests (not part of `cargo test`; CI runs them only with KVEXACT_KIT=1).
+# Creates the venv under .kit-cache/ (ignored) once, downloads each wheel once.
+set -e
+cd "$(dirname "$0")/.."
+V=.kit-cache/venv
+if [ ! -x "$V/bin/python" ]; then
+  python3 -m venv "$V"
+  "$V/bin/pip" install -q -r kit/requirements.txt
+fi
+exec "$V/bin/python" -m kit.selftest "$@"
