@@ -76,7 +76,7 @@ fn stream_code(s: &StreamState) -> kvexact_stream_state {
         StreamState::InStep { .. } => KVEXACT_STREAM_IN_STEP,
         StreamState::Unsynced => KVEXACT_STREAM_UNSYNCED,
         StreamState::Replaying { .. } => KVEXACT_STREAM_REPLAYING,
-        StreamState::OutOfStep { .. } => KVEXACT_STREAM_OUT_OF_STEP,
+        StreamState::OutOfStep { .. } | StreamState::Exhausted => KVEXACT_STREAM_OUT_OF_STEP,
     }
 }
 

@@ -153,6 +153,7 @@ impl Index {
             StreamState::InStep { next: Some(n) } => StreamState::OutOfStep { lost_from: n },
             StreamState::Replaying { next, .. } => StreamState::OutOfStep { lost_from: next },
             StreamState::OutOfStep { lost_from } => StreamState::OutOfStep { lost_from },
+            StreamState::Exhausted => StreamState::Exhausted,
             _ => StreamState::OutOfStep { lost_from: 0 },
         };
         ep.publish(r, st);
@@ -348,9 +349,7 @@ impl Index {
                 match ops.iter().rposition(|o| matches!(o, Op::Clear)) {
                     Some(i) => {
                         let (stored, removed) = self.run_ops(&mut w, ep, r, st, &ops[i..]);
-                        st.stream = StreamState::InStep {
-                            next: Some(seq.saturating_add(1)),
-                        };
+                        st.stream = StreamState::known_after(seq);
                         Applied::Applied { stored, removed }
                     }
                     None => {
@@ -641,7 +640,10 @@ impl Index {
                 Counters::bump_locked(&ep.counters[*rank].duplicates, 1);
                 continue;
             }
-            *next = Some(id.saturating_add(1));
+            // After event id 2^64 - 1 only 0 follows in order (TensorRT-LLM counts its ids
+            // in a 64-bit integer, which wraps; a restart at 0 begins with `created`): the
+            // same id again is a gap, never an event applied twice.
+            *next = Some(id.wrapping_add(1));
             let st = &mut g[*rank];
             if clears || st.stream.in_step() {
                 let (s, rm) = self.run_ops(&mut w, ep, *rank, st, ops);

@@ -4,15 +4,12 @@
 //! changes begun and ended.
 
 use crate::config::EndpointConfig;
+use crate::id::EndpointId;
 use crate::prediction::UnknownReason;
 use crate::stream::StreamState;
 use crate::Error;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// An endpoint's handle in one index (never reused while the index lives).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EndpointId(pub u32);
 
 /// The most storage media an index tells apart (GPU included).
 pub const MAX_MEDIA: usize = 8;
@@ -26,7 +23,7 @@ pub(crate) fn status_code(state: &StreamState, overflow: bool) -> u8 {
         StreamState::InStep { .. } => 0,
         StreamState::Unsynced => 1,
         StreamState::Replaying { .. } => 2,
-        StreamState::OutOfStep { .. } => 3,
+        StreamState::OutOfStep { .. } | StreamState::Exhausted => 3,
     }
 }
 

@@ -3,8 +3,9 @@
 //! `predict.rs` and `walk.rs`, feedback in `feedback.rs`, the inventory in `status.rs`.
 
 use crate::config::{EndpointConfig, IndexOptions};
-use crate::endpoint::{Endpoint, EndpointId, Endpoints, SlotTable, SlotWords, MAX_MEDIA};
-use crate::feedback::PredictionDrift;
+use crate::drift::PredictionDrift;
+use crate::endpoint::{Endpoint, Endpoints, SlotTable, SlotWords, MAX_MEDIA};
+use crate::id::EndpointId;
 use crate::rule::GroupKind;
 use crate::runs::{Runs, Session};
 use crate::table::Table;

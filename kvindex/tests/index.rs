@@ -385,6 +385,60 @@ fn a_gap_with_replay_asks_for_it_and_catches_up() {
     assert_eq!(one(&index, &c, 129).tokens(), Some(0));
 }
 
+/// Issue #59: batch 2^64 − 1 is the last a stream carries in order. Applied once, it leaves
+/// the stream exhausted (the engine's publisher cannot number another batch; its cache goes
+/// on changing): unknown, and a second batch of that number with other blocks is lost, never
+/// applied (it used to be, and block D was predicted held: 16 tokens).
+#[test]
+fn the_last_sequence_number_is_applied_once_and_then_unknown() {
+    for replay in [false, true] {
+        let index = index_of("vllm-kv-map-v3-r0.31", 4);
+        let mut cfg = endpoint("e", 100);
+        cfg.replay = replay;
+        let ep = index.add_endpoint(cfg).unwrap();
+        let (c, d) = (0xC_u64, 0xD_u64);
+        assert!(matches!(
+            feed(&index, ep, u64::MAX, &[stored(&[c], None)]).unwrap(),
+            Applied::Applied { stored: 1, .. }
+        ));
+        assert_eq!(
+            index.status()[0].stream,
+            kvindex::StreamState::Exhausted,
+            "replay {replay}"
+        );
+        assert_eq!(
+            one(&index, &[c], 17),
+            Outcome::Unknown(UnknownReason::OutOfStep)
+        );
+        assert_eq!(
+            feed(&index, ep, u64::MAX, &[stored(&[d], None)]).unwrap(),
+            Applied::Lost
+        );
+        assert_eq!(
+            one(&index, &[d], 17),
+            Outcome::Unknown(UnknownReason::OutOfStep),
+            "replay {replay}: block D was never applied"
+        );
+        assert_eq!(
+            feed(&index, ep, 5, &[stored(&[d], None)]).unwrap(),
+            Applied::Lost
+        );
+        index.self_check().unwrap();
+        // A batch that empties the cache makes it known again, even numbered 2^64 - 1 (and
+        // leaves it exhausted: known, but no batch can follow).
+        feed(&index, ep, u64::MAX, &[Ev::Cleared, stored(&[d], None)]).unwrap();
+        assert_eq!(
+            one(&index, &[d], 17),
+            Outcome::Unknown(UnknownReason::OutOfStep)
+        );
+        // The engine restarts at 0: in step again.
+        feed(&index, ep, 0, &[stored(&[c], None)]).unwrap();
+        assert_eq!(one(&index, &[c], 17).tokens(), Some(16));
+        assert_eq!(one(&index, &[d], 17).tokens(), Some(0));
+        index.self_check().unwrap();
+    }
+}
+
 #[test]
 fn a_stream_joined_midway_is_unknown() {
     let index = index_of("vllm-kv-map-v3-r0.31", 4);

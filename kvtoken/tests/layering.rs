@@ -1,4 +1,4 @@
-//! No module import circles in kvtoken or kvhash: if module `a` names something of module `b`
+//! No module import circles in kvtoken, kvhash or kvindex: if module `a` names something of module `b`
 //! (`use crate::b::…`, `crate::b::f(…)`, `super::b`, or a root re-export such as
 //! `crate::Error`), then `b` must not, directly or through other modules, name `a`. A circle
 //! means two modules that cannot be read, tested or moved one without the other; the shared
@@ -265,6 +265,11 @@ fn kvtoken_has_no_module_circles() {
 #[test]
 fn kvhash_has_no_module_circles() {
     check("../kvhash");
+}
+
+#[test]
+fn kvindex_has_no_module_circles() {
+    check("../kvindex");
 }
 
 /// The checker itself finds a circle, a group import and a root re-export.
