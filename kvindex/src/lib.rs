@@ -119,7 +119,7 @@ mod table;
 mod testing;
 mod walk;
 
-pub use apply::Applied;
+pub use apply::{Applied, FEED_BYTES_PER_BLOCK};
 pub use config::{Capacity, EndpointConfig, IndexOptions, MAX_BLOCKS_PER_RANK};
 pub use drift::PredictionDrift;
 pub use endpoint::MAX_MEDIA;
