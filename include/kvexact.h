@@ -157,6 +157,26 @@
 #define KVEXACT_INDEX_MAX_SLOTS (1 << 20)
 
 /**
+ * `kvexact_index_mark_lost`'s `rank` for every rank of the endpoint.
+ */
+#define KVEXACT_INDEX_ALL_RANKS UINT32_MAX
+
+/**
+ * `kvexact_index_check_capacity`'s `*mismatch` bit: the GPU blocks differ.
+ */
+#define KVEXACT_CAPACITY_GPU_DIFFERS 1
+
+/**
+ * `kvexact_index_check_capacity`'s `*mismatch` bit: the other-media blocks differ.
+ */
+#define KVEXACT_CAPACITY_OTHER_DIFFERS 2
+
+/**
+ * `kvexact_index_check_capacity`'s `other_blocks` when the engine states none.
+ */
+#define KVEXACT_CAPACITY_NOT_STATED UINT64_MAX
+
+/**
  * Flags of a request (`kvexact_index_predict`'s `flags`): it skips reading the prefix cache
  * (vLLM `prompt_logprobs`): no hit. (A request's LoRA adapter and `cache_salt` are in its
  * hashes where the release's events show them; where they do not, endpoints with adapters
@@ -761,8 +781,8 @@ typedef struct {
    */
   uint32_t struct_size;
   /**
-   * `KVEXACT_APPLIED`, `KVEXACT_APPLIED_DUPLICATE`, `KVEXACT_APPLIED_REPLAY_FROM` or
-   * `KVEXACT_APPLIED_LOST`.
+   * `KVEXACT_APPLIED`, `KVEXACT_APPLIED_DUPLICATE`, `KVEXACT_APPLIED_REPLAY_FROM`,
+   * `KVEXACT_APPLIED_LOST` or `KVEXACT_APPLIED_REPLAY_PENDING`.
    */
   kvexact_applied_outcome outcome;
   /**
@@ -774,7 +794,8 @@ typedef struct {
    */
   uint64_t removed;
   /**
-   * `KVEXACT_APPLIED_REPLAY_FROM`: the first missing sequence number; else 0.
+   * `KVEXACT_APPLIED_REPLAY_FROM` and `_REPLAY_PENDING`: the first missing sequence
+   * number; else 0.
    */
   uint64_t replay_from;
 } kvexact_index_applied;
@@ -856,7 +877,7 @@ typedef struct {
    */
   uint32_t rank;
   /**
-   * `KVEXACT_STREAM_IN_STEP`, `_UNSYNCED`, `_REPLAYING` or `_OUT_OF_STEP`.
+   * `KVEXACT_STREAM_IN_STEP`, `_UNSYNCED`, `_REPLAYING`, `_OUT_OF_STEP` or `_LOST`.
    */
   kvexact_stream_state stream;
   /**
@@ -1395,7 +1416,8 @@ typedef struct {
 /**
  * A gap before this batch: ask the engine's replay endpoint for every batch from
  * `kvexact_index_applied.replay_from` on and feed them; the rank is `unknown` until they are
- * in (or `kvexact_index_replay_failed`).
+ * in (or `kvexact_index_replay_failed`). Once per gap: later batches past the same gap while
+ * its replay is pending are `KVEXACT_APPLIED_REPLAY_PENDING` (ask nothing more).
  */
 #define KVEXACT_APPLIED_REPLAY_FROM 2
 
@@ -1404,6 +1426,16 @@ typedef struct {
  * is known again (`AllBlocksCleared`, a restart).
  */
 #define KVEXACT_APPLIED_LOST 3
+
+/**
+ * A later batch past a gap whose replay is pending (`replay_from` says from where): dropped,
+ * as the replay brings it; ask for nothing more. One gap gives one
+ * `KVEXACT_APPLIED_REPLAY_FROM` — the first batch past it — and every later batch until
+ * the replay's batches are in gives `KVEXACT_APPLIED_REPLAY_PENDING`. If the replay cannot
+ * be had, call `kvexact_index_replay_failed`: the rank is then `unknown` until its cache is
+ * known again, and later batches are `KVEXACT_APPLIED_LOST`.
+ */
+#define KVEXACT_APPLIED_REPLAY_PENDING 4
 
 /**
  * The engine will report `tokens` cached tokens.
@@ -1447,6 +1479,13 @@ typedef struct {
 #define KVEXACT_UNKNOWN_LORA_NOT_IN_EVENTS 5
 
 /**
+ * The caller said the rank's stream was lost (`kvexact_index_mark_lost`, or kvexact's
+ * subscriber after a dropped queue or a dead connection): unknown until the next batch's
+ * sequence number shows what was lost.
+ */
+#define KVEXACT_UNKNOWN_STREAM_LOST 6
+
+/**
  * Predicted = reported.
  */
 #define KVEXACT_OBSERVATION_EXACT 0
@@ -1482,9 +1521,16 @@ typedef struct {
 #define KVEXACT_STREAM_REPLAYING 2
 
 /**
- * Batches were lost and cannot be replayed.
+ * Batches were lost and cannot be replayed (or batch 2^64 - 1 was applied: no later batch
+ * can follow it in order).
  */
 #define KVEXACT_STREAM_OUT_OF_STEP 3
+
+/**
+ * The caller marked the stream lost (`kvexact_index_mark_lost`): unknown until the next
+ * batch's sequence number shows what was lost.
+ */
+#define KVEXACT_STREAM_LOST 4
 
 /**
  * `kvexact_event.kind` of a stored-blocks event: vLLM/SGLang `BlockStored` (one event for the
@@ -2769,6 +2815,49 @@ kvexact_status kvexact_index_replay_failed(const kvexact_index *index,
                                            uint32_t id,
                                            uint32_t rank,
                                            kvexact_error **err);
+
+/**
+ * The caller says the event stream of rank `rank` of endpoint `id` (every rank:
+ * `KVEXACT_INDEX_ALL_RANKS`) was lost — its subscription died or reconnected, its queue
+ * dropped batches — so batches may have gone by unseen. Its predictions are `unknown`
+ * (`KVEXACT_UNKNOWN_STREAM_LOST`) from this call on, not from a later batch; the next batch
+ * fed decides by its sequence number: the next one (nothing lost: in step again), a gap
+ * (`KVEXACT_APPLIED_REPLAY_FROM`, or `KVEXACT_APPLIED_LOST` without replay) or a restart.
+ * A rank that has seen no batch yet waits for the engine's start (sequence 0, an emptied
+ * cache). A TensorRT-LLM endpoint is decided by its next drained event id. Returns
+ * `KVEXACT_OK`, `KVEXACT_ERR_UNKNOWN_ENDPOINT`, `KVEXACT_ERR_INVALID_ARGUMENT` (code
+ * `"UNKNOWN_RANK"`) or `KVEXACT_ERR_NULL_ARGUMENT`, with an error object.
+ *
+ * # Safety
+ * As `kvexact_index_remove_endpoint`.
+ */
+kvexact_status kvexact_index_mark_lost(const kvexact_index *index,
+                                       uint32_t id,
+                                       uint32_t rank,
+                                       kvexact_error **err);
+
+/**
+ * Checks endpoint `id`'s declared capacity (`kvexact_index_endpoint.gpu_blocks`,
+ * `.other_blocks`) against what its engine states, per rank in the index's blocks: vLLM's
+ * `num_gpu_blocks` less its null block (`vllm:cache_config_info`), SGLang's
+ * `max_total_num_tokens / page_size` (server info), TensorRT-LLM's
+ * `num_blocks_per_cache_level` (its `created` event). `other_blocks`
+ * `KVEXACT_CAPACITY_NOT_STATED` is not compared. Writes to `*mismatch` 0 when they agree,
+ * else the `KVEXACT_CAPACITY_*_DIFFERS` bits that differ (the `capacity_mismatch`
+ * finding): the declared figure stays the bound — re-add the endpoint with the engine's
+ * figure. Returns `KVEXACT_OK`, `KVEXACT_ERR_UNKNOWN_ENDPOINT` or
+ * `KVEXACT_ERR_NULL_ARGUMENT` (with an error object); `*mismatch` is written only on
+ * success.
+ *
+ * # Safety
+ * `index` is NULL or a live index; `mismatch` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_index_check_capacity(const kvexact_index *index,
+                                            uint32_t id,
+                                            uint64_t gpu_blocks,
+                                            uint64_t other_blocks,
+                                            uint32_t *mismatch,
+                                            kvexact_error **err);
 
 /**
  * The id of the endpoint named `name` (UTF-8, `len` bytes) in `*id`. Returns `KVEXACT_OK`,

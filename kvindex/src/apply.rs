@@ -30,6 +30,14 @@ pub enum Applied {
         /// The first missing sequence number.
         from: u64,
     },
+    /// A later batch past the same gap while the replay asked for is pending: dropped (the
+    /// replay brings it), and nothing more to ask for. One gap gives one
+    /// [`Applied::ReplayFrom`]; every later batch until the replay is in (or
+    /// [`Index::replay_failed`]) gives this.
+    ReplayPending {
+        /// The first sequence number still missing.
+        from: u64,
+    },
     /// Batches were lost and cannot be replayed: the rank is `unknown` until the engine's
     /// cache is known again (`AllBlocksCleared`, a restart).
     Lost,
@@ -349,14 +357,48 @@ impl Index {
                 Counters::bump_locked(&c.duplicates, 1);
                 return Ok(Applied::Duplicate);
             }
+            _ => {
+                // Past a stream marked lost ([`Index::mark_lost`]), the batch's number tells
+                // what was lost: nothing (the next number: in step again), a gap (replayed or
+                // lost) or everything before a restart.
+                st.lost = false;
+                self.after_step(&mut w, ep, r, st, seq, step, ops)
+            }
+        };
+        Counters::bump_locked(&c.batches, 1);
+        ep.publish(r, st);
+        ep.end(r);
+        Ok(out)
+    }
+
+    /// Applies one batch's step (not a duplicate) to rank `r`, after `ep.begin(r)` is due.
+    #[allow(clippy::too_many_arguments)]
+    fn after_step(
+        &self,
+        w: &mut Session<'_>,
+        ep: &Endpoint,
+        r: usize,
+        st: &mut RankState,
+        seq: u64,
+        step: Step,
+        ops: &[Op],
+    ) -> Applied {
+        let c = &ep.counters[r];
+        match step {
+            Step::Duplicate => Applied::Duplicate,
             Step::Apply | Step::Restart => {
                 ep.begin(r);
                 if step == Step::Restart {
                     Counters::bump_locked(&c.restarts, 1);
-                    self.clear_rank(&mut w, ep, r, st);
+                    self.clear_rank(w, ep, r, st);
                 }
-                let (stored, removed) = self.run_ops(&mut w, ep, r, st, ops);
-                st.stream = st.stream.applied(seq);
+                let (stored, removed) = self.run_ops(w, ep, r, st, ops);
+                // A restart starts the stream over: a replay pending for the old one is moot.
+                st.stream = if step == Step::Restart {
+                    StreamState::known_after(seq)
+                } else {
+                    st.stream.applied(seq)
+                };
                 Applied::Applied { stored, removed }
             }
             Step::ReplayFrom { from } => {
@@ -365,12 +407,17 @@ impl Index {
                 st.stream = st.stream.after_gap(seq, step);
                 Applied::ReplayFrom { from }
             }
+            Step::ReplayPending { from } => {
+                ep.begin(r);
+                st.stream = st.stream.after_gap(seq, step);
+                Applied::ReplayPending { from }
+            }
             Step::Lost => {
                 ep.begin(r);
                 // A batch that empties the cache makes it known again from there on.
                 match ops.iter().rposition(|o| matches!(o, Op::Clear)) {
                     Some(i) => {
-                        let (stored, removed) = self.run_ops(&mut w, ep, r, st, &ops[i..]);
+                        let (stored, removed) = self.run_ops(w, ep, r, st, &ops[i..]);
                         st.stream = StreamState::known_after(seq);
                         Applied::Applied { stored, removed }
                     }
@@ -383,11 +430,7 @@ impl Index {
                     }
                 }
             }
-        };
-        Counters::bump_locked(&c.batches, 1);
-        ep.publish(r, st);
-        ep.end(r);
-        Ok(out)
+        }
     }
 
     /// Whether a key sits in the chains.
@@ -661,6 +704,11 @@ impl Index {
             if !in_order && *id < next.unwrap_or(0) {
                 Counters::bump_locked(&ep.counters[*rank].duplicates, 1);
                 continue;
+            }
+            // An event past the last one seen shows what a marked loss lost: nothing (in
+            // order) or a gap (every rank out of step above).
+            for st in g.iter_mut() {
+                st.lost = false;
             }
             // After event id 2^64 - 1 only 0 follows in order (TensorRT-LLM counts its ids
             // in a 64-bit integer, which wraps; a restart at 0 begins with `created`): the

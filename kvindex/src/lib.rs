@@ -120,7 +120,7 @@ mod testing;
 mod walk;
 
 pub use apply::{Applied, FEED_BYTES_PER_BLOCK};
-pub use config::{Capacity, EndpointConfig, IndexOptions, MAX_BLOCKS_PER_RANK};
+pub use config::{Capacity, CapacityMismatch, EndpointConfig, IndexOptions, MAX_BLOCKS_PER_RANK};
 pub use drift::PredictionDrift;
 pub use endpoint::MAX_MEDIA;
 pub use error::Error;

@@ -63,9 +63,15 @@ pub enum Step {
     /// Already applied (a replay overlapping the live stream): ignore it.
     Duplicate,
     /// A gap: ask the engine to replay from `from`; the batch itself is dropped (the replay
-    /// brings it again).
+    /// brings it again). Given once per gap: the first batch past it.
     ReplayFrom {
         /// The first missing sequence number.
+        from: u64,
+    },
+    /// A later batch past the same gap while its replay is pending: dropped like the first
+    /// (the replay brings it), and nothing more to ask for — one replay per gap.
+    ReplayPending {
+        /// The first sequence number still missing.
         from: u64,
     },
     /// Lost batches cannot be replayed: the slot is out of step; the batch is dropped unless
@@ -112,7 +118,7 @@ impl StreamState {
                 } else if seq < next {
                     Step::Duplicate
                 } else {
-                    Step::ReplayFrom { from: next }
+                    Step::ReplayPending { from: next }
                 }
             }
             StreamState::OutOfStep { .. } | StreamState::Exhausted => {
@@ -152,12 +158,13 @@ impl StreamState {
     /// The state after a gap was found at `seq` (the outcome of [`StreamState::step`]).
     pub fn after_gap(&self, seq: u64, step: Step) -> StreamState {
         match (step, *self) {
-            (Step::ReplayFrom { from }, StreamState::Replaying { seen, .. }) => {
-                StreamState::Replaying {
-                    next: from,
-                    seen: seen.max(seq),
-                }
-            }
+            (
+                Step::ReplayFrom { from } | Step::ReplayPending { from },
+                StreamState::Replaying { seen, .. },
+            ) => StreamState::Replaying {
+                next: from,
+                seen: seen.max(seq),
+            },
             (Step::ReplayFrom { from }, _) => StreamState::Replaying {
                 next: from,
                 seen: seq,
@@ -198,8 +205,10 @@ mod tests {
         assert_eq!(step, Step::ReplayFrom { from: 5 });
         let mut r = s.after_gap(8, step);
         assert!(!r.in_step());
-        // A later live batch during the replay is dropped too, and widens what must come back.
+        // A later live batch during the replay is dropped too, and widens what must come back;
+        // it asks for nothing more (one replay per gap).
         let step = r.step(9, true);
+        assert_eq!(step, Step::ReplayPending { from: 5 });
         r = r.after_gap(9, step);
         assert_eq!(r, StreamState::Replaying { next: 5, seen: 9 });
         for seq in 5..9 {

@@ -829,3 +829,155 @@ fn slots_reused_out_of_order_keep_the_endpoints_order() {
     assert_eq!(sparse, dense);
     assert_eq!(index.self_check(), Ok(()));
 }
+
+/// One gap gives one `ReplayFrom`: every later live batch while that replay is pending is
+/// `ReplayPending` (dropped, nothing more to ask for), until the replay is in — then a new
+/// gap asks again — or the caller reports it failed (out of step, batches lost).
+#[test]
+fn one_gap_gives_one_replay_from() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let mut cfg = endpoint("e", 100);
+    cfg.replay = true;
+    let ep = index.add_endpoint(cfg).unwrap();
+    let c = chain(3, 0, 12);
+    feed(&index, ep, 0, &[stored(&c[..1], None)]).unwrap();
+    assert_eq!(
+        feed(&index, ep, 3, &[stored(&c[3..4], Some(c[2]))]).unwrap(),
+        Applied::ReplayFrom { from: 1 }
+    );
+    for seq in 4..11u64 {
+        let i = seq as usize;
+        assert_eq!(
+            feed(&index, ep, seq, &[stored(&c[i..i + 1], Some(c[i - 1]))]).unwrap(),
+            Applied::ReplayPending { from: 1 },
+            "live batch {seq} while the replay is pending"
+        );
+        assert_eq!(
+            one(&index, &c, 12 * 16 + 1),
+            Outcome::Unknown(UnknownReason::Replaying)
+        );
+    }
+    assert_eq!(index.status()[0].gaps, 1);
+    // The replay brings 1..=10; the index is in step after the last one.
+    for seq in 1..11u64 {
+        let i = seq as usize;
+        assert!(matches!(
+            feed(&index, ep, seq, &[stored(&c[i..i + 1], Some(c[i - 1]))]).unwrap(),
+            Applied::Applied { stored: 1, .. }
+        ));
+    }
+    assert_eq!(one(&index, &c, 12 * 16 + 1).tokens(), Some(11 * 16));
+    // A new gap asks again; its replay fails: lost, and no further asking.
+    assert_eq!(
+        feed(&index, ep, 13, &[]).unwrap(),
+        Applied::ReplayFrom { from: 11 }
+    );
+    assert_eq!(
+        feed(&index, ep, 14, &[]).unwrap(),
+        Applied::ReplayPending { from: 11 }
+    );
+    index.replay_failed(ep, 0).unwrap();
+    assert_eq!(feed(&index, ep, 15, &[]).unwrap(), Applied::Lost);
+    assert_eq!(
+        one(&index, &c, 12 * 16 + 1),
+        Outcome::Unknown(UnknownReason::OutOfStep)
+    );
+    assert_eq!(index.status()[0].gaps, 2);
+    index.self_check().unwrap();
+}
+
+/// A stream the caller marks lost is `unknown` (`stream_lost`) at once, before any later
+/// batch; the next batch's number tells what was lost: nothing (in step again), a gap
+/// (replayed or lost), or everything before a restart.
+#[test]
+fn a_stream_marked_lost_is_unknown_at_once() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 8);
+    let c = chain(4, 0, 4);
+    let n = 4 * 16 + 1;
+    for replay in [false, true] {
+        let mut cfg = endpoint(&format!("e{replay}"), 100);
+        cfg.replay = replay;
+        let ep = index.add_endpoint(cfg).unwrap();
+        let predict = || {
+            index
+                .predict_endpoint(ep, &req(&c, n))
+                .unwrap()
+                .first()
+                .unwrap()
+                .outcome
+        };
+        feed(&index, ep, 0, &[stored(&c[..2], None)]).unwrap();
+        feed(&index, ep, 1, &[]).unwrap();
+        assert_eq!(predict().tokens(), Some(32));
+        index.mark_lost(ep, None).unwrap();
+        assert_eq!(predict(), Outcome::Unknown(UnknownReason::StreamLost));
+        // A duplicate shows nothing.
+        assert_eq!(feed(&index, ep, 1, &[]).unwrap(), Applied::Duplicate);
+        assert_eq!(predict(), Outcome::Unknown(UnknownReason::StreamLost));
+        // The next number: nothing was lost.
+        feed(&index, ep, 2, &[stored(&c[2..3], Some(c[1]))]).unwrap();
+        assert_eq!(predict().tokens(), Some(48));
+        // Marked lost again, and a gap shows: replayed or lost.
+        index.mark_lost(ep, Some(0)).unwrap();
+        assert_eq!(predict(), Outcome::Unknown(UnknownReason::StreamLost));
+        let gap = feed(&index, ep, 5, &[]).unwrap();
+        if replay {
+            assert_eq!(gap, Applied::ReplayFrom { from: 3 });
+            assert_eq!(predict(), Outcome::Unknown(UnknownReason::Replaying));
+        } else {
+            assert_eq!(gap, Applied::Lost);
+            assert_eq!(predict(), Outcome::Unknown(UnknownReason::OutOfStep));
+        }
+        // A restart makes it known again; a reset too.
+        feed(&index, ep, 0, &[stored(&c[..1], None)]).unwrap();
+        assert_eq!(predict().tokens(), Some(16));
+        index.mark_lost(ep, None).unwrap();
+        index.reset_endpoint(ep).unwrap();
+        assert_eq!(predict().tokens(), Some(0));
+        // Marked lost before any batch: no number to compare, so it waits for the start.
+        index.mark_lost(ep, None).unwrap();
+        assert_eq!(
+            feed(&index, ep, 9, &[stored(&c[..1], None)]).unwrap(),
+            Applied::Lost
+        );
+        assert_eq!(predict(), Outcome::Unknown(UnknownReason::OutOfStep));
+        feed(&index, ep, 10, &[Ev::Cleared]).unwrap();
+        assert_eq!(predict().tokens(), Some(0));
+        // Bad ranks and endpoints are refused, nothing marked.
+        assert!(matches!(
+            index.mark_lost(ep, Some(1)),
+            Err(kvindex::Error::Rank { .. })
+        ));
+        assert_eq!(predict().tokens(), Some(0));
+    }
+    assert!(matches!(
+        index.mark_lost(kvindex::EndpointId(99), None),
+        Err(kvindex::Error::UnknownEndpoint(99))
+    ));
+    assert!(index.prometheus().contains("kvexact_index_in_step"));
+    index.self_check().unwrap();
+}
+
+/// The declared capacity against the engine's own: equal is no finding, a difference is a
+/// typed `capacity_mismatch` naming both figures; an unstated other-media figure is not
+/// compared.
+#[test]
+fn a_declared_capacity_is_checked_against_the_engines() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let ep = index.add_endpoint(endpoint("e", 100)).unwrap();
+    assert_eq!(index.check_capacity(ep, 100, Some(100)).unwrap(), None);
+    assert_eq!(index.check_capacity(ep, 100, None).unwrap(), None);
+    let m = index.check_capacity(ep, 4095, None).unwrap().unwrap();
+    assert_eq!(m.declared.gpu_blocks, 100);
+    assert_eq!(m.stated_gpu_blocks, 4095);
+    assert_eq!(
+        m.to_string(),
+        "capacity_mismatch: endpoint e was declared 100 GPU / 100 other blocks per rank, the \
+         engine states 4095 GPU"
+    );
+    assert!(index.check_capacity(ep, 100, Some(7)).unwrap().is_some());
+    assert!(matches!(
+        index.check_capacity(kvindex::EndpointId(9), 1, None),
+        Err(kvindex::Error::UnknownEndpoint(9))
+    ));
+}
