@@ -20,3 +20,5 @@ mod probe;
 mod probe_route;
 mod registry;
 mod route_keys;
+#[cfg(feature = "subscriber")]
+mod subscriber;

@@ -355,6 +355,11 @@ impl Index {
         self.endpoint(id).ok().map(|e| e.config.name.clone())
     }
 
+    /// The data-parallel ranks of an endpoint.
+    pub fn endpoint_ranks(&self, id: EndpointId) -> Option<u32> {
+        self.endpoint(id).ok().map(|e| e.config.dp_ranks)
+    }
+
     /// Every endpoint, in the order they were added.
     pub fn endpoint_ids(&self) -> Vec<EndpointId> {
         self.endpoints().iter().map(|e| e.id).collect()
