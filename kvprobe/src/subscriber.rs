@@ -154,9 +154,21 @@ impl std::fmt::Debug for Subscriber {
     }
 }
 
-/// Per-source flags the socket tasks raise and the subscriber's thread takes.
+/// Per source, what the socket tasks record and the subscriber's thread reads: messages
+/// queued so far, and where a loss happened (`lost_at`: 1 + the messages queued before it;
+/// 0 = none). The messages queued before a loss are whole; what came after it did not reach
+/// the queue.
 struct Flags {
-    lost: Vec<AtomicBool>,
+    enqueued: Vec<AtomicU64>,
+    lost_at: Vec<AtomicU64>,
+}
+
+impl Flags {
+    /// Records a loss after every message queued so far of source `i`.
+    fn lose(&self, i: usize) {
+        let n = self.enqueued[i].load(Ordering::Acquire);
+        self.lost_at[i].store(n + 1, Ordering::Release);
+    }
 }
 
 impl Subscriber {
@@ -179,11 +191,8 @@ impl Subscriber {
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(SubscriberCounters::default());
         let flags = Arc::new(Flags {
-            lost: opts
-                .sources
-                .iter()
-                .map(|_| AtomicBool::new(false))
-                .collect(),
+            enqueued: opts.sources.iter().map(|_| AtomicU64::new(0)).collect(),
+            lost_at: opts.sources.iter().map(|_| AtomicU64::new(0)).collect(),
         });
         for (i, src) in opts.sources.iter().enumerate() {
             rt.spawn(source_task(
@@ -294,7 +303,7 @@ async fn source_task(
     use zeromq::{Socket, SocketEvent, SocketRecv};
     let lose = |why: &AtomicU64| {
         why.fetch_add(1, Ordering::Relaxed);
-        flags.lost[i].store(true, Ordering::Release);
+        flags.lose(i);
     };
     let mut sock = zeromq::SubSocket::new();
     let mut monitor = sock.monitor();
@@ -312,7 +321,7 @@ async fn source_task(
                 // What the engine published before the subscription reached it went by
                 // unseen: the next message's number decides (the rank's stream is lost until
                 // then).
-                flags.lost[i].store(true, Ordering::Release);
+                flags.lose(i);
                 break;
             }
             _ => {
@@ -339,7 +348,9 @@ async fn source_task(
                 counters.received.fetch_add(1, Ordering::Relaxed);
                 let frames = m.into_vec().into_iter().map(|b| b.to_vec()).collect();
                 match tx.try_send(Msg::Frames(i, frames)) {
-                    Ok(()) => {}
+                    Ok(()) => {
+                        flags.enqueued[i].fetch_add(1, Ordering::AcqRel);
+                    }
                     Err(TrySendError::Full(_)) => lose(&counters.dropped),
                     Err(TrySendError::Disconnected(_)) => return,
                 }
@@ -348,8 +359,10 @@ async fn source_task(
     }
 }
 
-/// The subscriber's thread: lost flags first (a loss is stated before any later message of
-/// the source is applied), then the next message, to the sink; replays as asked.
+/// The subscriber's thread: the next message, to the sink; replays as asked. A loss is told
+/// the sink at once (its predictions `unknown` before the messages queued ahead of the loss
+/// are in) and again once those are in — they follow each other, so they would bring the
+/// rank back in step, while what came after the loss never reached the queue.
 fn run(
     rt: tokio::runtime::Runtime,
     opts: SubscriberOptions,
@@ -359,24 +372,38 @@ fn run(
     flags: Arc<Flags>,
     counters: Arc<SubscriberCounters>,
 ) {
-    let take_lost = || {
-        for (i, f) in flags.lost.iter().enumerate() {
-            if f.swap(false, Ordering::AcqRel) {
-                counters.lost.fetch_add(1, Ordering::Relaxed);
-                sink.lost(i);
-            }
+    let n = opts.sources.len();
+    let (mut delivered, mut told) = (vec![0u64; n], vec![false; n]);
+    let settle = |i: usize, delivered: &[u64], told: &mut [bool]| {
+        let at = flags.lost_at[i].load(Ordering::Acquire);
+        if at == 0 {
+            return;
+        }
+        let caught_up = delivered[i] + 1 >= at;
+        if !told[i] || caught_up {
+            counters.lost.fetch_add(1, Ordering::Relaxed);
+            sink.lost(i);
+            told[i] = true;
+        }
+        if caught_up
+            && flags.lost_at[i]
+                .compare_exchange(at, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            told[i] = false;
         }
     };
     while !stop.load(Ordering::Relaxed) {
-        take_lost();
+        for i in 0..n {
+            settle(i, &delivered, &mut told);
+        }
         let msg = match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(m) => m,
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        // A message queued after its source's loss was flagged must not be applied first.
-        take_lost();
         let Msg::Frames(i, frames) = msg;
+        delivered[i] += 1;
         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
         counters.delivered.fetch_add(1, Ordering::Relaxed);
         match sink.frames(i, &refs) {
@@ -402,6 +429,7 @@ fn run(
                 }
             }
         }
+        settle(i, &delivered, &mut told);
     }
     stop.store(true, Ordering::Relaxed);
     // The runtime (and its socket tasks) ends here, on this thread.
