@@ -981,3 +981,203 @@ fn a_declared_capacity_is_checked_against_the_engines() {
         Err(kvindex::Error::UnknownEndpoint(9))
     ));
 }
+
+/// Many endpoints and DP ranks under churn (issue #59): endpoints added and removed, batches
+/// of shared-prefix chains stored and removed on every rank, resets, streams marked lost and
+/// found again, gaps without replay healed by a cleared cache — every prediction equals a
+/// plain model's (the longest held prefix, or `unknown` where the model's stream is not in
+/// step), and the index `self_check`s against its twin at the end.
+#[test]
+fn many_endpoints_and_ranks_under_churn_stay_exact() {
+    /// xorshift64*: a fixed stream of choices (the test is the same on every run).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+    /// One rank as the model knows it: copies held, the next number, in step or not.
+    #[derive(Default, Clone)]
+    struct Rank {
+        held: HashMap<u64, u32>,
+        next: u64,
+        known: bool,
+        /// Started empty and no batch since: the next batch of any number starts it.
+        fresh: bool,
+    }
+    struct Ep {
+        id: kvindex::EndpointId,
+        ranks: Vec<Rank>,
+    }
+    let index = index_of("vllm-kv-map-v3-r0.31", 256);
+    let mut rng = Rng(0x59);
+    let mut eps: Vec<Ep> = Vec::new();
+    let mut added = 0;
+    let (mut hits, mut unknowns, mut ranks_seen) = (0, 0, 0);
+    let feed_rank = |ep: kvindex::EndpointId, r: u32, seq: u64, events: &[Ev]| {
+        let mut f = frames(seq, events);
+        // The batch names its DP rank last (a positive fixint).
+        *f[2].last_mut().unwrap() = r as u8;
+        index.apply_frames(ep, r, &[&f[0], &f[1], &f[2]]).unwrap()
+    };
+    for step in 0..3000 {
+        let live = eps.len();
+        match rng.below(20) {
+            // Add an endpoint of 1..=4 ranks (starting empty).
+            0 | 1 if live < 48 => {
+                let mut cfg = endpoint(&format!("e{added}"), 1 << 16);
+                added += 1;
+                cfg.dp_ranks = 1 + rng.below(4) as u32;
+                let id = index.add_endpoint(cfg.clone()).unwrap();
+                let ranks = vec![
+                    Rank {
+                        known: true,
+                        fresh: true,
+                        ..Rank::default()
+                    };
+                    cfg.dp_ranks as usize
+                ];
+                // A starting-empty rank takes any first number: start every model at 0.
+                eps.push(Ep { id, ranks });
+            }
+            2 if live > 8 => {
+                let e = eps.remove(rng.below(live as u64) as usize);
+                index.remove_endpoint(e.id).unwrap();
+            }
+            3 if live > 0 => {
+                let e = &mut eps[rng.below(live as u64) as usize];
+                index.reset_endpoint(e.id).unwrap();
+                for r in &mut e.ranks {
+                    // In step from the next batch of any number: keep numbering on.
+                    r.held.clear();
+                    r.known = true;
+                    r.fresh = true;
+                }
+            }
+            // Marked lost: unknown until the next batch, which follows in order.
+            4 if live > 0 => {
+                let e = &mut eps[rng.below(live as u64) as usize];
+                let r = rng.below(e.ranks.len() as u64) as u32;
+                index.mark_lost(e.id, Some(r)).unwrap();
+                let rank = &mut e.ranks[r as usize];
+                if rank.known {
+                    let out = index.predict_endpoint(e.id, &req(&[1], 17)).unwrap();
+                    assert_eq!(
+                        out[r as usize].outcome,
+                        Outcome::Unknown(UnknownReason::StreamLost),
+                        "step {step}"
+                    );
+                }
+                // A rank that saw no batch since it started empty cannot tell what the loss
+                // lost but by the engine's start (0) or an emptied cache.
+                if rank.fresh && rank.next != 0 {
+                    rank.known = false;
+                }
+                rank.fresh = false;
+                let a = feed_rank(e.id, r, rank.next, &[]);
+                assert!(
+                    matches!(a, Applied::Applied { .. } | Applied::Lost),
+                    "step {step}: {a:?}"
+                );
+                rank.next += 1;
+            }
+            // A gap (no replay): unknown until a batch empties the cache.
+            5 if live > 0 => {
+                let e = &mut eps[rng.below(live as u64) as usize];
+                let r = rng.below(e.ranks.len() as u64) as usize;
+                let rank = &mut e.ranks[r];
+                rank.next += 2;
+                feed_rank(e.id, r as u32, rank.next, &[]);
+                rank.next += 1;
+                // A rank that started empty takes any first number.
+                if !rank.fresh {
+                    rank.known = false;
+                }
+                rank.fresh = false;
+            }
+            6 if live > 0 => {
+                let e = &mut eps[rng.below(live as u64) as usize];
+                let r = rng.below(e.ranks.len() as u64) as usize;
+                let rank = &mut e.ranks[r];
+                feed_rank(e.id, r as u32, rank.next, &[Ev::Cleared]);
+                rank.next += 1;
+                rank.held.clear();
+                rank.known = true;
+                rank.fresh = false;
+            }
+            // Store or remove part of a conversation on one rank.
+            _ if live > 0 => {
+                let e = &mut eps[rng.below(live as u64) as usize];
+                let r = rng.below(e.ranks.len() as u64) as usize;
+                let c = chain(rng.below(3), rng.below(6), 12);
+                let rank = &mut e.ranks[r];
+                let ev = if rng.below(3) > 0 {
+                    let (a, n) = (rng.below(12) as usize, 1 + rng.below(6) as usize);
+                    let b = (a + n).min(12);
+                    if rank.known {
+                        for h in &c[a..b] {
+                            *rank.held.entry(*h).or_default() += 1;
+                        }
+                    }
+                    stored(&c[a..b], a.checked_sub(1).map(|p| c[p]))
+                } else {
+                    let at = rng.below(12) as usize;
+                    if rank.known {
+                        if let Some(n) = rank.held.get_mut(&c[at]) {
+                            *n -= 1;
+                            if *n == 0 {
+                                rank.held.remove(&c[at]);
+                            }
+                        }
+                    }
+                    removed(&c[at..at + 1])
+                };
+                feed_rank(e.id, r as u32, rank.next, &[ev]);
+                rank.next += 1;
+                rank.fresh = false;
+            }
+            _ => {}
+        }
+        // A query against every endpoint and rank: the model's answer.
+        if step % 7 == 0 {
+            let c = chain(rng.below(3), rng.below(6), 12);
+            let n = 12 * 16 + 1;
+            let mut out = Vec::new();
+            index.predict(&req(&c, n), &mut out).unwrap();
+            let mut want = Vec::new();
+            for e in &eps {
+                for (r, rank) in e.ranks.iter().enumerate() {
+                    let o = if rank.known {
+                        let hit = c.iter().take_while(|h| rank.held.contains_key(h)).count();
+                        Some((hit * 16) as u64)
+                    } else {
+                        None
+                    };
+                    want.push((e.id, r as u32, o));
+                }
+            }
+            let got: Vec<_> = out
+                .iter()
+                .map(|p| (p.endpoint, p.rank, p.outcome.tokens()))
+                .collect();
+            assert_eq!(got, want, "step {step}");
+            assert!(sparse_equals_dense(&index, &req(&c, n), &out));
+            hits += got.iter().filter(|g| g.2.is_some_and(|t| t > 0)).count();
+            unknowns += got.iter().filter(|g| g.2.is_none()).count();
+            ranks_seen = ranks_seen.max(got.len());
+        }
+    }
+    assert!(eps.len() > 8);
+    // The churn reached what it is for: many ranks, hits and unknown ranks among them.
+    assert!(
+        ranks_seen > 40 && hits > 100 && unknowns > 100,
+        "{ranks_seen} ranks, {hits} hits, {unknowns} unknown"
+    );
+    index.self_check().unwrap();
+}
