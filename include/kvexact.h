@@ -406,7 +406,10 @@ typedef struct kvexact_registry kvexact_registry;
 
 /**
  * A subscriber feeding one endpoint of an index from its engine's KV-event sockets. Opaque;
- * made by `kvexact_subscriber_new`, freed (stopped first) by `kvexact_subscriber_free`.
+ * made by `kvexact_subscriber_new`, freed (stopped first) by `kvexact_subscriber_free`. The
+ * `kvexact_subscriber_*` functions are in a libkvexact built with its cargo feature
+ * `subscriber` (the default; `scripts/ffi-install.sh` builds it); a library built with
+ * `--no-default-features` lacks them and is fed by the caller (`kvexact_index_feed_*`).
  * `kvexact_subscriber_start`, `_stop`, `_get_counters` and `_prometheus` may be called from
  * any thread; the subscriber holds a reference to its index.
  */
