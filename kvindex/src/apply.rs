@@ -710,9 +710,10 @@ impl Index {
             for st in g.iter_mut() {
                 st.lost = false;
             }
-            // After event id 2^64 - 1 only 0 follows in order (TensorRT-LLM counts its ids
-            // in a 64-bit integer, which wraps; a restart at 0 begins with `created`): the
-            // same id again is a gap, never an event applied twice.
+            // After event id 2^64 - 1 only 0 follows in order: the same id again is a gap,
+            // never an event applied twice. (No vector shows whether TensorRT-LLM's counter
+            // wraps there; either way only 0 can come next in order, and an engine that
+            // restarts at 0 begins with `created`, which empties the ranks.)
             *next = Some(id.wrapping_add(1));
             let st = &mut g[*rank];
             if clears || st.stream.in_step() {
