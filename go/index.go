@@ -66,8 +66,24 @@ const (
 	Applied          AppliedOutcome = C.KVEXACT_APPLIED
 	AppliedDuplicate AppliedOutcome = C.KVEXACT_APPLIED_DUPLICATE
 	// AppliedReplayFrom: ask the engine's replay endpoint for every batch from ReplayFrom on.
+	// Once per gap: the first batch past it.
 	AppliedReplayFrom AppliedOutcome = C.KVEXACT_APPLIED_REPLAY_FROM
 	AppliedLost       AppliedOutcome = C.KVEXACT_APPLIED_LOST
+	// AppliedReplayPending: a later batch past a gap whose replay is pending (dropped; ask
+	// nothing more). ReplayFailed if the replay cannot be had.
+	AppliedReplayPending AppliedOutcome = C.KVEXACT_APPLIED_REPLAY_PENDING
+)
+
+// AllRanks is MarkLost's rank for every rank of the endpoint.
+const AllRanks uint32 = C.KVEXACT_INDEX_ALL_RANKS
+
+// CapacityNotStated is CheckCapacity's otherBlocks when the engine states none.
+const CapacityNotStated uint64 = C.KVEXACT_CAPACITY_NOT_STATED
+
+// CheckCapacity's mismatch bits (the capacity_mismatch finding).
+const (
+	CapacityGPUDiffers   uint32 = C.KVEXACT_CAPACITY_GPU_DIFFERS
+	CapacityOtherDiffers uint32 = C.KVEXACT_CAPACITY_OTHER_DIFFERS
 )
 
 // FeedResult is a fed batch's outcome (kvexact_index_applied).
@@ -98,6 +114,8 @@ const (
 	UnknownOutOfStep       UnknownReason = C.KVEXACT_UNKNOWN_OUT_OF_STEP
 	UnknownOverflow        UnknownReason = C.KVEXACT_UNKNOWN_OVERFLOW
 	UnknownLoRANotInEvents UnknownReason = C.KVEXACT_UNKNOWN_LORA_NOT_IN_EVENTS
+	// UnknownStreamLost: the caller marked the stream lost (MarkLost).
+	UnknownStreamLost UnknownReason = C.KVEXACT_UNKNOWN_STREAM_LOST
 )
 
 // Request flags of Predict and RoutePredict.
@@ -144,7 +162,7 @@ const (
 // RankStatus is one rank's inventory and counters (kvexact_index_rank_status).
 type RankStatus struct {
 	Endpoint, Rank                                    uint32
-	Stream                                            uint32 // 0 in step, 1 unsynced, 2 replaying, 3 out of step
+	Stream                                            uint32 // 0 in step, 1 unsynced, 2 replaying, 3 out of step, 4 marked lost
 	Overflow                                          bool
 	HeldGPU, HeldOther                                uint64
 	Batches, Stored, Removed, RemovedUnknown          uint64
@@ -256,6 +274,33 @@ func (x *Index) ReplayFailed(id, rank uint32) error {
 		return takeError(st, cerr)
 	}
 	return nil
+}
+
+// MarkLost: the stream of the endpoint's rank (AllRanks: every rank) was lost (a dead
+// subscription, a dropped queue): its predictions are unknown (UnknownStreamLost) at once,
+// until the next batch's sequence number shows what was lost.
+func (x *Index) MarkLost(id, rank uint32) error {
+	var cerr *C.kvexact_error
+	st := C.kvexact_index_mark_lost(x.p, C.uint32_t(id), C.uint32_t(rank), &cerr)
+	runtime.KeepAlive(x)
+	if st != C.KVEXACT_OK {
+		return takeError(st, cerr)
+	}
+	return nil
+}
+
+// CheckCapacity compares the endpoint's declared capacity with the one its engine states
+// (per rank, in the index's blocks; otherBlocks CapacityNotStated is not compared): 0 when
+// they agree, else the Capacity*Differs bits.
+func (x *Index) CheckCapacity(id uint32, gpuBlocks, otherBlocks uint64) (uint32, error) {
+	var cerr *C.kvexact_error
+	var m C.uint32_t
+	st := C.kvexact_index_check_capacity(x.p, C.uint32_t(id), C.uint64_t(gpuBlocks), C.uint64_t(otherBlocks), &m, &cerr)
+	runtime.KeepAlive(x)
+	if st != C.KVEXACT_OK {
+		return 0, takeError(st, cerr)
+	}
+	return uint32(m), nil
 }
 
 // EndpointID is the id of the endpoint named name (ErrNotFound when none).

@@ -257,3 +257,67 @@ func TestIndexErrors(t *testing.T) {
 		t.Fatalf("%s %v", text, err)
 	}
 }
+
+// TestIndexStreamHealth: a stream marked lost is unknown at once and in step at the next
+// sequence number; one gap gives one AppliedReplayFrom, later batches AppliedReplayPending;
+// the declared capacity is checked against the engine's.
+func TestIndexStreamHealth(t *testing.T) {
+	x, err := NewIndex("vllm-kv-map-v3-r0.31", "", 16, IndexOptions{MaxSlots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	id, err := x.AddEndpoint(EndpointConfig{Name: "a", DPRanks: 1, GPUBlocks: 10, Replay: true, StartsEmpty: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An empty vLLM 0.31 batch: [ts, [], dp_rank].
+	empty, _ := hex.DecodeString("93cb3ff00000000000009000")
+	feed := func(seq uint64) FeedResult {
+		t.Helper()
+		r, err := x.FeedPayload(id, 0, seq, empty)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	reason := func() UnknownReason {
+		t.Helper()
+		p, err := x.Predict([]uint64{1}, 17, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p[0].UnknownReason
+	}
+	feed(0)
+	if err := x.MarkLost(id, AllRanks); err != nil {
+		t.Fatal(err)
+	}
+	if r := reason(); r != UnknownStreamLost {
+		t.Fatalf("marked lost: %v", r)
+	}
+	feed(1)
+	if r := reason(); r != UnknownNone {
+		t.Fatalf("the next number: %v", r)
+	}
+	if r := feed(5); r.Outcome != AppliedReplayFrom || r.ReplayFrom != 2 {
+		t.Fatalf("%+v", r)
+	}
+	for seq := uint64(6); seq < 14; seq++ {
+		if r := feed(seq); r.Outcome != AppliedReplayPending || r.ReplayFrom != 2 {
+			t.Fatalf("batch %d: %+v", seq, r)
+		}
+	}
+	if err := x.MarkLost(id, 3); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("rank 3: %v", err)
+	}
+	if m, err := x.CheckCapacity(id, 10, CapacityNotStated); err != nil || m != 0 {
+		t.Fatalf("%d %v", m, err)
+	}
+	if m, err := x.CheckCapacity(id, 4095, 0); err != nil || m != CapacityGPUDiffers {
+		t.Fatalf("%d %v", m, err)
+	}
+	if _, err := x.CheckCapacity(99, 1, 0); !errors.Is(err, ErrUnknownEndpoint) {
+		t.Fatalf("99: %v", err)
+	}
+}

@@ -157,6 +157,26 @@
 #define KVEXACT_INDEX_MAX_SLOTS (1 << 20)
 
 /**
+ * `kvexact_index_mark_lost`'s `rank` for every rank of the endpoint.
+ */
+#define KVEXACT_INDEX_ALL_RANKS UINT32_MAX
+
+/**
+ * `kvexact_index_check_capacity`'s `*mismatch` bit: the GPU blocks differ.
+ */
+#define KVEXACT_CAPACITY_GPU_DIFFERS 1
+
+/**
+ * `kvexact_index_check_capacity`'s `*mismatch` bit: the other-media blocks differ.
+ */
+#define KVEXACT_CAPACITY_OTHER_DIFFERS 2
+
+/**
+ * `kvexact_index_check_capacity`'s `other_blocks` when the engine states none.
+ */
+#define KVEXACT_CAPACITY_NOT_STATED UINT64_MAX
+
+/**
  * Flags of a request (`kvexact_index_predict`'s `flags`): it skips reading the prefix cache
  * (vLLM `prompt_logprobs`): no hit. (A request's LoRA adapter and `cache_salt` are in its
  * hashes where the release's events show them; where they do not, endpoints with adapters
@@ -178,6 +198,21 @@
  * `kvexact_index_rank_status.endpoint` of an endpoint removed while the status was read.
  */
 #define KVEXACT_INDEX_NO_ENDPOINT UINT32_MAX
+
+/**
+ * Default `kvexact_subscriber_options.queue`: 8,192 messages.
+ */
+#define KVEXACT_SUBSCRIBER_DEFAULT_QUEUE 8192
+
+/**
+ * Largest `kvexact_subscriber_options.queue`: 1,048,576 messages.
+ */
+#define KVEXACT_SUBSCRIBER_MAX_QUEUE (1 << 20)
+
+/**
+ * Most `kvexact_subscriber_options.n_ranks`: 1,024 (an endpoint's ranks).
+ */
+#define KVEXACT_SUBSCRIBER_MAX_RANKS 1024
 
 /**
  * Most bytes of C-visible storage (hashes, token ids, `kvexact_event`s) one decoded batch may
@@ -383,6 +418,17 @@ typedef struct kvexact_rank_coverage kvexact_rank_coverage;
  * last reference — including those held by profiles and encoders — is gone.
  */
 typedef struct kvexact_registry kvexact_registry;
+
+/**
+ * A subscriber feeding one endpoint of an index from its engine's KV-event sockets. Opaque;
+ * made by `kvexact_subscriber_new`, freed (stopped first) by `kvexact_subscriber_free`. The
+ * `kvexact_subscriber_*` functions are in a libkvexact built with its cargo feature
+ * `subscriber` (the default; `scripts/ffi-install.sh` builds it); a library built with
+ * `--no-default-features` lacks them and is fed by the caller (`kvexact_index_feed_*`).
+ * `kvexact_subscriber_start`, `_stop`, `_get_counters` and `_prometheus` may be called from
+ * any thread; the subscriber holds a reference to its index.
+ */
+typedef struct kvexact_subscriber kvexact_subscriber;
 
 /**
  * The result of every fallible call: `KVEXACT_OK` (0) or a negative `KVEXACT_ERR_*` value.
@@ -816,8 +862,8 @@ typedef struct {
    */
   uint32_t struct_size;
   /**
-   * `KVEXACT_APPLIED`, `KVEXACT_APPLIED_DUPLICATE`, `KVEXACT_APPLIED_REPLAY_FROM` or
-   * `KVEXACT_APPLIED_LOST`.
+   * `KVEXACT_APPLIED`, `KVEXACT_APPLIED_DUPLICATE`, `KVEXACT_APPLIED_REPLAY_FROM`,
+   * `KVEXACT_APPLIED_LOST` or `KVEXACT_APPLIED_REPLAY_PENDING`.
    */
   kvexact_applied_outcome outcome;
   /**
@@ -829,7 +875,8 @@ typedef struct {
    */
   uint64_t removed;
   /**
-   * `KVEXACT_APPLIED_REPLAY_FROM`: the first missing sequence number; else 0.
+   * `KVEXACT_APPLIED_REPLAY_FROM` and `_REPLAY_PENDING`: the first missing sequence
+   * number; else 0.
    */
   uint64_t replay_from;
 } kvexact_index_applied;
@@ -911,7 +958,7 @@ typedef struct {
    */
   uint32_t rank;
   /**
-   * `KVEXACT_STREAM_IN_STEP`, `_UNSYNCED`, `_REPLAYING` or `_OUT_OF_STEP`.
+   * `KVEXACT_STREAM_IN_STEP`, `_UNSYNCED`, `_REPLAYING`, `_OUT_OF_STEP` or `_LOST`.
    */
   kvexact_stream_state stream;
   /**
@@ -979,6 +1026,104 @@ typedef struct {
    */
   uint64_t observed_unjudged;
 } kvexact_index_rank_status;
+
+/**
+ * Options of `kvexact_subscriber_new`. Zero-initialise it and set `struct_size` to
+ * `sizeof(kvexact_subscriber_options)`; the struct only ever grows at its end.
+ */
+typedef struct {
+  /**
+   * `sizeof(kvexact_subscriber_options)` as the caller compiled it.
+   */
+  uint32_t struct_size;
+  /**
+   * The endpoint's id in the index (`kvexact_index_add_endpoint`).
+   */
+  uint32_t endpoint;
+  /**
+   * Per data-parallel rank, rank 0 first: the engine's ZMQ PUB address `host:port`
+   * (NUL-terminated; vLLM `--kv-events-config` endpoint, SGLang's per rank). For a
+   * TensorRT-LLM index (whose release drains `/kv_cache_events`): one address, that of
+   * the gateway replica republishing the drain (`kvexact watch`, `kvprobe`'s
+   * `DrainRepublisher`), whose bodies carry every rank. Borrowed for the call.
+   */
+  const char *const *publishers;
+  /**
+   * NULL, or per rank NULL or the engine's replay endpoint `host:port` (vLLM / SGLang
+   * `replay_endpoint`): asked after each gap. Borrowed for the call.
+   */
+  const char *const *replays;
+  /**
+   * Entries of `publishers` (and of `replays` when given): the endpoint's `dp_ranks`
+   * (1 for a TensorRT-LLM drain).
+   */
+  size_t n_ranks;
+  /**
+   * The topic prefix to subscribe to, NUL-terminated; NULL = every message.
+   */
+  const char *topic;
+  /**
+   * Messages the queue between the sockets and the index holds; 0 =
+   * `KVEXACT_SUBSCRIBER_DEFAULT_QUEUE`, at most `KVEXACT_SUBSCRIBER_MAX_QUEUE`. A message
+   * that does not fit is dropped and its rank marked lost (`KVEXACT_UNKNOWN_STREAM_LOST`).
+   */
+  uint32_t queue;
+  /**
+   * Bound on one replay request in milliseconds; 0 = 5,000.
+   */
+  uint32_t replay_timeout_ms;
+} kvexact_subscriber_options;
+
+/**
+ * The subscriber's counters (`kvexact_subscriber_get_counters`). Set `struct_size` to
+ * `sizeof(kvexact_subscriber_counters)` before the call; the struct only ever grows.
+ */
+typedef struct {
+  /**
+   * `sizeof(kvexact_subscriber_counters)` as the caller compiled it (kept as is).
+   */
+  uint32_t struct_size;
+  /**
+   * 1 while started, else 0.
+   */
+  uint32_t running;
+  /**
+   * Messages received from the sockets.
+   */
+  uint64_t received;
+  /**
+   * Messages fed to the index.
+   */
+  uint64_t delivered;
+  /**
+   * Messages the index refused (did not decode, or for no rank).
+   */
+  uint64_t refused;
+  /**
+   * Messages dropped because the queue was full (each marks its rank lost).
+   */
+  uint64_t dropped;
+  /**
+   * Connections lost or not made (each marks its rank lost).
+   */
+  uint64_t disconnects;
+  /**
+   * Times a rank was marked lost.
+   */
+  uint64_t lost;
+  /**
+   * Replays asked for after a gap.
+   */
+  uint64_t replays;
+  /**
+   * Batches the replays brought.
+   */
+  uint64_t replayed;
+  /**
+   * Replays that could not be had (`kvexact_index_replay_failed` called).
+   */
+  uint64_t replay_failures;
+} kvexact_subscriber_counters;
 
 /**
  * What a decoded event reports (`kvexact_event.kind`): `KVEXACT_EVENT_STORED`,
@@ -1444,7 +1589,8 @@ typedef struct {
 /**
  * A gap before this batch: ask the engine's replay endpoint for every batch from
  * `kvexact_index_applied.replay_from` on and feed them; the rank is `unknown` until they are
- * in (or `kvexact_index_replay_failed`).
+ * in (or `kvexact_index_replay_failed`). Once per gap: later batches past the same gap while
+ * its replay is pending are `KVEXACT_APPLIED_REPLAY_PENDING` (ask nothing more).
  */
 #define KVEXACT_APPLIED_REPLAY_FROM 2
 
@@ -1453,6 +1599,16 @@ typedef struct {
  * is known again (`AllBlocksCleared`, a restart).
  */
 #define KVEXACT_APPLIED_LOST 3
+
+/**
+ * A later batch past a gap whose replay is pending (`replay_from` says from where): dropped,
+ * as the replay brings it; ask for nothing more. One gap gives one
+ * `KVEXACT_APPLIED_REPLAY_FROM` — the first batch past it — and every later batch until
+ * the replay's batches are in gives `KVEXACT_APPLIED_REPLAY_PENDING`. If the replay cannot
+ * be had, call `kvexact_index_replay_failed`: the rank is then `unknown` until its cache is
+ * known again, and later batches are `KVEXACT_APPLIED_LOST`.
+ */
+#define KVEXACT_APPLIED_REPLAY_PENDING 4
 
 /**
  * The engine will report `tokens` cached tokens.
@@ -1496,6 +1652,13 @@ typedef struct {
 #define KVEXACT_UNKNOWN_LORA_NOT_IN_EVENTS 5
 
 /**
+ * The caller said the rank's stream was lost (`kvexact_index_mark_lost`, or kvexact's
+ * subscriber after a dropped queue or a dead connection): unknown until the next batch's
+ * sequence number shows what was lost.
+ */
+#define KVEXACT_UNKNOWN_STREAM_LOST 6
+
+/**
  * Predicted = reported.
  */
 #define KVEXACT_OBSERVATION_EXACT 0
@@ -1531,9 +1694,16 @@ typedef struct {
 #define KVEXACT_STREAM_REPLAYING 2
 
 /**
- * Batches were lost and cannot be replayed.
+ * Batches were lost and cannot be replayed (or batch 2^64 - 1 was applied: no later batch
+ * can follow it in order).
  */
 #define KVEXACT_STREAM_OUT_OF_STEP 3
+
+/**
+ * The caller marked the stream lost (`kvexact_index_mark_lost`): unknown until the next
+ * batch's sequence number shows what was lost.
+ */
+#define KVEXACT_STREAM_LOST 4
 
 /**
  * `kvexact_event.kind` of a stored-blocks event: vLLM/SGLang `BlockStored` (one event for the
@@ -3022,6 +3192,49 @@ kvexact_status kvexact_index_replay_failed(const kvexact_index *index,
                                            kvexact_error **err);
 
 /**
+ * The caller says the event stream of rank `rank` of endpoint `id` (every rank:
+ * `KVEXACT_INDEX_ALL_RANKS`) was lost — its subscription died or reconnected, its queue
+ * dropped batches — so batches may have gone by unseen. Its predictions are `unknown`
+ * (`KVEXACT_UNKNOWN_STREAM_LOST`) from this call on, not from a later batch; the next batch
+ * fed decides by its sequence number: the next one (nothing lost: in step again), a gap
+ * (`KVEXACT_APPLIED_REPLAY_FROM`, or `KVEXACT_APPLIED_LOST` without replay) or a restart.
+ * A rank that has seen no batch yet waits for the engine's start (sequence 0, an emptied
+ * cache). A TensorRT-LLM endpoint is decided by its next drained event id. Returns
+ * `KVEXACT_OK`, `KVEXACT_ERR_UNKNOWN_ENDPOINT`, `KVEXACT_ERR_INVALID_ARGUMENT` (code
+ * `"UNKNOWN_RANK"`) or `KVEXACT_ERR_NULL_ARGUMENT`, with an error object.
+ *
+ * # Safety
+ * As `kvexact_index_remove_endpoint`.
+ */
+kvexact_status kvexact_index_mark_lost(const kvexact_index *index,
+                                       uint32_t id,
+                                       uint32_t rank,
+                                       kvexact_error **err);
+
+/**
+ * Checks endpoint `id`'s declared capacity (`kvexact_index_endpoint.gpu_blocks`,
+ * `.other_blocks`) against what its engine states, per rank in the index's blocks: vLLM's
+ * `num_gpu_blocks` less its null block (`vllm:cache_config_info`), SGLang's
+ * `max_total_num_tokens / page_size` (server info), TensorRT-LLM's
+ * `num_blocks_per_cache_level` (its `created` event). `other_blocks`
+ * `KVEXACT_CAPACITY_NOT_STATED` is not compared. Writes to `*mismatch` 0 when they agree,
+ * else the `KVEXACT_CAPACITY_*_DIFFERS` bits that differ (the `capacity_mismatch`
+ * finding): the declared figure stays the bound — re-add the endpoint with the engine's
+ * figure. Returns `KVEXACT_OK`, `KVEXACT_ERR_UNKNOWN_ENDPOINT` or
+ * `KVEXACT_ERR_NULL_ARGUMENT` (with an error object); `*mismatch` is written only on
+ * success.
+ *
+ * # Safety
+ * `index` is NULL or a live index; `mismatch` and `err` are NULL or valid for one write.
+ */
+kvexact_status kvexact_index_check_capacity(const kvexact_index *index,
+                                            uint32_t id,
+                                            uint64_t gpu_blocks,
+                                            uint64_t other_blocks,
+                                            uint32_t *mismatch,
+                                            kvexact_error **err);
+
+/**
  * The id of the endpoint named `name` (UTF-8, `len` bytes) in `*id`. Returns `KVEXACT_OK`,
  * `KVEXACT_ERR_NOT_FOUND` (no such endpoint), `KVEXACT_ERR_INVALID_ARGUMENT` (not UTF-8) or
  * `KVEXACT_ERR_NULL_ARGUMENT`; `*id` is written only on success.
@@ -3268,6 +3481,92 @@ kvexact_status kvexact_index_prometheus(const kvexact_index *index,
                                         uint8_t *buf,
                                         size_t cap,
                                         size_t *len);
+
+/**
+ * Makes a subscriber for endpoint `options->endpoint` of `index` (not started: see
+ * `kvexact_subscriber_start`). Source `i` of `options->publishers` is the endpoint's rank
+ * `i`; its events are decoded with the index's release schema and applied as
+ * `kvexact_index_feed_frames` applies them. A TensorRT-LLM index subscribes to the one
+ * republished drain (`n_ranks` 1), whose bodies are applied as `kvexact_index_feed_json`.
+ *
+ * The stream-health rule it follows (the caller-fed path's, done for the caller): the first
+ * batch past a gap (`KVEXACT_APPLIED_REPLAY_FROM`) is followed by one request to that rank's
+ * replay endpoint, whose batches are fed in order (a replay that cannot be had:
+ * `kvexact_index_replay_failed`); a connection lost or not made, or a message dropped from
+ * the full queue, marks the rank lost at once (`kvexact_index_mark_lost`), so predictions
+ * say `unknown`, never a stale count. Sockets reconnect by themselves.
+ *
+ * Returns `KVEXACT_OK` and a new subscriber in `*out`; otherwise, with an error object:
+ * `KVEXACT_ERR_UNKNOWN_ENDPOINT`, `KVEXACT_ERR_INVALID_ARGUMENT` (`n_ranks` not the
+ * endpoint's ranks (1 for a drain), an address empty or over 255 bytes, a queue over
+ * `KVEXACT_SUBSCRIBER_MAX_QUEUE`, `struct_size` too small), `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `index` is NULL or a live index; `options` is NULL or valid for its `struct_size` bytes,
+ * its arrays valid for `n_ranks` reads and its strings NUL-terminated; `out` and `err` are
+ * NULL or valid for one write.
+ */
+kvexact_status kvexact_subscriber_new(const kvexact_index *index,
+                                      const kvexact_subscriber_options *options,
+                                      kvexact_subscriber **out,
+                                      kvexact_error **err);
+
+/**
+ * Starts subscribing (a thread of the subscriber's own; a publisher not reachable yet is
+ * tried again until it answers, its rank marked lost meanwhile). Starting a started
+ * subscriber does nothing. Returns `KVEXACT_OK`, `KVEXACT_ERR_INVALID_ARGUMENT` (the
+ * runtime could not start) or `KVEXACT_ERR_NULL_ARGUMENT`, with an error object.
+ *
+ * # Safety
+ * `sub` is NULL or a live subscriber; `err` is NULL or valid for one write.
+ */
+kvexact_status kvexact_subscriber_start(const kvexact_subscriber *sub, kvexact_error **err);
+
+/**
+ * Stops subscribing: closes the sockets and joins the thread (within about 100 ms, plus a
+ * replay under way, bounded by `replay_timeout_ms`). The endpoint's ranks are marked lost
+ * (nothing follows their streams any more). Stopping a stopped subscriber does nothing; it
+ * may be started again. Returns `KVEXACT_OK` or `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `sub` is NULL or a live subscriber.
+ */
+kvexact_status kvexact_subscriber_stop(const kvexact_subscriber *sub);
+
+/**
+ * Stops (as `kvexact_subscriber_stop`) and frees a subscriber, releasing its reference to
+ * the index. NULL is ignored.
+ *
+ * # Safety
+ * `sub` is NULL or a live subscriber, not freed before and not in use by another thread.
+ */
+void kvexact_subscriber_free(kvexact_subscriber *sub);
+
+/**
+ * The subscriber's counters into `*out` (`struct_size` set by the caller). Returns
+ * `KVEXACT_OK`, `KVEXACT_ERR_INVALID_ARGUMENT` (`struct_size` too small) or
+ * `KVEXACT_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `sub` is NULL or a live subscriber; `out` is NULL or valid for its `struct_size` bytes.
+ */
+kvexact_status kvexact_subscriber_get_counters(const kvexact_subscriber *sub,
+                                               kvexact_subscriber_counters *out);
+
+/**
+ * The Prometheus text exposition of the subscriber's counters
+ * (`kvexact_subscriber_*_total{subscriber="<endpoint name>"}`), UTF-8, no NUL: written to
+ * `buf` (capacity `cap`) with its length in `*len`; `KVEXACT_ERR_BUFFER_TOO_SMALL` writes
+ * only the length needed (`(NULL, 0)` asks for it). Counters since the last start.
+ *
+ * # Safety
+ * `sub` is NULL or a live subscriber; `buf` is NULL or valid for `cap` writes; `len` is NULL
+ * or valid for one write.
+ */
+kvexact_status kvexact_subscriber_prometheus(const kvexact_subscriber *sub,
+                                             uint8_t *buf,
+                                             size_t cap,
+                                             size_t *len);
 
 /* ==== 7. KV events ================================================================== */
 

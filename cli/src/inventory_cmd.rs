@@ -312,6 +312,7 @@ pub fn run(args: &Args) -> ExitCode {
                     kvindex::StreamState::Unsynced => "unsynced".into(),
                     kvindex::StreamState::Replaying { .. } => "replaying".into(),
                     kvindex::StreamState::OutOfStep { .. } => "out of step".into(),
+                    kvindex::StreamState::Exhausted => "exhausted".into(),
                 }
             };
             println!(

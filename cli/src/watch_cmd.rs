@@ -343,6 +343,7 @@ fn stream_name(r: &kvindex::RankStatus) -> &'static str {
         kvindex::StreamState::Unsynced => "unsynced",
         kvindex::StreamState::Replaying { .. } => "replaying",
         kvindex::StreamState::OutOfStep { .. } => "out of step",
+        kvindex::StreamState::Exhausted => "exhausted",
     }
 }
 

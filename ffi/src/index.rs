@@ -135,11 +135,29 @@ pub const KVEXACT_APPLIED: kvexact_applied_outcome = 0;
 pub const KVEXACT_APPLIED_DUPLICATE: kvexact_applied_outcome = 1;
 /// A gap before this batch: ask the engine's replay endpoint for every batch from
 /// `kvexact_index_applied.replay_from` on and feed them; the rank is `unknown` until they are
-/// in (or `kvexact_index_replay_failed`).
+/// in (or `kvexact_index_replay_failed`). Once per gap: later batches past the same gap while
+/// its replay is pending are `KVEXACT_APPLIED_REPLAY_PENDING` (ask nothing more).
 pub const KVEXACT_APPLIED_REPLAY_FROM: kvexact_applied_outcome = 2;
 /// Batches were lost and cannot be replayed: the rank is `unknown` until the engine's cache
 /// is known again (`AllBlocksCleared`, a restart).
 pub const KVEXACT_APPLIED_LOST: kvexact_applied_outcome = 3;
+/// A later batch past a gap whose replay is pending (`replay_from` says from where): dropped,
+/// as the replay brings it; ask for nothing more. One gap gives one
+/// `KVEXACT_APPLIED_REPLAY_FROM` — the first batch past it — and every later batch until
+/// the replay's batches are in gives `KVEXACT_APPLIED_REPLAY_PENDING`. If the replay cannot
+/// be had, call `kvexact_index_replay_failed`: the rank is then `unknown` until its cache is
+/// known again, and later batches are `KVEXACT_APPLIED_LOST`.
+pub const KVEXACT_APPLIED_REPLAY_PENDING: kvexact_applied_outcome = 4;
+
+/// `kvexact_index_mark_lost`'s `rank` for every rank of the endpoint.
+pub const KVEXACT_INDEX_ALL_RANKS: u32 = u32::MAX;
+
+/// `kvexact_index_check_capacity`'s `*mismatch` bit: the GPU blocks differ.
+pub const KVEXACT_CAPACITY_GPU_DIFFERS: u32 = 1;
+/// `kvexact_index_check_capacity`'s `*mismatch` bit: the other-media blocks differ.
+pub const KVEXACT_CAPACITY_OTHER_DIFFERS: u32 = 2;
+/// `kvexact_index_check_capacity`'s `other_blocks` when the engine states none.
+pub const KVEXACT_CAPACITY_NOT_STATED: u64 = u64::MAX;
 
 /// The outcome of a feed call. Set `struct_size` to `sizeof(kvexact_index_applied)` before
 /// the call; written only on success; the struct only ever grows at its end.
@@ -148,14 +166,15 @@ pub const KVEXACT_APPLIED_LOST: kvexact_applied_outcome = 3;
 pub struct kvexact_index_applied {
     /// `sizeof(kvexact_index_applied)` as the caller compiled it (kept as is).
     pub struct_size: u32,
-    /// `KVEXACT_APPLIED`, `KVEXACT_APPLIED_DUPLICATE`, `KVEXACT_APPLIED_REPLAY_FROM` or
-    /// `KVEXACT_APPLIED_LOST`.
+    /// `KVEXACT_APPLIED`, `KVEXACT_APPLIED_DUPLICATE`, `KVEXACT_APPLIED_REPLAY_FROM`,
+    /// `KVEXACT_APPLIED_LOST` or `KVEXACT_APPLIED_REPLAY_PENDING`.
     pub outcome: kvexact_applied_outcome,
     /// `KVEXACT_APPLIED`: block copies stored; else 0.
     pub stored: u64,
     /// `KVEXACT_APPLIED`: block copies removed; else 0.
     pub removed: u64,
-    /// `KVEXACT_APPLIED_REPLAY_FROM`: the first missing sequence number; else 0.
+    /// `KVEXACT_APPLIED_REPLAY_FROM` and `_REPLAY_PENDING`: the first missing sequence
+    /// number; else 0.
     pub replay_from: u64,
 }
 
@@ -174,6 +193,10 @@ impl From<Applied> for kvexact_index_applied {
                 out.replay_from = from;
             }
             Applied::Lost => out.outcome = KVEXACT_APPLIED_LOST,
+            Applied::ReplayPending { from } => {
+                out.outcome = KVEXACT_APPLIED_REPLAY_PENDING;
+                out.replay_from = from;
+            }
         }
         out
     }
@@ -476,6 +499,87 @@ pub unsafe extern "C" fn kvexact_index_replay_failed(
             index
                 .replay_failed(EndpointId(id), rank)
                 .map_err(|e| index_failure(&e))?;
+            Ok(KVEXACT_OK)
+        })
+    }
+}
+
+/// The caller says the event stream of rank `rank` of endpoint `id` (every rank:
+/// `KVEXACT_INDEX_ALL_RANKS`) was lost — its subscription died or reconnected, its queue
+/// dropped batches — so batches may have gone by unseen. Its predictions are `unknown`
+/// (`KVEXACT_UNKNOWN_STREAM_LOST`) from this call on, not from a later batch; the next batch
+/// fed decides by its sequence number: the next one (nothing lost: in step again), a gap
+/// (`KVEXACT_APPLIED_REPLAY_FROM`, or `KVEXACT_APPLIED_LOST` without replay) or a restart.
+/// A rank that has seen no batch yet waits for the engine's start (sequence 0, an emptied
+/// cache). A TensorRT-LLM endpoint is decided by its next drained event id. Returns
+/// `KVEXACT_OK`, `KVEXACT_ERR_UNKNOWN_ENDPOINT`, `KVEXACT_ERR_INVALID_ARGUMENT` (code
+/// `"UNKNOWN_RANK"`) or `KVEXACT_ERR_NULL_ARGUMENT`, with an error object.
+///
+/// # Safety
+/// As `kvexact_index_remove_endpoint`.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_index_mark_lost(
+    index: *const kvexact_index,
+    id: u32,
+    rank: u32,
+    err: *mut *mut kvexact_error,
+) -> kvexact_status {
+    unsafe {
+        boundary_err(err, || {
+            let index = arc_ref(index, "index")?;
+            let rank = (rank != KVEXACT_INDEX_ALL_RANKS).then_some(rank);
+            index
+                .mark_lost(EndpointId(id), rank)
+                .map_err(|e| index_failure(&e))?;
+            Ok(KVEXACT_OK)
+        })
+    }
+}
+
+/// Checks endpoint `id`'s declared capacity (`kvexact_index_endpoint.gpu_blocks`,
+/// `.other_blocks`) against what its engine states, per rank in the index's blocks: vLLM's
+/// `num_gpu_blocks` less its null block (`vllm:cache_config_info`), SGLang's
+/// `max_total_num_tokens / page_size` (server info), TensorRT-LLM's
+/// `num_blocks_per_cache_level` (its `created` event). `other_blocks`
+/// `KVEXACT_CAPACITY_NOT_STATED` is not compared. Writes to `*mismatch` 0 when they agree,
+/// else the `KVEXACT_CAPACITY_*_DIFFERS` bits that differ (the `capacity_mismatch`
+/// finding): the declared figure stays the bound — re-add the endpoint with the engine's
+/// figure. Returns `KVEXACT_OK`, `KVEXACT_ERR_UNKNOWN_ENDPOINT` or
+/// `KVEXACT_ERR_NULL_ARGUMENT` (with an error object); `*mismatch` is written only on
+/// success.
+///
+/// # Safety
+/// `index` is NULL or a live index; `mismatch` and `err` are NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_index_check_capacity(
+    index: *const kvexact_index,
+    id: u32,
+    gpu_blocks: u64,
+    other_blocks: u64,
+    mismatch: *mut u32,
+    err: *mut *mut kvexact_error,
+) -> kvexact_status {
+    unsafe {
+        boundary_err(err, || {
+            let index = arc_ref(index, "index")?;
+            let mismatch = out_param(mismatch, "mismatch")?;
+            let other = (other_blocks != KVEXACT_CAPACITY_NOT_STATED).then_some(other_blocks);
+            let found = index
+                .check_capacity(EndpointId(id), gpu_blocks, other)
+                .map_err(|e| index_failure(&e))?;
+            let bits = found.map_or(0, |m| {
+                let mut b = 0;
+                if m.declared.gpu_blocks != m.stated_gpu_blocks {
+                    b |= KVEXACT_CAPACITY_GPU_DIFFERS;
+                }
+                if m.stated_other_blocks
+                    .is_some_and(|o| o != m.declared.other_blocks)
+                {
+                    b |= KVEXACT_CAPACITY_OTHER_DIFFERS;
+                }
+                b
+            });
+            mismatch.write(bits);
             Ok(KVEXACT_OK)
         })
     }

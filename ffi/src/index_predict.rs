@@ -43,6 +43,10 @@ pub const KVEXACT_UNKNOWN_OVERFLOW: kvexact_unknown_reason = 4;
 /// Adapters are loaded and the release's events do not tell adapter blocks from base blocks
 /// (the catalog's `loraInHashes: false`, e.g. SGLang 0.5.19): explained by the catalog.
 pub const KVEXACT_UNKNOWN_LORA_NOT_IN_EVENTS: kvexact_unknown_reason = 5;
+/// The caller said the rank's stream was lost (`kvexact_index_mark_lost`, or kvexact's
+/// subscriber after a dropped queue or a dead connection): unknown until the next batch's
+/// sequence number shows what was lost.
+pub const KVEXACT_UNKNOWN_STREAM_LOST: kvexact_unknown_reason = 6;
 
 /// Flags of a request (`kvexact_index_predict`'s `flags`): it skips reading the prefix cache
 /// (vLLM `prompt_logprobs`): no hit. (A request's LoRA adapter and `cache_salt` are in its
@@ -102,6 +106,7 @@ fn reason_code(r: UnknownReason) -> kvexact_unknown_reason {
         UnknownReason::OutOfStep => KVEXACT_UNKNOWN_OUT_OF_STEP,
         UnknownReason::Overflow => KVEXACT_UNKNOWN_OVERFLOW,
         UnknownReason::LoraNotInEvents => KVEXACT_UNKNOWN_LORA_NOT_IN_EVENTS,
+        UnknownReason::StreamLost => KVEXACT_UNKNOWN_STREAM_LOST,
     }
 }
 
@@ -112,6 +117,7 @@ fn reason_of(code: kvexact_unknown_reason) -> Option<UnknownReason> {
         KVEXACT_UNKNOWN_OUT_OF_STEP => UnknownReason::OutOfStep,
         KVEXACT_UNKNOWN_OVERFLOW => UnknownReason::Overflow,
         KVEXACT_UNKNOWN_LORA_NOT_IN_EVENTS => UnknownReason::LoraNotInEvents,
+        KVEXACT_UNKNOWN_STREAM_LOST => UnknownReason::StreamLost,
         _ => return None,
     })
 }
@@ -479,6 +485,7 @@ mod tests {
             Outcome::Unknown(UnknownReason::OutOfStep),
             Outcome::Unknown(UnknownReason::Overflow),
             Outcome::Unknown(UnknownReason::LoraNotInEvents),
+            Outcome::Unknown(UnknownReason::StreamLost),
         ];
         for o in outcomes {
             let p = Prediction {

@@ -20,8 +20,12 @@ pub const KVEXACT_STREAM_IN_STEP: kvexact_stream_state = 0;
 pub const KVEXACT_STREAM_UNSYNCED: kvexact_stream_state = 1;
 /// Batches were lost and have been asked for again (replay).
 pub const KVEXACT_STREAM_REPLAYING: kvexact_stream_state = 2;
-/// Batches were lost and cannot be replayed.
+/// Batches were lost and cannot be replayed (or batch 2^64 - 1 was applied: no later batch
+/// can follow it in order).
 pub const KVEXACT_STREAM_OUT_OF_STEP: kvexact_stream_state = 3;
+/// The caller marked the stream lost (`kvexact_index_mark_lost`): unknown until the next
+/// batch's sequence number shows what was lost.
+pub const KVEXACT_STREAM_LOST: kvexact_stream_state = 4;
 
 /// `kvexact_index_rank_status.endpoint` of an endpoint removed while the status was read.
 pub const KVEXACT_INDEX_NO_ENDPOINT: u32 = u32::MAX;
@@ -35,7 +39,7 @@ pub struct kvexact_index_rank_status {
     pub endpoint: u32,
     /// The data-parallel rank.
     pub rank: u32,
-    /// `KVEXACT_STREAM_IN_STEP`, `_UNSYNCED`, `_REPLAYING` or `_OUT_OF_STEP`.
+    /// `KVEXACT_STREAM_IN_STEP`, `_UNSYNCED`, `_REPLAYING`, `_OUT_OF_STEP` or `_LOST`.
     pub stream: kvexact_stream_state,
     /// 1 when the stream stored more than the engine's pool (removals lost), else 0.
     pub overflow: u32,
@@ -76,7 +80,7 @@ fn stream_code(s: &StreamState) -> kvexact_stream_state {
         StreamState::InStep { .. } => KVEXACT_STREAM_IN_STEP,
         StreamState::Unsynced => KVEXACT_STREAM_UNSYNCED,
         StreamState::Replaying { .. } => KVEXACT_STREAM_REPLAYING,
-        StreamState::OutOfStep { .. } => KVEXACT_STREAM_OUT_OF_STEP,
+        StreamState::OutOfStep { .. } | StreamState::Exhausted => KVEXACT_STREAM_OUT_OF_STEP,
     }
 }
 
@@ -115,7 +119,11 @@ pub unsafe extern "C" fn kvexact_index_status(
                     .endpoint_id(&r.endpoint)
                     .map_or(KVEXACT_INDEX_NO_ENDPOINT, |e| e.0),
                 rank: r.rank,
-                stream: stream_code(&r.stream),
+                stream: if r.lost {
+                    KVEXACT_STREAM_LOST
+                } else {
+                    stream_code(&r.stream)
+                },
                 overflow: u32::from(r.overflow),
                 held_gpu,
                 held_other,

@@ -45,6 +45,8 @@ pub mod index;
 pub mod index_predict;
 
 pub mod index_report;
+#[cfg(feature = "subscriber")]
+pub mod subscriber;
 
 // 7. KV events.
 pub mod events;

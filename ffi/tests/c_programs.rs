@@ -119,6 +119,51 @@ fn c_abi_basics() {
     run_static("abi_basics", &[]);
 }
 
+/// kvexact's own subscriber from C, both paths: a publisher nothing listens on (the rank
+/// marked lost, as under ASan and valgrind), and the loopback emulator's ZMQ PUB, whose
+/// prefix-cache reset this test posts (every 100 ms, until the program exits) so that the
+/// program's own subscription sees an `AllBlocksCleared` batch whenever it reaches the
+/// publisher.
+#[cfg(feature = "subscriber")]
+#[test]
+fn c_subscriber() {
+    use kvexact_conformance::emulator::{Emulator, EmulatorConfig, TempRegistry};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+    run_static("subscriber", &[]);
+    let reg = TempRegistry::copy_of(&repo_root().join("testdata/registry")).unwrap();
+    let cfg =
+        EmulatorConfig::from_registry(reg.root(), "qwen3-06b-default-v1", kvprobe::Engine::Vllm)
+            .unwrap();
+    let emu = Emulator::start(cfg).unwrap();
+    let publisher = emu.events_endpoint().unwrap().to_string();
+    let http = kvprobe::transport::HttpClient::new(emu.endpoint(), Duration::from_secs(5), 4096);
+    let done = Arc::new(AtomicBool::new(false));
+    let d = done.clone();
+    let resets = std::thread::spawn(move || {
+        while !d.load(Ordering::Relaxed) {
+            let _ = http.post_json("/reset_prefix_cache", b"{}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let lib = find_lib("libkvexact.a");
+    let exe = compile(
+        "subscriber",
+        "subscriber",
+        &[
+            lib.to_str().expect("UTF-8 path"),
+            "-lpthread",
+            "-ldl",
+            "-lm",
+        ],
+        &["-pthread"],
+    );
+    run(&exe, &[("KVEXACT_TEST_PUBLISHER", &publisher)]);
+    done.store(true, Ordering::Relaxed);
+    resets.join().unwrap();
+}
+
 /// The same program linked against the shared library, to check the exported symbols, the way
 /// an installed library is laid out (scripts/ffi-install.sh): the link step sees
 /// `libkvexact.so`, the program runs from a directory that holds only `libkvexact.so.0`. It

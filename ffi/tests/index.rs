@@ -1121,3 +1121,157 @@ fn drift_verifiers_of_a_deployment_rederive_speculative_and_adapter_blocks() {
         unsafe { kvexact_deployment_free(dep) };
     }
 }
+
+/// Issue #59 through the C ABI: batch 2^64 − 1 is applied once (then the stream is out of
+/// step: a second batch of that number with another block is lost, not applied); a stream
+/// marked lost is `unknown` (`KVEXACT_UNKNOWN_STREAM_LOST`) at once and in step again at
+/// the next number; one gap gives one `KVEXACT_APPLIED_REPLAY_FROM`, later batches
+/// `KVEXACT_APPLIED_REPLAY_PENDING`; the declared capacity is checked against the engine's.
+#[test]
+fn stream_health_the_caller_can_state() {
+    let release = release_of(KVEXACT_VLLM, "0.31.0");
+    let ix = new_index(&release, 16, &[]);
+    let (c, d) = (0xC0FF_EE00_0000_0001u64, 0xC0FF_EE00_0000_0002u64);
+    let status = |ix: *const kvexact_index| {
+        let mut st = vec![kvexact_index_rank_status::default(); 8];
+        let mut n = 0;
+        assert_eq!(
+            unsafe { kvexact_index_status(ix, st.as_mut_ptr(), st.len(), &mut n) },
+            KVEXACT_OK
+        );
+        st.truncate(n);
+        st
+    };
+    // The last sequence number.
+    let e = add(ix, "e", 100);
+    let max = u64::MAX.to_be_bytes();
+    assert_eq!(
+        feed(ix, e, 0, b"", &max, &stored_payload(c)).outcome,
+        KVEXACT_APPLIED
+    );
+    assert_eq!(
+        feed(ix, e, 0, b"", &max, &stored_payload(d)).outcome,
+        KVEXACT_APPLIED_LOST
+    );
+    let p = predict(ix, &[d], 17);
+    assert_eq!(
+        (p[0].status, p[0].unknown_reason),
+        (KVEXACT_PREDICTION_UNKNOWN, KVEXACT_UNKNOWN_OUT_OF_STEP),
+        "block D was never applied"
+    );
+    assert_eq!(status(ix)[0].stream, KVEXACT_STREAM_OUT_OF_STEP);
+    assert_eq!(
+        unsafe { kvexact_index_remove_endpoint(ix, e, null_mut()) },
+        KVEXACT_OK
+    );
+
+    // Marked lost: unknown at once, in step again at the next number.
+    let e = add(ix, "f", 100);
+    assert_eq!(
+        feed(ix, e, 0, b"", &0u64.to_be_bytes(), &stored_payload(c)).outcome,
+        KVEXACT_APPLIED
+    );
+    assert_eq!(predict(ix, &[c], 17)[0].tokens, 16);
+    assert_eq!(
+        unsafe { kvexact_index_mark_lost(ix, e, KVEXACT_INDEX_ALL_RANKS, null_mut()) },
+        KVEXACT_OK
+    );
+    let p = predict(ix, &[c], 17);
+    assert_eq!(
+        (p[0].status, p[0].unknown_reason),
+        (KVEXACT_PREDICTION_UNKNOWN, KVEXACT_UNKNOWN_STREAM_LOST)
+    );
+    assert_eq!(status(ix)[0].stream, KVEXACT_STREAM_LOST);
+    assert_eq!(
+        feed(ix, e, 0, b"", &1u64.to_be_bytes(), &stored_payload(d)).outcome,
+        KVEXACT_APPLIED
+    );
+    assert_eq!(predict(ix, &[c], 17)[0].tokens, 16);
+    assert_eq!(status(ix)[0].stream, KVEXACT_STREAM_IN_STEP);
+    let mut err = null_mut();
+    assert_eq!(
+        unsafe { kvexact_index_mark_lost(ix, e, 1, &mut err) },
+        KVEXACT_ERR_INVALID_ARGUMENT
+    );
+    assert_eq!(take_err(err).1, "UNKNOWN_RANK");
+    assert_eq!(
+        unsafe { kvexact_index_mark_lost(ix, 999, 0, null_mut()) },
+        KVEXACT_ERR_UNKNOWN_ENDPOINT
+    );
+    assert_eq!(
+        unsafe { kvexact_index_mark_lost(null(), e, 0, null_mut()) },
+        KVEXACT_ERR_NULL_ARGUMENT
+    );
+
+    // One REPLAY_FROM per gap.
+    let name = "g";
+    let ep = kvexact_index_endpoint {
+        struct_size: std::mem::size_of::<kvexact_index_endpoint>() as u32,
+        dp_ranks: 1,
+        name: name.as_ptr(),
+        name_len: name.len(),
+        gpu_blocks: 100,
+        other_blocks: 0,
+        lora_adapters: 0,
+        replay: 1,
+        starts_empty: 1,
+    };
+    let mut g = 0;
+    assert_eq!(
+        unsafe { kvexact_index_add_endpoint(ix, &ep, &mut g, null_mut()) },
+        KVEXACT_OK
+    );
+    feed(ix, g, 0, b"", &0u64.to_be_bytes(), &stored_payload(c));
+    let first = feed(ix, g, 0, b"", &5u64.to_be_bytes(), &stored_payload(d));
+    assert_eq!(
+        (first.outcome, first.replay_from),
+        (KVEXACT_APPLIED_REPLAY_FROM, 1)
+    );
+    for seq in 6..14u64 {
+        let a = feed(ix, g, 0, b"", &seq.to_be_bytes(), &stored_payload(d));
+        assert_eq!(
+            (a.outcome, a.replay_from),
+            (KVEXACT_APPLIED_REPLAY_PENDING, 1),
+            "batch {seq}"
+        );
+    }
+    assert_eq!(status(ix).iter().find(|s| s.endpoint == g).unwrap().gaps, 1);
+    assert_eq!(
+        unsafe { kvexact_index_replay_failed(ix, g, 0, null_mut()) },
+        KVEXACT_OK
+    );
+    assert_eq!(
+        feed(ix, g, 0, b"", &14u64.to_be_bytes(), &stored_payload(d)).outcome,
+        KVEXACT_APPLIED_LOST
+    );
+
+    // The declared capacity against the engine's.
+    let mut m = u32::MAX;
+    assert_eq!(
+        unsafe {
+            kvexact_index_check_capacity(
+                ix,
+                g,
+                100,
+                KVEXACT_CAPACITY_NOT_STATED,
+                &mut m,
+                null_mut(),
+            )
+        },
+        KVEXACT_OK
+    );
+    assert_eq!(m, 0);
+    assert_eq!(
+        unsafe { kvexact_index_check_capacity(ix, g, 4095, 7, &mut m, null_mut()) },
+        KVEXACT_OK
+    );
+    assert_eq!(
+        m,
+        KVEXACT_CAPACITY_GPU_DIFFERS | KVEXACT_CAPACITY_OTHER_DIFFERS
+    );
+    assert_eq!(
+        unsafe { kvexact_index_check_capacity(ix, g, 100, 0, null_mut(), null_mut()) },
+        KVEXACT_ERR_NULL_ARGUMENT
+    );
+    unsafe { kvexact_index_free(ix) };
+}

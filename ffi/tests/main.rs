@@ -21,3 +21,5 @@ mod probe_route;
 mod registry;
 mod route_keys;
 mod status_docs;
+#[cfg(feature = "subscriber")]
+mod subscriber;

@@ -30,10 +30,27 @@ pub enum Applied {
         /// The first missing sequence number.
         from: u64,
     },
+    /// A later batch past the same gap while the replay asked for is pending: dropped (the
+    /// replay brings it), and nothing more to ask for. One gap gives one
+    /// [`Applied::ReplayFrom`]; every later batch until the replay is in (or
+    /// [`Index::replay_failed`]) gives this.
+    ReplayPending {
+        /// The first sequence number still missing.
+        from: u64,
+    },
     /// Batches were lost and cannot be replayed: the rank is `unknown` until the engine's
     /// cache is known again (`AllBlocksCleared`, a restart).
     Lost,
 }
+
+/// Bytes a feed call holds per block of its batch (one op each; one more per stored event and
+/// per clear) beside the decoded batch, which the decoder's budget bounds
+/// (`kvhash::events::Limits::max_decoded_bytes`, 64 MiB; a decoded block hash takes 24 of
+/// it): the memory a feed call may use beyond that budget is at most this much per block
+/// (32 bytes on 64-bit targets: ≤ 4/3 of the decoded bytes, ≤ 86 MiB at the default
+/// budget), allocated once per batch; a thread keeps at most 64 Ki ops (2 MiB) between
+/// batches.
+pub const FEED_BYTES_PER_BLOCK: usize = std::mem::size_of::<Op>();
 
 /// Ops a thread keeps allocated between batches (a larger buffer is dropped after its batch).
 const MAX_KEPT_OPS: usize = 1 << 16;
@@ -42,7 +59,7 @@ thread_local! {
     static OPS: std::cell::Cell<Vec<Op>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
-/// One event reduced to what the index keeps.
+/// One event reduced to what the index keeps ([`FEED_BYTES_PER_BLOCK`] bytes).
 enum Op {
     /// A stored block and its chain parent (the block before it in its event, or the
     /// event's parent).
@@ -153,6 +170,7 @@ impl Index {
             StreamState::InStep { next: Some(n) } => StreamState::OutOfStep { lost_from: n },
             StreamState::Replaying { next, .. } => StreamState::OutOfStep { lost_from: next },
             StreamState::OutOfStep { lost_from } => StreamState::OutOfStep { lost_from },
+            StreamState::Exhausted => StreamState::Exhausted,
             _ => StreamState::OutOfStep { lost_from: 0 },
         };
         ep.publish(r, st);
@@ -229,6 +247,19 @@ impl Index {
     /// The ops of a ZMQ batch, or why it cannot be applied (nothing applied then).
     fn ops(&self, batch: &EventBatch<'_>, ops: &mut Vec<Op>) -> Result<(), Error> {
         ops.clear();
+        // Room for every op at once (one per block, one per stored event's parent, one per
+        // clear): grown by doubling, a batch of N blocks held up to 3 × N ops while its
+        // buffer moved (a 2 M-block batch peaked at 123 MB with its decoded batch).
+        let n: usize = batch
+            .events
+            .iter()
+            .map(|e| match &e.kind {
+                EventKind::BlockStored(s) => s.block_hashes.len() + 1,
+                EventKind::BlockRemoved(s) => s.block_hashes.len(),
+                _ => 1,
+            })
+            .fold(0usize, usize::saturating_add);
+        ops.reserve_exact(n);
         for e in &batch.events {
             match &e.kind {
                 EventKind::BlockStored(s) => {
@@ -326,14 +357,48 @@ impl Index {
                 Counters::bump_locked(&c.duplicates, 1);
                 return Ok(Applied::Duplicate);
             }
+            _ => {
+                // Past a stream marked lost ([`Index::mark_lost`]), the batch's number tells
+                // what was lost: nothing (the next number: in step again), a gap (replayed or
+                // lost) or everything before a restart.
+                st.lost = false;
+                self.after_step(&mut w, ep, r, st, seq, step, ops)
+            }
+        };
+        Counters::bump_locked(&c.batches, 1);
+        ep.publish(r, st);
+        ep.end(r);
+        Ok(out)
+    }
+
+    /// Applies one batch's step (not a duplicate) to rank `r`, after `ep.begin(r)` is due.
+    #[allow(clippy::too_many_arguments)]
+    fn after_step(
+        &self,
+        w: &mut Session<'_>,
+        ep: &Endpoint,
+        r: usize,
+        st: &mut RankState,
+        seq: u64,
+        step: Step,
+        ops: &[Op],
+    ) -> Applied {
+        let c = &ep.counters[r];
+        match step {
+            Step::Duplicate => Applied::Duplicate,
             Step::Apply | Step::Restart => {
                 ep.begin(r);
                 if step == Step::Restart {
                     Counters::bump_locked(&c.restarts, 1);
-                    self.clear_rank(&mut w, ep, r, st);
+                    self.clear_rank(w, ep, r, st);
                 }
-                let (stored, removed) = self.run_ops(&mut w, ep, r, st, ops);
-                st.stream = st.stream.applied(seq);
+                let (stored, removed) = self.run_ops(w, ep, r, st, ops);
+                // A restart starts the stream over: a replay pending for the old one is moot.
+                st.stream = if step == Step::Restart {
+                    StreamState::known_after(seq)
+                } else {
+                    st.stream.applied(seq)
+                };
                 Applied::Applied { stored, removed }
             }
             Step::ReplayFrom { from } => {
@@ -342,15 +407,18 @@ impl Index {
                 st.stream = st.stream.after_gap(seq, step);
                 Applied::ReplayFrom { from }
             }
+            Step::ReplayPending { from } => {
+                ep.begin(r);
+                st.stream = st.stream.after_gap(seq, step);
+                Applied::ReplayPending { from }
+            }
             Step::Lost => {
                 ep.begin(r);
                 // A batch that empties the cache makes it known again from there on.
                 match ops.iter().rposition(|o| matches!(o, Op::Clear)) {
                     Some(i) => {
-                        let (stored, removed) = self.run_ops(&mut w, ep, r, st, &ops[i..]);
-                        st.stream = StreamState::InStep {
-                            next: Some(seq.saturating_add(1)),
-                        };
+                        let (stored, removed) = self.run_ops(w, ep, r, st, &ops[i..]);
+                        st.stream = StreamState::known_after(seq);
                         Applied::Applied { stored, removed }
                     }
                     None => {
@@ -362,11 +430,7 @@ impl Index {
                     }
                 }
             }
-        };
-        Counters::bump_locked(&c.batches, 1);
-        ep.publish(r, st);
-        ep.end(r);
-        Ok(out)
+        }
     }
 
     /// Whether a key sits in the chains.
@@ -641,7 +705,16 @@ impl Index {
                 Counters::bump_locked(&ep.counters[*rank].duplicates, 1);
                 continue;
             }
-            *next = Some(id.saturating_add(1));
+            // An event past the last one seen shows what a marked loss lost: nothing (in
+            // order) or a gap (every rank out of step above).
+            for st in g.iter_mut() {
+                st.lost = false;
+            }
+            // After event id 2^64 - 1 only 0 follows in order: the same id again is a gap,
+            // never an event applied twice. (No vector shows whether TensorRT-LLM's counter
+            // wraps there; either way only 0 can come next in order, and an engine that
+            // restarts at 0 begins with `created`, which empties the ranks.)
+            *next = Some(id.wrapping_add(1));
             let st = &mut g[*rank];
             if clears || st.stream.in_step() {
                 let (s, rm) = self.run_ops(&mut w, ep, *rank, st, ops);

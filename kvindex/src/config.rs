@@ -37,6 +37,41 @@ pub struct Capacity {
     pub other_blocks: u64,
 }
 
+/// The `capacity_mismatch` finding: the capacity an endpoint was declared with
+/// ([`EndpointConfig::capacity`]) differs from what the engine states
+/// ([`crate::Index::check_capacity`]). A declared GPU pool larger than the engine's lets a
+/// stream that lost removals go unnoticed longer (the overflow bound is the only check on
+/// them); a smaller one makes a full pool an overflow (`unknown`, never a wrong count).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapacityMismatch {
+    /// The endpoint's name.
+    pub endpoint: String,
+    /// The capacity it was declared with.
+    pub declared: Capacity,
+    /// The GPU blocks per rank the engine states.
+    pub stated_gpu_blocks: u64,
+    /// The other-media blocks per rank the engine states (`None`: not stated, not compared).
+    pub stated_other_blocks: Option<u64>,
+}
+
+impl std::fmt::Display for CapacityMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "capacity_mismatch: endpoint {} was declared {} GPU / {} other blocks per rank, the \
+             engine states {} GPU",
+            self.endpoint,
+            self.declared.gpu_blocks,
+            self.declared.other_blocks,
+            self.stated_gpu_blocks
+        )?;
+        match self.stated_other_blocks {
+            Some(o) => write!(f, " / {o} other"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The largest capacity of one medium class of a rank, in blocks (2^32 - 1; engines' pools are
 /// far smaller): the index counts a rank's copies of one block in 32 bits, and the capacity
 /// bounds them.

@@ -4,29 +4,29 @@
 //! changes begun and ended.
 
 use crate::config::EndpointConfig;
+use crate::id::EndpointId;
 use crate::prediction::UnknownReason;
 use crate::stream::StreamState;
 use crate::Error;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// An endpoint's handle in one index (never reused while the index lives).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EndpointId(pub u32);
-
 /// The most storage media an index tells apart (GPU included).
 pub const MAX_MEDIA: usize = 8;
 
 /// Status codes ([`Endpoint::code`]): 0 = in step; otherwise an [`UnknownReason`].
-pub(crate) fn status_code(state: &StreamState, overflow: bool) -> u8 {
+pub(crate) fn status_code(state: &StreamState, overflow: bool, lost: bool) -> u8 {
     if overflow {
         return 4;
+    }
+    if lost {
+        return 5;
     }
     match state {
         StreamState::InStep { .. } => 0,
         StreamState::Unsynced => 1,
         StreamState::Replaying { .. } => 2,
-        StreamState::OutOfStep { .. } => 3,
+        StreamState::OutOfStep { .. } | StreamState::Exhausted => 3,
     }
 }
 
@@ -36,6 +36,7 @@ pub(crate) fn status_reason(code: u8) -> Option<UnknownReason> {
         1 => Some(UnknownReason::Unsynced),
         2 => Some(UnknownReason::Replaying),
         4 => Some(UnknownReason::Overflow),
+        5 => Some(UnknownReason::StreamLost),
         _ => Some(UnknownReason::OutOfStep),
     }
 }
@@ -84,6 +85,9 @@ pub(crate) struct RankState {
     pub held: [u64; MAX_MEDIA],
     /// The stream stored more than the pool holds; cleared by the cache becoming known.
     pub overflow: bool,
+    /// The caller said the stream was lost ([`crate::Index::mark_lost`]): unknown until the
+    /// next batch's number tells what was lost, or the cache is known again.
+    pub lost: bool,
 }
 
 /// The slots' shared state, one table for the whole index.
@@ -285,7 +289,7 @@ impl Endpoint {
         } else {
             StreamState::Unsynced
         };
-        let code = status_code(&start, false);
+        let code = status_code(&start, false, false);
         for slot in first_slot as usize..first_slot as usize + ranks {
             // A new version (a slot reused from a removed endpoint reads as changed) and the
             // starting status.
@@ -307,6 +311,7 @@ impl Endpoint {
                     stream: start,
                     held: [0; MAX_MEDIA],
                     overflow: false,
+                    lost: false,
                 };
                 ranks
             ]),
@@ -355,7 +360,7 @@ impl Endpoint {
     pub fn publish(&self, rank: usize, st: &RankState) {
         let w = self.word(rank);
         let cur = w.load(Ordering::Acquire);
-        let code = status_code(&st.stream, st.overflow);
+        let code = status_code(&st.stream, st.overflow, st.lost);
         w.store((cur & !0xff) | u64::from(code), Ordering::Release);
         self.words
             .set_in_step(self.first_slot as usize + rank, code);

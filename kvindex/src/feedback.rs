@@ -3,6 +3,7 @@
 //! `meta_info.cached_tokens` on its native route) against the index's prediction for it — the
 //! routing-level twin of `hash_drift`.
 
+use crate::drift::PredictionDrift;
 use crate::endpoint::Counters;
 use crate::prediction::Outcome;
 use crate::{EndpointId, Error, Index};
@@ -29,34 +30,6 @@ impl Observation {
             Observation::Under => "under",
             Observation::Unjudged => "unjudged",
         }
-    }
-}
-
-/// The first request whose prediction the engine contradicted: the `prediction_drift`
-/// finding, with its evidence.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PredictionDrift {
-    /// The endpoint's name.
-    pub endpoint: String,
-    /// The data-parallel rank.
-    pub rank: u32,
-    /// The caller's label of the request (its id).
-    pub request: String,
-    /// Cached tokens predicted.
-    pub predicted: u64,
-    /// Cached tokens the engine reported.
-    pub reported: u64,
-    /// The release whose rule predicted it.
-    pub release_id: String,
-}
-
-impl std::fmt::Display for PredictionDrift {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "prediction_drift: endpoint {} rank {} request {}: predicted {} cached tokens, the engine reported {} ({})",
-            self.endpoint, self.rank, self.request, self.predicted, self.reported, self.release_id
-        )
     }
 }
 

@@ -3,8 +3,9 @@
 //! `predict.rs` and `walk.rs`, feedback in `feedback.rs`, the inventory in `status.rs`.
 
 use crate::config::{EndpointConfig, IndexOptions};
-use crate::endpoint::{Endpoint, EndpointId, Endpoints, SlotTable, SlotWords, MAX_MEDIA};
-use crate::feedback::PredictionDrift;
+use crate::drift::PredictionDrift;
+use crate::endpoint::{Endpoint, Endpoints, SlotTable, SlotWords, MAX_MEDIA};
+use crate::id::EndpointId;
 use crate::rule::GroupKind;
 use crate::runs::{Runs, Session};
 use crate::table::Table;
@@ -219,6 +220,7 @@ impl Index {
             ep.begin(r);
             self.clear_rank(&mut w, &ep, r, st);
             st.stream = crate::stream::StreamState::InStep { next: None };
+            st.lost = false;
             ep.publish(r, st);
             ep.end(r);
         }
@@ -240,6 +242,77 @@ impl Index {
         ep.publish(r, st);
         ep.end(r);
         Ok(())
+    }
+
+    /// The caller says rank `rank` of endpoint `id` (every rank: `None`) lost its stream — its
+    /// subscription died or reconnected, or its queue dropped batches — so batches may have
+    /// gone by unseen: its predictions are `unknown` ([`crate::UnknownReason::StreamLost`])
+    /// from now on, until a batch's sequence number shows what was lost: the next number
+    /// (nothing: in step again), a gap (replayed, or lost until the cache is known again) or
+    /// a restart. A rank that had seen no batch yet (added as starting empty) cannot tell:
+    /// it waits for the engine's start (sequence 0 or an emptied cache). A TensorRT-LLM
+    /// endpoint's ranks are decided by the next drained event's id the same way.
+    pub fn mark_lost(&self, id: EndpointId, rank: Option<u32>) -> Result<(), Error> {
+        let ep = self.endpoint(id)?;
+        let ranks = match rank {
+            Some(r) => {
+                let r = self.rank_index(&ep, r)?;
+                r..r + 1
+            }
+            None => 0..ep.config.dp_ranks as usize,
+        };
+        // A TensorRT-LLM drain numbers its events per endpoint (`trt_next_event`), its ranks
+        // stay `InStep { next: None }` between `created` events.
+        let trt = matches!(
+            self.opts.schema.format(),
+            kvhash::events::EventFormat::TrtllmKvHttpV1
+                | kvhash::events::EventFormat::TrtllmKvHttpPreviewV1
+        );
+        let next_unknown = trt
+            && ep
+                .trt_next_event
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_none();
+        let mut g = ep.lock_live()?;
+        for r in ranks {
+            ep.begin(r);
+            let st = &mut g[r];
+            let unnumbered = st.stream == (crate::stream::StreamState::InStep { next: None });
+            if unnumbered && (!trt || next_unknown) {
+                // No number seen yet: the next batch's cannot show what went by.
+                st.stream = crate::stream::StreamState::Unsynced;
+            }
+            st.lost = true;
+            ep.publish(r, st);
+            ep.end(r);
+        }
+        Ok(())
+    }
+
+    /// Checks endpoint `id`'s declared capacity against the one its engine states, per rank
+    /// and in the index's blocks: vLLM's `num_gpu_blocks` less its null block (the
+    /// `vllm:cache_config_info` metric), SGLang's `max_total_num_tokens / page_size` (its
+    /// server info), TensorRT-LLM's `num_blocks_per_cache_level` (its `created` event; the
+    /// secondary level is `other_blocks`). `Ok(None)`: they agree; `Ok(Some(finding))`:
+    /// they differ — the declared figure stays the bound, the caller decides (re-add the
+    /// endpoint with the engine's figure, alert). `other_blocks` `None` is not compared.
+    pub fn check_capacity(
+        &self,
+        id: EndpointId,
+        gpu_blocks: u64,
+        other_blocks: Option<u64>,
+    ) -> Result<Option<crate::CapacityMismatch>, Error> {
+        let ep = self.endpoint(id)?;
+        let declared = ep.config.capacity;
+        let same = declared.gpu_blocks == gpu_blocks
+            && other_blocks.is_none_or(|o| o == declared.other_blocks);
+        Ok((!same).then(|| crate::CapacityMismatch {
+            endpoint: ep.config.name.clone(),
+            declared,
+            stated_gpu_blocks: gpu_blocks,
+            stated_other_blocks: other_blocks,
+        }))
     }
 
     /// The endpoint list now.
@@ -280,6 +353,11 @@ impl Index {
     /// The name of an endpoint.
     pub fn endpoint_name(&self, id: EndpointId) -> Option<String> {
         self.endpoint(id).ok().map(|e| e.config.name.clone())
+    }
+
+    /// The data-parallel ranks of an endpoint.
+    pub fn endpoint_ranks(&self, id: EndpointId) -> Option<u32> {
+        self.endpoint(id).ok().map(|e| e.config.dp_ranks)
     }
 
     /// Every endpoint, in the order they were added.

@@ -12,8 +12,9 @@
 //! * [`Index`]: per endpoint × data-parallel rank × KV-cache group × medium, the block copies
 //!   the engine holds, fed by decoded events of every format kvhash decodes
 //!   ([`Index::apply_frames`], [`Index::apply_payload`], [`Index::apply_json`]), with stream
-//!   health ([`StreamState`]: sequence gaps, replay, restarts), a hard per-rank capacity
-//!   ([`Capacity`]), [`Index::predict`] (one walk over the request's blocks for all
+//!   health ([`StreamState`]: sequence gaps with one replay asked per gap, restarts, the last
+//!   sequence number; a stream the caller marks lost, [`Index::mark_lost`]), a hard per-rank
+//!   capacity ([`Capacity`], checked against the engine's own by [`Index::check_capacity`]), [`Index::predict`] (one walk over the request's blocks for all
 //!   endpoints, one lock-free probe per run of blocks with one holder set, no lock shared by
 //!   all endpoints), feedback from the engine's reported counts
 //!   ([`Index::observe`], [`PredictionDrift`]) and the inventory ([`Index::status`],
@@ -100,9 +101,11 @@ mod apply;
 mod blocks;
 mod config;
 mod cover;
+mod drift;
 mod endpoint;
 mod error;
 mod feedback;
+mod id;
 mod index;
 mod locator;
 pub mod lookup;
@@ -117,11 +120,13 @@ mod table;
 mod testing;
 mod walk;
 
-pub use apply::Applied;
-pub use config::{Capacity, EndpointConfig, IndexOptions, MAX_BLOCKS_PER_RANK};
-pub use endpoint::{EndpointId, MAX_MEDIA};
+pub use apply::{Applied, FEED_BYTES_PER_BLOCK};
+pub use config::{Capacity, CapacityMismatch, EndpointConfig, IndexOptions, MAX_BLOCKS_PER_RANK};
+pub use drift::PredictionDrift;
+pub use endpoint::MAX_MEDIA;
 pub use error::Error;
-pub use feedback::{Observation, PredictionDrift};
+pub use feedback::Observation;
+pub use id::EndpointId;
 pub use index::Index;
 pub use predict::release_thread_view;
 pub use prediction::{Outcome, Prediction, Request, UnknownReason, MAX_PROMPT_TOKENS};

@@ -5,9 +5,8 @@
 //! version checked after the walk, a rank changed meanwhile answered again under its lock).
 //! The walks themselves are in `walk.rs`.
 
-use crate::endpoint::{
-    status_reason, word_code, word_version, Endpoint, EndpointId, Endpoints, EpView,
-};
+use crate::endpoint::{status_reason, word_code, word_version, Endpoint, Endpoints, EpView};
+use crate::id::EndpointId;
 use crate::locator::{Slots, View, ViewCache};
 use crate::prediction::{Outcome, Prediction, Request, UnknownReason, MAX_PROMPT_TOKENS};
 use crate::rule::Lookup;

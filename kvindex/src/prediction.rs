@@ -62,6 +62,10 @@ pub enum UnknownReason {
     /// Adapters are loaded and the release's events do not tell adapter blocks from base
     /// blocks (`loraInHashes: false`).
     LoraNotInEvents,
+    /// The caller said the stream was lost ([`crate::Index::mark_lost`]: its subscription
+    /// died, its queue dropped batches): unknown until the next batch's number shows what
+    /// was lost.
+    StreamLost,
 }
 
 impl UnknownReason {
@@ -73,6 +77,7 @@ impl UnknownReason {
             UnknownReason::OutOfStep => "out_of_step",
             UnknownReason::Overflow => "overflow",
             UnknownReason::LoraNotInEvents => "lora_not_in_events",
+            UnknownReason::StreamLost => "stream_lost",
         }
     }
 

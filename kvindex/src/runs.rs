@@ -661,7 +661,7 @@ impl Runs {
     /// caller's seqlock or endpoint lock sees to that); other slots' changes only move it.
     pub fn holds_now(&self, hash: u64, slot: u32) -> Option<bool> {
         #[cfg(test)]
-        if crate::walk::stale::take() {
+        if stale::take() {
             return None;
         }
         let Some(loc) = self.places.find(hash) else {
@@ -1388,6 +1388,36 @@ impl Runs {
             return Err("the child lists differ from the runs' parents".into());
         }
         Ok(())
+    }
+}
+
+/// Unit tests' stand-in for a writer moving a place under a reader: the next `n` chain reads
+/// of this thread (walks, [`crate::runs::Runs::holds_now`]) fail as a stale place makes them.
+#[cfg(test)]
+pub(crate) mod stale {
+    use std::cell::Cell;
+
+    thread_local! {
+        static FORCED: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// The next `n` reads fail.
+    pub fn force(n: u32) {
+        FORCED.with(|f| f.set(n));
+    }
+
+    /// Reads still to fail.
+    pub fn left() -> u32 {
+        FORCED.with(Cell::get)
+    }
+
+    /// Whether this read fails (one fewer to fail).
+    pub fn take() -> bool {
+        FORCED.with(|f| {
+            let n = f.get();
+            f.set(n.saturating_sub(1));
+            n > 0
+        })
     }
 }
 

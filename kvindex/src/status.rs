@@ -19,6 +19,9 @@ pub struct RankStatus {
     pub stream: StreamState,
     /// The stream overflowed the engine's pool (removals lost).
     pub overflow: bool,
+    /// The caller marked the stream lost ([`Index::mark_lost`]) and no batch has shown yet
+    /// what was lost.
+    pub lost: bool,
     /// Copies held per medium, by medium name.
     pub held: Vec<(String, u64)>,
     /// Batches seen.
@@ -95,7 +98,7 @@ impl Index {
         );
         let _ = writeln!(s, "# TYPE kvexact_index_in_step gauge");
         for r in &st {
-            let ok = u8::from(r.stream.in_step() && !r.overflow);
+            let ok = u8::from(r.stream.in_step() && !r.overflow && !r.lost);
             let _ = writeln!(
                 s,
                 "kvexact_index_in_step{{endpoint=\"{}\",rank=\"{}\"}} {ok}",
@@ -191,6 +194,7 @@ fn rank_status(ep: &Endpoint, media: &[String]) -> Vec<RankStatus> {
                 rank: r as u32,
                 stream: st.stream,
                 overflow: st.overflow,
+                lost: st.lost,
                 held: media
                     .iter()
                     .take(MAX_MEDIA)

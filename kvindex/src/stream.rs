@@ -6,6 +6,20 @@
 //! `AllBlocksCleared` / TensorRT-LLM `created`, or an endpoint the caller added as starting
 //! empty. A gap loses batches: with a replay socket the lost batches are asked for again;
 //! without one the slot's predictions are `unknown` until the cache is known again.
+//!
+//! Sequence numbers are 64-bit and the engines never wrap them (vLLM and SGLang count in a
+//! Python `int` and write it as 8 big-endian bytes, which raises past 2^64 − 1: the
+//! publisher stops). Batch 2^64 − 1 is therefore the last one a stream can carry in order:
+//! once it is applied the stream is [`StreamState::Exhausted`] — `unknown`, since the
+//! engine's cache changes on without events — and every later batch but a restart (0) or one
+//! that empties the cache is lost, never applied again as if it were new.
+
+/// One stream's one rule for "the number after `seq`": `None` past 2^64 − 1 (no batch can
+/// follow in order).
+#[inline]
+fn after(seq: u64) -> Option<u64> {
+    seq.checked_add(1)
+}
 
 /// What the slot's stream is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +45,11 @@ pub enum StreamState {
         /// The first lost sequence number.
         lost_from: u64,
     },
+    /// Batch 2^64 − 1 was applied: no later batch can follow it in order, and the engine's
+    /// cache goes on changing without events the index can place. Unknown (reason
+    /// [`crate::UnknownReason::OutOfStep`]) until the cache is known again: a restart
+    /// (sequence 0), a batch that empties the cache, or a reset.
+    Exhausted,
 }
 
 /// What to do with one numbered batch.
@@ -44,9 +63,15 @@ pub enum Step {
     /// Already applied (a replay overlapping the live stream): ignore it.
     Duplicate,
     /// A gap: ask the engine to replay from `from`; the batch itself is dropped (the replay
-    /// brings it again).
+    /// brings it again). Given once per gap: the first batch past it.
     ReplayFrom {
         /// The first missing sequence number.
+        from: u64,
+    },
+    /// A later batch past the same gap while its replay is pending: dropped like the first
+    /// (the replay brings it), and nothing more to ask for — one replay per gap.
+    ReplayPending {
+        /// The first sequence number still missing.
         from: u64,
     },
     /// Lost batches cannot be replayed: the slot is out of step; the batch is dropped unless
@@ -93,10 +118,10 @@ impl StreamState {
                 } else if seq < next {
                     Step::Duplicate
                 } else {
-                    Step::ReplayFrom { from: next }
+                    Step::ReplayPending { from: next }
                 }
             }
-            StreamState::OutOfStep { .. } => {
+            StreamState::OutOfStep { .. } | StreamState::Exhausted => {
                 if seq == 0 {
                     Step::Restart
                 } else {
@@ -107,8 +132,11 @@ impl StreamState {
     }
 
     /// The state after batch `seq` was applied (by [`Step::Apply`] or [`Step::Restart`]).
+    /// Batch 2^64 − 1 leaves the stream [`StreamState::Exhausted`].
     pub fn applied(&self, seq: u64) -> StreamState {
-        let next = seq.saturating_add(1);
+        let Some(next) = after(seq) else {
+            return StreamState::Exhausted;
+        };
         match *self {
             StreamState::Replaying { seen, .. } if next <= seen => {
                 StreamState::Replaying { next, seen }
@@ -117,15 +145,26 @@ impl StreamState {
         }
     }
 
+    /// The state after a batch `seq` made the cache known again (it emptied it) and was
+    /// applied from there: in step from `seq + 1`, or [`StreamState::Exhausted`] after
+    /// 2^64 − 1.
+    pub fn known_after(seq: u64) -> StreamState {
+        match after(seq) {
+            Some(next) => StreamState::InStep { next: Some(next) },
+            None => StreamState::Exhausted,
+        }
+    }
+
     /// The state after a gap was found at `seq` (the outcome of [`StreamState::step`]).
     pub fn after_gap(&self, seq: u64, step: Step) -> StreamState {
         match (step, *self) {
-            (Step::ReplayFrom { from }, StreamState::Replaying { seen, .. }) => {
-                StreamState::Replaying {
-                    next: from,
-                    seen: seen.max(seq),
-                }
-            }
+            (
+                Step::ReplayFrom { from } | Step::ReplayPending { from },
+                StreamState::Replaying { seen, .. },
+            ) => StreamState::Replaying {
+                next: from,
+                seen: seen.max(seq),
+            },
             (Step::ReplayFrom { from }, _) => StreamState::Replaying {
                 next: from,
                 seen: seq,
@@ -133,6 +172,7 @@ impl StreamState {
             (Step::Lost, StreamState::OutOfStep { lost_from }) => {
                 StreamState::OutOfStep { lost_from }
             }
+            (Step::Lost, StreamState::Exhausted) => StreamState::Exhausted,
             (Step::Lost, StreamState::InStep { next: Some(n) }) => {
                 StreamState::OutOfStep { lost_from: n }
             }
@@ -165,8 +205,10 @@ mod tests {
         assert_eq!(step, Step::ReplayFrom { from: 5 });
         let mut r = s.after_gap(8, step);
         assert!(!r.in_step());
-        // A later live batch during the replay is dropped too, and widens what must come back.
+        // A later live batch during the replay is dropped too, and widens what must come back;
+        // it asks for nothing more (one replay per gap).
         let step = r.step(9, true);
+        assert_eq!(step, Step::ReplayPending { from: 5 });
         r = r.after_gap(9, step);
         assert_eq!(r, StreamState::Replaying { next: 5, seen: 9 });
         for seq in 5..9 {
@@ -182,6 +224,46 @@ mod tests {
         assert_eq!(lost, StreamState::OutOfStep { lost_from: 5 });
         assert_eq!(lost.step(9, false), Step::Lost);
         assert_eq!(lost.step(0, false), Step::Restart);
+    }
+
+    /// Batch 2^64 − 1 is the last in order: applied once, then the stream is exhausted
+    /// (unknown); the same number again, or any other but 0, is lost, never applied; a
+    /// restart or a batch that empties the cache makes it known again.
+    #[test]
+    fn the_last_sequence_number_exhausts_the_stream() {
+        for start in [
+            StreamState::InStep { next: None },
+            StreamState::InStep {
+                next: Some(u64::MAX),
+            },
+            StreamState::Replaying {
+                next: u64::MAX,
+                seen: u64::MAX,
+            },
+        ] {
+            assert_eq!(start.step(u64::MAX, true), Step::Apply, "{start:?}");
+            let s = start.applied(u64::MAX);
+            assert_eq!(s, StreamState::Exhausted);
+            assert!(!s.in_step());
+            for seq in [u64::MAX, u64::MAX - 1, 1] {
+                assert_eq!(s.step(seq, true), Step::Lost);
+                assert_eq!(s.after_gap(seq, Step::Lost), StreamState::Exhausted);
+            }
+            assert_eq!(s.step(0, true), Step::Restart);
+            assert_eq!(s.applied(0), StreamState::InStep { next: Some(1) });
+        }
+        assert_eq!(StreamState::known_after(u64::MAX), StreamState::Exhausted);
+        assert_eq!(
+            StreamState::known_after(7),
+            StreamState::InStep { next: Some(8) }
+        );
+        // The number before it still leads to it.
+        assert_eq!(
+            StreamState::InStep { next: None }.applied(u64::MAX - 1),
+            StreamState::InStep {
+                next: Some(u64::MAX)
+            }
+        );
     }
 
     #[test]

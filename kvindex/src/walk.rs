@@ -180,7 +180,7 @@ impl Index {
         let max_blocks = self.blocks_in(self.max_hit(req));
         let hashes = &req.block_hashes[..max_blocks];
         #[cfg(test)]
-        if stale::take() {
+        if crate::runs::stale::take() {
             return false;
         }
         let mut j = 0usize;
@@ -276,39 +276,10 @@ impl Index {
     }
 }
 
-/// Unit tests' stand-in for a writer moving a place under a reader: the next `n` chain reads
-/// of this thread (walks, [`crate::runs::Runs::holds_now`]) fail as a stale place makes them.
-#[cfg(test)]
-pub(crate) mod stale {
-    use std::cell::Cell;
-
-    thread_local! {
-        static FORCED: Cell<u32> = const { Cell::new(0) };
-    }
-
-    /// The next `n` reads fail.
-    pub fn force(n: u32) {
-        FORCED.with(|f| f.set(n));
-    }
-
-    /// Reads still to fail.
-    pub fn left() -> u32 {
-        FORCED.with(Cell::get)
-    }
-
-    /// Whether this read fails (one fewer to fail).
-    pub fn take() -> bool {
-        FORCED.with(|f| {
-            let n = f.get();
-            f.set(n.saturating_sub(1));
-            n > 0
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{common_prefix, stale, WALK_TRIES};
+    use super::{common_prefix, WALK_TRIES};
+    use crate::runs::stale;
     use crate::table::Key;
     use crate::testing::{endpoint, index};
     use crate::Request;

@@ -388,6 +388,60 @@ fn a_gap_with_replay_asks_for_it_and_catches_up() {
     assert_eq!(one(&index, &c, 129).tokens(), Some(0));
 }
 
+/// Issue #59: batch 2^64 − 1 is the last a stream carries in order. Applied once, it leaves
+/// the stream exhausted (the engine's publisher cannot number another batch; its cache goes
+/// on changing): unknown, and a second batch of that number with other blocks is lost, never
+/// applied (it used to be, and block D was predicted held: 16 tokens).
+#[test]
+fn the_last_sequence_number_is_applied_once_and_then_unknown() {
+    for replay in [false, true] {
+        let index = index_of("vllm-kv-map-v3-r0.31", 4);
+        let mut cfg = endpoint("e", 100);
+        cfg.replay = replay;
+        let ep = index.add_endpoint(cfg).unwrap();
+        let (c, d) = (0xC_u64, 0xD_u64);
+        assert!(matches!(
+            feed(&index, ep, u64::MAX, &[stored(&[c], None)]).unwrap(),
+            Applied::Applied { stored: 1, .. }
+        ));
+        assert_eq!(
+            index.status()[0].stream,
+            kvindex::StreamState::Exhausted,
+            "replay {replay}"
+        );
+        assert_eq!(
+            one(&index, &[c], 17),
+            Outcome::Unknown(UnknownReason::OutOfStep)
+        );
+        assert_eq!(
+            feed(&index, ep, u64::MAX, &[stored(&[d], None)]).unwrap(),
+            Applied::Lost
+        );
+        assert_eq!(
+            one(&index, &[d], 17),
+            Outcome::Unknown(UnknownReason::OutOfStep),
+            "replay {replay}: block D was never applied"
+        );
+        assert_eq!(
+            feed(&index, ep, 5, &[stored(&[d], None)]).unwrap(),
+            Applied::Lost
+        );
+        index.self_check().unwrap();
+        // A batch that empties the cache makes it known again, even numbered 2^64 - 1 (and
+        // leaves it exhausted: known, but no batch can follow).
+        feed(&index, ep, u64::MAX, &[Ev::Cleared, stored(&[d], None)]).unwrap();
+        assert_eq!(
+            one(&index, &[d], 17),
+            Outcome::Unknown(UnknownReason::OutOfStep)
+        );
+        // The engine restarts at 0: in step again.
+        feed(&index, ep, 0, &[stored(&[c], None)]).unwrap();
+        assert_eq!(one(&index, &[c], 17).tokens(), Some(16));
+        assert_eq!(one(&index, &[d], 17).tokens(), Some(0));
+        index.self_check().unwrap();
+    }
+}
+
 #[test]
 fn a_stream_joined_midway_is_unknown() {
     let index = index_of("vllm-kv-map-v3-r0.31", 4);
@@ -835,4 +889,356 @@ fn prompt_logprobs_bound_the_hit_per_release() {
         kvindex::lookup::vllm_hit_tokens(&groups, 81, |_, _| true),
         kvindex::lookup::vllm_hit_tokens_within(&groups, 80, |_, _| true)
     );
+}
+
+/// One gap gives one `ReplayFrom`: every later live batch while that replay is pending is
+/// `ReplayPending` (dropped, nothing more to ask for), until the replay is in — then a new
+/// gap asks again — or the caller reports it failed (out of step, batches lost).
+#[test]
+fn one_gap_gives_one_replay_from() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let mut cfg = endpoint("e", 100);
+    cfg.replay = true;
+    let ep = index.add_endpoint(cfg).unwrap();
+    let c = chain(3, 0, 12);
+    feed(&index, ep, 0, &[stored(&c[..1], None)]).unwrap();
+    assert_eq!(
+        feed(&index, ep, 3, &[stored(&c[3..4], Some(c[2]))]).unwrap(),
+        Applied::ReplayFrom { from: 1 }
+    );
+    for seq in 4..11u64 {
+        let i = seq as usize;
+        assert_eq!(
+            feed(&index, ep, seq, &[stored(&c[i..i + 1], Some(c[i - 1]))]).unwrap(),
+            Applied::ReplayPending { from: 1 },
+            "live batch {seq} while the replay is pending"
+        );
+        assert_eq!(
+            one(&index, &c, 12 * 16 + 1),
+            Outcome::Unknown(UnknownReason::Replaying)
+        );
+    }
+    assert_eq!(index.status()[0].gaps, 1);
+    // The replay brings 1..=10; the index is in step after the last one.
+    for seq in 1..11u64 {
+        let i = seq as usize;
+        assert!(matches!(
+            feed(&index, ep, seq, &[stored(&c[i..i + 1], Some(c[i - 1]))]).unwrap(),
+            Applied::Applied { stored: 1, .. }
+        ));
+    }
+    assert_eq!(one(&index, &c, 12 * 16 + 1).tokens(), Some(11 * 16));
+    // A new gap asks again; its replay fails: lost, and no further asking.
+    assert_eq!(
+        feed(&index, ep, 13, &[]).unwrap(),
+        Applied::ReplayFrom { from: 11 }
+    );
+    assert_eq!(
+        feed(&index, ep, 14, &[]).unwrap(),
+        Applied::ReplayPending { from: 11 }
+    );
+    index.replay_failed(ep, 0).unwrap();
+    assert_eq!(feed(&index, ep, 15, &[]).unwrap(), Applied::Lost);
+    assert_eq!(
+        one(&index, &c, 12 * 16 + 1),
+        Outcome::Unknown(UnknownReason::OutOfStep)
+    );
+    assert_eq!(index.status()[0].gaps, 2);
+    index.self_check().unwrap();
+}
+
+/// A stream the caller marks lost is `unknown` (`stream_lost`) at once, before any later
+/// batch; the next batch's number tells what was lost: nothing (in step again), a gap
+/// (replayed or lost), or everything before a restart.
+#[test]
+fn a_stream_marked_lost_is_unknown_at_once() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 8);
+    let c = chain(4, 0, 4);
+    let n = 4 * 16 + 1;
+    for replay in [false, true] {
+        let mut cfg = endpoint(&format!("e{replay}"), 100);
+        cfg.replay = replay;
+        let ep = index.add_endpoint(cfg).unwrap();
+        let predict = || {
+            index
+                .predict_endpoint(ep, &req(&c, n))
+                .unwrap()
+                .first()
+                .unwrap()
+                .outcome
+        };
+        feed(&index, ep, 0, &[stored(&c[..2], None)]).unwrap();
+        feed(&index, ep, 1, &[]).unwrap();
+        assert_eq!(predict().tokens(), Some(32));
+        index.mark_lost(ep, None).unwrap();
+        assert_eq!(predict(), Outcome::Unknown(UnknownReason::StreamLost));
+        // A duplicate shows nothing.
+        assert_eq!(feed(&index, ep, 1, &[]).unwrap(), Applied::Duplicate);
+        assert_eq!(predict(), Outcome::Unknown(UnknownReason::StreamLost));
+        // The next number: nothing was lost.
+        feed(&index, ep, 2, &[stored(&c[2..3], Some(c[1]))]).unwrap();
+        assert_eq!(predict().tokens(), Some(48));
+        // Marked lost again, and a gap shows: replayed or lost.
+        index.mark_lost(ep, Some(0)).unwrap();
+        assert_eq!(predict(), Outcome::Unknown(UnknownReason::StreamLost));
+        let gap = feed(&index, ep, 5, &[]).unwrap();
+        if replay {
+            assert_eq!(gap, Applied::ReplayFrom { from: 3 });
+            assert_eq!(predict(), Outcome::Unknown(UnknownReason::Replaying));
+        } else {
+            assert_eq!(gap, Applied::Lost);
+            assert_eq!(predict(), Outcome::Unknown(UnknownReason::OutOfStep));
+        }
+        // A restart makes it known again; a reset too.
+        feed(&index, ep, 0, &[stored(&c[..1], None)]).unwrap();
+        assert_eq!(predict().tokens(), Some(16));
+        index.mark_lost(ep, None).unwrap();
+        index.reset_endpoint(ep).unwrap();
+        assert_eq!(predict().tokens(), Some(0));
+        // Marked lost before any batch: no number to compare, so it waits for the start.
+        index.mark_lost(ep, None).unwrap();
+        assert_eq!(
+            feed(&index, ep, 9, &[stored(&c[..1], None)]).unwrap(),
+            Applied::Lost
+        );
+        assert_eq!(predict(), Outcome::Unknown(UnknownReason::OutOfStep));
+        feed(&index, ep, 10, &[Ev::Cleared]).unwrap();
+        assert_eq!(predict().tokens(), Some(0));
+        // Bad ranks and endpoints are refused, nothing marked.
+        assert!(matches!(
+            index.mark_lost(ep, Some(1)),
+            Err(kvindex::Error::Rank { .. })
+        ));
+        assert_eq!(predict().tokens(), Some(0));
+    }
+    assert!(matches!(
+        index.mark_lost(kvindex::EndpointId(99), None),
+        Err(kvindex::Error::UnknownEndpoint(99))
+    ));
+    assert!(index.prometheus().contains("kvexact_index_in_step"));
+    index.self_check().unwrap();
+}
+
+/// The declared capacity against the engine's own: equal is no finding, a difference is a
+/// typed `capacity_mismatch` naming both figures; an unstated other-media figure is not
+/// compared.
+#[test]
+fn a_declared_capacity_is_checked_against_the_engines() {
+    let index = index_of("vllm-kv-map-v3-r0.31", 4);
+    let ep = index.add_endpoint(endpoint("e", 100)).unwrap();
+    assert_eq!(index.check_capacity(ep, 100, Some(100)).unwrap(), None);
+    assert_eq!(index.check_capacity(ep, 100, None).unwrap(), None);
+    let m = index.check_capacity(ep, 4095, None).unwrap().unwrap();
+    assert_eq!(m.declared.gpu_blocks, 100);
+    assert_eq!(m.stated_gpu_blocks, 4095);
+    assert_eq!(
+        m.to_string(),
+        "capacity_mismatch: endpoint e was declared 100 GPU / 100 other blocks per rank, the \
+         engine states 4095 GPU"
+    );
+    assert!(index.check_capacity(ep, 100, Some(7)).unwrap().is_some());
+    assert!(matches!(
+        index.check_capacity(kvindex::EndpointId(9), 1, None),
+        Err(kvindex::Error::UnknownEndpoint(9))
+    ));
+}
+
+/// Many endpoints and DP ranks under churn (issue #59): endpoints added and removed, batches
+/// of shared-prefix chains stored and removed on every rank, resets, streams marked lost and
+/// found again, gaps without replay healed by a cleared cache — every prediction equals a
+/// plain model's (the longest held prefix, or `unknown` where the model's stream is not in
+/// step), and the index `self_check`s against its twin at the end.
+#[test]
+fn many_endpoints_and_ranks_under_churn_stay_exact() {
+    /// xorshift64*: a fixed stream of choices (the test is the same on every run).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+    /// One rank as the model knows it: copies held, the next number, in step or not.
+    #[derive(Default, Clone)]
+    struct Rank {
+        held: HashMap<u64, u32>,
+        next: u64,
+        known: bool,
+        /// Started empty and no batch since: the next batch of any number starts it.
+        fresh: bool,
+    }
+    struct Ep {
+        id: kvindex::EndpointId,
+        ranks: Vec<Rank>,
+    }
+    let index = index_of("vllm-kv-map-v3-r0.31", 256);
+    let mut rng = Rng(0x59);
+    let mut eps: Vec<Ep> = Vec::new();
+    let mut added = 0;
+    let (mut hits, mut unknowns, mut ranks_seen) = (0, 0, 0);
+    let feed_rank = |ep: kvindex::EndpointId, r: u32, seq: u64, events: &[Ev]| {
+        let mut f = frames(seq, events);
+        // The batch names its DP rank last (a positive fixint).
+        *f[2].last_mut().unwrap() = r as u8;
+        index.apply_frames(ep, r, &[&f[0], &f[1], &f[2]]).unwrap()
+    };
+    for step in 0..3000 {
+        let live = eps.len();
+        match rng.below(20) {
+            // Add an endpoint of 1..=4 ranks (starting empty).
+            0 | 1 if live < 48 => {
+                let mut cfg = endpoint(&format!("e{added}"), 1 << 16);
+                added += 1;
+                cfg.dp_ranks = 1 + rng.below(4) as u32;
+                let id = index.add_endpoint(cfg.clone()).unwrap();
+                let ranks = vec![
+                    Rank {
+                        known: true,
+                        fresh: true,
+                        ..Rank::default()
+                    };
+                    cfg.dp_ranks as usize
+                ];
+                // A starting-empty rank takes any first number: start every model at 0.
+                eps.push(Ep { id, ranks });
+            }
+            2 if live > 8 => {
+                let e = eps.remove(rng.below(live as u64) as usize);
+                index.remove_endpoint(e.id).unwrap();
+            }
+            3 if live > 0 => {
+                let e = &mut eps[rng.below(live as u64) as usize];
+                index.reset_endpoint(e.id).unwrap();
+                for r in &mut e.ranks {
+                    // In step from the next batch of any number: keep numbering on.
+                    r.held.clear();
+                    r.known = true;
+                    r.fresh = true;
+                }
+            }
+            // Marked lost: unknown until the next batch, which follows in order.
+            4 if live > 0 => {
+                let e = &mut eps[rng.below(live as u64) as usize];
+                let r = rng.below(e.ranks.len() as u64) as u32;
+                index.mark_lost(e.id, Some(r)).unwrap();
+                let rank = &mut e.ranks[r as usize];
+                if rank.known {
+                    let out = index.predict_endpoint(e.id, &req(&[1], 17)).unwrap();
+                    assert_eq!(
+                        out[r as usize].outcome,
+                        Outcome::Unknown(UnknownReason::StreamLost),
+                        "step {step}"
+                    );
+                }
+                // A rank that saw no batch since it started empty cannot tell what the loss
+                // lost but by the engine's start (0) or an emptied cache.
+                if rank.fresh && rank.next != 0 {
+                    rank.known = false;
+                }
+                rank.fresh = false;
+                let a = feed_rank(e.id, r, rank.next, &[]);
+                assert!(
+                    matches!(a, Applied::Applied { .. } | Applied::Lost),
+                    "step {step}: {a:?}"
+                );
+                rank.next += 1;
+            }
+            // A gap (no replay): unknown until a batch empties the cache.
+            5 if live > 0 => {
+                let e = &mut eps[rng.below(live as u64) as usize];
+                let r = rng.below(e.ranks.len() as u64) as usize;
+                let rank = &mut e.ranks[r];
+                rank.next += 2;
+                feed_rank(e.id, r as u32, rank.next, &[]);
+                rank.next += 1;
+                // A rank that started empty takes any first number.
+                if !rank.fresh {
+                    rank.known = false;
+                }
+                rank.fresh = false;
+            }
+            6 if live > 0 => {
+                let e = &mut eps[rng.below(live as u64) as usize];
+                let r = rng.below(e.ranks.len() as u64) as usize;
+                let rank = &mut e.ranks[r];
+                feed_rank(e.id, r as u32, rank.next, &[Ev::Cleared]);
+                rank.next += 1;
+                rank.held.clear();
+                rank.known = true;
+                rank.fresh = false;
+            }
+            // Store or remove part of a conversation on one rank.
+            _ if live > 0 => {
+                let e = &mut eps[rng.below(live as u64) as usize];
+                let r = rng.below(e.ranks.len() as u64) as usize;
+                let c = chain(rng.below(3), rng.below(6), 12);
+                let rank = &mut e.ranks[r];
+                let ev = if rng.below(3) > 0 {
+                    let (a, n) = (rng.below(12) as usize, 1 + rng.below(6) as usize);
+                    let b = (a + n).min(12);
+                    if rank.known {
+                        for h in &c[a..b] {
+                            *rank.held.entry(*h).or_default() += 1;
+                        }
+                    }
+                    stored(&c[a..b], a.checked_sub(1).map(|p| c[p]))
+                } else {
+                    let at = rng.below(12) as usize;
+                    if rank.known {
+                        if let Some(n) = rank.held.get_mut(&c[at]) {
+                            *n -= 1;
+                            if *n == 0 {
+                                rank.held.remove(&c[at]);
+                            }
+                        }
+                    }
+                    removed(&c[at..at + 1])
+                };
+                feed_rank(e.id, r as u32, rank.next, &[ev]);
+                rank.next += 1;
+                rank.fresh = false;
+            }
+            _ => {}
+        }
+        // A query against every endpoint and rank: the model's answer.
+        if step % 7 == 0 {
+            let c = chain(rng.below(3), rng.below(6), 12);
+            let n = 12 * 16 + 1;
+            let mut out = Vec::new();
+            index.predict(&req(&c, n), &mut out).unwrap();
+            let mut want = Vec::new();
+            for e in &eps {
+                for (r, rank) in e.ranks.iter().enumerate() {
+                    let o = if rank.known {
+                        let hit = c.iter().take_while(|h| rank.held.contains_key(h)).count();
+                        Some((hit * 16) as u64)
+                    } else {
+                        None
+                    };
+                    want.push((e.id, r as u32, o));
+                }
+            }
+            let got: Vec<_> = out
+                .iter()
+                .map(|p| (p.endpoint, p.rank, p.outcome.tokens()))
+                .collect();
+            assert_eq!(got, want, "step {step}");
+            assert!(sparse_equals_dense(&index, &req(&c, n), &out));
+            hits += got.iter().filter(|g| g.2.is_some_and(|t| t > 0)).count();
+            unknowns += got.iter().filter(|g| g.2.is_none()).count();
+            ranks_seen = ranks_seen.max(got.len());
+        }
+    }
+    assert!(eps.len() > 8);
+    // The churn reached what it is for: many ranks, hits and unknown ranks among them.
+    assert!(
+        ranks_seen > 40 && hits > 100 && unknowns > 100,
+        "{ranks_seen} ranks, {hits} hits, {unknowns} unknown"
+    );
+    index.self_check().unwrap();
 }

@@ -109,3 +109,125 @@ fn drained_events_drive_the_index() {
         .unwrap();
     assert!(matches!(predict(), Outcome::Cached { tokens: 32, .. }));
 }
+
+/// Event id 2^64 − 1 is followed in order by 0 only (the engine's 64-bit counter wraps): the
+/// same id again is a gap (unknown), never an event applied twice.
+#[test]
+fn the_last_event_id_is_applied_once() {
+    let index = Index::new(IndexOptions {
+        rule: HitRule::for_release_id("trtllm-kv-http-v2-r1.3.0rc29").unwrap(),
+        schema: EventSchema::family(EventFormat::TrtllmKvHttpPreviewV1).clone(),
+        block_size: 32,
+        groups: vec![GroupSpec {
+            kind: GroupKind::FullAttention,
+            block_size: 32,
+        }],
+        max_slots: 4,
+    })
+    .unwrap();
+    let ep = index
+        .add_endpoint(EndpointConfig {
+            name: "trt".into(),
+            dp_ranks: 1,
+            capacity: Capacity {
+                gpu_blocks: 100,
+                other_blocks: 100,
+            },
+            lora_adapters: false,
+            replay: false,
+            starts_empty: true,
+        })
+        .unwrap();
+    let predict = |k: &[u64]| {
+        index
+            .predict_endpoint(
+                ep,
+                &Request {
+                    block_hashes: k,
+                    prompt_tokens: 33,
+                    skip_prefix_cache: false,
+                },
+            )
+            .unwrap()[0]
+            .outcome
+    };
+    index
+        .apply_json(ep, &body(&[stored(u64::MAX, None, &[21])]))
+        .unwrap();
+    assert_eq!(predict(&[21]).tokens(), Some(32));
+    index
+        .apply_json(ep, &body(&[stored(u64::MAX, None, &[22])]))
+        .unwrap();
+    assert_eq!(predict(&[22]), Outcome::Unknown(UnknownReason::OutOfStep));
+
+    // Wrapped: 0 follows 2^64 - 1 in order.
+    index.reset_endpoint(ep).unwrap();
+    index
+        .apply_json(
+            ep,
+            &body(&[stored(u64::MAX, None, &[21]), stored(0, Some(21), &[22])]),
+        )
+        .unwrap();
+    assert_eq!(predict(&[21]).tokens(), Some(32));
+}
+
+/// A drained endpoint marked lost is unknown at once; the next drained event's id tells:
+/// the next one (nothing lost) or a gap (out of step until `created`).
+#[test]
+fn a_drain_marked_lost_waits_for_the_next_event_id() {
+    let index = Index::new(IndexOptions {
+        rule: HitRule::for_release_id("trtllm-kv-http-v2-r1.3.0rc29").unwrap(),
+        schema: EventSchema::family(EventFormat::TrtllmKvHttpPreviewV1).clone(),
+        block_size: 32,
+        groups: vec![GroupSpec {
+            kind: GroupKind::FullAttention,
+            block_size: 32,
+        }],
+        max_slots: 4,
+    })
+    .unwrap();
+    let ep = index
+        .add_endpoint(EndpointConfig {
+            name: "trt".into(),
+            dp_ranks: 2,
+            capacity: Capacity {
+                gpu_blocks: 100,
+                other_blocks: 100,
+            },
+            lora_adapters: false,
+            replay: false,
+            starts_empty: true,
+        })
+        .unwrap();
+    let predict = || {
+        index
+            .predict_endpoint(
+                ep,
+                &Request {
+                    block_hashes: &[31],
+                    prompt_tokens: 33,
+                    skip_prefix_cache: false,
+                },
+            )
+            .unwrap()[0]
+            .outcome
+    };
+    index
+        .apply_json(ep, &body(&[stored(4, None, &[31])]))
+        .unwrap();
+    assert_eq!(predict().tokens(), Some(32));
+    index.mark_lost(ep, None).unwrap();
+    assert_eq!(predict(), Outcome::Unknown(UnknownReason::StreamLost));
+    // An empty drain shows nothing.
+    index.apply_json(ep, b"[]").unwrap();
+    assert_eq!(predict(), Outcome::Unknown(UnknownReason::StreamLost));
+    index
+        .apply_json(ep, &body(&[stored(5, Some(31), &[32])]))
+        .unwrap();
+    assert_eq!(predict().tokens(), Some(32));
+    index.mark_lost(ep, Some(0)).unwrap();
+    index
+        .apply_json(ep, &body(&[stored(9, Some(32), &[33])]))
+        .unwrap();
+    assert_eq!(predict(), Outcome::Unknown(UnknownReason::OutOfStep));
+}

@@ -151,18 +151,33 @@ impl ZmqFeed {
         timeout: Duration,
         max: usize,
     ) -> Result<Vec<(u64, Vec<u8>)>, String> {
-        use zeromq::{Socket, SocketRecv, SocketSend};
         let src = self.sources.get(source).ok_or("no such source")?;
         let ep = src
             .replay
             .as_ref()
             .ok_or("the source has no replay endpoint")?;
+        replay_from(&self.rt, ep, from, schema, timeout, max)
+    }
+}
+
+/// Asks the replay endpoint `ep` (`host:port`, a DEALER to the engine's ROUTER) for every
+/// batch from `from` on, on runtime `rt`: [`ZmqFeed::replay`] and the subscriber's replays.
+pub(crate) fn replay_from(
+    rt: &tokio::runtime::Runtime,
+    ep: &str,
+    from: u64,
+    schema: &EventSchema,
+    timeout: Duration,
+    max: usize,
+) -> Result<Vec<(u64, Vec<u8>)>, String> {
+    use zeromq::{Socket, SocketRecv, SocketSend};
+    {
         let url = format!("tcp://{ep}");
         let mut sock = {
-            let _g = self.rt.enter();
+            let _g = rt.enter();
             zeromq::DealerSocket::new()
         };
-        self.rt.block_on(async move {
+        rt.block_on(async move {
             let deadline = tokio::time::Instant::now() + timeout;
             tokio::time::timeout_at(deadline, sock.connect(&url))
                 .await

@@ -45,6 +45,8 @@ pub mod attest;
 #[cfg(feature = "live")]
 pub mod feed;
 #[cfg(feature = "live")]
+pub mod subscriber;
+#[cfg(feature = "live")]
 pub mod transport;
 
 pub use error::Error;

@@ -8,4 +8,6 @@
 mod drift_runs;
 mod drift_vectors;
 mod pipeline;
+#[cfg(feature = "live")]
+mod subscriber;
 mod tokenizer_loader;

@@ -265,6 +265,7 @@ const CRATES: &[(&str, usize)] = &[
     ("kvtoken/src", 6),
     ("kvtemplate/src", 6),
     ("kvprobe/src", 6),
+    ("kvindex/src", 6),
     ("kvmodels/src", 6),
     ("ffi/src", 6),
     ("cli/src", 6),

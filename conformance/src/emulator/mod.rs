@@ -461,6 +461,10 @@ fn route(sh: &Shared, r: &Request) -> Response {
         ("POST", "/tokenize", Engine::Vllm)
         | ("POST", "/tokenize" | "/v1/tokenize", Engine::Sglang) => tokenize(cfg, r),
         ("POST", "/v1/completions", _) => completions(sh, r),
+        ("POST", "/reset_prefix_cache", Engine::Vllm) => {
+            publish(sh, |w| w.reset_prefix_cache());
+            Response::json(&json!({}))
+        }
         ("POST", "/v1/chat/completions", Engine::Vllm | Engine::Sglang) => chat(sh, r),
         ("POST", "/kv_cache_events", Engine::Trtllm) => {
             let mut q = sh.trt_queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -587,11 +591,12 @@ fn chat(sh: &Shared, r: &Request) -> Response {
 }
 
 fn publish_stored(sh: &Shared, ids: &[u32], lora: Option<&str>) {
-    let published = sh
-        .writer
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .completion(ids, lora);
+    publish(sh, |w| w.completion(ids, lora));
+}
+
+/// Publishes what `f` makes the writer write.
+fn publish(sh: &Shared, f: impl FnOnce(&mut EventWriter) -> Published) {
+    let published = f(&mut sh.writer.lock().unwrap_or_else(|p| p.into_inner()));
     match published {
         Published::Nothing => {}
         Published::Json(events) => sh

@@ -229,6 +229,35 @@ impl EventWriter {
         Ok(out)
     }
 
+    /// vLLM's `POST /reset_prefix_cache`: the prefix cache emptied, published as one
+    /// `AllBlocksCleared` batch (vLLM and SGLang; TensorRT-LLM publishes nothing).
+    pub fn reset_prefix_cache(&mut self) -> Published {
+        self.cached.clear();
+        self.order.clear();
+        if self.cfg.engine == Engine::Trtllm || self.cfg.faults.no_events {
+            return Published::Nothing;
+        }
+        let Some(schema) = self.cfg.contract.events() else {
+            return Published::Nothing;
+        };
+        use super::msgpack::Writer;
+        let mut w = Writer::new();
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        w.array(3).f64(ts).array(1);
+        match schema.format() {
+            EventFormat::VllmKvArrayV1 | EventFormat::SglangKvRankV1 => {
+                w.array(1).str("AllBlocksCleared");
+            }
+            _ => {
+                w.map(1).str("type").str("AllBlocksCleared");
+            }
+        }
+        w.uint(0);
+        Published::Msgpack(w.into_bytes())
+    }
+
     /// The events of one completion over the prompt ids `ids` (for the LoRA adapter `lora`,
     /// when it names the served one).
     pub fn completion(&mut self, ids: &[u32], lora: Option<&str>) -> Published {
