@@ -145,7 +145,7 @@ fn the_last_event_id_is_applied_once() {
                 &Request {
                     block_hashes: k,
                     prompt_tokens: 33,
-                    skip_prefix_cache: false,
+                    max_cached_tokens: None,
                 },
             )
             .unwrap()[0]
@@ -206,7 +206,7 @@ fn a_drain_marked_lost_waits_for_the_next_event_id() {
                 &Request {
                     block_hashes: &[31],
                     prompt_tokens: 33,
-                    skip_prefix_cache: false,
+                    max_cached_tokens: None,
                 },
             )
             .unwrap()[0]

@@ -290,7 +290,7 @@ impl Deployment {
                 let Some(rule) = rules
                     .speculative
                     .iter()
-                    .find(|r| r.methods.iter().any(|m| *m == s.method))
+                    .find(|r| r.methods.contains(&s.method))
                 else {
                     return refuse(
                         "speculative.method",
