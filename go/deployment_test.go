@@ -21,7 +21,7 @@ func vllm033Case(t *testing.T, name string) ([]uint32, []uint64) {
 		Cases []struct {
 			Name   string `json:"name"`
 			Inputs struct {
-				TokenIDs []uint32 `json:"token_ids"`
+				TokenIDs []uint64 `json:"token_ids"` // some cases hold ids past 2^32
 			} `json:"inputs"`
 			Expected struct {
 				Hashes []uint64 `json:"block_hashes_int"`
@@ -33,7 +33,11 @@ func vllm033Case(t *testing.T, name string) ([]uint32, []uint64) {
 	}
 	for _, c := range doc.Cases {
 		if c.Name == name {
-			return c.Inputs.TokenIDs, c.Expected.Hashes
+			ids := make([]uint32, len(c.Inputs.TokenIDs))
+			for i, t := range c.Inputs.TokenIDs {
+				ids[i] = uint32(t)
+			}
+			return ids, c.Expected.Hashes
 		}
 	}
 	t.Fatalf("no case %s", name)

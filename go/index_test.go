@@ -26,7 +26,17 @@ type cacheHitDoc struct {
 		BlockSize uint32  `json:"block_size"`
 	} `json:"kv_cache_groups"`
 	Endpoints []string `json:"endpoints"`
-	Steps     []struct {
+	// The engine's own deployment object (speculative decoding), when the replay has one.
+	Deployment *struct {
+		Speculative *struct {
+			Method        string  `json:"method"`
+			NumSpec       uint32  `json:"num_speculative_tokens"`
+			MTPLayers     *uint32 `json:"num_nextn_predict_layers"`
+			SglangAlgo    string  `json:"speculative_algorithm"`
+			SglangDrafted uint32  `json:"speculative_num_draft_tokens"`
+		} `json:"speculative"`
+	} `json:"deployment"`
+	Steps []struct {
 		Kind     string            `json:"kind"`
 		ID       uint64            `json:"id"`
 		Query    uint64            `json:"query"`
@@ -59,8 +69,34 @@ func cacheHitIndex(d *cacheHitDoc) (*Index, *Hasher, map[string]uint32, error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	algo := map[string]HashAlgo{"sha256_cbor": SHA256CBOR, "sglang_native": SHA256SGLang}[d.HashAlgo]
-	h, err := NewHasherForContract(release, "", algo, d.BlockSize, d.HashSeed)
+	// The replay's deployment (block size, algorithm, seed, speculative decoding), through
+	// NewDeployment: the hasher and the index are built from the one value.
+	dep := map[string]any{"blockSize": d.BlockSize}
+	if d.HashAlgo == "sha256_cbor" {
+		dep["hashAlgorithm"] = "sha256_cbor"
+	}
+	if d.HashSeed != nil {
+		dep["hashSeed"] = *d.HashSeed
+	}
+	if d.Deployment != nil && d.Deployment.Speculative != nil {
+		sp := d.Deployment.Speculative
+		if d.Engine == "vllm" {
+			spec := map[string]any{"method": sp.Method, "numSpeculativeTokens": sp.NumSpec}
+			if sp.MTPLayers != nil {
+				spec["mtpModules"] = *sp.MTPLayers
+			}
+			dep["speculative"] = spec
+		} else {
+			dep["speculative"] = map[string]any{"method": sp.SglangAlgo, "numSpeculativeTokens": sp.SglangDrafted}
+		}
+	}
+	doc, _ := json.Marshal(dep)
+	dp, err := NewDeployment(engine, d.EngineVersion, doc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer dp.Close()
+	h, err := NewHasherForDeployment(dp, HasherOptions{})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -73,7 +109,8 @@ func cacheHitIndex(d *cacheHitDoc) (*Index, *Hasher, map[string]uint32, error) {
 		}
 		o.Groups = append(o.Groups, gr)
 	}
-	x, err := NewIndex(release, "", d.BlockSize, o)
+	_ = release
+	x, err := NewIndexForDeployment(dp, o)
 	if err != nil {
 		h.Close()
 		return nil, nil, nil, err
@@ -95,7 +132,8 @@ func cacheHitIndex(d *cacheHitDoc) (*Index, *Hasher, map[string]uint32, error) {
 	return x, h, ids, nil
 }
 
-// Every cache-hit replay without LoRA or cache_salt traffic, replayed whole through the Go
+// Every cache-hit replay without LoRA or cache_salt traffic (speculative decoding included:
+// each replay's deployment builds its hasher and index), replayed whole through the Go
 // binding: every prediction equals the engine's own count, every run's report is exact.
 func TestIndexReplaysCacheHitVectors(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(root(), "testdata", "vectors", "cachehit", "*.json"))
