@@ -231,3 +231,35 @@ func NewDriftVerifierForDeployment(d *Deployment, o DriftOptions) (*DriftVerifie
 	runtime.SetFinalizer(out, (*DriftVerifier).Close)
 	return out, nil
 }
+
+// Evidence names what Deployment.Check is given.
+type Evidence uint32
+
+// The evidence kinds of Deployment.Check (KVEXACT_DEPLOYMENT_EVIDENCE_*).
+const (
+	EvidenceEvents           Evidence = C.KVEXACT_DEPLOYMENT_EVIDENCE_EVENTS
+	EvidenceSGLangServerInfo Evidence = C.KVEXACT_DEPLOYMENT_EVIDENCE_SGLANG_SERVER_INFO
+	EvidenceVLLMModels       Evidence = C.KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_MODELS
+)
+
+// ErrDeploymentMismatch: the live engine shows a deployment option otherwise than declared
+// (error code "DEPLOYMENT_MISMATCH", Path the option).
+const ErrDeploymentMismatch Status = C.KVEXACT_ERR_DEPLOYMENT_MISMATCH
+
+// Check checks d against what the live engine shows (kvexact_deployment_check): a KV-event
+// payload, SGLang's /get_server_info or vLLM's /v1/models body. nil when nothing disagrees;
+// an *Error with Status ErrDeploymentMismatch naming the option otherwise.
+func (d *Deployment) Check(kind Evidence, b []byte) error {
+	var bp *C.uint8_t
+	if len(b) > 0 {
+		bp = (*C.uint8_t)(unsafe.Pointer(&b[0]))
+	}
+	var cerr *C.kvexact_error
+	st := C.kvexact_deployment_check(d.p, C.uint32_t(kind), bp, C.size_t(len(b)), &cerr)
+	runtime.KeepAlive(d)
+	runtime.KeepAlive(b)
+	if st != C.KVEXACT_OK {
+		return takeError(st, cerr)
+	}
+	return nil
+}

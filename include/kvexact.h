@@ -135,6 +135,22 @@
 #define KVEXACT_DEFAULT_MAX_MESSAGES 4096
 
 /**
+ * What `kvexact_deployment_check` is given: one ZMQ message's msgpack payload (frame 2) of
+ * the endpoint's KV events (vLLM, SGLang).
+ */
+#define KVEXACT_DEPLOYMENT_EVIDENCE_EVENTS 1
+
+/**
+ * SGLang's `GET /get_server_info` body (JSON).
+ */
+#define KVEXACT_DEPLOYMENT_EVIDENCE_SGLANG_SERVER_INFO 2
+
+/**
+ * vLLM's `GET /v1/models` body (JSON).
+ */
+#define KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_MODELS 3
+
+/**
  * Default prefix-chain cache capacity of a hasher: 16,384 blocks (64 conversations of the
  * gateway's 256-block cap; about 7 MiB at block size 16, see
  * `kvexact_hasher_options.prefix_cache_entries`).
@@ -1890,6 +1906,14 @@ typedef struct {
 #define KVEXACT_ERR_DEPLOYMENT_UNSUPPORTED (-143)
 
 /**
+ * The live engine shows a deployment option otherwise than declared (error code
+ * `"DEPLOYMENT_MISMATCH"`, its path the option — `blockSize`, `speculative`,
+ * `loraAdapters` — and its message every mismatch): `kvexact_deployment_check`. The
+ * endpoint is not keyed as declared: never route it on the declared keys.
+ */
+#define KVEXACT_ERR_DEPLOYMENT_MISMATCH (-144)
+
+/**
  * The engine release has no prefix-hit rule in the contract catalog, or the index's KV-cache
  * groups are outside what its rule states (error code `"PREFIX_HIT_RULE"`): the prefix
  * index refuses rather than guess the engine's hit rule (`kvexact_index_new`).
@@ -2713,6 +2737,35 @@ kvexact_status kvexact_index_new_for_deployment(const kvexact_deployment *deploy
                                                 const kvexact_index_options *options,
                                                 kvexact_index **out,
                                                 kvexact_error **err);
+
+/**
+ * Checks the deployment against what the live engine shows of it (docs/contracts/
+ * gateway-integration.md §9), for attestation and while serving: `evidence` names what
+ * `bytes` / `len` hold (`KVEXACT_DEPLOYMENT_EVIDENCE_EVENTS`: a KV-event payload, decoded with
+ * the release's schema — the block size of every stored block, vLLM's
+ * `lookahead_token_ids` (one list of `L` tokens per block under look-ahead keys, none
+ * otherwise), SGLang's bigram pairs (EAGLE) or flat ids, the adapters the blocks name;
+ * `_SGLANG_SERVER_INFO`: `page_size`, `speculative_algorithm`, `lora_paths`;
+ * `_VLLM_MODELS`: each declared adapter listed with its path as `root`, no other adapter).
+ * What the engine does not show is not judged.
+ *
+ * Returns `KVEXACT_OK` when nothing disagrees; `KVEXACT_ERR_DEPLOYMENT_MISMATCH` (code
+ * `"DEPLOYMENT_MISMATCH"`, path the first option that disagrees, the message every
+ * mismatch: "speculative: declared lookahead-1, the engine shows blocks without
+ * lookahead_token_ids") — a gateway must not route the endpoint on the declared keys
+ * then; `KVEXACT_ERR_EVENT_DECODE` / `KVEXACT_ERR_INVALID_ARGUMENT` for bytes that are not
+ * the named evidence, an unknown `evidence`, or evidence of another engine;
+ * `KVEXACT_ERR_NULL_ARGUMENT`; with an error object.
+ *
+ * # Safety
+ * `deployment` is NULL or live; `bytes` is valid for `len` bytes; `err` is NULL or valid for
+ * one write.
+ */
+kvexact_status kvexact_deployment_check(const kvexact_deployment *deployment,
+                                        uint32_t evidence,
+                                        const uint8_t *bytes,
+                                        size_t len,
+                                        kvexact_error **err);
 
 /* ==== 4. Hasher ===================================================================== */
 

@@ -28,8 +28,9 @@ use crate::panic::boundary;
 use crate::probe::manifest::kvexact_manifest;
 use crate::refusal::{kvexact_refusal, KVEXACT_REFUSAL_CACHE_SALT};
 use crate::status::{
-    kvexact_status, KVEXACT_ERR_DEPLOYMENT_UNSUPPORTED, KVEXACT_ERR_INVALID_ARGUMENT,
-    KVEXACT_ERR_REQUEST, KVEXACT_ERR_UNSUPPORTED, KVEXACT_OK,
+    kvexact_status, KVEXACT_ERR_DEPLOYMENT_MISMATCH, KVEXACT_ERR_DEPLOYMENT_UNSUPPORTED,
+    KVEXACT_ERR_EVENT_DECODE, KVEXACT_ERR_INVALID_ARGUMENT, KVEXACT_ERR_REQUEST,
+    KVEXACT_ERR_UNSUPPORTED, KVEXACT_OK,
 };
 
 /// A deployment resolved against one engine release. Opaque, immutable and
@@ -431,6 +432,108 @@ pub unsafe extern "C" fn kvexact_index_new_for_deployment(
             .map_err(|e| index_failure(&e))?;
             out.write(arc_into_raw(Arc::new(index)));
             Ok(KVEXACT_OK)
+        })
+    }
+}
+
+/// What `kvexact_deployment_check` is given: one ZMQ message's msgpack payload (frame 2) of
+/// the endpoint's KV events (vLLM, SGLang).
+pub const KVEXACT_DEPLOYMENT_EVIDENCE_EVENTS: u32 = 1;
+/// SGLang's `GET /get_server_info` body (JSON).
+pub const KVEXACT_DEPLOYMENT_EVIDENCE_SGLANG_SERVER_INFO: u32 = 2;
+/// vLLM's `GET /v1/models` body (JSON).
+pub const KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_MODELS: u32 = 3;
+
+/// Checks the deployment against what the live engine shows of it (docs/contracts/
+/// gateway-integration.md §9), for attestation and while serving: `evidence` names what
+/// `bytes` / `len` hold (`KVEXACT_DEPLOYMENT_EVIDENCE_EVENTS`: a KV-event payload, decoded with
+/// the release's schema — the block size of every stored block, vLLM's
+/// `lookahead_token_ids` (one list of `L` tokens per block under look-ahead keys, none
+/// otherwise), SGLang's bigram pairs (EAGLE) or flat ids, the adapters the blocks name;
+/// `_SGLANG_SERVER_INFO`: `page_size`, `speculative_algorithm`, `lora_paths`;
+/// `_VLLM_MODELS`: each declared adapter listed with its path as `root`, no other adapter).
+/// What the engine does not show is not judged.
+///
+/// Returns `KVEXACT_OK` when nothing disagrees; `KVEXACT_ERR_DEPLOYMENT_MISMATCH` (code
+/// `"DEPLOYMENT_MISMATCH"`, path the first option that disagrees, the message every
+/// mismatch: "speculative: declared lookahead-1, the engine shows blocks without
+/// lookahead_token_ids") — a gateway must not route the endpoint on the declared keys
+/// then; `KVEXACT_ERR_EVENT_DECODE` / `KVEXACT_ERR_INVALID_ARGUMENT` for bytes that are not
+/// the named evidence, an unknown `evidence`, or evidence of another engine;
+/// `KVEXACT_ERR_NULL_ARGUMENT`; with an error object.
+///
+/// # Safety
+/// `deployment` is NULL or live; `bytes` is valid for `len` bytes; `err` is NULL or valid for
+/// one write.
+#[no_mangle]
+pub unsafe extern "C" fn kvexact_deployment_check(
+    deployment: *const kvexact_deployment,
+    evidence: u32,
+    bytes: *const u8,
+    len: usize,
+    err: *mut *mut kvexact_error,
+) -> kvexact_status {
+    use kvprobe::deployment_check as check;
+    unsafe {
+        boundary_err(err, || {
+            let d = arc_ref(deployment, "deployment")?;
+            let bytes = in_slice(bytes, len, "bytes")?;
+            let engine = d.engine();
+            let json = || {
+                serde_json::from_slice::<serde_json::Value>(bytes)
+                    .map_err(|e| Failure::invalid("bytes", format_args!("not JSON: {e}")))
+            };
+            let wrong = |what: &str| {
+                Failure::invalid(
+                    "evidence",
+                    format_args!("{what} is not evidence of a {engine} deployment"),
+                )
+            };
+            let found = match evidence {
+                KVEXACT_DEPLOYMENT_EVIDENCE_EVENTS => {
+                    let schema = d.contract().events().ok_or_else(|| wrong("events"))?;
+                    let batch = kvhash::events::decode_payload_schema(
+                        schema,
+                        bytes,
+                        &kvhash::events::Limits::default(),
+                    )
+                    .map_err(|e| {
+                        Failure::with_code(KVEXACT_ERR_EVENT_DECODE, "decode_error", e.to_string())
+                    })?;
+                    check::check_events(&d, &batch)
+                }
+                KVEXACT_DEPLOYMENT_EVIDENCE_SGLANG_SERVER_INFO => {
+                    if engine != kvprofile_core::Engine::Sglang {
+                        return Err(wrong("/get_server_info"));
+                    }
+                    check::check_sglang_server_info(&d, &json()?)
+                }
+                KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_MODELS => {
+                    if engine != kvprofile_core::Engine::Vllm {
+                        return Err(wrong("/v1/models"));
+                    }
+                    check::check_vllm_models(&d, &json()?)
+                }
+                other => {
+                    return Err(Failure::invalid(
+                        "evidence",
+                        format_args!("{other}: not a KVEXACT_DEPLOYMENT_EVIDENCE_* value"),
+                    ))
+                }
+            };
+            match found.first() {
+                None => Ok(KVEXACT_OK),
+                Some(first) => Err(Failure::with_code(
+                    KVEXACT_ERR_DEPLOYMENT_MISMATCH,
+                    "DEPLOYMENT_MISMATCH",
+                    found
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+                .at_path(first.option)),
+            }
         })
     }
 }

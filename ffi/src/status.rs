@@ -84,6 +84,11 @@ pub const KVEXACT_ERR_LIFT_NOT_ALLOWED: kvexact_status = -142;
 /// release's keys or hits under it, or the release has no such option): refused when the
 /// deployment is resolved (`kvexact_deployment_new`), never at request time.
 pub const KVEXACT_ERR_DEPLOYMENT_UNSUPPORTED: kvexact_status = -143;
+/// The live engine shows a deployment option otherwise than declared (error code
+/// `"DEPLOYMENT_MISMATCH"`, its path the option — `blockSize`, `speculative`,
+/// `loraAdapters` — and its message every mismatch): `kvexact_deployment_check`. The
+/// endpoint is not keyed as declared: never route it on the declared keys.
+pub const KVEXACT_ERR_DEPLOYMENT_MISMATCH: kvexact_status = -144;
 /// The engine release has no prefix-hit rule in the contract catalog, or the index's KV-cache
 /// groups are outside what its rule states (error code `"PREFIX_HIT_RULE"`): the prefix
 /// index refuses rather than guess the engine's hit rule (`kvexact_index_new`).
@@ -133,6 +138,7 @@ const NAMES: &[(kvexact_status, &str)] = &[
         KVEXACT_ERR_DEPLOYMENT_UNSUPPORTED,
         "deployment_unsupported\0",
     ),
+    (KVEXACT_ERR_DEPLOYMENT_MISMATCH, "deployment_mismatch\0"),
     (KVEXACT_ERR_PREFIX_HIT_RULE, "prefix_hit_rule\0"),
     (KVEXACT_ERR_UNKNOWN_ENDPOINT, "unknown_endpoint\0"),
     (KVEXACT_ERR_DUPLICATE_ENDPOINT, "duplicate_endpoint\0"),

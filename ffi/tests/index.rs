@@ -1275,3 +1275,98 @@ fn stream_health_the_caller_can_state() {
     );
     unsafe { kvexact_index_free(ix) };
 }
+
+#[test]
+fn an_engine_launched_otherwise_than_declared_names_the_option() {
+    // kvexact_deployment_check over the replays' own events: the declared deployment agrees
+    // with every batch; a plain deployment declared for a speculative engine, or another
+    // block size, is DEPLOYMENT_MISMATCH naming the option.
+    let check = |dep: *const kvexact_deployment, payload: &[u8]| {
+        let mut err = null_mut();
+        let st = unsafe {
+            kvexact_deployment_check(
+                dep,
+                KVEXACT_DEPLOYMENT_EVIDENCE_EVENTS,
+                payload.as_ptr(),
+                payload.len(),
+                &mut err,
+            )
+        };
+        (st, (st != KVEXACT_OK).then(|| take_err(err)))
+    };
+    let declare = |engine: kvexact_engine, version: &str, doc: &str| {
+        let v = CString::new(version).unwrap();
+        let mut d = null_mut();
+        let st = unsafe {
+            kvexact_deployment_new(
+                engine,
+                v.as_ptr(),
+                doc.as_ptr(),
+                doc.len(),
+                &mut d,
+                null_mut(),
+            )
+        };
+        assert_eq!(st, KVEXACT_OK, "{doc}");
+        d
+    };
+    for (name, engine, version, wrong_doc, option) in [
+        (
+            "vllm-0.33.0-specdec-l1.json",
+            KVEXACT_VLLM,
+            "0.33.0",
+            r#"{"hashSeed": "0", "hashAlgorithm": "sha256_cbor"}"#,
+            "speculative",
+        ),
+        (
+            "vllm-0.34.0-specdec-l3.json",
+            KVEXACT_VLLM,
+            "0.34.0",
+            r#"{"hashSeed": "0", "speculative": {"method": "eagle", "numSpeculativeTokens": 3}}"#,
+            "speculative",
+        ),
+        (
+            "sglang-0.5.19-eagle.json",
+            KVEXACT_SGLANG,
+            "0.5.19",
+            r#"{"blockSize": 16}"#,
+            "speculative",
+        ),
+        (
+            "vllm-0.34.0-shared-prefix.json",
+            KVEXACT_VLLM,
+            "0.34.0",
+            r#"{"hashSeed": "0", "blockSize": 16}"#,
+            "blockSize",
+        ),
+    ] {
+        let doc: Value = serde_json::from_slice(
+            &std::fs::read(repo().join("testdata/vectors/cachehit").join(name)).unwrap(),
+        )
+        .unwrap();
+        let right = deployment_of_replay(&doc);
+        let wrong = declare(engine, version, wrong_doc);
+        let (mut batches, mut caught) = (0, 0);
+        for s in doc["steps"].as_array().unwrap() {
+            if s["kind"] != "events" {
+                continue;
+            }
+            let payload = hex::decode(s["payload_hex"].as_str().unwrap()).unwrap();
+            assert_eq!(check(right, &payload), (KVEXACT_OK, None), "{name}");
+            if let (KVEXACT_ERR_DEPLOYMENT_MISMATCH, Some((_, code, msg))) = check(wrong, &payload)
+            {
+                assert_eq!(code, "DEPLOYMENT_MISMATCH");
+                assert!(msg.starts_with(option), "{name}: {msg}");
+                caught += 1;
+            }
+            batches += 1;
+        }
+        // Every batch that stores a block shows it; a batch of removals alone does not.
+        assert!(
+            caught > 0 && caught <= batches,
+            "{name}: {caught} of {batches}"
+        );
+        unsafe { kvexact_deployment_free(right) };
+        unsafe { kvexact_deployment_free(wrong) };
+    }
+}

@@ -25,6 +25,8 @@ pub struct DeploymentKeys {
     contract: Contract,
     keying: Keying,
     base: BlockHasher,
+    /// The speculative method as declared (`None`: no speculative decoding).
+    method: Option<String>,
 }
 
 /// The keys of one request beyond its token ids.
@@ -117,6 +119,7 @@ impl DeploymentKeys {
             contract,
             keying,
             base,
+            method: deployment.speculative.as_ref().map(|s| s.method.clone()),
         })
     }
 
@@ -128,6 +131,11 @@ impl DeploymentKeys {
     /// The resolved deployment.
     pub fn keying(&self) -> &Keying {
         &self.keying
+    }
+
+    /// The speculative-decoding method as declared (`None`: none).
+    pub fn declared_method(&self) -> Option<&str> {
+        self.method.as_deref()
     }
 
     /// The hasher of a plain request (no salt, the base model).

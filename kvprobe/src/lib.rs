@@ -30,6 +30,7 @@ pub mod challenge;
 pub mod chat_route;
 pub mod contract;
 pub mod deployment;
+pub mod deployment_check;
 pub mod drift;
 pub mod error;
 pub mod finding;
