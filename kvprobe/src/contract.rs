@@ -356,6 +356,19 @@ fn release_json(r: &Release) -> Value {
             "added_tokens": t.added_tokens,
         })),
         "evidence": {"vectors": r.evidence.vectors, "note": r.evidence.note},
+        // The launch options the release's keys and hits are known for
+        // (docs/contracts/gateway-integration.md §9): speculative methods with their key rule
+        // and replays, the request path's cache_salt rules.
+        "deployment": r.deployment.as_ref().map(|d| json!({
+            "speculative": d.speculative.iter().map(|s| json!({
+                "keys": s.keys, "methods": s.methods, "vectors": s.vectors,
+            })).collect::<Vec<_>>(),
+            "cache_salt": d.cache_salt.as_ref().map(|c| json!({
+                "empty": c.empty, "max_chars": c.max_chars, "forbidden": c.forbidden,
+                "vectors": c.vectors,
+            })),
+            "kv_events_formats": d.kv_events_formats,
+        })),
     })
 }
 
