@@ -166,7 +166,7 @@ fn every_release_attests_with_its_own_contract() {
         assert_eq!(json["resolved_version"], version.as_str());
         n += 1;
     }
-    assert_eq!(n, 19);
+    assert_eq!(n, 20);
 }
 
 #[test]
