@@ -52,6 +52,7 @@ fuzz_target!(|data: &[u8]| {
                 tokenizer_revision: None,
                 template_digest: None,
                 serve_args: None,
+                deployment: None,
             };
             check(&judge_identity(engine, &m, status, body));
         }
