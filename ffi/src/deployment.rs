@@ -500,19 +500,19 @@ pub unsafe extern "C" fn kvexact_deployment_check(
                     .map_err(|e| {
                         Failure::with_code(KVEXACT_ERR_EVENT_DECODE, "decode_error", e.to_string())
                     })?;
-                    check::check_events(&d, &batch)
+                    check::check_events(d, &batch)
                 }
                 KVEXACT_DEPLOYMENT_EVIDENCE_SGLANG_SERVER_INFO => {
                     if engine != kvprofile_core::Engine::Sglang {
                         return Err(wrong("/get_server_info"));
                     }
-                    check::check_sglang_server_info(&d, &json()?)
+                    check::check_sglang_server_info(d, &json()?)
                 }
                 KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_MODELS => {
                     if engine != kvprofile_core::Engine::Vllm {
                         return Err(wrong("/v1/models"));
                     }
-                    check::check_vllm_models(&d, &json()?)
+                    check::check_vllm_models(d, &json()?)
                 }
                 other => {
                     return Err(Failure::invalid(
