@@ -63,6 +63,7 @@ fn publications(c: &Contract, bs: usize, n: usize) -> Vec<(Vec<u8>, bool)> {
         faults: Faults::default(),
         prefix_cache: Some(1 << 16),
         group_blocks: 1,
+        keying: None,
     })
     .unwrap();
     let mut x = 0x9e37_79b9_7f4a_7c15u64;

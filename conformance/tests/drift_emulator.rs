@@ -103,6 +103,7 @@ fn writer(c: &Contract, faults: Faults) -> EventWriter {
         faults,
         prefix_cache: Some(4096),
         group_blocks: 1,
+        keying: None,
     })
     .unwrap_or_else(|e| panic!("{}: {e}", c.release_id()))
 }

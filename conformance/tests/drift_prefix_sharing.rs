@@ -128,6 +128,7 @@ fn run(c: &Contract, case: &Case, shape: Shape, requests: usize) -> Run {
         faults,
         prefix_cache: Some(4096),
         group_blocks: 1,
+        keying: None,
     })
     .unwrap_or_else(|e| panic!("{}: {e}", c.release_id()));
     let mut cfg = DriftConfig::new(bs);

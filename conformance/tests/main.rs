@@ -11,6 +11,7 @@
 // Helpers shared by several files (once here; each file names them with `use crate::…`).
 mod common;
 
+mod attest_deployment;
 mod attest_emulator;
 mod attest_harmony;
 mod attest_mistral;

@@ -7,6 +7,8 @@ use crate::bridge;
 use crate::challenge::{self, observe_event, Challenge, ChallengeSpec, RankCoverage};
 use crate::chat_route;
 use crate::contract::Contract;
+use crate::deployment::{DeploymentKeys, RequestKeys};
+use crate::deployment_check::{self, Mismatch};
 use crate::fixtures::{self, ApiMode};
 use crate::identity::{self, Geometry, MAX_PROBE_BODY};
 use crate::ladder::{self, EndpointEvidence, Evidence, ManifestEvidence, Observation, Verdict};
@@ -24,6 +26,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub const DRAIN_PATH: &str = "/kv_cache_events";
 /// Cap on a drained body (events can be many).
 pub const MAX_DRAIN_BODY: usize = 16 << 20;
+/// Cap on vLLM's `/metrics` text read for a declared deployment's cache configuration.
+pub const MAX_METRICS_BODY: usize = 4 << 20;
 
 /// What `kvexact attest` is asked to do.
 #[derive(Debug, Clone)]
@@ -338,6 +342,22 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
         done(&ev, &mut report);
         return Ok(report);
     }
+    // The declared deployment (the manifest's `deployment:`), keyed on this release: an
+    // option the release cannot honour is a deployment mismatch, never READY.
+    let keys = match manifest.as_ref().and_then(|m| m.manifest.deployment.as_ref()) {
+        None => None,
+        Some(d) => match DeploymentKeys::new(contract.clone(), d, "manifest deployment") {
+            Ok(k) => Some(k),
+            Err(e) => {
+                ev.endpoints[0].challenge = obs(Finding::fail(
+                    Reason::DeploymentMismatch,
+                    format!("the declared deployment cannot be keyed: {e}"),
+                ));
+                done(&ev, &mut report);
+                return Ok(report);
+            }
+        },
+    };
     // Rung 4: the hash challenge.
     let f = run_challenge(
         cfg,
@@ -346,6 +366,7 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
         &http,
         &contract,
         &quirks,
+        keys.as_ref(),
         &mut ev.drain_fault,
     );
     ev.endpoints[0].challenge = obs(f);
@@ -353,6 +374,29 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
     Ok(report)
 }
 
+/// The finding of the options the engine shows otherwise than declared.
+fn mismatch(found: &[Mismatch]) -> Option<Finding> {
+    (!found.is_empty()).then(|| {
+        let all: Vec<String> = found.iter().map(Mismatch::to_string).collect();
+        Finding::fail(
+            Reason::DeploymentMismatch,
+            format!(
+                "the engine runs another deployment than declared: {}",
+                all.join("; ")
+            ),
+        )
+    })
+}
+
+/// The JSON body of a 200 answer, if any.
+fn json_of(r: &Result<crate::transport::HttpReply, Finding>) -> Option<serde_json::Value> {
+    match r {
+        Ok(r) if r.status == 200 => serde_json::from_slice(&r.body).ok(),
+        _ => None,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn run_challenge(
     cfg: &AttestConfig,
     loaded: &LoadedProfile,
@@ -360,17 +404,57 @@ fn run_challenge(
     http: &HttpClient,
     contract: &Contract,
     quirks: &kvprofile_core::EngineQuirks,
+    keys: Option<&DeploymentKeys>,
     drain_fault: &mut Option<(Reason, String)>,
 ) -> Finding {
     let model = loaded.profile.base_model.as_str();
-    let bs = cfg.block_size(contract);
-    // Preflight: served model, geometry.
-    let served = match http.get(identity::served_model_path(cfg.engine)) {
+    let bs = match keys {
+        None => cfg.block_size(contract),
+        Some(k) => {
+            let declared = k.keying().block_size;
+            if let Some(b) = cfg.block_size.filter(|&b| b != declared) {
+                return Finding::fail(
+                    Reason::DeploymentMismatch,
+                    format!("blockSize: the manifest's deployment declares {declared}, the attestation was given {b}"),
+                );
+            }
+            declared
+        }
+    };
+    // Preflight: served model, the declared deployment where the engine shows it, geometry.
+    let served_resp = http.get(identity::served_model_path(cfg.engine));
+    let served = match &served_resp {
         Ok(r) => identity::judge_served_model(cfg.engine, r.status, &r.body, model),
-        Err(f) => f,
+        Err(f) => f.clone(),
     };
     if !served.ok {
         return served;
+    }
+    if let Some(k) = keys {
+        let shown = match cfg.engine {
+            Engine::Vllm => {
+                let mut m = json_of(&served_resp)
+                    .map(|v| deployment_check::check_vllm_models(k, &v))
+                    .unwrap_or_default();
+                let metrics = HttpClient::new(&cfg.endpoint, cfg.probe_timeout, MAX_METRICS_BODY);
+                if let Ok(r) = metrics.get("/metrics") {
+                    if r.status == 200 {
+                        m.extend(deployment_check::check_vllm_metrics(
+                            k,
+                            &String::from_utf8_lossy(&r.body),
+                        ));
+                    }
+                }
+                m
+            }
+            Engine::Sglang => json_of(&http.get(identity::identity_path(cfg.engine)))
+                .map(|v| deployment_check::check_sglang_server_info(k, &v))
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        if let Some(f) = mismatch(&shown) {
+            return f;
+        }
     }
     let events_ep = cfg.events_endpoint();
     let zmq_port = events_ep
@@ -398,12 +482,17 @@ fn run_challenge(
             format!("{} has no KV events", contract.release_id()),
         );
     };
-    let mut hasher = match bridge::hasher(
-        contract,
-        None,
-        bs as usize,
-        Some(cfg.hash_seed.as_deref().unwrap_or("0")),
-    ) {
+    let plain = match keys {
+        // The declared deployment's keys (block size, algorithm, seed, look-ahead or bigram).
+        Some(k) => Ok(k.hasher().clone()),
+        None => bridge::hasher(
+            contract,
+            None,
+            bs as usize,
+            Some(cfg.hash_seed.as_deref().unwrap_or("0")),
+        ),
+    };
+    let mut hasher = match plain {
         Ok(h) => h,
         Err(e) => return Finding::fail(Reason::ChallengeFailed, format!("no hasher: {e}")),
     };
@@ -441,6 +530,7 @@ fn run_challenge(
         last_block_only: quirks.challenge_last_block,
         dp_ranks: u32::from(geometry.dp_ranks),
         lora: cfg.lora.clone(),
+        cache_salt: None,
     };
     let mut source = match cfg.engine {
         Engine::Trtllm => {
@@ -492,21 +582,117 @@ fn run_challenge(
             Ok(c) => c,
             Err(f) => return f,
         };
-        let f = one_challenge(cfg, &mut source, &mut ch, trt.as_ref(), drain_fault);
+        let f = one_challenge(cfg, &mut source, &mut ch, trt.as_ref(), keys, drain_fault);
         if !f.ok {
             return f;
         }
-        if cfg.engine != Engine::Sglang {
-            return f;
+        if cfg.engine == Engine::Sglang {
+            coverage.record_challenge(&ch);
+            if !coverage.complete() {
+                if !coverage.may_retry() {
+                    return coverage.result();
+                }
+                continue;
+            }
         }
-        coverage.record_challenge(&ch);
-        if coverage.complete() {
+        let Some(k) = keys else {
             return f;
+        };
+        return keyed_challenges(cfg, encoder, &mut source, &spec, k, trt.as_ref(), drain_fault, f);
+    }
+}
+
+/// After the plain challenge passed under a declared deployment: one challenge with a
+/// tenant's `cache_salt` where the release keys salts, and one on the first declared adapter
+/// where the release keys adapters (unless the operator chose the adapter), each judged
+/// under the keys the deployment gives that request.
+#[allow(clippy::too_many_arguments)]
+fn keyed_challenges(
+    cfg: &AttestConfig,
+    encoder: &kvtemplate::Encoder,
+    source: &mut Source,
+    spec: &ChallengeSpec,
+    keys: &DeploymentKeys,
+    trt: Option<&TrtllmHasher>,
+    drain_fault: &mut Option<(Reason, String)>,
+    plain: Finding,
+) -> Finding {
+    let mut detail = plain.detail.clone();
+    let nonce = |i: u8| -> Result<[u8; 16], Finding> {
+        match cfg.nonce {
+            Some(mut n) => {
+                n[0] ^= i;
+                Ok(n)
+            }
+            None => challenge::os_nonce(),
         }
-        if !coverage.may_retry() {
-            return coverage.result();
+    };
+    let mut runs: Vec<(&str, ChallengeSpec, RequestKeys<'_>)> = Vec::new();
+    let salt;
+    // TensorRT-LLM's drain is judged by re-deriving each block from its tokens with the
+    // plain hasher, so a salted challenge cannot be judged there: not run.
+    if keys.keying().cache_salt.is_some() && cfg.engine != Engine::Trtllm {
+        let n = match nonce(0x5a) {
+            Ok(n) => n,
+            Err(f) => return f,
+        };
+        salt = format!("kvexact-attest-{}", n.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        runs.push((
+            "salted",
+            ChallengeSpec {
+                cache_salt: Some(salt.clone()),
+                ..spec.clone()
+            },
+            RequestKeys {
+                cache_salt: Some(&salt),
+                adapter: None,
+            },
+        ));
+    }
+    if cfg.lora.is_none() && keys.adapters_in_keys() && cfg.engine == Engine::Vllm {
+        if let Some(a) = keys.keying().adapters.first() {
+            runs.push((
+                "adapter",
+                ChallengeSpec {
+                    model: a.name.clone(),
+                    lora: Some(a.name.clone()),
+                    ..spec.clone()
+                },
+                RequestKeys {
+                    cache_salt: None,
+                    adapter: Some(&a.name),
+                },
+            ));
         }
     }
+    for (i, (what, spec, req)) in runs.iter().enumerate() {
+        let hasher = match keys.request_hasher(*req) {
+            Ok(h) => h,
+            Err(e) => {
+                return Finding::fail(
+                    Reason::DeploymentMismatch,
+                    format!("the {what} challenge cannot be keyed: {e}"),
+                )
+            }
+        };
+        let n = match nonce(0xa0 + i as u8) {
+            Ok(n) => n,
+            Err(f) => return f,
+        };
+        let mut ch = match Challenge::new(encoder, &hasher, spec, n) {
+            Ok(c) => c,
+            Err(f) => return f,
+        };
+        let f = one_challenge(cfg, source, &mut ch, trt, Some(keys), drain_fault);
+        if !f.ok {
+            return Finding {
+                detail: format!("{what} challenge: {}", f.detail),
+                ..f
+            };
+        }
+        detail = format!("{detail}; {what} challenge: {}", f.detail);
+    }
+    Finding { detail, ..plain }
 }
 
 /// The DP rank a challenge judges: SGLang's `attn_dp_rank`; other engines' ranks are not
@@ -573,6 +759,7 @@ fn one_challenge(
     source: &mut Source,
     ch: &mut Challenge,
     trt: Option<&TrtllmHasher>,
+    keys: Option<&DeploymentKeys>,
     drain_fault: &mut Option<(Reason, String)>,
 ) -> Finding {
     // The watch is armed (subscribed / drained) before sending; one deadline covers the
@@ -603,6 +790,12 @@ fn one_challenge(
                     let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
                     match events::decode_frames_schema(schema, &refs, &events::Limits::default()) {
                         Ok(batch) => {
+                            // Every batch shows the deployment's block size and key form.
+                            if let Some(f) = keys.and_then(|k| {
+                                mismatch(&deployment_check::check_events(k, &batch))
+                            }) {
+                                return f;
+                            }
                             for e in &batch.events {
                                 for o in observe_event(e, None) {
                                     ch.observe(rank_of(cfg.engine, batch.rank), &o);

@@ -36,6 +36,10 @@ pub struct ChallengeSpec {
     /// carry its key, and an echo must name it (`lora_name`) with no other extra key.
     /// `None`: a plain challenge, where any LoRA or extra key fails it.
     pub lora: Option<String>,
+    /// A tenant's `cache_salt` the challenge request carries (a deployment whose release
+    /// keys salts): the expected hashes must be computed by a hasher keyed with it, and an
+    /// echo may carry the salt's extra key (the hash match proves how it was keyed).
+    pub cache_salt: Option<String>,
 }
 
 /// One `BlockStored`-like observation, engine-neutral (the C ABI's `kvexact_event`).
@@ -142,6 +146,9 @@ pub struct Challenge {
     last_block_only: bool,
     dp_ranks: u32,
     lora: Option<String>,
+    cache_salt: Option<String>,
+    /// SGLang EAGLE bigram pages (echoes carry token pairs, not ids).
+    bigram: bool,
     echo_ranks: BTreeSet<u32>,
     failure: Option<Finding>,
 }
@@ -171,8 +178,10 @@ impl Challenge {
         if bs == 0 {
             return Err(fail("block size 0".into()));
         }
+        // Look-ahead and bigram keys need the tokens after a block: one block more.
+        let past = usize::from(hasher.keys_past_block_end());
         let need = match spec.cache_chunk {
-            None => 2 * bs,
+            None => (2 + past) * bs,
             Some(0) => return Err(fail("cacheChunk 0".into())),
             Some(c) if !(c as usize).is_multiple_of(bs) => {
                 return Err(fail(format!(
@@ -230,6 +239,8 @@ impl Challenge {
             last_block_only: spec.last_block_only,
             dp_ranks: spec.dp_ranks.max(1),
             lora: spec.lora.clone(),
+            cache_salt: spec.cache_salt.clone(),
+            bigram: matches!(hasher, BlockHasher::Sglang(_)) && hasher.keys_past_block_end(),
             echo_ranks: BTreeSet::new(),
             failure: None,
         })
@@ -269,6 +280,9 @@ impl Challenge {
             q(&self.model),
             q(&self.prompt)
         );
+        if let Some(salt) = &self.cache_salt {
+            body.push_str(&format!(",\"cache_salt\":{}", q(salt)));
+        }
         if let Some(b) = bootstrap {
             body.push_str(&format!(
                 ",\"bootstrap_host\":{},\"bootstrap_port\":{},\"bootstrap_room\":{}",
@@ -313,13 +327,15 @@ impl Challenge {
                 }
                 self.echo_ranks.insert(r);
             }
+            // A salted challenge's echo carries the salt's key.
+            let extra_keys = ev.has_extra_keys && self.cache_salt.is_none();
             match &self.lora {
-                None if ev.has_lora || ev.has_extra_keys => {
+                None if ev.has_lora || extra_keys => {
                     return Err(fail(format!(
                         "the event echoing block {idx} carries LoRA or extra keys"
                     )));
                 }
-                Some(_) if ev.has_extra_keys => {
+                Some(_) if extra_keys => {
                     return Err(fail(format!(
                         "the event echoing block {idx} carries extra keys besides the LoRA adapter's"
                     )));
@@ -336,6 +352,12 @@ impl Challenge {
                 return Err(fail(format!(
                     "the event echoing block {idx} publishes a hash its tokens do not give"
                 )));
+            }
+            if self.bigram && ev.token_ids.is_none() {
+                // EAGLE bigram pages publish token pairs: the page's hash over the pairs of
+                // the gateway's tokens is the proof.
+                self.seen[idx] = true;
+                continue;
             }
             let Some(tokens) = &ev.token_ids else {
                 return Err(fail(format!(
@@ -501,6 +523,7 @@ mod tests {
             last_block_only: false,
             dp_ranks: 1,
             lora: None,
+            cache_salt: None,
         }
     }
 

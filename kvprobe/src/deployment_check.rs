@@ -4,7 +4,8 @@
 //! keys and none otherwise; SGLang's bigram token pairs under EAGLE and flat ids otherwise;
 //! the adapters the events name), SGLang's `/get_server_info` (page size, speculative
 //! algorithm, LoRA paths) and vLLM's `/v1/models` (each declared adapter listed with its
-//! path as `root`).
+//! path as `root`) and its `/metrics` (`vllm:cache_config_info`: block size, hash
+//! algorithm).
 //!
 //! A disagreement is a [`Mismatch`] naming the deployment option (`blockSize`,
 //! `speculative`, `loraAdapters`): the endpoint is then not keyed as declared, and a gateway
@@ -209,6 +210,52 @@ pub fn check_sglang_server_info(keys: &DeploymentKeys, info: &Value) -> Vec<Mism
     out
 }
 
+/// The mismatches vLLM's Prometheus text (`GET /metrics`) shows: the `vllm:cache_config_info`
+/// gauge's labels `block_size` against the block size and `prefix_caching_hash_algo` against
+/// the hash algorithm. A text without the gauge, or a label absent, shows nothing.
+pub fn check_vllm_metrics(keys: &DeploymentKeys, text: &str) -> Vec<Mismatch> {
+    let k = keys.keying();
+    let mut out = Vec::new();
+    let Some(labels) = text
+        .lines()
+        .find_map(|l| l.strip_prefix("vllm:cache_config_info{"))
+        .and_then(|l| l.split_once('}'))
+        .map(|(labels, _)| labels)
+    else {
+        return out;
+    };
+    let label = |name: &str| -> Option<&str> {
+        let at = labels.find(&format!("{name}=\""))?;
+        // A whole label name: at the start or after a comma.
+        if at > 0 && !labels[..at].ends_with(',') {
+            return None;
+        }
+        let rest = &labels[at + name.len() + 2..];
+        rest.split_once('"').map(|(v, _)| v)
+    };
+    if let Some(b) = label("block_size") {
+        if b != k.block_size.to_string() {
+            push(
+                &mut out,
+                "blockSize",
+                k.block_size.to_string(),
+                format!("cache_config_info block_size {b}"),
+            );
+        }
+    }
+    if let Some(a) = label("prefix_caching_hash_algo") {
+        if a != k.hash_algorithm.as_str() {
+            push(
+                &mut out,
+                "hashAlgorithm",
+                k.hash_algorithm.as_str().to_string(),
+                format!("cache_config_info prefix_caching_hash_algo {a}"),
+            );
+        }
+    }
+    out
+}
+
 /// The mismatches vLLM's `/v1/models` shows: every declared adapter must be listed (`id` =
 /// its name) with its path as `root` where the deployment gives one, and no adapter
 /// (an entry with a `parent`) the deployment does not declare may be served.
@@ -294,6 +341,19 @@ mod tests {
             ["blockSize", "speculative", "loraAdapters"],
             "{m:?}"
         );
+    }
+
+    #[test]
+    fn vllm_metrics() {
+        let k = keys(Engine::Vllm, "0.34.0", "hashSeed: '0'\n");
+        let line = |b: u32, a: &str| {
+            format!("# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{block_size=\"{b}\",cache_dtype=\"auto\",num_gpu_blocks=\"100\",prefix_caching_hash_algo=\"{a}\"}} 1.0\n")
+        };
+        assert_eq!(check_vllm_metrics(&k, &line(64, "sha256")), vec![]);
+        let m = check_vllm_metrics(&k, &line(16, "sha256_cbor"));
+        let options: Vec<_> = m.iter().map(|m| m.option).collect();
+        assert_eq!(options, ["blockSize", "hashAlgorithm"], "{m:?}");
+        assert_eq!(check_vllm_metrics(&k, "vllm:num_requests_running 0\n"), vec![]);
     }
 
     #[test]

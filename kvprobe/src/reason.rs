@@ -98,6 +98,11 @@ reasons! {
     /// A READY rule's endpoint published block hashes that do not re-derive from its events
     /// under the release's contract ([`crate::drift`]).
     HashDrift => "hash_drift",
+    /// The engine was launched with other options than the endpoint's declared deployment
+    /// (`deployment:` in the engine manifest), or the deployment cannot be keyed on the
+    /// engine's release: the detail names the option (`blockSize`, `speculative`,
+    /// `loraAdapters`, `cacheSalt`, …). A kvexact addition.
+    DeploymentMismatch => "deployment_mismatch",
 }
 
 impl fmt::Display for Reason {
@@ -120,8 +125,8 @@ mod tests {
             assert_eq!(json, format!("\"{}\"", r.as_str()));
             assert_eq!(serde_json::from_str::<Reason>(&json).unwrap(), *r);
         }
-        assert_eq!(Reason::ALL.len(), 29);
-        assert_eq!(Reason::ALL.last(), Some(&Reason::HashDrift));
+        assert_eq!(Reason::ALL.len(), 30);
+        assert_eq!(Reason::ALL.last(), Some(&Reason::DeploymentMismatch));
         assert!("nope".parse::<Reason>().is_err());
     }
 }

@@ -21,12 +21,13 @@ pub mod writer;
 
 pub use registry::TempRegistry;
 pub use workload::{Shape, Workload};
-pub use writer::{EventWriter, Published, WriterConfig};
+pub use writer::{EventWriter, Published, RequestSide, WriterConfig};
 
 use http::{Request, Response};
 use kvprobe::bridge;
 use kvprobe::contract::{self, Contract};
 use kvprobe::Engine;
+use kvprofile_core::deployment::{Deployment, Keying};
 use kvprofile_core::{LoadOptions, Registry, StructuralValidator, TrustPolicy};
 use kvtemplate::Encoder;
 use serde_json::{json, Value};
@@ -138,6 +139,11 @@ pub struct EmulatorConfig {
     pub prefix_cache: Option<usize>,
     /// vLLM hybrid-model group blocks ([`WriterConfig::group_blocks`]); 1 = plain.
     pub group_blocks: usize,
+    /// The options the engine was launched with ([`EmulatorConfig::with_deployment`]):
+    /// `None`, the default deployment.
+    pub deployment: Option<Deployment>,
+    /// [`EmulatorConfig::deployment`] resolved against the release.
+    pub keying: Option<Keying>,
 }
 
 impl std::fmt::Debug for EmulatorConfig {
@@ -246,7 +252,51 @@ impl EmulatorConfig {
             zmq_port: 0,
             prefix_cache: None,
             group_blocks: 1,
+            deployment: None,
+            keying: None,
         })
+    }
+
+    /// The engine launched with `deployment`'s options (block size, hash algorithm and seed,
+    /// speculative decoding, adapters): `/v1/models` (vLLM) lists its adapters,
+    /// `/get_server_info` (SGLang) shows its page size, speculative algorithm and
+    /// `lora_paths`, and completions select an adapter and key a `cache_salt` the way the
+    /// engine reads them from the request — vLLM: `model` = the adapter's name, a salt
+    /// that is empty is rejected (HTTP 400); SGLang: `model` = `base:adapter` or
+    /// `lora_path`, an empty salt is none — hashed under the deployment's key form.
+    /// Options the release cannot honour are an error, as they are for a gateway.
+    pub fn with_deployment(
+        mut self,
+        deployment: Deployment,
+    ) -> Result<EmulatorConfig, kvprobe::Error> {
+        let keying = deployment
+            .resolve(self.contract.release(), "emulator deployment")
+            .map_err(kvprobe::Error::Contract)?;
+        self.block_size = keying.block_size as usize;
+        self.hash_seed = keying.hash_seed.clone();
+        self.deployment = Some(deployment);
+        self.keying = Some(keying);
+        Ok(self)
+    }
+
+    /// The adapters served, `(name, path)`: the deployment's, else [`EmulatorConfig::lora`].
+    pub fn adapters(&self) -> Vec<(String, String)> {
+        match &self.keying {
+            Some(k) if !k.adapters.is_empty() => k
+                .adapters
+                .iter()
+                .map(|a| (a.name.clone(), a.path.clone()))
+                .collect(),
+            _ => self.lora.iter().cloned().collect(),
+        }
+    }
+
+    /// The speculative-decoding method launched with (`None`: none).
+    fn speculative_method(&self) -> Option<&str> {
+        self.deployment
+            .as_ref()
+            .and_then(|d| d.speculative.as_ref())
+            .map(|s| s.method.as_str())
     }
 
     /// The publishing part of the configuration.
@@ -260,6 +310,7 @@ impl EmulatorConfig {
             faults: self.faults.clone(),
             prefix_cache: self.prefix_cache,
             group_blocks: self.group_blocks,
+            keying: self.keying.clone(),
         }
     }
 }
@@ -428,15 +479,25 @@ fn route(sh: &Shared, r: &Request) -> Response {
     let e = cfg.engine;
     match (r.method.as_str(), path, e) {
         ("GET", "/version", Engine::Vllm) => identity(cfg, json!({ "version": cfg.version })),
-        ("GET", "/get_server_info" | "/server_info", Engine::Sglang) => identity(
-            cfg,
-            json!({
-                "model_path": cfg.model, "served_model_name": cfg.model, "revision": cfg.revision,
-                "page_size": cfg.block_size, "dp_size": 1, "version": cfg.version,
-                "kv_events": { "publisher": "zmq", "endpoint_host": "*", "endpoint_port_base": sh.zmq_port,
-                               "topic": "", "block_size": cfg.block_size, "dp_size": 1 }
-            }),
-        ),
+        ("GET", "/get_server_info" | "/server_info", Engine::Sglang) => {
+            let lora_paths: Option<Vec<String>> = cfg.keying.as_ref().map(|_| {
+                cfg.adapters()
+                    .iter()
+                    .map(|(n, p)| format!("{n}={p}"))
+                    .collect()
+            });
+            identity(
+                cfg,
+                json!({
+                    "model_path": cfg.model, "served_model_name": cfg.model, "revision": cfg.revision,
+                    "page_size": cfg.block_size, "dp_size": 1, "version": cfg.version,
+                    "speculative_algorithm": cfg.speculative_method(),
+                    "lora_paths": lora_paths.filter(|l| !l.is_empty()),
+                    "kv_events": { "publisher": "zmq", "endpoint_host": "*", "endpoint_port_base": sh.zmq_port,
+                                   "topic": "", "block_size": cfg.block_size, "dp_size": 1 }
+                }),
+            )
+        }
         ("GET", "/server_info", Engine::Trtllm) => identity(
             cfg,
             json!({
@@ -452,10 +513,34 @@ fn route(sh: &Shared, r: &Request) -> Response {
             let mut data = vec![
                 json!({ "id": cfg.model, "object": "model", "created": 0, "owned_by": e.as_str(), "root": cfg.model, "parent": null }),
             ];
-            if let Some((name, path)) = &cfg.lora {
+            for (name, path) in cfg.adapters() {
                 data.push(json!({ "id": name, "object": "model", "created": 0, "owned_by": e.as_str(), "root": path, "parent": cfg.model }));
             }
             Response::json(&json!({ "object": "list", "data": data }))
+        }
+        ("GET", "/metrics", Engine::Vllm) => {
+            // vLLM's cache configuration gauge (labels: every CacheConfig field).
+            let algo = cfg.keying.as_ref().map_or_else(
+                || {
+                    cfg.contract
+                        .default_algorithm()
+                        .map_or("sha256_cbor", |a| a.as_str())
+                },
+                |k| k.hash_algorithm.as_str(),
+            );
+            let text = format!(
+                "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n\
+                 # TYPE vllm:cache_config_info gauge\n\
+                 vllm:cache_config_info{{block_size=\"{}\",cache_dtype=\"auto\",enable_prefix_caching=\"True\",\
+                 num_gpu_blocks=\"{}\",prefix_caching_hash_algo=\"{algo}\"}} 1.0\n",
+                cfg.block_size,
+                cfg.prefix_cache.unwrap_or(4096) + 1,
+            );
+            Response {
+                status: 200,
+                body: text.into_bytes(),
+                delay: None,
+            }
         }
         ("GET", "/version", Engine::Trtllm) => identity(cfg, json!({ "version": cfg.version })),
         ("POST", "/tokenize", Engine::Vllm)
@@ -534,11 +619,9 @@ fn completions(sh: &Shared, r: &Request) -> Response {
     let Some(body) = body_json(r) else {
         return Response::error(400, "body is not a JSON object");
     };
-    let model = body.get("model").and_then(Value::as_str);
-    let lora = match (&cfg.lora, model) {
-        (Some((name, _)), Some(m)) if m == name => Some(name.as_str()),
-        (_, Some(m)) if m == cfg.model => None,
-        _ => return Response::error(404, "model not served"),
+    let side = match request_side(cfg, &body) {
+        Ok(s) => s,
+        Err(resp) => return resp,
     };
     let Some(Value::String(prompt)) = body.get("prompt") else {
         return Response::error(400, "need a text prompt");
@@ -547,7 +630,15 @@ fn completions(sh: &Shared, r: &Request) -> Response {
         Ok(ids) => ids,
         Err(e) => return Response::error(400, &e.to_string()),
     };
-    publish_stored(sh, &ids, lora);
+    publish(sh, |w| {
+        w.completion_keyed(
+            &ids,
+            RequestSide {
+                lora: side.0.as_deref(),
+                salt: side.1.as_deref(),
+            },
+        )
+    });
     Response::json(&json!({
         "id": "cmpl-emulator", "object": "text_completion", "created": 0, "model": cfg.model,
         "choices": [{ "index": 0, "text": " ok", "finish_reason": "length" }],
@@ -563,9 +654,10 @@ fn chat(sh: &Shared, r: &Request) -> Response {
     let Some(body) = body_json(r) else {
         return Response::error(400, "body is not a JSON object");
     };
-    if body.get("model").and_then(Value::as_str) != Some(cfg.model.as_str()) {
-        return Response::error(404, "model not served");
-    }
+    let side = match request_side(cfg, &body) {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
     let enc = if cfg.faults.chat_like_tokenize {
         cfg.tokenize_encoder.as_ref().unwrap_or(&cfg.encoder)
     } else {
@@ -578,7 +670,15 @@ fn chat(sh: &Shared, r: &Request) -> Response {
         },
         Err(e) => return Response::error(400, &e.to_string()),
     };
-    publish_stored(sh, &ids, None);
+    publish(sh, |w| {
+        w.completion_keyed(
+            &ids,
+            RequestSide {
+                lora: side.0.as_deref(),
+                salt: side.1.as_deref(),
+            },
+        )
+    });
     let mut v = json!({
         "id": "chatcmpl-emulator", "object": "chat.completion", "created": 0, "model": cfg.model,
         "choices": [{ "index": 0, "message": { "role": "assistant", "content": "ok" }, "finish_reason": "length" }],
@@ -590,8 +690,50 @@ fn chat(sh: &Shared, r: &Request) -> Response {
     Response::json(&v)
 }
 
-fn publish_stored(sh: &Shared, ids: &[u32], lora: Option<&str>) {
-    publish(sh, |w| w.completion(ids, lora));
+/// The adapter and salt a request selects, read as the engine reads them (see
+/// [`EmulatorConfig::with_deployment`]), or the engine's error answer.
+#[allow(clippy::result_large_err)]
+fn request_side(
+    cfg: &EmulatorConfig,
+    body: &serde_json::Map<String, Value>,
+) -> Result<(Option<String>, Option<String>), Response> {
+    let adapters = cfg.adapters();
+    let served = |n: &str| adapters.iter().any(|(a, _)| a == n);
+    let model = body.get("model").and_then(Value::as_str).unwrap_or("");
+    let lora = match cfg.engine {
+        Engine::Sglang => {
+            let named = match model.split_once(':') {
+                Some((base, a)) if base == cfg.model && !a.trim().is_empty() => {
+                    Some(a.trim().to_string())
+                }
+                Some(_) => return Err(Response::error(404, "model not served")),
+                None if model == cfg.model => body
+                    .get("lora_path")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                None => return Err(Response::error(404, "model not served")),
+            };
+            match named {
+                Some(a) if !served(&a) => {
+                    return Err(Response::error(400, "adapter not loaded"));
+                }
+                other => other,
+            }
+        }
+        _ if model == cfg.model => None,
+        _ if served(model) => Some(model.to_string()),
+        _ => return Err(Response::error(404, "model not served")),
+    };
+    let salt = match body.get("cache_salt") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => match cfg.engine {
+            Engine::Sglang => None,
+            _ => return Err(Response::error(400, "cache_salt must be non-empty")),
+        },
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(Response::error(400, "cache_salt must be a string")),
+    };
+    Ok((lora, salt))
 }
 
 /// Publishes what `f` makes the writer write.

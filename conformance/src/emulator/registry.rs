@@ -80,6 +80,24 @@ impl TempRegistry {
         self.write(&format!("manifests/{profile_id}.yaml"), text.as_bytes())
     }
 
+    /// [`TempRegistry::stage_manifest_version`] with the endpoint's declared deployment
+    /// (`deployment:`, a YAML or JSON flow mapping such as
+    /// `{blockSize: 16, speculative: {method: eagle, numSpeculativeTokens: 2}}`).
+    pub fn stage_manifest_deployment(
+        &self,
+        profile_id: &str,
+        engine: Engine,
+        version: &str,
+        revision: Option<&str>,
+        deployment: &str,
+    ) -> io::Result<()> {
+        self.stage_manifest_version(profile_id, engine, Some(version), revision)?;
+        let rel = format!("manifests/{profile_id}.yaml");
+        let mut text = fs::read_to_string(self.root.join(&rel))?;
+        text.push_str(&format!("deployment: {deployment}\n"));
+        self.write(&rel, text.as_bytes())
+    }
+
     /// Writes a file (0644) beneath the root.
     pub fn write(&self, rel: &str, bytes: &[u8]) -> io::Result<()> {
         let p = self.root.join(rel);

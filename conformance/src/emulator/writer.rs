@@ -11,6 +11,7 @@ use kvhash::trtllm::{SaltVariant, TrtllmHasher};
 use kvhash::vllm::{HashAlgo, LoraKey, VllmExtras, VllmHasher};
 use kvprobe::contract::{Contract, HashContract};
 use kvprobe::{Engine, Error};
+use kvprofile_core::deployment::{KeyForm, Keying};
 use serde_json::{json, Value};
 use std::collections::{HashSet, VecDeque};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -42,6 +43,21 @@ pub struct WriterConfig {
     /// vLLM hybrid-model group blocks: publish every `k`-th hash with `block_size` `k` × the
     /// block size (the group block is keyed by its last sub-block's hash). 1 = plain.
     pub group_blocks: usize,
+    /// The options the engine was launched with, where they change its keys (a resolved
+    /// deployment): its adapters (beside [`WriterConfig::lora`]), look-ahead hashing with
+    /// `lookahead_token_ids` (vLLM) or bigram pages with token pairs (SGLang). Its block
+    /// size is [`WriterConfig::block_size`]'s to set. `None`: the default deployment.
+    pub keying: Option<Keying>,
+}
+
+/// What one request asks of the engine's keys besides its token ids, as the engine read it
+/// from the request (the emulator's HTTP layer, or a test).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestSide<'a> {
+    /// The adapter the request selected (its served name); `None`: the base model.
+    pub lora: Option<&'a str>,
+    /// The request's `cache_salt`, where the engine keys it (`None`: unsalted).
+    pub salt: Option<&'a str>,
 }
 
 /// One completion's publication.
@@ -69,11 +85,13 @@ pub struct EventWriter {
 /// How one completion is hashed and shown.
 struct Plan<'a> {
     block_size: usize,
+    form: KeyForm,
     seed: Option<&'a str>,
     hashed_lora: Option<(&'a str, &'a str)>,
     hashed_salt: Option<&'a str>,
     shown_lora: Option<&'a str>,
     shown_salt: bool,
+    block0_salt: Option<&'a str>,
     sglang_lora_namespace: bool,
     other_algorithm: bool,
 }
@@ -85,6 +103,14 @@ impl EventWriter {
             return Err(Error::Config(
                 "block size and group blocks must be > 0".into(),
             ));
+        }
+        if let Some(k) = &cfg.keying {
+            if k.engine != cfg.engine || k.block_size as usize != cfg.block_size {
+                return Err(Error::Config(format!(
+                    "the deployment is {}'s with blocks of {}, the writer {}'s with blocks of {}",
+                    k.engine, k.block_size, cfg.engine, cfg.block_size
+                )));
+            }
         }
         if cfg.lora.is_some() && cfg.engine != Engine::Vllm {
             return Err(Error::Config(
@@ -104,9 +130,9 @@ impl EventWriter {
         };
         // Fail now, not at the first request, when the rules cannot hash (e.g. rule A and no
         // seed).
-        w.hashes(&[], None, false)?;
+        w.hashes(&[], RequestSide::default(), false)?;
         if w.cfg.faults.drift.is_some() {
-            w.hashes(&[], None, true)?;
+            w.hashes(&[], RequestSide::default(), true)?;
         }
         Ok(w)
     }
@@ -126,16 +152,37 @@ impl EventWriter {
         self.cfg.faults.drift.is_some() && self.completions >= self.cfg.faults.drift_after
     }
 
-    fn plan(&self, lora: Option<&str>, drift: bool) -> Plan<'_> {
+    /// The served adapter `name` (its name and path): the deployment's, else
+    /// [`WriterConfig::lora`].
+    fn served(&self, name: &str) -> Option<(&str, &str)> {
         let c = &self.cfg;
-        let served = lora.and_then(|n| c.lora.as_ref().filter(|(name, _)| name == n));
+        c.keying
+            .as_ref()
+            .and_then(|k| k.adapter(name))
+            .map(|a| (a.name.as_str(), a.path.as_str()))
+            .or_else(|| {
+                c.lora
+                    .as_ref()
+                    .filter(|(n, _)| n == name)
+                    .map(|(n, p)| (n.as_str(), p.as_str()))
+            })
+    }
+
+    fn plan<'a>(&'a self, req: RequestSide<'a>, drift: bool) -> Plan<'a> {
+        let c = &self.cfg;
+        let served = req.lora.and_then(|n| self.served(n));
+        // vLLM keys an adapter into every block and shows its name; SGLang (0.5.19) and
+        // TensorRT-LLM keep adapters out of their published keys.
+        let vllm = c.engine == Engine::Vllm;
         let mut p = Plan {
             block_size: c.block_size,
+            form: c.keying.as_ref().map_or(KeyForm::Plain, |k| k.key_form),
             seed: c.hash_seed.as_deref(),
-            hashed_lora: served.map(|(n, p)| (n.as_str(), p.as_str())),
-            hashed_salt: None,
-            shown_lora: served.map(|(n, _)| n.as_str()),
+            hashed_lora: served.filter(|_| vllm || c.keying.is_none()),
+            hashed_salt: req.salt,
+            shown_lora: served.filter(|_| vllm).map(|(n, _)| n),
             shown_salt: c.faults.extra_keys,
+            block0_salt: req.salt.filter(|_| vllm),
             sglang_lora_namespace: false,
             other_algorithm: false,
         };
@@ -168,8 +215,8 @@ impl EventWriter {
     }
 
     /// The published hashes (64-bit form) of every block of `ids` under the plan.
-    fn hashes(&self, ids: &[u32], lora: Option<&str>, drift: bool) -> Result<Vec<u64>, Error> {
-        let p = self.plan(lora, drift);
+    fn hashes(&self, ids: &[u32], req: RequestSide<'_>, drift: bool) -> Result<Vec<u64>, Error> {
+        let p = self.plan(req, drift);
         let c = &self.cfg;
         let bs = p.block_size;
         let mut out = vec![0u64; ids.len() / bs];
@@ -181,7 +228,14 @@ impl EventWriter {
         }
         match c.contract.hash() {
             Some(HashContract::Vllm(rules)) => {
-                let mut algo = kvprobe::bridge::vllm_algo(c.contract.default_algorithm())?;
+                // The deployment's algorithm (absent there: the engine's own default), else the
+                // gateway contract's.
+                let mut algo = kvprobe::bridge::vllm_algo(
+                    c.keying
+                        .as_ref()
+                        .map(|k| k.hash_algorithm)
+                        .or(c.contract.default_algorithm()),
+                )?;
                 if p.other_algorithm {
                     algo = if algo == HashAlgo::Sha256Cbor {
                         HashAlgo::Sha256
@@ -198,16 +252,24 @@ impl EventWriter {
                     cache_salt: p.hashed_salt.map(str::to_string),
                     ..VllmExtras::default()
                 };
+                if let KeyForm::Lookahead(l) = p.form {
+                    h = h.with_lookahead(l as usize)?;
+                }
                 if !extras.is_plain() {
                     h = h.with_extras(extras)?;
                 }
-                h.block_hashes_u64(ids, &mut out)?;
+                let n = h.block_hashes_u64(ids, &mut out)?;
+                out.truncate(n);
             }
             Some(HashContract::Sglang(rules)) => {
-                let h = SglangHasher::new(bs)?
+                let mut h = SglangHasher::new(bs)?
                     .with_rules(rules)
                     .with_cache_salt(p.hashed_salt);
-                h.block_hashes_u64(ids, &mut out)?;
+                if p.form == KeyForm::Bigram {
+                    h = h.with_mode(kvhash::sglang::KeyMode::EagleBigram);
+                }
+                let n = h.block_hashes_u64(ids, &mut out)?;
+                out.truncate(n);
                 if p.sglang_lora_namespace {
                     for x in &mut out {
                         *x = namespaced(*x);
@@ -261,18 +323,28 @@ impl EventWriter {
     /// The events of one completion over the prompt ids `ids` (for the LoRA adapter `lora`,
     /// when it names the served one).
     pub fn completion(&mut self, ids: &[u32], lora: Option<&str>) -> Published {
+        self.completion_keyed(ids, RequestSide { lora, salt: None })
+    }
+
+    /// The events of one completion over the prompt ids `ids`, keyed with the request's
+    /// adapter and salt as the engine keys them (vLLM: LoRA and `cache_salt` extra keys,
+    /// shown in `extra_keys` — the salt on block 0 only; SGLang: the salted chain, nothing
+    /// shown; TensorRT-LLM: the salt value), under the deployment's key form.
+    pub fn completion_keyed(&mut self, ids: &[u32], req: RequestSide<'_>) -> Published {
         let drift = self.drift_active();
         self.completions += 1;
         if self.cfg.faults.no_events {
             return Published::Nothing;
         }
-        let Ok(hashes) = self.hashes(ids, lora, drift) else {
+        let Ok(hashes) = self.hashes(ids, req, drift) else {
             return Published::Nothing;
         };
-        let plan = self.plan(lora, drift);
+        let plan = self.plan(req, drift);
         let bs = plan.block_size;
+        let form = plan.form;
         let shown_lora = plan.shown_lora.map(str::to_string);
         let shown_salt = plan.shown_salt;
+        let block0_salt = plan.block0_salt.map(str::to_string);
         // Group blocks: every k-th hash stands for k blocks.
         let k = self.cfg.group_blocks;
         let group = |v: &[u64]| -> Vec<u64> { v.iter().skip(k - 1).step_by(k).copied().collect() };
@@ -313,6 +385,16 @@ impl EventWriter {
         let shown = Shown {
             lora: shown_lora.as_deref(),
             salt: shown_salt.then_some(FAULT_SALT),
+            block0_salt: block0_salt.as_deref(),
+        };
+        let blocks = Blocks {
+            hashes: new,
+            parent,
+            tokens,
+            ids,
+            first,
+            block_size: ebs,
+            form: if k == 1 { form } else { KeyForm::Plain },
         };
         match self.cfg.engine {
             Engine::Trtllm => {
@@ -322,9 +404,7 @@ impl EventWriter {
                 if self.cfg.faults.garbage_events {
                     return Published::Msgpack(vec![0xc1, 0xff, 0x00, 0x13]);
                 }
-                Published::Msgpack(msgpack_batch(
-                    &self.cfg, new, parent, tokens, ebs, &shown, &removed,
-                ))
+                Published::Msgpack(msgpack_batch(&self.cfg, &blocks, &shown, &removed))
             }
         }
     }
@@ -383,7 +463,24 @@ fn namespaced(h: u64) -> u64 {
 /// What the events show besides hashes and tokens.
 struct Shown<'a> {
     lora: Option<&'a str>,
+    /// A salt shown on every block (the faults).
     salt: Option<&'a str>,
+    /// vLLM: the request's salt, an extra key of its block 0 only.
+    block0_salt: Option<&'a str>,
+}
+
+/// The blocks one `BlockStored` event stores.
+struct Blocks<'a> {
+    hashes: &'a [u64],
+    parent: Option<u64>,
+    /// Their tokens (flat, `hashes.len()` × `block_size`).
+    tokens: &'a [u32],
+    /// The whole prompt (look-ahead tokens, bigram pairs).
+    ids: &'a [u32],
+    /// The prompt's index of the first block.
+    first: usize,
+    block_size: usize,
+    form: KeyForm,
 }
 
 /// One `[ts, [BlockStored, BlockRemoved?], 0]` batch, written field by field from the
@@ -391,14 +488,20 @@ struct Shown<'a> {
 /// that are nil.
 fn msgpack_batch(
     cfg: &WriterConfig,
-    hashes: &[u64],
-    parent: Option<u64>,
-    tokens: &[u32],
-    block_size: usize,
+    blocks: &Blocks<'_>,
     shown: &Shown<'_>,
     removed: &[u64],
 ) -> Vec<u8> {
     use super::msgpack::Writer;
+    let Blocks {
+        hashes,
+        parent,
+        tokens,
+        ids,
+        first,
+        block_size,
+        form,
+    } = *blocks;
     let mut w = Writer::new();
     let ts = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -426,8 +529,8 @@ fn msgpack_batch(
         Field::KvCacheSpecSlidingWindow
         | Field::Locality
         | Field::Ownership
-        | Field::SessionId
-        | Field::LookaheadTokenIds => false,
+        | Field::SessionId => false,
+        Field::LookaheadTokenIds => matches!(form, KeyForm::Lookahead(_)),
         Field::LoraId | Field::LoraName => lora.is_some(),
         Field::CacheSalt => salt.is_some(),
         _ => true,
@@ -445,12 +548,38 @@ fn msgpack_batch(
                 w.nil();
             }
         },
+        Field::TokenIds if form == KeyForm::Bigram => {
+            // SGLang EAGLE: unit `j` is the pair `(t_j, t_j+1)`.
+            let units = first * block_size..(first + hashes.len()) * block_size;
+            w.array(units.len());
+            for j in units {
+                w.array(2)
+                    .uint(u64::from(ids[j]))
+                    .uint(u64::from(ids[j + 1]));
+            }
+        }
         Field::TokenIds => {
             w.array(tokens.len());
             for t in tokens {
                 w.uint(u64::from(*t));
             }
         }
+        Field::LookaheadTokenIds => match form {
+            KeyForm::Lookahead(l) => {
+                // Block `i`'s look-ahead: the `L` tokens after it.
+                w.array(hashes.len());
+                for i in 0..hashes.len() {
+                    let end = (first + i + 1) * block_size;
+                    w.array(l as usize);
+                    for t in &ids[end..end + l as usize] {
+                        w.uint(u64::from(*t));
+                    }
+                }
+            }
+            _ => {
+                w.nil();
+            }
+        },
         Field::BlockSize => {
             w.uint(block_size as u64);
         }
@@ -470,8 +599,10 @@ fn msgpack_batch(
         }
         Field::ExtraKeys => {
             w.array(hashes.len());
-            for _ in hashes {
-                match (lora, vllm_salt) {
+            for i in 0..hashes.len() {
+                // The request's salt is block 0's extra key only.
+                let salt = vllm_salt.or(shown.block0_salt.filter(|_| first + i == 0));
+                match (lora, salt) {
                     (Some(n), None) => w.array(1).str(n),
                     (Some(n), Some(s)) => w.array(2).str(n).str(s),
                     (None, Some(s)) => w.array(1).str(s),

@@ -103,6 +103,7 @@ pub unsafe extern "C" fn kvexact_challenge_new(
                 last_block_only: quirks.challenge_last_block,
                 dp_ranks: opts.dp_ranks,
                 lora: None,
+                cache_salt: None,
             };
             let c = Challenge::new(&enc.encoder, h.block_hasher(), &spec, nonce)
                 .map_err(challenge_failure)?;
