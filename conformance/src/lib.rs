@@ -27,6 +27,7 @@
 
 pub mod cachehit;
 pub mod contract;
+pub mod deployment_replay;
 pub mod emulator;
 pub mod events;
 pub mod hashes;

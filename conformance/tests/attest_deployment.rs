@@ -31,7 +31,9 @@ fn attest_deployment(
     cfg.lifetime = Duration::from_secs(20);
     if let Some(l) = launched {
         let d = Deployment::parse(l.as_bytes(), "<launched>").expect("deployment");
-        cfg = cfg.with_deployment(d).expect("the emulator honours the options");
+        cfg = cfg
+            .with_deployment(d)
+            .expect("the emulator honours the options");
     }
     let emu = Emulator::start(cfg).expect("emulator");
     let mut c = AttestConfig::new(reg.root().to_path_buf(), PROFILE, engine, emu.endpoint());
@@ -124,7 +126,13 @@ fn other_launch_options_are_a_deployment_mismatch_naming_the_option() {
     let plain = "{hashSeed: '0'}";
     let cases: Vec<(Engine, &str, String, Option<String>, &str)> = vec![
         // Declared speculative decoding, launched without: blocks without look-ahead ids.
-        (Engine::Vllm, "0.33.0", eagle.into(), Some(plain.into()), "speculative"),
+        (
+            Engine::Vllm,
+            "0.33.0",
+            eagle.into(),
+            Some(plain.into()),
+            "speculative",
+        ),
         // Declared the engine's default algorithm (sha256), launched with
         // --prefix-caching-hash-algo sha256_cbor: `/metrics` shows it.
         (
@@ -135,7 +143,13 @@ fn other_launch_options_are_a_deployment_mismatch_naming_the_option() {
             "hashAlgorithm",
         ),
         // Declared plain, launched with EAGLE: look-ahead ids in the events.
-        (Engine::Vllm, "0.33.0", plain.into(), Some(eagle.into()), "speculative"),
+        (
+            Engine::Vllm,
+            "0.33.0",
+            plain.into(),
+            Some(eagle.into()),
+            "speculative",
+        ),
         // Declared 16-token blocks, launched with --block-size 32.
         (
             Engine::Vllm,
@@ -158,7 +172,10 @@ fn other_launch_options_are_a_deployment_mismatch_naming_the_option() {
             Engine::Vllm,
             "0.31.0",
             "{hashSeed: '0', loraAdapters: [{name: sql-lora, path: /adapters/sql-lora}]}".into(),
-            Some("{hashSeed: '0', loraAdapters: [{name: sql-lora, path: /mnt/other/sql-lora}]}".into()),
+            Some(
+                "{hashSeed: '0', loraAdapters: [{name: sql-lora, path: /mnt/other/sql-lora}]}"
+                    .into(),
+            ),
             "loraAdapters",
         ),
         // An adapter served that the deployment does not declare.
@@ -166,7 +183,10 @@ fn other_launch_options_are_a_deployment_mismatch_naming_the_option() {
             Engine::Vllm,
             "0.31.0",
             plain.into(),
-            Some("{hashSeed: '0', loraAdapters: [{name: sql-lora, path: /adapters/sql-lora}]}".into()),
+            Some(
+                "{hashSeed: '0', loraAdapters: [{name: sql-lora, path: /adapters/sql-lora}]}"
+                    .into(),
+            ),
             "loraAdapters",
         ),
         // SGLang: `/get_server_info` shows the speculative algorithm and the page size.
@@ -188,7 +208,10 @@ fn other_launch_options_are_a_deployment_mismatch_naming_the_option() {
             Engine::Sglang,
             "0.5.19",
             "{blockSize: 16, loraAdapters: [{name: sql-lora, path: /adapters/sql-lora}]}".into(),
-            Some("{blockSize: 16, loraAdapters: [{name: sql-lora, path: /mnt/other/sql-lora}]}".into()),
+            Some(
+                "{blockSize: 16, loraAdapters: [{name: sql-lora, path: /mnt/other/sql-lora}]}"
+                    .into(),
+            ),
             "loraAdapters",
         ),
     ];
@@ -222,5 +245,9 @@ fn a_deployment_the_release_cannot_key_is_refused_naming_the_option() {
         "{}",
         r.verdict.detail
     );
-    assert!(r.verdict.detail.contains("speculative"), "{}", r.verdict.detail);
+    assert!(
+        r.verdict.detail.contains("speculative"),
+        "{}",
+        r.verdict.detail
+    );
 }

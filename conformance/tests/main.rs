@@ -16,6 +16,7 @@ mod attest_emulator;
 mod attest_harmony;
 mod attest_mistral;
 mod cachehit_vectors;
+mod deployment_replay;
 mod drift_emulator;
 mod drift_live;
 mod drift_prefix_sharing;

@@ -697,41 +697,55 @@ fn request_side(
     cfg: &EmulatorConfig,
     body: &serde_json::Map<String, Value>,
 ) -> Result<(Option<String>, Option<String>), Response> {
-    let adapters = cfg.adapters();
+    engine_request_side(cfg.engine, &cfg.model, &cfg.adapters(), body)
+        .map_err(|(status, msg)| Response::error(status, msg))
+}
+
+/// The adapter and salt an engine of `engine` serving `model` and `adapters` (`(name, path)`)
+/// reads from a request body, or its error answer (status, message): vLLM selects an
+/// adapter by `model` = its name and rejects an empty `cache_salt`; SGLang by `model` =
+/// `base:adapter` or `lora_path`, and an empty salt is none; any other `model` is not
+/// served (404).
+pub fn engine_request_side(
+    engine: Engine,
+    base_model: &str,
+    adapters: &[(String, String)],
+    body: &serde_json::Map<String, Value>,
+) -> Result<(Option<String>, Option<String>), (u16, &'static str)> {
     let served = |n: &str| adapters.iter().any(|(a, _)| a == n);
     let model = body.get("model").and_then(Value::as_str).unwrap_or("");
-    let lora = match cfg.engine {
+    let lora = match engine {
         Engine::Sglang => {
             let named = match model.split_once(':') {
-                Some((base, a)) if base == cfg.model && !a.trim().is_empty() => {
+                Some((base, a)) if base == base_model && !a.trim().is_empty() => {
                     Some(a.trim().to_string())
                 }
-                Some(_) => return Err(Response::error(404, "model not served")),
-                None if model == cfg.model => body
+                Some(_) => return Err((404, "model not served")),
+                None if model == base_model => body
                     .get("lora_path")
                     .and_then(Value::as_str)
                     .map(str::to_string),
-                None => return Err(Response::error(404, "model not served")),
+                None => return Err((404, "model not served")),
             };
             match named {
                 Some(a) if !served(&a) => {
-                    return Err(Response::error(400, "adapter not loaded"));
+                    return Err((400, "adapter not loaded"));
                 }
                 other => other,
             }
         }
-        _ if model == cfg.model => None,
+        _ if model == base_model => None,
         _ if served(model) => Some(model.to_string()),
-        _ => return Err(Response::error(404, "model not served")),
+        _ => return Err((404, "model not served")),
     };
     let salt = match body.get("cache_salt") {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.is_empty() => match cfg.engine {
+        Some(Value::String(s)) if s.is_empty() => match engine {
             Engine::Sglang => None,
-            _ => return Err(Response::error(400, "cache_salt must be non-empty")),
+            _ => return Err((400, "cache_salt must be non-empty")),
         },
         Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(Response::error(400, "cache_salt must be a string")),
+        Some(_) => return Err((400, "cache_salt must be a string")),
     };
     Ok((lora, salt))
 }

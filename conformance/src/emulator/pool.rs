@@ -10,21 +10,38 @@
 //! (`testdata/vectors/cachehit/`); this pool is what the operator's replay runs against.
 
 use super::msgpack::Writer;
+use super::writer::{step_batch, RequestSide, WriterConfig};
+use kvprofile_core::deployment::KeyForm;
+use kvprofile_core::Engine;
 use std::collections::{HashMap, VecDeque};
 
 /// One emulated engine's block pool.
 #[derive(Debug)]
 pub struct BlockPool {
     block_size: usize,
-    /// Per block: its cached hash.
-    hash_of: Vec<Option<u64>>,
+    /// Per block: its cached key (namespace, published hash).
+    hash_of: Vec<Option<(u32, u64)>>,
     /// Per block: requests using it.
     refs: Vec<u32>,
     /// Free blocks, least recently freed first (evicted first).
     free: VecDeque<usize>,
-    /// Cached blocks per hash (one hash may be cached in several blocks).
-    cached: HashMap<u64, Vec<usize>>,
+    /// Cached blocks per key (one hash may be cached in several blocks).
+    cached: HashMap<(u32, u64), Vec<usize>>,
     seq: u64,
+    /// The engine and deployment whose events the pool publishes (`None`: vLLM 0.31's
+    /// plain map form, [`BlockPool::new`]).
+    events: Option<WriterConfig>,
+}
+
+/// One request to a [`BlockPool::with_events`] pool, as the engine sees it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ask<'a> {
+    /// The adapter and salt the engine read from the request.
+    pub side: RequestSide<'a>,
+    /// The engine's own cache namespace beyond the published hash (SGLang 0.5.19 keys its
+    /// radix tree by the adapter, which its events do not show): requests in different
+    /// namespaces never share blocks. 0 where the hash already holds every key.
+    pub namespace: u32,
 }
 
 /// What one request did to the pool.
@@ -48,7 +65,24 @@ impl BlockPool {
             free: (0..usable).collect(),
             cached: HashMap::new(),
             seq: 0,
+            events: None,
         }
+    }
+
+    /// A pool of `blocks` blocks of `events.block_size` tokens publishing `events`' engine
+    /// release in its schema under its deployment ([`WriterConfig::keying`]): look-ahead or
+    /// bigram keys (a request hits at most ⌊(n − L)/B⌋ blocks, ⌊(n − 2)/P⌋ pages; ⌊(n − 1)/B⌋
+    /// for plain keys), the shown adapter and salt ([`step_batch`]). SGLang frees pages the
+    /// same least-recently-freed way (emulation: the index is proven on the engines' own
+    /// replays, `testdata/vectors/cachehit/`).
+    pub fn with_events(blocks: usize, events: WriterConfig) -> BlockPool {
+        let mut p = BlockPool::new(blocks, events.block_size);
+        if events.engine != Engine::Vllm {
+            // Only vLLM keeps a null block.
+            p = BlockPool::new(blocks + 1, events.block_size);
+        }
+        p.events = Some(events);
+        p
     }
 
     /// Usable blocks (the capacity an index is given).
@@ -59,15 +93,30 @@ impl BlockPool {
     /// Serves a request of `tokens` whose full blocks hash to `hashes`; `None` when the pool
     /// cannot hold the request at all.
     pub fn serve(&mut self, tokens: &[u32], hashes: &[u64]) -> Option<Served> {
+        self.serve_ask(tokens, hashes, Ask::default())
+    }
+
+    /// [`BlockPool::serve`] for a request the engine keys with `ask`.
+    pub fn serve_ask(&mut self, tokens: &[u32], hashes: &[u64], ask: Ask<'_>) -> Option<Served> {
         let bs = self.block_size;
         let prompt_tokens = tokens.len();
-        let max_hit = prompt_tokens.saturating_sub(1) / bs;
+        let offset = self
+            .events
+            .as_ref()
+            .and_then(|e| e.keying.as_ref())
+            .map_or(KeyForm::Plain, |k| k.key_form)
+            .hit_offset();
+        let max_hit = prompt_tokens.saturating_sub(offset) / bs;
+        let ns = ask.namespace;
         let hit = hashes[..max_hit.min(hashes.len())]
             .iter()
-            .take_while(|h| self.cached.contains_key(h))
+            .take_while(|&&h| self.cached.contains_key(&(ns, h)))
             .count();
         let need = prompt_tokens.div_ceil(bs);
-        let mut blocks: Vec<usize> = hashes[..hit].iter().map(|h| self.cached[h][0]).collect();
+        let mut blocks: Vec<usize> = hashes[..hit]
+            .iter()
+            .map(|&h| self.cached[&(ns, h)][0])
+            .collect();
         for &b in &blocks {
             if self.refs[b] == 0 {
                 self.free.retain(|&x| x != b);
@@ -83,24 +132,24 @@ impl BlockPool {
         let mut removed = Vec::new();
         for _ in hit..need {
             let b = self.free.pop_front()?;
-            if let Some(h) = self.hash_of[b].take() {
-                if let Some(copies) = self.cached.get_mut(&h) {
+            if let Some(key) = self.hash_of[b].take() {
+                if let Some(copies) = self.cached.get_mut(&key) {
                     copies.retain(|&x| x != b);
                     if copies.is_empty() {
-                        self.cached.remove(&h);
+                        self.cached.remove(&key);
                     }
                 }
-                removed.push(h);
+                removed.push(key.1);
             }
             self.refs[b] = 1;
             blocks.push(b);
         }
-        // Every new full block is cached, also when another block already holds its hash
+        // Every new keyed block is cached, also when another block already holds its hash
         // (a second copy, removed on its own later).
-        let full = prompt_tokens / bs;
+        let full = hashes.len().min(prompt_tokens / bs);
         for (j, &b) in blocks.iter().enumerate().take(full).skip(hit) {
-            self.cached.entry(hashes[j]).or_default().push(b);
-            self.hash_of[b] = Some(hashes[j]);
+            self.cached.entry((ns, hashes[j])).or_default().push(b);
+            self.hash_of[b] = Some((ns, hashes[j]));
         }
         let stored = &hashes[hit.min(full)..full];
         // The request ends: its blocks are freed, the tail first.
@@ -113,8 +162,22 @@ impl BlockPool {
             let parent = hit.checked_sub(1).map(|p| hashes[p]);
             let seq = self.seq;
             self.seq += 1;
-            let toks = &tokens[hit.min(full) * bs..full * bs];
-            Some((seq, batch(&removed, stored, toks, parent, bs)))
+            let payload = match &self.events {
+                Some(cfg) => step_batch(
+                    cfg,
+                    tokens,
+                    hit.min(full),
+                    stored,
+                    parent,
+                    ask.side,
+                    &removed,
+                ),
+                None => {
+                    let toks = &tokens[hit.min(full) * bs..full * bs];
+                    batch(&removed, stored, toks, parent, bs)
+                }
+            };
+            Some((seq, payload))
         };
         Some(Served {
             cached_tokens: (hit * bs) as u64,

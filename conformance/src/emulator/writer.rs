@@ -291,6 +291,12 @@ impl EventWriter {
         Ok(out)
     }
 
+    /// The hashes (64-bit form) the engine keys and publishes for the prompt `ids` of a
+    /// request keyed with `req` (the deployment's key form; no fault).
+    pub fn keys(&self, ids: &[u32], req: RequestSide<'_>) -> Result<Vec<u64>, Error> {
+        self.hashes(ids, req, false)
+    }
+
     /// vLLM's `POST /reset_prefix_cache`: the prefix cache emptied, published as one
     /// `AllBlocksCleared` batch (vLLM and SGLang; TensorRT-LLM publishes nothing).
     pub fn reset_prefix_cache(&mut self) -> Published {
@@ -404,7 +410,7 @@ impl EventWriter {
                 if self.cfg.faults.garbage_events {
                     return Published::Msgpack(vec![0xc1, 0xff, 0x00, 0x13]);
                 }
-                Published::Msgpack(msgpack_batch(&self.cfg, &blocks, &shown, &removed))
+                Published::Msgpack(msgpack_batch(&self.cfg, &blocks, &shown, &removed, false))
             }
         }
     }
@@ -454,6 +460,46 @@ impl EventWriter {
     }
 }
 
+/// One step's batch of an engine whose prefix cache the caller keeps (the routing replay's
+/// pools, [`super::pool`]): the `removed` hashes first, then blocks `first..first +
+/// hashes.len()` of the prompt `ids` stored under `parent`, in the release's event schema,
+/// showing what the engine shows of the request (vLLM: the adapter's name on every block,
+/// the salt on block 0 only; look-ahead token ids; SGLang bigram token pairs).
+pub fn step_batch(
+    cfg: &WriterConfig,
+    ids: &[u32],
+    first: usize,
+    hashes: &[u64],
+    parent: Option<u64>,
+    req: RequestSide<'_>,
+    removed: &[u64],
+) -> Vec<u8> {
+    let bs = cfg.block_size;
+    let vllm = cfg.engine == Engine::Vllm;
+    let form = cfg.keying.as_ref().map_or(KeyForm::Plain, |k| k.key_form);
+    let flat = match form {
+        KeyForm::Bigram => &[][..],
+        _ => ids
+            .get(first * bs..(first + hashes.len()) * bs)
+            .unwrap_or(&[]),
+    };
+    let blocks = Blocks {
+        hashes,
+        parent,
+        tokens: flat,
+        ids,
+        first,
+        block_size: bs,
+        form,
+    };
+    let shown = Shown {
+        lora: req.lora.filter(|_| vllm),
+        salt: None,
+        block0_salt: req.salt.filter(|_| vllm),
+    };
+    msgpack_batch(cfg, &blocks, &shown, removed, true)
+}
+
 /// SGLang [`DriftFault::HiddenLora`]: a published hash re-hashed into a namespace the events
 /// do not name (as 0.5.23 does for LoRA traffic).
 fn namespaced(h: u64) -> u64 {
@@ -491,6 +537,7 @@ fn msgpack_batch(
     blocks: &Blocks<'_>,
     shown: &Shown<'_>,
     removed: &[u64],
+    removed_first: bool,
 ) -> Vec<u8> {
     use super::msgpack::Writer;
     let Blocks {
@@ -526,10 +573,9 @@ fn msgpack_batch(
     // The value of each field; `None` = nil.
     let present = |f: Field| match f {
         Field::ParentBlockHash => parent.is_some(),
-        Field::KvCacheSpecSlidingWindow
-        | Field::Locality
-        | Field::Ownership
-        | Field::SessionId => false,
+        Field::KvCacheSpecSlidingWindow | Field::Locality | Field::Ownership | Field::SessionId => {
+            false
+        }
         Field::LookaheadTokenIds => matches!(form, KeyForm::Lookahead(_)),
         Field::LoraId | Field::LoraName => lora.is_some(),
         Field::CacheSalt => salt.is_some(),
@@ -629,7 +675,7 @@ fn msgpack_batch(
         }
     };
     let removed_present = |f: Field| !matches!(f, Field::Locality | Field::Ownership);
-    if !hashes.is_empty() {
+    let write_stored = |w: &mut Writer| {
         let fields = schema.block_stored();
         match schema.format() {
             EventFormat::SglangKvRankV1 => {
@@ -637,7 +683,7 @@ fn msgpack_batch(
                 w.array(if salt.is_some() { 8 } else { 7 })
                     .str("BlockStored");
                 for s in fields.iter().filter(|s| s.field != Field::CacheSalt) {
-                    write(&mut w, s.field, hashes);
+                    write(w, s.field, hashes);
                 }
                 if let Some(s) = salt {
                     w.map(1).str("cache_salt").str(s);
@@ -646,7 +692,7 @@ fn msgpack_batch(
             EventFormat::VllmKvArrayV1 => {
                 w.array(1 + fields.len()).str("BlockStored");
                 for s in fields {
-                    write(&mut w, s.field, hashes);
+                    write(w, s.field, hashes);
                 }
             }
             _ => {
@@ -658,18 +704,18 @@ fn msgpack_batch(
                 w.map(1 + kept.len()).str("type").str("BlockStored");
                 for f in kept {
                     w.str(f.name());
-                    write(&mut w, f, hashes);
+                    write(w, f, hashes);
                 }
             }
         }
-    }
-    if !removed.is_empty() {
+    };
+    let write_removed = |w: &mut Writer| {
         let fields = schema.block_removed();
         match schema.format() {
             EventFormat::SglangKvRankV1 | EventFormat::VllmKvArrayV1 => {
                 w.array(1 + fields.len()).str("BlockRemoved");
                 for s in fields {
-                    write(&mut w, s.field, removed);
+                    write(w, s.field, removed);
                 }
             }
             _ => {
@@ -681,10 +727,19 @@ fn msgpack_batch(
                 w.map(1 + kept.len()).str("type").str("BlockRemoved");
                 for f in kept {
                     w.str(f.name());
-                    write(&mut w, f, removed);
+                    write(w, f, removed);
                 }
             }
         }
+    };
+    if removed_first && !removed.is_empty() {
+        write_removed(&mut w);
+    }
+    if !hashes.is_empty() {
+        write_stored(&mut w);
+    }
+    if !removed_first && !removed.is_empty() {
+        write_removed(&mut w);
     }
     w.uint(0);
     w.into_bytes()
