@@ -18,6 +18,14 @@
 //! `tokenizer.model.v7` without `tokenizer.json`, catalog keys `files:…`) is encoded, for chat
 //! and completions, by the release's mistral_common renderer (§13.6–§13.10).
 //!
+//! `--deployment FILE` (a deployment document, docs/contracts/gateway-integration.md §9) keys
+//! the request as a gateway declaring that deployment does: the request's `cache_salt` is
+//! lifted where the release has salt rules (rendered as if absent, kept as a key), and the
+//! output adds `"deployment"` (the resolved keying), `"keys"` (the salt and adapter read from
+//! the body) and `"block_hashes"` (the 64-bit keys of the ids under them: look-ahead or bigram
+//! keys, block size, salt, adapter). An option the release cannot honour is refused before
+//! anything is read (exit 2); a salt or adapter the engine would not key is refused (exit 3).
+//!
 //! Work is bounded (`--max-body-bytes`, `--max-messages`, `--max-rendered-bytes`,
 //! `--max-word-bytes`, `--max-fallback-bytes`; defaults as the C ABI's): at most the body bound
 //! plus one byte is read, and a request over a bound prints `{"refusal": "input_too_large",
@@ -99,6 +107,10 @@ pub struct Args {
     /// Default: 1 MiB.
     #[arg(long, value_name = "BYTES")]
     pub max_fallback_bytes: Option<usize>,
+    /// A deployment document (YAML or JSON: blockSize, hashAlgorithm, hashSeed, speculative,
+    /// loraAdapters, kvEventsFormat): print the request's block hashes under its keys.
+    #[arg(long, value_name = "FILE")]
+    pub deployment: Option<PathBuf>,
     /// Request body file, or `-` for stdin.
     #[arg(default_value = "-")]
     pub file: String,
@@ -193,7 +205,25 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let keys = match &args.deployment {
+        None => None,
+        Some(path) => match deployment_keys(&contract, path) {
+            Ok(k) => Some(k),
+            Err(msg) => {
+                println!("{}", json!({ "error": msg, "class": -3 }));
+                return ExitCode::from(2);
+            }
+        },
+    };
     let lifts = match RefusalSet::parse(args.allow.as_deref().unwrap_or("")) {
+        // A deployment whose release keys salts lifts `cache_salt` (a key, not text).
+        Ok(l)
+            if keys
+                .as_ref()
+                .is_some_and(|k| k.keying().cache_salt.is_some()) =>
+        {
+            l.with(Refusal::CacheSalt)
+        }
         Ok(l) => l,
         Err(e) => {
             println!(
@@ -234,6 +264,13 @@ pub fn run(args: &Args) -> ExitCode {
         };
         let key = layout.or(model_type.as_deref());
         match (contract.chat_renderer(key), args.api) {
+            (Ok(Some(_)), _) if keys.is_some() => {
+                return fail(
+                    "--deployment applies to the Jinja chat path and completions; this \
+                     checkpoint renders through another renderer",
+                    -3,
+                )
+            }
             (Ok(Some(renderer)), _) if renderer.starts_with("mistral-") => {
                 return run_mistral(args, dir, renderer, engine)
             }
@@ -312,15 +349,83 @@ pub fn run(args: &Args) -> ExitCode {
     };
     match result {
         Ok(Outcome::Done((rendered, ids, truncated))) => {
-            println!(
-                "{}",
-                json!({ "rendered": rendered, "token_ids": ids, "truncated": truncated })
-            );
+            let mut v = json!({ "rendered": rendered, "token_ids": ids, "truncated": truncated });
+            if let Some(k) = &keys {
+                match keyed(k, &body, &ids, truncated) {
+                    Ok(extra) => {
+                        for (name, value) in extra {
+                            v[name] = value;
+                        }
+                    }
+                    Err(refusal) => {
+                        println!("{refusal}");
+                        return ExitCode::from(3);
+                    }
+                }
+            }
+            println!("{v}");
             ExitCode::SUCCESS
         }
         Ok(Outcome::Refused(r)) => refused(r, scratch.limit_hit()),
         Err(e) => fail(e.to_string(), e.class().code()),
     }
+}
+
+/// The deployment document at `path` keyed on `contract`'s release, or the refusal text.
+fn deployment_keys(
+    contract: &Contract,
+    path: &std::path::Path,
+) -> Result<kvprobe::deployment::DeploymentKeys, String> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let d = kvprofile_core::deployment::Deployment::parse(&bytes, &shown)
+        .map_err(|e| format!("REFUSED {}: {e}", e.code()))?;
+    kvprobe::deployment::DeploymentKeys::new(contract.clone(), &d, &shown)
+        .map_err(|e| format!("REFUSED {}: {e}", e.code()))
+}
+
+/// What a deployment adds to an encoded request: its keying, the body's salt and adapter,
+/// and the block hashes of `ids` under them (none when the ids were truncated: the
+/// prompt's keys are not known), or the refusal JSON when the engine would not key them.
+fn keyed(
+    keys: &kvprobe::deployment::DeploymentKeys,
+    body: &[u8],
+    ids: &[u32],
+    truncated: bool,
+) -> Result<Vec<(&'static str, serde_json::Value)>, serde_json::Value> {
+    let refusal = |e: kvprobe::deployment::RequestKeysError| {
+        let code = match e {
+            kvprobe::deployment::RequestKeysError::UnknownAdapter(_) => "unknown_adapter",
+            _ => Refusal::CacheSalt.as_str(),
+        };
+        json!({ "refusal": code, "reason": e.code(), "detail": e.to_string() })
+    };
+    let req = keys.body_keys(body).map_err(refusal)?;
+    let hasher = keys.request_hasher(req.as_keys()).map_err(refusal)?;
+    let hashes = if truncated {
+        serde_json::Value::Null
+    } else {
+        let n = hasher.hash_count(ids.len(), false).unwrap_or(0);
+        let mut out = vec![0u64; n];
+        match hasher.block_hashes_u64(ids, &mut out) {
+            Ok(n) => {
+                out.truncate(n);
+                json!(out)
+            }
+            Err(e) => return Err(json!({ "error": e.to_string(), "class": -3 })),
+        }
+    };
+    Ok(vec![
+        (
+            "deployment",
+            kvprobe::deployment::keying_json(keys.keying()),
+        ),
+        (
+            "keys",
+            json!({ "cache_salt": req.cache_salt, "adapter": req.adapter }),
+        ),
+        ("block_hashes", hashes),
+    ])
 }
 
 /// Chat through the release's non-Jinja renderer (`renderer`, catalog `chat.renderers`).

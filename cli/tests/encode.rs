@@ -515,3 +515,95 @@ fn mistral_checkpoints_take_the_mistral_common_path() {
     assert_eq!(v["renderer"], "mistral-spm-v7");
     assert_eq!(v["token_ids"], spm["engine_token_ids"]["vllm"]);
 }
+
+/// `--deployment`: the request's salt and adapter read from the body, its block hashes under
+/// the deployment's keys (vLLM 0.33 EAGLE look-ahead: ⌊(n − 1)/16⌋ blocks, each also over the
+/// next token; the salt on block 0; the adapter's K3 key on every block), recomputed here
+/// from kvhash's own parts; a release that cannot honour an option is refused.
+#[test]
+fn deployment_keys_the_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("deployment.yaml");
+    std::fs::write(
+        &d,
+        "hashSeed: '0'\nspeculative: {method: eagle, numSpeculativeTokens: 3}\nloraAdapters: [{name: sql-lora, path: /adapters/sql-lora}]\n",
+    )
+    .unwrap();
+    let d = d.to_str().unwrap();
+    let body = |model: &str, salt: Option<&str>| {
+        let salt = salt.map_or(String::new(), |s| format!(r#","cache_salt":"{s}""#));
+        format!(
+            r#"{{"model":"{model}"{salt},"messages":[{{"role":"system","content":"You answer questions about databases in detail, with examples and caveats."}},{{"role":"user","content":"What is an index in a relational database, and when should I add one to a table?"}}]}}"#
+        )
+    };
+    let args = [
+        "--engine",
+        "vllm",
+        "--engine-version",
+        "0.33.0",
+        "--deployment",
+        d,
+    ];
+    let (rc, salted) = encode(
+        &args,
+        "Qwen__Qwen3-0.6B",
+        &body("sql-lora", Some("tenant-a")),
+    );
+    assert_eq!(rc, 0, "{salted}");
+    assert_eq!(salted["keys"]["cache_salt"], "tenant-a");
+    assert_eq!(salted["keys"]["adapter"], "sql-lora");
+    assert_eq!(salted["deployment"]["keyForm"], "lookahead-1");
+    let ids: Vec<u32> = serde_json::from_value(salted["token_ids"].clone()).unwrap();
+    let rules = kvhash::vllm::VllmRules {
+        none_hash: kvhash::vllm::NoneHashRule::B,
+        extra_keys: kvhash::vllm::ExtraKeyForm::K3,
+        lookahead: true,
+    };
+    let h =
+        kvhash::vllm::VllmHasher::with_rules(rules, kvhash::vllm::HashAlgo::Sha256, 16, Some("0"))
+            .unwrap()
+            .with_lookahead(1)
+            .unwrap()
+            .with_extras(kvhash::vllm::VllmExtras {
+                lora: Some(kvhash::vllm::LoraKey {
+                    name: "sql-lora".into(),
+                    path: "/adapters/sql-lora".into(),
+                }),
+                cache_salt: Some("tenant-a".into()),
+                ..Default::default()
+            })
+            .unwrap();
+    let mut want = vec![0u64; ids.len() / 16];
+    let n = h.block_hashes_u64(&ids, &mut want).unwrap();
+    want.truncate(n);
+    assert_eq!(n, (ids.len() - 1) / 16);
+    assert_eq!(salted["block_hashes"], serde_json::json!(want));
+    // The same prompt on the base model without a salt: other keys from block 0 on.
+    let (rc, plain) = encode(&args, "Qwen__Qwen3-0.6B", &body("Qwen/Qwen3-0.6B", None));
+    assert_eq!(rc, 0, "{plain}");
+    assert_eq!(plain["token_ids"], salted["token_ids"]);
+    assert_ne!(plain["block_hashes"][0], salted["block_hashes"][0]);
+    assert_eq!(plain["keys"]["adapter"], serde_json::Value::Null);
+    // An empty salt is one vLLM rejects: refused, never hashed unsalted.
+    let (rc, v) = encode(&args, "Qwen__Qwen3-0.6B", &body("sql-lora", Some("")));
+    assert_eq!(rc, 3, "{v}");
+    assert_eq!(v["refusal"], "cache_salt");
+    // vLLM 0.31 has no look-ahead rule: the deployment is refused before anything is read.
+    let old = [
+        "--engine",
+        "vllm",
+        "--engine-version",
+        "0.31.0",
+        "--deployment",
+        d,
+    ];
+    let (rc, v) = encode(&old, "Qwen__Qwen3-0.6B", &body("sql-lora", None));
+    assert_eq!(rc, 2, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("DEPLOYMENT_UNSUPPORTED"),
+        "{v}"
+    );
+}
