@@ -240,6 +240,7 @@ const (
 	EvidenceEvents           Evidence = C.KVEXACT_DEPLOYMENT_EVIDENCE_EVENTS
 	EvidenceSGLangServerInfo Evidence = C.KVEXACT_DEPLOYMENT_EVIDENCE_SGLANG_SERVER_INFO
 	EvidenceVLLMModels       Evidence = C.KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_MODELS
+	EvidenceVLLMMetrics      Evidence = C.KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_METRICS
 )
 
 // ErrDeploymentMismatch: the live engine shows a deployment option otherwise than declared
@@ -247,7 +248,7 @@ const (
 const ErrDeploymentMismatch Status = C.KVEXACT_ERR_DEPLOYMENT_MISMATCH
 
 // Check checks d against what the live engine shows (kvexact_deployment_check): a KV-event
-// payload, SGLang's /get_server_info or vLLM's /v1/models body. nil when nothing disagrees;
+// payload, SGLang's /get_server_info, vLLM's /v1/models or /metrics body. nil when nothing disagrees;
 // an *Error with Status ErrDeploymentMismatch naming the option otherwise.
 func (d *Deployment) Check(kind Evidence, b []byte) error {
 	var bp *C.uint8_t

@@ -151,6 +151,12 @@
 #define KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_MODELS 3
 
 /**
+ * vLLM's `GET /metrics` body (Prometheus text; its `vllm:cache_config_info` gauge's
+ * `block_size` and `prefix_caching_hash_algo` labels).
+ */
+#define KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_METRICS 4
+
+/**
  * Default prefix-chain cache capacity of a hasher: 16,384 blocks (64 conversations of the
  * gateway's 256-block cap; about 7 MiB at block size 16, see
  * `kvexact_hasher_options.prefix_cache_entries`).
@@ -2746,7 +2752,8 @@ kvexact_status kvexact_index_new_for_deployment(const kvexact_deployment *deploy
  * `lookahead_token_ids` (one list of `L` tokens per block under look-ahead keys, none
  * otherwise), SGLang's bigram pairs (EAGLE) or flat ids, the adapters the blocks name;
  * `_SGLANG_SERVER_INFO`: `page_size`, `speculative_algorithm`, `lora_paths`;
- * `_VLLM_MODELS`: each declared adapter listed with its path as `root`, no other adapter).
+ * `_VLLM_MODELS`: each declared adapter listed with its path as `root`, no other adapter;
+ * `_VLLM_METRICS`: the block size and hash algorithm of `vllm:cache_config_info`).
  * What the engine does not show is not judged.
  *
  * Returns `KVEXACT_OK` when nothing disagrees; `KVEXACT_ERR_DEPLOYMENT_MISMATCH` (code

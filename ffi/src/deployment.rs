@@ -443,6 +443,9 @@ pub const KVEXACT_DEPLOYMENT_EVIDENCE_EVENTS: u32 = 1;
 pub const KVEXACT_DEPLOYMENT_EVIDENCE_SGLANG_SERVER_INFO: u32 = 2;
 /// vLLM's `GET /v1/models` body (JSON).
 pub const KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_MODELS: u32 = 3;
+/// vLLM's `GET /metrics` body (Prometheus text; its `vllm:cache_config_info` gauge's
+/// `block_size` and `prefix_caching_hash_algo` labels).
+pub const KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_METRICS: u32 = 4;
 
 /// Checks the deployment against what the live engine shows of it (docs/contracts/
 /// gateway-integration.md §9), for attestation and while serving: `evidence` names what
@@ -451,7 +454,8 @@ pub const KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_MODELS: u32 = 3;
 /// `lookahead_token_ids` (one list of `L` tokens per block under look-ahead keys, none
 /// otherwise), SGLang's bigram pairs (EAGLE) or flat ids, the adapters the blocks name;
 /// `_SGLANG_SERVER_INFO`: `page_size`, `speculative_algorithm`, `lora_paths`;
-/// `_VLLM_MODELS`: each declared adapter listed with its path as `root`, no other adapter).
+/// `_VLLM_MODELS`: each declared adapter listed with its path as `root`, no other adapter;
+/// `_VLLM_METRICS`: the block size and hash algorithm of `vllm:cache_config_info`).
 /// What the engine does not show is not judged.
 ///
 /// Returns `KVEXACT_OK` when nothing disagrees; `KVEXACT_ERR_DEPLOYMENT_MISMATCH` (code
@@ -513,6 +517,14 @@ pub unsafe extern "C" fn kvexact_deployment_check(
                         return Err(wrong("/v1/models"));
                     }
                     check::check_vllm_models(d, &json()?)
+                }
+                KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_METRICS => {
+                    if engine != kvprofile_core::Engine::Vllm {
+                        return Err(wrong("/metrics"));
+                    }
+                    let text = std::str::from_utf8(bytes)
+                        .map_err(|e| Failure::invalid("bytes", format_args!("not UTF-8: {e}")))?;
+                    check::check_vllm_metrics(d, text)
                 }
                 other => {
                     return Err(Failure::invalid(

@@ -1369,4 +1369,32 @@ fn an_engine_launched_otherwise_than_declared_names_the_option() {
         unsafe { kvexact_deployment_free(right) };
         unsafe { kvexact_deployment_free(wrong) };
     }
+    // vLLM's /metrics: the cache configuration gauge shows the block size and algorithm.
+    let d = declare(KVEXACT_VLLM, "0.34.0", r#"{"hashSeed": "0"}"#);
+    let metrics = |b: u32, a: &str| {
+        format!("# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{block_size=\"{b}\",enable_prefix_caching=\"True\",num_gpu_blocks=\"2048\",prefix_caching_hash_algo=\"{a}\"}} 1.0\n")
+    };
+    let check_metrics = |text: &str| {
+        let mut err = null_mut();
+        let st = unsafe {
+            kvexact_deployment_check(
+                d,
+                KVEXACT_DEPLOYMENT_EVIDENCE_VLLM_METRICS,
+                text.as_ptr(),
+                text.len(),
+                &mut err,
+            )
+        };
+        (st, (st != KVEXACT_OK).then(|| take_err(err)))
+    };
+    // 0.34 without --block-size: 64-token blocks, sha256.
+    assert_eq!(check_metrics(&metrics(64, "sha256")), (KVEXACT_OK, None));
+    let (st, e) = check_metrics(&metrics(16, "sha256"));
+    assert_eq!(st, KVEXACT_ERR_DEPLOYMENT_MISMATCH);
+    assert!(e.unwrap().2.starts_with("blockSize"));
+    let (st, e) = check_metrics(&metrics(64, "xxhash"));
+    assert_eq!(st, KVEXACT_ERR_DEPLOYMENT_MISMATCH);
+    assert!(e.unwrap().2.starts_with("hashAlgorithm"));
+    assert_eq!(check_metrics("vllm:num_requests_running 0\n"), (KVEXACT_OK, None));
+    unsafe { kvexact_deployment_free(d) };
 }
