@@ -1395,6 +1395,9 @@ fn an_engine_launched_otherwise_than_declared_names_the_option() {
     let (st, e) = check_metrics(&metrics(64, "xxhash"));
     assert_eq!(st, KVEXACT_ERR_DEPLOYMENT_MISMATCH);
     assert!(e.unwrap().2.starts_with("hashAlgorithm"));
-    assert_eq!(check_metrics("vllm:num_requests_running 0\n"), (KVEXACT_OK, None));
+    assert_eq!(
+        check_metrics("vllm:num_requests_running 0\n"),
+        (KVEXACT_OK, None)
+    );
     unsafe { kvexact_deployment_free(d) };
 }

@@ -344,7 +344,10 @@ pub fn attest(cfg: &AttestConfig) -> Result<AttestReport, Error> {
     }
     // The declared deployment (the manifest's `deployment:`), keyed on this release: an
     // option the release cannot honour is a deployment mismatch, never READY.
-    let keys = match manifest.as_ref().and_then(|m| m.manifest.deployment.as_ref()) {
+    let keys = match manifest
+        .as_ref()
+        .and_then(|m| m.manifest.deployment.as_ref())
+    {
         None => None,
         Some(d) => match DeploymentKeys::new(contract.clone(), d, "manifest deployment") {
             Ok(k) => Some(k),
@@ -598,7 +601,16 @@ fn run_challenge(
         let Some(k) = keys else {
             return f;
         };
-        return keyed_challenges(cfg, encoder, &mut source, &spec, k, trt.as_ref(), drain_fault, f);
+        return keyed_challenges(
+            cfg,
+            encoder,
+            &mut source,
+            &spec,
+            k,
+            trt.as_ref(),
+            drain_fault,
+            f,
+        );
     }
 }
 
@@ -636,7 +648,10 @@ fn keyed_challenges(
             Ok(n) => n,
             Err(f) => return f,
         };
-        salt = format!("kvexact-attest-{}", n.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        salt = format!(
+            "kvexact-attest-{}",
+            n.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        );
         runs.push((
             "salted",
             ChallengeSpec {
@@ -791,9 +806,9 @@ fn one_challenge(
                     match events::decode_frames_schema(schema, &refs, &events::Limits::default()) {
                         Ok(batch) => {
                             // Every batch shows the deployment's block size and key form.
-                            if let Some(f) = keys.and_then(|k| {
-                                mismatch(&deployment_check::check_events(k, &batch))
-                            }) {
+                            if let Some(f) = keys
+                                .and_then(|k| mismatch(&deployment_check::check_events(k, &batch)))
+                            {
                                 return f;
                             }
                             for e in &batch.events {

@@ -353,7 +353,10 @@ mod tests {
         let m = check_vllm_metrics(&k, &line(16, "sha256_cbor"));
         let options: Vec<_> = m.iter().map(|m| m.option).collect();
         assert_eq!(options, ["blockSize", "hashAlgorithm"], "{m:?}");
-        assert_eq!(check_vllm_metrics(&k, "vllm:num_requests_running 0\n"), vec![]);
+        assert_eq!(
+            check_vllm_metrics(&k, "vllm:num_requests_running 0\n"),
+            vec![]
+        );
     }
 
     #[test]

@@ -696,10 +696,13 @@ fn chat(sh: &Shared, r: &Request) -> Response {
 fn request_side(
     cfg: &EmulatorConfig,
     body: &serde_json::Map<String, Value>,
-) -> Result<(Option<String>, Option<String>), Response> {
+) -> Result<Selected, Response> {
     engine_request_side(cfg.engine, &cfg.model, &cfg.adapters(), body)
         .map_err(|(status, msg)| Response::error(status, msg))
 }
+
+/// The adapter and salt a request selects (`None`: the base model, unsalted).
+pub type Selected = (Option<String>, Option<String>);
 
 /// The adapter and salt an engine of `engine` serving `model` and `adapters` (`(name, path)`)
 /// reads from a request body, or its error answer (status, message): vLLM selects an
@@ -711,7 +714,7 @@ pub fn engine_request_side(
     base_model: &str,
     adapters: &[(String, String)],
     body: &serde_json::Map<String, Value>,
-) -> Result<(Option<String>, Option<String>), (u16, &'static str)> {
+) -> Result<Selected, (u16, &'static str)> {
     let served = |n: &str| adapters.iter().any(|(a, _)| a == n);
     let model = body.get("model").and_then(Value::as_str).unwrap_or("");
     let lora = match engine {
