@@ -3,6 +3,7 @@ package kvexact
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,6 +115,26 @@ func TestDeploymentRefusalsNameTheOption(t *testing.T) {
 	}
 	_, err = NewDeployment(SGLang, "0.5.19", []byte(`{"blockSize": 16, "pageSize": 16}`))
 	if !errors.As(err, &e) || e.Code != "DEPLOYMENT_SCHEMA" {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestDeploymentCheckReadsVLLMMetrics(t *testing.T) {
+	d, err := NewDeployment(VLLM, "0.34.0", []byte(`{"hashSeed": "0"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	metrics := func(bs int, algo string) []byte {
+		return []byte(fmt.Sprintf("# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"%d\",num_gpu_blocks=\"2048\",prefix_caching_hash_algo=\"%s\"} 1.0\n", bs, algo))
+	}
+	// vLLM 0.34 without --block-size: 64-token blocks, its default sha256.
+	if err := d.Check(EvidenceVLLMMetrics, metrics(64, "sha256")); err != nil {
+		t.Fatal(err)
+	}
+	var e *Error
+	err = d.Check(EvidenceVLLMMetrics, metrics(16, "sha256"))
+	if !errors.As(err, &e) || e.Status != ErrDeploymentMismatch || e.Path != "blockSize" {
 		t.Fatalf("%v", err)
 	}
 }
