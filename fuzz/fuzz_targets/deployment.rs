@@ -1,8 +1,10 @@
 //! Arbitrary bytes as a deployment document (`kvprofile_core::deployment::Deployment::parse`),
 //! resolved against every engine release of the built-in catalog and built into its hasher
 //! (`kvprobe::deployment::DeploymentKeys`), and as a request body whose `cache_salt` and
-//! adapter that deployment keys (`body_keys`, `request_hasher`): each returns Ok or Err, never
-//! panics, and a resolved deployment hashes a short id list.
+//! adapter that deployment keys (`body_keys`, `request_hasher`), and as the engine evidence
+//! the deployment is checked against (vLLM's `/metrics` text, `/v1/models` and SGLang's
+//! `/get_server_info` JSON: `kvprobe::deployment_check`): each returns Ok or Err (or a list
+//! of mismatches), never panics, and a resolved deployment hashes a short id list.
 #![no_main]
 
 use kvprobe::deployment::DeploymentKeys;
@@ -32,6 +34,12 @@ fuzz_target!(|data: &[u8]| {
             if let Ok(h) = keys.request_hasher(k.as_keys()) {
                 let _ = h.block_hashes_u64(&ids, &mut out);
             }
+        }
+        let _ =
+            kvprobe::deployment_check::check_vllm_metrics(&keys, &String::from_utf8_lossy(body));
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
+            let _ = kvprobe::deployment_check::check_vllm_models(&keys, &v);
+            let _ = kvprobe::deployment_check::check_sglang_server_info(&keys, &v);
         }
     }
 });
