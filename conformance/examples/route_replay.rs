@@ -8,15 +8,23 @@
 //! With `--deployments`: the mixed workload (tenants with salts, two adapters and the base
 //! model) against fleets launched with other deployments (look-ahead keys, bigram pages,
 //! 64-token blocks, adapters), each routed by the prefix index
-//! ([`kvexact_conformance::deployment_replay`]).
+//! ([`kvexact_conformance::deployment_replay`]); add `--live` to serve it from emulators on
+//! loopback sockets (HTTP requests, the engines' reported `cached_tokens`, events over ZMQ).
 
-use kvexact_conformance::deployment_replay::{default_fleets, replay_fleet, MixedConfig};
+use kvexact_conformance::deployment_replay::{
+    default_fleets, replay_fleet, replay_fleet_live, MixedConfig,
+};
 use kvexact_conformance::routing::{replay, Policy, ReplayConfig};
 
-fn deployments() {
+fn deployments(live: bool) {
     let mut failed = false;
     for fleet in default_fleets() {
-        let r = match replay_fleet(&fleet, &MixedConfig::default()) {
+        let run = if live {
+            replay_fleet_live
+        } else {
+            replay_fleet
+        };
+        let r = match run(&fleet, &MixedConfig::default()) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("replay failed: {e}");
@@ -68,7 +76,7 @@ fn deployments() {
 
 fn main() {
     if std::env::args().any(|a| a == "--deployments") {
-        deployments();
+        deployments(std::env::args().any(|a| a == "--live"));
         return;
     }
     let cfg = ReplayConfig::default();

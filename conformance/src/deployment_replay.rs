@@ -19,15 +19,18 @@
 
 use crate::emulator::pool::{Ask, BlockPool};
 use crate::emulator::writer::{EventWriter, RequestSide, WriterConfig};
-use crate::emulator::{engine_request_side, Faults};
+use crate::emulator::{engine_request_side, Emulator, EmulatorConfig, Faults, TempRegistry};
 use kvindex::{
     Capacity, EndpointConfig, EndpointId, GroupKind, GroupSpec, HitRule, Index, IndexOptions,
     Outcome, Request,
 };
 use kvprobe::deployment::DeploymentKeys;
+use kvprobe::feed::{Source, ZmqFeed};
+use kvprobe::transport::HttpClient;
 use kvprobe::Engine;
 use kvprofile_core::deployment::Deployment;
 use serde_json::{json, Value};
+use std::time::{Duration, Instant};
 
 /// The base model every fleet serves.
 pub const BASE_MODEL: &str = "Qwen/Qwen3-0.6B";
@@ -262,8 +265,157 @@ fn body(engine: Engine, adapter: Option<&str>, tenant: Option<&str>) -> Value {
     v
 }
 
-/// Runs the workload against one fleet.
+/// Where a fleet's requests are served and how their events reach the index.
+trait Engines {
+    /// Serves request `id` (body `body`, prompt `tokens`) on endpoint `e`; the engine's
+    /// events are applied to `index` (endpoint `ep`) before it returns. The cached tokens the
+    /// engine reported.
+    fn serve(
+        &mut self,
+        e: usize,
+        id: usize,
+        body: &Value,
+        tokens: &[u32],
+        index: &Index,
+        ep: EndpointId,
+    ) -> Result<u64, String>;
+}
+
+/// The fleet's engines in this process: the emulator's keys and pools, batches applied as
+/// returned.
+struct InProcess {
+    engine: Engine,
+    keys: EventWriter,
+    served: Vec<(String, String)>,
+    adapters_in_keys: bool,
+    pools: Vec<BlockPool>,
+}
+
+impl Engines for InProcess {
+    fn serve(
+        &mut self,
+        e: usize,
+        id: usize,
+        body: &Value,
+        tokens: &[u32],
+        index: &Index,
+        ep: EndpointId,
+    ) -> Result<u64, String> {
+        // The engine's own reading of the body and its own keys.
+        let Value::Object(obj) = body else {
+            return Err("body is not an object".into());
+        };
+        let (lora, salt) = engine_request_side(self.engine, BASE_MODEL, &self.served, obj)
+            .map_err(|(s, m)| format!("the engine answers {s}: {m}"))?;
+        let side = RequestSide {
+            lora: lora.as_deref(),
+            salt: salt.as_deref(),
+        };
+        let hashes = self.keys.keys(tokens, side).map_err(|e| e.to_string())?;
+        // SGLang 0.5.19 keys its radix tree by the adapter, which its hashes do not hold.
+        let namespace = match (self.adapters_in_keys, &lora) {
+            (false, Some(a)) => {
+                1 + self.served.iter().position(|(n, _)| n == a).unwrap_or(0) as u32
+            }
+            _ => 0,
+        };
+        let done = self.pools[e]
+            .serve_ask(tokens, &hashes, Ask { side, namespace })
+            .ok_or_else(|| format!("request {id} does not fit a pool"))?;
+        if let Some((seq, payload)) = &done.batch {
+            index
+                .apply_payload(ep, 0, *seq, payload)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(done.cached_tokens)
+    }
+}
+
+/// The fleet's engines as emulators on loopback sockets ([`Emulator`] launched with the
+/// deployment and a block pool): requests over HTTP, the reported count from
+/// `usage.prompt_tokens_details.cached_tokens`, events over ZMQ through a [`ZmqFeed`].
+struct Live {
+    emulators: Vec<Emulator>,
+    feed: ZmqFeed,
+}
+
+impl Engines for Live {
+    fn serve(
+        &mut self,
+        e: usize,
+        id: usize,
+        body: &Value,
+        tokens: &[u32],
+        index: &Index,
+        _ep: EndpointId,
+    ) -> Result<u64, String> {
+        let emu = &self.emulators[e];
+        let http = HttpClient::new(emu.endpoint(), Duration::from_secs(10), 1 << 20);
+        let mut b = body.clone();
+        b["prompt"] = json!(tokens);
+        let bytes = serde_json::to_vec(&b).map_err(|e| e.to_string())?;
+        let r = http
+            .post_json("/v1/completions", &bytes)
+            .map_err(|f| format!("request {id}: {}", f.detail))?;
+        if r.status != 200 {
+            return Err(format!(
+                "request {id}: HTTP {}: {}",
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            ));
+        }
+        let v: Value = serde_json::from_slice(&r.body).map_err(|e| e.to_string())?;
+        let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .ok_or_else(|| format!("request {id}: no cached_tokens in {v}"))?;
+        // Every batch the engine published so far reaches the index before the next
+        // prediction (the emulator's own count; an engine's stream would be followed
+        // asynchronously). Batches of any endpoint are applied as they arrive.
+        let published = http
+            .get("/emulator/kv_batches")
+            .ok()
+            .and_then(|r| serde_json::from_slice::<Value>(&r.body).ok())
+            .and_then(|v| v["published"].as_u64())
+            .ok_or_else(|| format!("request {id}: no published count"))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let applied = |index: &Index| index.status().get(e).map_or(0, |s| s.batches);
+        while applied(index) < published {
+            let Some(d) = self.feed.recv_until(deadline) else {
+                return Err(format!(
+                    "request {id}: {} of {published} batches of endpoint {e} arrived",
+                    applied(index)
+                ));
+            };
+            let frames: Vec<&[u8]> = d.frames.iter().map(Vec::as_slice).collect();
+            index
+                .apply_frames(ep_of(index, d.source)?, 0, &frames)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(cached)
+    }
+}
+
+/// The index endpoint of source `source` (endpoints were added in source order).
+fn ep_of(index: &Index, source: usize) -> Result<EndpointId, String> {
+    index
+        .endpoint_ids()
+        .get(source)
+        .copied()
+        .ok_or_else(|| format!("no endpoint for source {source}"))
+}
+
+/// Runs the workload against one fleet in this process (the emulator's pools and keys).
 pub fn replay_fleet(fleet: &Fleet, cfg: &MixedConfig) -> Result<FleetReport, String> {
+    run_fleet(fleet, cfg, false)
+}
+
+/// Runs the workload against one fleet of emulators on loopback sockets: HTTP requests,
+/// the engines' reported `cached_tokens`, their KV events over ZMQ.
+pub fn replay_fleet_live(fleet: &Fleet, cfg: &MixedConfig) -> Result<FleetReport, String> {
+    run_fleet(fleet, cfg, true)
+}
+
+fn run_fleet(fleet: &Fleet, cfg: &MixedConfig, live: bool) -> Result<FleetReport, String> {
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", fleet.name);
     let contract = kvprobe::contract::resolve(fleet.engine, fleet.version).map_err(|e| err(&e))?;
     let deployment =
@@ -285,7 +437,7 @@ pub fn replay_fleet(fleet: &Fleet, cfg: &MixedConfig) -> Result<FleetReport, Str
         max_slots: fleet.endpoints as u32,
     })
     .map_err(|e| err(&e))?;
-    // The engines' side: launched with the same options, keyed by the emulator.
+    // The engines' side: launched with the same options.
     let wcfg = WriterConfig {
         engine: fleet.engine,
         contract: contract.clone(),
@@ -297,22 +449,32 @@ pub fn replay_fleet(fleet: &Fleet, cfg: &MixedConfig) -> Result<FleetReport, Str
         group_blocks: 1,
         keying: Some(k.clone()),
     };
-    let engine_keys = EventWriter::new(wcfg.clone()).map_err(|e| err(&e))?;
     let served: Vec<(String, String)> = k
         .adapters
         .iter()
         .map(|a| (a.name.clone(), a.path.clone()))
         .collect();
-    let mut pools: Vec<BlockPool> = (0..fleet.endpoints)
-        .map(|_| BlockPool::with_events(fleet.pool_blocks, wcfg.clone()))
-        .collect();
+    let usable = BlockPool::with_events(fleet.pool_blocks, wcfg.clone()).usable();
+    let mut engines: Box<dyn Engines> = if live {
+        Box::new(start_live(fleet, &deployment)?)
+    } else {
+        Box::new(InProcess {
+            engine: fleet.engine,
+            keys: EventWriter::new(wcfg.clone()).map_err(|e| err(&e))?,
+            served: served.clone(),
+            adapters_in_keys: k.adapters_in_keys,
+            pools: (0..fleet.endpoints)
+                .map(|_| BlockPool::with_events(fleet.pool_blocks, wcfg.clone()))
+                .collect(),
+        })
+    };
     let ids: Vec<EndpointId> = (0..fleet.endpoints)
         .map(|i| {
             index.add_endpoint(EndpointConfig {
                 name: format!("{}-{i}", fleet.name),
                 dp_ranks: 1,
                 capacity: Capacity {
-                    gpu_blocks: pools[i].usable() as u64,
+                    gpu_blocks: usable as u64,
                     other_blocks: 0,
                 },
                 lora_adapters: !k.adapters.is_empty(),
@@ -367,49 +529,22 @@ pub fn replay_fleet(fleet: &Fleet, cfg: &MixedConfig) -> Result<FleetReport, Str
             })
             .unwrap_or(0);
         load[e] += 1;
-        // Engine: its own reading of the body and its own keys.
-        let Value::Object(obj) = &b else {
-            return Err(err(&"body is not an object"));
-        };
-        let (lora, salt) = engine_request_side(fleet.engine, BASE_MODEL, &served, obj)
-            .map_err(|(s, m)| format!("{}: the engine answers {s}: {m}", fleet.name))?;
-        let side = RequestSide {
-            lora: lora.as_deref(),
-            salt: salt.as_deref(),
-        };
-        let engine_hashes = engine_keys.keys(&tokens, side).map_err(|e| err(&e))?;
-        // SGLang 0.5.19 keys its radix tree by the adapter, which its hashes do not hold.
-        let namespace = match (k.adapters_in_keys, &lora) {
-            (false, Some(a)) => 1 + served.iter().position(|(n, _)| n == a).unwrap_or(0) as u32,
-            _ => 0,
-        };
-        let done = pools[e]
-            .serve_ask(&tokens, &engine_hashes, Ask { side, namespace })
-            .ok_or_else(|| err(&format!("request {id} does not fit a pool")))?;
         let predicted = match preds[e].outcome {
             Outcome::Cached { tokens, .. } => Ok(u64::from(tokens)),
             Outcome::Unknown(r) => Err(format!("{r:?}")),
         };
+        let reported = engines
+            .serve(e, id, &b, &tokens, &index, ids[e])
+            .map_err(|m| err(&m))?;
         match &predicted {
-            Ok(p) if *p == done.cached_tokens => report.exact += 1,
+            Ok(p) if *p == reported => report.exact += 1,
             Ok(_) => report.wrong += 1,
             Err(_) => report.unknown += 1,
         }
         index
-            .observe(
-                ids[e],
-                0,
-                &format!("req-{id}"),
-                preds[e].outcome,
-                done.cached_tokens,
-            )
+            .observe(ids[e], 0, &format!("req-{id}"), preds[e].outcome, reported)
             .map_err(|e| err(&e))?;
-        if let Some((seq, payload)) = &done.batch {
-            index
-                .apply_payload(ids[e], 0, *seq, payload)
-                .map_err(|e| err(&e))?;
-        }
-        report.cached_tokens += done.cached_tokens;
+        report.cached_tokens += reported;
         report.lines.push(MixedLine {
             id,
             session,
@@ -418,9 +553,54 @@ pub fn replay_fleet(fleet: &Fleet, cfg: &MixedConfig) -> Result<FleetReport, Str
             endpoint: e,
             prompt_tokens: tokens.len(),
             predicted,
-            reported: done.cached_tokens,
+            reported,
         });
     }
     report.evictions = index.status().iter().map(|s| s.removed).sum();
     Ok(report)
+}
+
+/// The conformance registry (the project's own, `testdata/registry`).
+const REGISTRY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/registry");
+/// Its profile serving [`BASE_MODEL`].
+const PROFILE: &str = "qwen3-06b-default-v1";
+/// The model revision an SGLang manifest pins.
+const REVISION: &str = "c1899de289a04d12100db370d81485cdf75e47ca";
+
+/// Starts `fleet.endpoints` emulators launched with `deployment`, each with a block pool,
+/// and one feed subscribed to all of them.
+fn start_live(fleet: &Fleet, deployment: &Deployment) -> Result<Live, String> {
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", fleet.name);
+    let reg = TempRegistry::copy_of(std::path::Path::new(REGISTRY)).map_err(|e| err(&e))?;
+    let rev = (fleet.engine != Engine::Vllm).then_some(REVISION);
+    reg.stage_manifest_version(PROFILE, fleet.engine, Some(fleet.version), rev)
+        .map_err(|e| err(&e))?;
+    let mut cfg =
+        EmulatorConfig::from_registry_at(reg.root(), PROFILE, fleet.engine, Some(fleet.version))
+            .map_err(|e| err(&e))?
+            .with_deployment(deployment.clone())
+            .map_err(|e| err(&e))?;
+    if cfg.model != BASE_MODEL {
+        return Err(err(&format!("the profile serves {}", cfg.model)));
+    }
+    cfg.pool_blocks = Some(fleet.pool_blocks);
+    cfg.lifetime = Duration::from_secs(300);
+    let emulators = (0..fleet.endpoints)
+        .map(|_| Emulator::start(cfg.clone()).map_err(|e| err(&e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sources = emulators
+        .iter()
+        .map(|e| {
+            Ok(Source {
+                publisher: e
+                    .events_endpoint()
+                    .ok_or_else(|| err(&"no event endpoint"))?
+                    .to_string(),
+                replay: None,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let feed = ZmqFeed::connect(sources, Duration::from_secs(5)).map_err(|e| err(&e))?;
+    feed.settle(Duration::from_millis(300));
+    Ok(Live { emulators, feed })
 }

@@ -3,12 +3,21 @@
 //! prediction equals the engine's count, except SGLang 0.5.19 endpoints serving adapters,
 //! which answer `unknown`; nothing is refused.
 
-use kvexact_conformance::deployment_replay::{default_fleets, replay_fleet, MixedConfig};
+use kvexact_conformance::deployment_replay::{
+    default_fleets, replay_fleet, replay_fleet_live, FleetReport, MixedConfig,
+};
 use kvprobe::Engine;
 
 fn check(cfg: &MixedConfig) {
     for fleet in default_fleets() {
         let r = replay_fleet(&fleet, cfg).unwrap_or_else(|e| panic!("{e}"));
+        check_report(&r);
+    }
+}
+
+fn check_report(r: &FleetReport) {
+    let fleet = &r.fleet;
+    {
         let n = r.lines.len();
         assert_eq!(
             r.wrong,
@@ -57,6 +66,24 @@ fn check(cfg: &MixedConfig) {
             fleet.name
         );
         assert!(r.evictions > 0, "{}: the pools must evict", fleet.name);
+    }
+}
+
+/// The same workload over real sockets: emulators launched with each deployment serve the
+/// requests over HTTP (token-id prompts), report `usage.prompt_tokens_details.cached_tokens`
+/// and publish their events over ZMQ to a feed that applies them to the index.
+#[test]
+fn mixed_deployments_over_sockets_predicted_equals_reported() {
+    let cfg = MixedConfig::default();
+    for fleet in default_fleets() {
+        let live = replay_fleet_live(&fleet, &cfg).unwrap_or_else(|e| panic!("{e}"));
+        check_report(&live);
+        // The engines' counts over sockets are the in-process pools' counts.
+        let local = replay_fleet(&fleet, &cfg).unwrap();
+        let counts = |r: &FleetReport| -> Vec<(usize, u64)> {
+            r.lines.iter().map(|l| (l.endpoint, l.reported)).collect()
+        };
+        assert_eq!(counts(&live), counts(&local), "{}", fleet.name);
     }
 }
 

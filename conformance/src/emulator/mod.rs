@@ -144,6 +144,14 @@ pub struct EmulatorConfig {
     pub deployment: Option<Deployment>,
     /// [`EmulatorConfig::deployment`] resolved against the release.
     pub keying: Option<Keying>,
+    /// Emulate the engine's prefix cache as a block pool of this many blocks
+    /// ([`pool::BlockPool::with_events`]: hits, least-recently-freed eviction, removals):
+    /// completions report the hit as `usage.prompt_tokens_details.cached_tokens`, as vLLM
+    /// and SGLang do, and publish the pool's batches (vLLM, SGLang). `GET
+    /// /emulator/kv_batches` (the emulator's own route, no engine's) answers
+    /// `{"published": n}`, the batches published so far. `None`: [`EmulatorConfig::prefix_cache`]'s
+    /// writer.
+    pub pool_blocks: Option<usize>,
 }
 
 impl std::fmt::Debug for EmulatorConfig {
@@ -254,6 +262,7 @@ impl EmulatorConfig {
             group_blocks: 1,
             deployment: None,
             keying: None,
+            pool_blocks: None,
         })
     }
 
@@ -338,6 +347,8 @@ struct Shared {
     zmq_port: u16,
     publish: Option<mpsc::Sender<Vec<u8>>>,
     trt_queue: Mutex<VecDeque<Value>>,
+    /// [`EmulatorConfig::pool_blocks`]'s pool and the batches it published.
+    pool: Option<Mutex<(pool::BlockPool, u64)>>,
 }
 
 impl Emulator {
@@ -366,12 +377,25 @@ impl Emulator {
             (Some(tx), port)
         };
         let zmq_addr = publish.as_ref().map(|_| format!("127.0.0.1:{zmq_port}"));
+        let pool = match cfg.pool_blocks {
+            None => None,
+            Some(_) if cfg.engine == Engine::Trtllm => {
+                return Err(kvprobe::Error::Config(
+                    "the pool publishes msgpack batches: vLLM and SGLang only".into(),
+                ))
+            }
+            Some(n) => Some(Mutex::new((
+                pool::BlockPool::with_events(n, cfg.writer_config()),
+                0,
+            ))),
+        };
         let shared = Arc::new(Shared {
             cfg,
             writer: Mutex::new(writer),
             zmq_port,
             publish,
             trt_queue: Mutex::new(VecDeque::new()),
+            pool,
         });
         let st = stop.clone();
         threads.push(std::thread::spawn(move || {
@@ -546,6 +570,13 @@ fn route(sh: &Shared, r: &Request) -> Response {
         ("POST", "/tokenize", Engine::Vllm)
         | ("POST", "/tokenize" | "/v1/tokenize", Engine::Sglang) => tokenize(cfg, r),
         ("POST", "/v1/completions", _) => completions(sh, r),
+        ("GET", "/emulator/kv_batches", _) => {
+            let published = sh
+                .pool
+                .as_ref()
+                .map_or(0, |p| p.lock().unwrap_or_else(|e| e.into_inner()).1);
+            Response::json(&json!({ "published": published }))
+        }
         ("POST", "/reset_prefix_cache", Engine::Vllm) => {
             publish(sh, |w| w.reset_prefix_cache());
             Response::json(&json!({}))
@@ -623,27 +654,77 @@ fn completions(sh: &Shared, r: &Request) -> Response {
         Ok(s) => s,
         Err(resp) => return resp,
     };
-    let Some(Value::String(prompt)) = body.get("prompt") else {
-        return Response::error(400, "need a text prompt");
+    let ids = match body.get("prompt") {
+        Some(Value::String(prompt)) => match cfg.encoder.engine_completions(prompt) {
+            Ok(ids) => ids,
+            Err(e) => return Response::error(400, &e.to_string()),
+        },
+        // A prompt of token ids, as both engines take it.
+        Some(Value::Array(items)) => match items
+            .iter()
+            .map(|v| v.as_u64().and_then(|t| u32::try_from(t).ok()))
+            .collect::<Option<Vec<u32>>>()
+        {
+            Some(ids) if !ids.is_empty() => ids,
+            _ => return Response::error(400, "prompt ids must be non-negative 32-bit integers"),
+        },
+        _ => return Response::error(400, "need a text prompt or token ids"),
     };
-    let ids = match cfg.encoder.engine_completions(prompt) {
-        Ok(ids) => ids,
-        Err(e) => return Response::error(400, &e.to_string()),
+    let side = RequestSide {
+        lora: side.0.as_deref(),
+        salt: side.1.as_deref(),
     };
-    publish(sh, |w| {
-        w.completion_keyed(
-            &ids,
-            RequestSide {
-                lora: side.0.as_deref(),
-                salt: side.1.as_deref(),
-            },
-        )
-    });
+    let cached = match &sh.pool {
+        None => {
+            publish(sh, |w| w.completion_keyed(&ids, side));
+            0
+        }
+        Some(pool) => match pool_step(sh, pool, &ids, side) {
+            Ok(c) => c,
+            Err(resp) => return resp,
+        },
+    };
     Response::json(&json!({
         "id": "cmpl-emulator", "object": "text_completion", "created": 0, "model": cfg.model,
         "choices": [{ "index": 0, "text": " ok", "finish_reason": "length" }],
-        "usage": { "prompt_tokens": ids.len(), "completion_tokens": 1, "total_tokens": ids.len() + 1 }
+        "usage": { "prompt_tokens": ids.len(), "completion_tokens": 1, "total_tokens": ids.len() + 1,
+                   "prompt_tokens_details": { "cached_tokens": cached } }
     }))
+}
+
+/// One request through [`EmulatorConfig::pool_blocks`]'s pool: the engine's keys for it
+/// (the adapter in SGLang 0.5.19's radix namespace, which its hashes do not hold), the hit,
+/// the batch published; the cached tokens, or the engine's error answer.
+#[allow(clippy::result_large_err)]
+fn pool_step(
+    sh: &Shared,
+    pool: &Mutex<(pool::BlockPool, u64)>,
+    ids: &[u32],
+    side: RequestSide<'_>,
+) -> Result<u64, Response> {
+    let keys = sh
+        .writer
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .keys(ids, side)
+        .map_err(|e| Response::error(400, &e.to_string()))?;
+    let adapters = sh.cfg.adapters();
+    let in_keys = sh.cfg.keying.as_ref().is_none_or(|k| k.adapters_in_keys);
+    let namespace = match side.lora {
+        Some(a) if !in_keys => 1 + adapters.iter().position(|(n, _)| n == a).unwrap_or(0) as u32,
+        _ => 0,
+    };
+    let mut g = pool.lock().unwrap_or_else(|p| p.into_inner());
+    let served =
+        g.0.serve_ask(ids, &keys, pool::Ask { side, namespace })
+            .ok_or_else(|| Response::error(503, "the request does not fit the KV cache"))?;
+    if let Some((_, payload)) = served.batch {
+        g.1 += 1;
+        if let Some(tx) = &sh.publish {
+            let _ = tx.send(payload);
+        }
+    }
+    Ok(served.cached_tokens)
 }
 
 /// The chat route: the chat path's prompt ids (the engine's renderer), published as a
