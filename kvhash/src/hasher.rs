@@ -90,6 +90,8 @@ impl BlockHasher {
         }
         match self {
             BlockHasher::Vllm(_) => None,
+            // No vector shows a namespaced partial tail.
+            BlockHasher::Sglang(h) if h.event_namespace().is_some() => None,
             BlockHasher::Sglang(_) | BlockHasher::Trtllm(_) => Some(full + 1),
         }
     }
@@ -124,6 +126,7 @@ impl BlockHasher {
             }
         };
         let tail = match self {
+            BlockHasher::Sglang(h) if h.event_namespace().is_some() => None,
             BlockHasher::Sglang(h) => {
                 let mut chain = h.chain();
                 chain.extend(ids, |d| sink(d.first8_be()));

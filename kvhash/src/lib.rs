@@ -18,6 +18,7 @@ pub mod hasher;
 mod location;
 pub mod prefix_cache;
 pub mod sglang;
+pub mod sglang_namespace;
 pub mod trtllm;
 pub mod vllm;
 

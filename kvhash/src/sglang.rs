@@ -103,6 +103,9 @@ pub struct SglangHasher {
     mode: KeyMode,
     seed: Option<Digest>,
     rules: SglangRules,
+    /// The KV-event namespace seed the published hashes are re-hashed under
+    /// ([`crate::sglang_namespace`]); `None`: published as computed.
+    namespace: Option<[u8; 32]>,
 }
 
 impl SglangHasher {
@@ -116,6 +119,7 @@ impl SglangHasher {
             mode: KeyMode::Plain,
             seed: None,
             rules: SglangRules::REFERENCE,
+            namespace: None,
         })
     }
 
@@ -134,6 +138,29 @@ impl SglangHasher {
     pub fn with_cache_salt(mut self, salt: Option<&str>) -> Self {
         self.seed = salt.filter(|s| !s.is_empty()).map(salt_seed);
         self
+    }
+
+    /// The same hasher publishing its hashes under a KV-event namespace seed
+    /// ([`crate::sglang_namespace::namespace_seed`]; `None`: not namespaced). The page chain
+    /// itself is unchanged; only [`SglangHasher::block_hashes_u64`] (and its checked form)
+    /// give the namespaced values. [`SglangHasher::page_digests`] stays the page hash.
+    pub fn with_event_namespace(mut self, seed: Option<[u8; 32]>) -> Self {
+        self.namespace = seed;
+        self
+    }
+
+    /// The KV-event namespace seed, if any.
+    pub fn event_namespace(&self) -> Option<&[u8; 32]> {
+        self.namespace.as_ref()
+    }
+
+    /// The published `u64` of a page digest: its first 8 bytes, namespaced when the hasher
+    /// has a namespace.
+    pub fn published_u64(&self, d: &Digest) -> u64 {
+        match &self.namespace {
+            None => d.first8_be(),
+            Some(seed) => crate::sglang_namespace::namespaced_u64(seed, d.first8_be()),
+        }
     }
 
     /// The same hasher with another key mode.
@@ -181,7 +208,7 @@ impl SglangHasher {
         let mut n = 0;
         self.one_shot(ids, out.len(), |d| {
             if let Some(slot) = out.get_mut(n) {
-                *slot = d.first8_be();
+                *slot = self.published_u64(&d);
             }
             n += 1;
         });
@@ -202,7 +229,7 @@ impl SglangHasher {
         let units = self.units_for(ids.len(), out.len());
         chain.feed(ids.get(..units).unwrap_or(&[]), to_u64, &mut |d: Digest| {
             if let Some(slot) = out.get_mut(n) {
-                *slot = d.first8_be();
+                *slot = self.published_u64(&d);
             }
             n += 1;
         });

@@ -12,4 +12,5 @@ mod events_proptest;
 mod events_robustness;
 mod prefix_cache;
 mod rehash_twins;
+mod sglang_namespaces;
 mod twins;
