@@ -396,6 +396,7 @@ fn keyed(
     let refusal = |e: kvprobe::deployment::RequestKeysError| {
         let code = match e {
             kvprobe::deployment::RequestKeysError::UnknownAdapter(_) => "unknown_adapter",
+            kvprobe::deployment::RequestKeysError::ExtraKey(_) => "extra_key",
             _ => Refusal::CacheSalt.as_str(),
         };
         json!({ "refusal": code, "reason": e.code(), "detail": e.to_string() })

@@ -72,7 +72,9 @@ fn adapters_yaml() -> String {
 /// The fleets of the default replay: vLLM 0.33 with EAGLE (L = 1) and adapters; vLLM 0.34
 /// with 3-module MTP (L = 3) at its default 64-token blocks, with adapters; vLLM 0.31 plain
 /// with adapters; SGLang 0.5.19 with EAGLE (bigram pages); SGLang 0.5.19 serving adapters
-/// (`unknown`: its events do not show them).
+/// (`unknown`: its events do not show them); SGLang 0.5.23 serving adapters (its default
+/// event format namespaces each adapter's pages); SGLang 0.5.22 with the `dynamo` event
+/// format (adapters and salts namespaced).
 pub fn default_fleets() -> Vec<Fleet> {
     let a = adapters_yaml();
     vec![
@@ -115,6 +117,22 @@ pub fn default_fleets() -> Vec<Fleet> {
             version: "0.5.19",
             deployment: format!("{{blockSize: 16, loraAdapters: {a}}}"),
             endpoints: 2,
+            pool_blocks: 220,
+        },
+        Fleet {
+            name: "sglang-0.5.23-adapters",
+            engine: Engine::Sglang,
+            version: "0.5.23",
+            deployment: format!("{{blockSize: 16, loraAdapters: {a}}}"),
+            endpoints: 3,
+            pool_blocks: 220,
+        },
+        Fleet {
+            name: "sglang-0.5.22-dynamo",
+            engine: Engine::Sglang,
+            version: "0.5.22",
+            deployment: format!("{{blockSize: 16, kvEventsFormat: dynamo, loraAdapters: {a}}}"),
+            endpoints: 3,
             pool_blocks: 220,
         },
     ]

@@ -64,7 +64,8 @@ fn deployment_failure(e: &kvprobe::Error) -> Failure {
 
 /// Why a request's keys cannot be computed, as a failure: the engine rejects the salt
 /// (`KVEXACT_ERR_REQUEST`, code `"SALT_REJECTED"`), or kvexact cannot key it or the adapter
-/// (`KVEXACT_ERR_UNSUPPORTED`, codes `"SALT_UNKNOWN"`, `"UNKNOWN_ADAPTER"`).
+/// (`KVEXACT_ERR_UNSUPPORTED`, codes `"SALT_UNKNOWN"`, `"UNKNOWN_ADAPTER"`, `"EXTRA_KEY"`:
+/// an SGLang body with a radix `extra_key` of its own).
 pub(crate) fn request_keys_failure(e: &RequestKeysError) -> Failure {
     let status = match e {
         RequestKeysError::SaltRejected(_) => KVEXACT_ERR_REQUEST,
@@ -76,6 +77,7 @@ pub(crate) fn request_keys_failure(e: &RequestKeysError) -> Failure {
         RequestKeysError::SaltUnknown(_) => "SALT_UNKNOWN",
         RequestKeysError::UnknownAdapter(_) => "UNKNOWN_ADAPTER",
         RequestKeysError::Hasher(_) => "HASHER",
+        RequestKeysError::ExtraKey(_) => "EXTRA_KEY",
     };
     Failure::with_code(status, code, e.to_string())
 }
@@ -278,9 +280,12 @@ pub struct kvexact_request_keys {
 /// Hashes `ids` (`n` token ids) as the deployment of `hasher` keys a request with `keys`
 /// (NULL: a plain request): the salt as the release keys it (after the engine's own checks of
 /// the value: vLLM refuses an empty salt, one over 128 characters or with `@`, `/`, `\` or
-/// NUL), the adapter as the release keys it (vLLM's LoRA extra key; SGLang and TensorRT-LLM
-/// publish no adapter in their keys: the hashes are the base model's, and the index answers
-/// `unknown` for endpoints serving adapters). Full blocks only; writes at most `max_blocks`
+/// NUL), the adapter as the release keys it (vLLM's LoRA extra key; SGLang 0.5.23's default
+/// event format and the `dynamo` format of 0.5.22/0.5.23: the page hashes published under
+/// the namespace of the adapter's id, `uuid5(name, path)`, and the salt where the format
+/// takes it; SGLang 0.5.19–0.5.22's default format and TensorRT-LLM publish no adapter in
+/// their keys: the hashes are the base model's, and the index answers `unknown` for
+/// endpoints serving adapters). Full blocks only; writes at most `max_blocks`
 /// hashes and their count to `*n_out`.
 ///
 /// Returns `KVEXACT_OK`; `KVEXACT_ERR_REQUEST` (code `"SALT_REJECTED"`: the engine answers such

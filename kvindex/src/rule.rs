@@ -272,7 +272,11 @@ impl HitRule {
     /// (`kvprofile_core::deployment::Deployment::resolve`): the release's rule under the
     /// deployment's key form.
     pub fn for_keying(k: &kvprofile_core::deployment::Keying) -> Result<Self, Error> {
-        Self::for_release_id(&k.release_id)?.with_key_form(k.key_form, &k.key_form_vectors)
+        let mut r =
+            Self::for_release_id(&k.release_id)?.with_key_form(k.key_form, &k.key_form_vectors)?;
+        // An SGLang event namespace keeps each adapter's pages apart in the events.
+        r.lora_in_hashes |= k.adapters_in_keys;
+        Ok(r)
     }
 
     /// Whether a cache-hit replay of this release proves the rule.

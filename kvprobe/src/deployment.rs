@@ -15,7 +15,7 @@ use crate::error::Error;
 use kvhash::sglang::KeyMode;
 use kvhash::vllm::{LoraKey, VllmExtras};
 use kvhash::BlockHasher;
-use kvprofile_core::deployment::{Deployment, KeyForm, Keying, SaltCheck};
+use kvprofile_core::deployment::{Deployment, EventNamespace, KeyForm, Keying, SaltCheck};
 use kvprofile_core::Engine;
 
 /// A deployment's keys: the release's contract, the resolved [`Keying`] and the hasher of a
@@ -74,16 +74,23 @@ pub enum RequestKeysError {
     /// The hasher refused the keys (e.g. an extra key its release does not have).
     #[error("{0}")]
     Hasher(String),
+    /// SGLang: the body names a radix `extra_key` of its own, which namespaces the engine's
+    /// tree (and, under an event namespace, its published hashes) in a way the deployment
+    /// does not key.
+    #[error("extra_key {0:?}: the engine's radix tree is namespaced by it")]
+    ExtraKey(String),
 }
 
 impl RequestKeysError {
-    /// A stable code: `salt_rejected`, `salt_unknown`, `unknown_adapter`, `hasher`.
+    /// A stable code: `salt_rejected`, `salt_unknown`, `unknown_adapter`, `hasher`,
+    /// `extra_key`.
     pub fn code(&self) -> &'static str {
         match self {
             RequestKeysError::SaltRejected(_) => "salt_rejected",
             RequestKeysError::SaltUnknown(_) => "salt_unknown",
             RequestKeysError::UnknownAdapter(_) => "unknown_adapter",
             RequestKeysError::Hasher(_) => "hasher",
+            RequestKeysError::ExtraKey(_) => "extra_key",
         }
     }
 }
@@ -190,7 +197,23 @@ impl DeploymentKeys {
                 };
                 h.clone().with_extras(extras).map_err(hasher_err)?.into()
             }
-            BlockHasher::Sglang(h) => h.clone().with_cache_salt(salt).into(),
+            BlockHasher::Sglang(h) => {
+                // The adapter's radix extra key: the id SGLang gives an adapter launched
+                // with --lora-paths name=path.
+                let id = adapter.map(|a| kvhash::sglang_namespace::lora_id(&a.name, &a.path));
+                let seed = match self.keying.event_namespace {
+                    None => None,
+                    Some(EventNamespace::RegisteredLora) => id
+                        .as_deref()
+                        .map(|id| kvhash::sglang_namespace::namespace_seed(Some(id), None)),
+                    Some(EventNamespace::ExtraKeyAndSalt) => (id.is_some() || salt.is_some())
+                        .then(|| kvhash::sglang_namespace::namespace_seed(id.as_deref(), salt)),
+                };
+                h.clone()
+                    .with_cache_salt(salt)
+                    .with_event_namespace(seed)
+                    .into()
+            }
             BlockHasher::Trtllm(h) => match (salt, &self.contract.hash()) {
                 (None, _) => h.clone().into(),
                 (Some(s), Some(crate::contract::HashContract::Trtllm(Some(variant)))) => h
@@ -230,6 +253,12 @@ impl DeploymentKeys {
         let cache_salt = string("cache_salt")
             .map_err(|()| RequestKeysError::SaltRejected("cache_salt must be a string".into()))?;
         let model = string("model").unwrap_or(None);
+        if self.keying.engine == Engine::Sglang {
+            match top.get("extra_key").map(|v| v.get()) {
+                None | Some("null") => {}
+                Some(raw) => return Err(RequestKeysError::ExtraKey(raw.to_string())),
+            }
+        }
         let adapter = match self.keying.engine {
             Engine::Vllm => model.filter(|m| self.keying.adapter(m).is_some()),
             Engine::Sglang => {

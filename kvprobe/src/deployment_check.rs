@@ -103,6 +103,17 @@ pub fn check_events(keys: &DeploymentKeys, batch: &EventBatch<'_>) -> Vec<Mismat
                 }
             }
             (Engine::Sglang, form) => {
+                // Under an event namespace the events name each registered adapter.
+                if let Some(name) = s.lora_name.filter(|_| k.event_namespace.is_some()) {
+                    if k.adapter(name).is_none() {
+                        push(
+                            &mut out,
+                            "loraAdapters",
+                            adapter_names(keys),
+                            format!("blocks of adapter {name:?}"),
+                        );
+                    }
+                }
                 let bigram = s.token_ids.shape() == TokenShape::Bigrams;
                 if bigram != (form == KeyForm::Bigram) {
                     push(

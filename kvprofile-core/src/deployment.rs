@@ -160,6 +160,32 @@ pub struct Keying {
     pub adapters_in_keys: bool,
     /// The `cache_salt` values the release keys (`None`: salted requests are refused).
     pub cache_salt: Option<SaltRules>,
+    /// SGLang: the KV-event namespace of the deployment's event format (`None`: published
+    /// hashes are page hashes).
+    pub event_namespace: Option<EventNamespace>,
+}
+
+/// Which requests an SGLang event format publishes under a namespace seed
+/// (`kvhash::sglang_namespace`; catalog `eventNamespaces`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventNamespace {
+    /// A request on a registered adapter, seeded by its radix extra key (the adapter's id)
+    /// alone (SGLang 0.5.23's default format).
+    RegisteredLora,
+    /// Any request with an adapter or a salt, seeded by both (the `dynamo` format).
+    ExtraKeyAndSalt,
+}
+
+impl EventNamespace {
+    /// The catalog's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventNamespace::RegisteredLora => crate::release_deployment::NAMESPACE_REGISTERED_LORA,
+            EventNamespace::ExtraKeyAndSalt => {
+                crate::release_deployment::NAMESPACE_EXTRA_KEY_AND_SALT
+            }
+        }
+    }
 }
 
 impl Keying {
@@ -377,10 +403,35 @@ impl Deployment {
                 );
             }
         }
-        let adapters_in_keys = release
-            .prefix_hit
-            .as_ref()
-            .is_some_and(|p| p.lora_in_hashes);
+        let format = self.kv_events_format.as_deref().unwrap_or("default");
+        let event_namespace = rules
+            .event_namespaces
+            .iter()
+            .find(|r| r.format == format)
+            .map(|r| match r.seed.as_str() {
+                crate::release_deployment::NAMESPACE_REGISTERED_LORA => {
+                    EventNamespace::RegisteredLora
+                }
+                _ => EventNamespace::ExtraKeyAndSalt,
+            });
+        if event_namespace.is_some() {
+            if let Some(a) = self.lora_adapters.iter().find(|a| a.path.is_empty()) {
+                return refuse(
+                    "loraAdapters",
+                    format!(
+                        "adapter {:?} has no path: {} namespaces an adapter's events by the id \
+                         it derives from its name and path (--lora-paths name=path)",
+                        a.name, release.id
+                    ),
+                );
+            }
+        }
+        // A namespace keeps each adapter's pages apart in the events.
+        let adapters_in_keys = event_namespace.is_some()
+            || release
+                .prefix_hit
+                .as_ref()
+                .is_some_and(|p| p.lora_in_hashes);
         Ok(Keying {
             release_id: release.id.clone(),
             engine: release.engine,
@@ -392,6 +443,7 @@ impl Deployment {
             adapters: self.lora_adapters.clone(),
             adapters_in_keys,
             cache_salt: rules.cache_salt.clone(),
+            event_namespace,
         })
     }
 }

@@ -23,6 +23,11 @@ pub struct DeploymentRules {
     /// schema decodes; absent: only the default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kv_events_formats: Vec<String>,
+    /// SGLang KV-event namespaces per event format: which requests' published hashes are
+    /// re-hashed under a seed, and from what (`kvhash::sglang_namespace`); a format not
+    /// listed publishes page hashes as computed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub event_namespaces: Vec<EventNamespaceRule>,
     /// Which `cache_salt` values the release's serving path accepts and keys; absent: the
     /// release's salt handling on the request path is not known, and salted requests stay
     /// refused on the gateway's path (`cache_salt`, strict rule 2).
@@ -101,6 +106,25 @@ pub struct SpeculativeRule {
     pub vectors: Vec<String>,
 }
 
+/// One SGLang event format's namespace rule (`releases[].deployment.eventNamespaces[]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EventNamespaceRule {
+    /// The `--kv-events-config` format (`default`, or one of `kvEventsFormats`).
+    pub format: String,
+    /// What the seed is made of: `registered-lora` (a request on a registered adapter: its
+    /// radix extra key alone; other requests are not namespaced) or `extra-key-and-salt`
+    /// (any request with an extra key or a salt: both).
+    pub seed: String,
+    /// Vectors from the release's own code that prove the rule.
+    pub vectors: Vec<String>,
+}
+
+/// The seed rule of a namespace that takes a registered adapter's extra key alone.
+pub const NAMESPACE_REGISTERED_LORA: &str = "registered-lora";
+/// The seed rule of a namespace that takes the extra key and the salt.
+pub const NAMESPACE_EXTRA_KEY_AND_SALT: &str = "extra-key-and-salt";
+
 /// The rule name of vLLM look-ahead hashing.
 pub const RULE_VLLM_LOOKAHEAD: &str = "vllm-lookahead";
 /// The rule name of SGLang's bigram radix keys.
@@ -146,6 +170,26 @@ impl DeploymentRules {
                 return bad(
                     format!("{field}.cacheSalt"),
                     "empty must be rejected, absent or unknown, and vectors non-empty".into(),
+                );
+            }
+        }
+        for (i, r) in self.event_namespaces.iter().enumerate() {
+            let f = format!("{field}.eventNamespaces[{i}]");
+            let known =
+                r.format == "default" || self.kv_events_formats.iter().any(|k| *k == r.format);
+            if engine != Engine::Sglang
+                || !known
+                || !matches!(
+                    r.seed.as_str(),
+                    NAMESPACE_REGISTERED_LORA | NAMESPACE_EXTRA_KEY_AND_SALT
+                )
+                || r.vectors.is_empty()
+            {
+                return bad(
+                    f,
+                    "an SGLang event format of the release, a seed rule of registered-lora or \
+                     extra-key-and-salt, and vectors"
+                        .into(),
                 );
             }
         }

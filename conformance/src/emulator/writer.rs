@@ -11,7 +11,7 @@ use kvhash::trtllm::{SaltVariant, TrtllmHasher};
 use kvhash::vllm::{HashAlgo, LoraKey, VllmExtras, VllmHasher};
 use kvprobe::contract::{Contract, HashContract};
 use kvprobe::{Engine, Error};
-use kvprofile_core::deployment::{KeyForm, Keying};
+use kvprofile_core::deployment::{EventNamespace, KeyForm, Keying};
 use serde_json::{json, Value};
 use std::collections::{HashSet, VecDeque};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -93,6 +93,9 @@ struct Plan<'a> {
     shown_salt: bool,
     block0_salt: Option<&'a str>,
     sglang_lora_namespace: bool,
+    /// SGLang: the KV-event namespace seed the published hashes are re-hashed under (the
+    /// deployment's event format, the request's adapter and salt).
+    sglang_seed: Option<[u8; 32]>,
     other_algorithm: bool,
 }
 
@@ -180,10 +183,33 @@ impl EventWriter {
             seed: c.hash_seed.as_deref(),
             hashed_lora: served.filter(|_| vllm || c.keying.is_none()),
             hashed_salt: req.salt,
-            shown_lora: served.filter(|_| vllm).map(|(n, _)| n),
+            // SGLang names an adapter in its events only under an event namespace.
+            shown_lora: served
+                .filter(|_| {
+                    vllm || c
+                        .keying
+                        .as_ref()
+                        .is_some_and(|k| k.event_namespace.is_some())
+                })
+                .map(|(n, _)| n),
             shown_salt: c.faults.extra_keys,
             block0_salt: req.salt.filter(|_| vllm),
             sglang_lora_namespace: false,
+            sglang_seed: match (c.engine, c.keying.as_ref().and_then(|k| k.event_namespace)) {
+                (Engine::Sglang, Some(ns)) => {
+                    use kvhash::sglang_namespace::{lora_id, namespace_seed};
+                    let id = served.map(|(n, p)| lora_id(n, p));
+                    let salt = req.salt.filter(|s| !s.is_empty());
+                    match ns {
+                        EventNamespace::RegisteredLora => {
+                            id.map(|id| namespace_seed(Some(&id), None))
+                        }
+                        EventNamespace::ExtraKeyAndSalt => (id.is_some() || salt.is_some())
+                            .then(|| namespace_seed(id.as_deref(), salt)),
+                    }
+                }
+                _ => None,
+            },
             other_algorithm: false,
         };
         let fault = if drift { c.faults.drift.as_ref() } else { None };
@@ -264,7 +290,8 @@ impl EventWriter {
             Some(HashContract::Sglang(rules)) => {
                 let mut h = SglangHasher::new(bs)?
                     .with_rules(rules)
-                    .with_cache_salt(p.hashed_salt);
+                    .with_cache_salt(p.hashed_salt)
+                    .with_event_namespace(p.sglang_seed);
                 if p.form == KeyForm::Bigram {
                     h = h.with_mode(kvhash::sglang::KeyMode::EagleBigram);
                 }
@@ -388,9 +415,15 @@ impl EventWriter {
         if new.is_empty() && removed.is_empty() {
             return Published::Nothing;
         }
+        let sglang = self.cfg.engine == Engine::Sglang;
         let shown = Shown {
             lora: shown_lora.as_deref(),
-            salt: shown_salt.then_some(FAULT_SALT),
+            // SGLang shows a request's salt in `cache_salt`.
+            salt: if shown_salt {
+                Some(FAULT_SALT)
+            } else {
+                req.salt.filter(|s| sglang && !s.is_empty())
+            },
             block0_salt: block0_salt.as_deref(),
         };
         let blocks = Blocks {
@@ -492,9 +525,13 @@ pub fn step_batch(
         block_size: bs,
         form,
     };
+    let namespaced = cfg
+        .keying
+        .as_ref()
+        .is_some_and(|k| k.event_namespace.is_some());
     let shown = Shown {
-        lora: req.lora.filter(|_| vllm),
-        salt: None,
+        lora: req.lora.filter(|_| vllm || namespaced),
+        salt: req.salt.filter(|s| !vllm && !s.is_empty()),
         block0_salt: req.salt.filter(|_| vllm),
     };
     msgpack_batch(cfg, &blocks, &shown, removed, true)
@@ -577,7 +614,8 @@ fn msgpack_batch(
             false
         }
         Field::LookaheadTokenIds => matches!(form, KeyForm::Lookahead(_)),
-        Field::LoraId | Field::LoraName => lora.is_some(),
+        Field::LoraId => lora.is_some() && !sglang,
+        Field::LoraName => lora.is_some(),
         Field::CacheSalt => salt.is_some(),
         _ => true,
     };
@@ -629,7 +667,7 @@ fn msgpack_batch(
         Field::BlockSize => {
             w.uint(block_size as u64);
         }
-        Field::LoraId if lora.is_some() => {
+        Field::LoraId if lora.is_some() && !sglang => {
             w.uint(1);
         }
         Field::LoraName => match lora {

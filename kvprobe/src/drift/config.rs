@@ -49,6 +49,11 @@ pub struct DriftConfig {
     /// `KeyForm::Bigram`): events carry token pairs, re-derived page by page. Off: such
     /// events are unverifiable (`eagle_bigrams`).
     pub bigram_pages: bool,
+    /// SGLang: the KV-event namespace of the deployment's event format: pages of a declared
+    /// adapter (`lora_name`, its path in [`DriftConfig::lora_paths`]) and, where the format
+    /// takes it, of a salt are re-derived under the namespace seed. `None`: such pages are
+    /// re-derived as page hashes (adapter pages unverifiable).
+    pub event_namespace: Option<kvprofile_core::deployment::EventNamespace>,
     /// Entries of the hash → digest map (at least 1).
     pub map_capacity: usize,
     /// When mismatches make a verdict.
@@ -72,6 +77,7 @@ impl DriftConfig {
             .map(|a| (a.name.clone(), a.path.clone()))
             .collect();
         c.bigram_pages = k.key_form == kvprofile_core::deployment::KeyForm::Bigram;
+        c.event_namespace = k.event_namespace;
         c
     }
 
@@ -84,6 +90,7 @@ impl DriftConfig {
             hash_seed: Some("0".into()),
             lora_paths: BTreeMap::new(),
             bigram_pages: false,
+            event_namespace: None,
             map_capacity: 1 << 16,
             policy: DriftPolicy::default(),
             predictions: None,

@@ -6,12 +6,17 @@ use crate::Error;
 use kvhash::events::{BlockHash, BlockStored, TokenShape};
 use kvhash::sglang::{SglangChain, SglangHasher, SglangRules};
 use kvhash::Digest;
+use kvprofile_core::deployment::EventNamespace;
+use std::collections::BTreeMap;
 
 pub(crate) struct SglangDeriver {
     chain: SglangChain<SglangHasher>,
     page_size: usize,
     /// The deployment keys bigram pages (EAGLE): events carry token pairs.
     bigram_pages: bool,
+    /// The event format's namespace, and the declared adapters (name → path).
+    namespace: Option<EventNamespace>,
+    lora_paths: BTreeMap<String, String>,
 }
 
 impl SglangDeriver {
@@ -19,6 +24,8 @@ impl SglangDeriver {
         rules: SglangRules,
         page_size: usize,
         bigram_pages: bool,
+        namespace: Option<EventNamespace>,
+        lora_paths: BTreeMap<String, String>,
     ) -> Result<SglangDeriver, Error> {
         let mut hasher = SglangHasher::new(page_size)?.with_rules(rules);
         if bigram_pages {
@@ -28,6 +35,31 @@ impl SglangDeriver {
             chain: SglangChain::new(hasher),
             page_size,
             bigram_pages,
+            namespace,
+            lora_paths,
+        })
+    }
+
+    /// The namespace seed an event's pages are published under: `Ok(None)` for page hashes,
+    /// `Err(())` when it cannot be known (an adapter not declared, or any adapter without a
+    /// namespace rule).
+    fn seed_of(&self, s: &BlockStored<'_>) -> Result<Option<[u8; 32]>, ()> {
+        use kvhash::sglang_namespace::{lora_id, namespace_seed};
+        if s.lora_id.is_some() {
+            return Err(());
+        }
+        let id = match s.lora_name {
+            None => None,
+            Some(_) if self.namespace.is_none() => return Err(()),
+            Some(n) => Some(lora_id(n, self.lora_paths.get(n).ok_or(())?)),
+        };
+        let salt = s.cache_salt.filter(|c| !c.is_empty());
+        Ok(match self.namespace {
+            None => None,
+            Some(EventNamespace::RegisteredLora) => id.map(|id| namespace_seed(Some(&id), None)),
+            Some(EventNamespace::ExtraKeyAndSalt) => {
+                (id.is_some() || salt.is_some()).then(|| namespace_seed(id.as_deref(), salt))
+            }
         })
     }
 
@@ -58,11 +90,12 @@ impl SglangDeriver {
             Some(Outcome::Unverifiable(Unverifiable::NoTokenIds))
         } else if n.checked_mul(ebs) != Some(s.token_ids.len()) {
             Some(Outcome::Unverifiable(Unverifiable::Malformed))
-        } else if s.lora_id.is_some() || s.lora_name.is_some() {
+        } else if self.seed_of(s).is_err() {
             Some(Outcome::Unverifiable(Unverifiable::LoraNotRederivable))
         } else {
             None
         };
+        let seed = self.seed_of(s).ok().flatten();
         let mut ids = s.token_ids.values();
         let token_ids_offset = offset_in(payload, s.token_ids.wire_bytes());
         let mut parent = match &s.parent_block_hash {
@@ -124,7 +157,14 @@ impl SglangDeriver {
             let outcome = match whole {
                 Some(o) => o,
                 None if toks.is_empty() => Outcome::Unverifiable(Unverifiable::Malformed),
-                None => self.derive(parent, toks, s.cache_salt, published.to_u64(), root),
+                None => self.derive(
+                    parent,
+                    toks,
+                    s.cache_salt,
+                    published.to_u64(),
+                    root,
+                    seed.as_ref(),
+                ),
             };
             book.record(published_u64, outcome, at);
             parent = outcome.next_parent();
@@ -138,6 +178,7 @@ impl SglangDeriver {
         salt: Option<&str>,
         published: u64,
         root: bool,
+        seed: Option<&[u8; 32]>,
     ) -> Outcome {
         let pd: Option<Digest> = match parent {
             Parent::Root => salt
@@ -151,9 +192,14 @@ impl SglangDeriver {
         if self.chain.extend_checked(toks, |d| got = Some(d)).is_err() {
             return Outcome::Unverifiable(Unverifiable::TokenOutOfRange);
         }
+        // The page digest is the chain's; the published hash its namespaced form.
+        let shown = |d: &Digest| match seed {
+            None => d.first8_be(),
+            Some(s) => kvhash::sglang_namespace::namespaced_u64(s, d.first8_be()),
+        };
         match got {
-            Some(d) if d.first8_be() == published => Outcome::Matched(Value::Derived(d)),
-            Some(d) => rederived_mismatch(root, d.first8_be(), Some(d)),
+            Some(d) if shown(&d) == published => Outcome::Matched(Value::Derived(d)),
+            Some(d) => rederived_mismatch(root, shown(&d), Some(d)),
             None => Outcome::Unverifiable(Unverifiable::Malformed),
         }
     }

@@ -63,6 +63,8 @@ impl Verifier {
                     rules,
                     cfg.block_size,
                     cfg.bigram_pages,
+                    cfg.event_namespace,
+                    cfg.lora_paths.clone(),
                 )?)
             }
             Some(HashContract::Trtllm(salt)) => {
