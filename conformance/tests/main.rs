@@ -17,6 +17,7 @@ mod attest_harmony;
 mod attest_mistral;
 mod cachehit_vectors;
 mod deployment_replay;
+mod drift_deployment;
 mod drift_emulator;
 mod drift_live;
 mod drift_prefix_sharing;
