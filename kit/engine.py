@@ -72,6 +72,7 @@ STUBS = {
     "xgrammar": "grammar backend",
     "outlines": "grammar backend",
     "llguidance": "grammar backend",
+    "dill": "pickling of custom logit processors (SGLang's schedule_batch imports it; never called)",
     "zmq.asyncio_x": "placeholder",
 }
 
