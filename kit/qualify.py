@@ -146,6 +146,34 @@ def run_vllm_cachehit(eng, version, inputs_version, out_dir):
     return report, outputs
 
 
+def run_sglang_cachehit(eng, version, inputs_version):
+    """Replays the project's `cachehit/sglang-<inputs_version>-*.json` files (the EAGLE
+    deployment's included: `deployment.radix_is_eagle`) through the release's own RadixCache and
+    scheduler request/allocation code; returns ({file: report}, {output name: produced replay})."""
+    from .sglang_cachehit import Replay, extracted_sources_match
+
+    d = os.path.join(VECTORS, "cachehit")
+    report, outputs = {}, {}
+    for f in sorted(os.listdir(d)):
+        if not f.startswith(f"sglang-{inputs_version}-") or not f.endswith(".json"):
+            continue
+        doc = json.load(open(os.path.join(d, f)))
+        dep = doc.get("deployment")
+        if dep is not None and set(dep) - {"speculative", "radix_is_eagle"}:
+            report[f] = {"reproduced": 0, "total": 0, "differ": [],
+                         "skipped": f"deployment {sorted(dep)} (the kit replays radix_is_eagle only)"}
+            continue
+        rp = Replay(eng)
+        ok, n, fails = rp.run(doc)
+        outdoc = {k: v for k, v in doc.items() if k != "steps"}
+        outdoc.update({"engine_version": eng.version, "generator": "kit/qualify.py (RadixCache replay)",
+                       "steps": rp.produced})
+        outputs["cachehit-" + f.replace(f"sglang-{inputs_version}-", f"sglang-{version}-")] = outdoc
+        report[f] = {"reproduced": ok, "total": n, "differ": [(x, []) for x in fails[:20]], "new_cases": [],
+                     "engine_source_extracted": extracted_sources_match(eng.src, doc.get("engine_source_extracted", {}))}
+    return report, outputs
+
+
 def compare(files, against_dir):
     """Per file: (reproduced, total, [(case, fields)]) against the files in `against_dir`."""
     report = {}
@@ -233,6 +261,10 @@ def main(argv=None):
         else:
             from .sglang_hashes import run_sglang
             rules, files = run_sglang(eng, inputs_from)
+            if not a.no_replays:
+                base = os.path.basename(inputs_from)
+                inputs_version = "0.5.19" if base == "sglang" else base.split("-", 1)[-1]
+                replays, replay_files = run_sglang_cachehit(eng, a.version, inputs_version)
     except EngineChanged as e:
         print(f"KIT REFUSED ENGINE_CHANGED: {e}", file=sys.stderr)
         print("nothing written", file=sys.stderr)
@@ -279,7 +311,10 @@ def main(argv=None):
                 continue
             src = "testdata/vectors" if f.startswith("cachehit/") else os.path.relpath(against, ROOT)
             print(f"  {f}: {r['reproduced']}/{r['total']} cases of {src} reproduced"
-                  + (f", {len(r['new_cases'])} new cases" if r.get("new_cases") else ""))
+                  + (f", {len(r['new_cases'])} new cases" if r.get("new_cases") else "")
+                  + (f"; its engine_source_extracted: {r['engine_source_extracted']['same']}/"
+                     f"{r['engine_source_extracted']['total']} definitions the same in this wheel"
+                     if "engine_source_extracted" in r else ""))
             for name, d in r["differ"][:10]:
                 print(f"    differs: {name}: {', '.join(d)}")
         print(f"  rule changes vs {prev_v}:")
