@@ -29,7 +29,6 @@ STUBS = {
     "torch": "GPU tensors; the kit runs no model (dtype stand-ins with item sizes; "
     "torch.utils.cpp_extension.load builds the engine's own C++ with g++ + pybind11, kit/cppext.py)",
     "triton": "GPU kernels",
-    "regex": "tokenizer pre-tokenisation (not on the hashing path)",
     "transformers": "model/tokenizer loading (the chat step loads tokenizers separately)",
     "tokenizers": "tokenizer library (not on the hashing path)",
     "huggingface_hub": "downloads",

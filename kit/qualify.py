@@ -116,14 +116,14 @@ def run_vllm(eng, inputs_from, out_dir):
     return rules, files
 
 
-def run_vllm_cachehit(eng, version, inputs_version, out_dir):
+def run_vllm_cachehit(eng, version, inputs_version, out_dir, cachehit_dir=None):
     """Replays the project's cache-hit files of `inputs_version` (deployment files aside: a
     replay with a `deployment` header needs the deployment's own setup) through the release's
     own KVCacheManager; returns ({file: report}, {output name: produced replay})."""
     from .vllm_cachehit import Replay
     from .vllm_hashes import VllmHasher
 
-    d = os.path.join(VECTORS, "cachehit")
+    d = cachehit_dir or os.path.join(VECTORS, "cachehit")
     rp = None
     report = {}
     outputs = {}
@@ -146,13 +146,13 @@ def run_vllm_cachehit(eng, version, inputs_version, out_dir):
     return report, outputs
 
 
-def run_sglang_cachehit(eng, version, inputs_version):
+def run_sglang_cachehit(eng, version, inputs_version, cachehit_dir=None):
     """Replays the project's `cachehit/sglang-<inputs_version>-*.json` files (the EAGLE
     deployment's included: `deployment.radix_is_eagle`) through the release's own RadixCache and
     scheduler request/allocation code; returns ({file: report}, {output name: produced replay})."""
     from .sglang_cachehit import Replay, extracted_sources_match
 
-    d = os.path.join(VECTORS, "cachehit")
+    d = cachehit_dir or os.path.join(VECTORS, "cachehit")
     report, outputs = {}, {}
     for f in sorted(os.listdir(d)):
         if not f.startswith(f"sglang-{inputs_version}-") or not f.endswith(".json"):
@@ -234,6 +234,7 @@ def main(argv=None):
     ap.add_argument("--inputs", help="the vector folder whose case inputs are run (default: the nearest known release's)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     ap.add_argument("--no-replays", action="store_true", help="skip the cache-hit replays")
+    ap.add_argument("--cachehit", help="the folder of cache-hit files to replay (default testdata/vectors/cachehit)")
     ap.add_argument("--require", action="append", default=[], metavar="MODULE:QUALNAME",
                     help="also rely on this engine function (how the selftest checks the refusal)")
     a = ap.parse_args(argv)
@@ -257,14 +258,14 @@ def main(argv=None):
             if not a.no_replays:
                 base = os.path.basename(inputs_from)
                 inputs_version = "0.31.0" if base == "vllm" else base.split("-", 1)[-1]
-                replays, replay_files = run_vllm_cachehit(eng, a.version, inputs_version, out)
+                replays, replay_files = run_vllm_cachehit(eng, a.version, inputs_version, out, a.cachehit)
         else:
             from .sglang_hashes import run_sglang
             rules, files = run_sglang(eng, inputs_from)
             if not a.no_replays:
                 base = os.path.basename(inputs_from)
                 inputs_version = "0.5.19" if base == "sglang" else base.split("-", 1)[-1]
-                replays, replay_files = run_sglang_cachehit(eng, a.version, inputs_version)
+                replays, replay_files = run_sglang_cachehit(eng, a.version, inputs_version, a.cachehit)
     except EngineChanged as e:
         print(f"KIT REFUSED ENGINE_CHANGED: {e}", file=sys.stderr)
         print("nothing written", file=sys.stderr)

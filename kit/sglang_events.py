@@ -188,9 +188,24 @@ class SglangEvents:
             cfg["replay_endpoint"] = f"inproc://kit-sgl-replay-{os.getpid()}-{self.n}"
         ps = types.SimpleNamespace(pp_rank=0, attn_tp_rank=0, attn_cp_rank=0, attn_dp_size=rank + 1 if rank else 1,
                                    attn_dp_rank=rank, dp_rank=None)
-        sp = self.SchedPub(kv_events_config=json.dumps(cfg), ps=ps, attn_tp_rank=0, attn_cp_rank=0,
-                           attn_dp_rank=rank, dp_rank=None, tree_cache=cache, send_metrics_from_scheduler=None,
-                           max_running_requests=1, max_total_num_tokens=1, get_stats=lambda: None)
+        kw = dict(kv_events_config=json.dumps(cfg), tree_cache=cache, send_metrics_from_scheduler=None,
+                  max_running_requests=1, max_total_num_tokens=1, get_stats=lambda: None)
+        fields = self.SchedPub.__dataclass_fields__
+        if "ps" in fields:  # <= 0.5.19: the scheduler hands its parallel state over
+            kw.update(ps=ps, attn_tp_rank=0, attn_cp_rank=0, attn_dp_rank=rank, dp_rank=None)
+        else:  # later: read from the runtime context (`get_parallel()`), which the kit sets
+            for mod in (self.pubmod, self.kv):
+                if hasattr(mod, "get_parallel"):
+                    mod.get_parallel = lambda: ps
+            self.eng.standins = sorted(set(getattr(self.eng, "standins", [])) | {"runtime_context.get_parallel"})
+        import dataclasses
+
+        missing = [f for f, d in fields.items() if f not in kw and d.default is dataclasses.MISSING
+                   and d.default_factory is dataclasses.MISSING]
+        if missing:
+            raise EngineChanged("sglang.srt.managers.scheduler_components.kv_events_publisher:SchedulerKvEventsPublisher: "
+                                f"fields {missing} the kit does not supply")
+        sp = self.SchedPub(**kw)
         zp = sp.kv_event_publisher
         atexit.unregister(zp.shutdown)  # the kit shuts each one down itself
         sent = []
@@ -339,7 +354,7 @@ class SglangEvents:
         while True:
             f = d.recv_multipart()
             got.append([x.hex() for x in f])
-            if f[1] == b"\xff" * 8:
+            if f[-2] == b"\xff" * 8:  # [empty, (topic,) seq, payload]
                 break
         d.close()
         zp.shutdown()
