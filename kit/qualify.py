@@ -213,12 +213,28 @@ def compare(files, against_dir):
     return report
 
 
+def _defined(key):
+    """Whether the release being qualified defines `module:qualname` (imported already)."""
+    import importlib
+
+    mod, _, qual = key.partition(":")
+    try:
+        obj = importlib.import_module(mod)
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+        return True
+    except Exception:
+        return False
+
+
 def rule_changes(engine, rules, prev_rules, fn_new, fn_prev):
     changes = []
     for k, v in rules.items():
         if prev_rules.get(k) != v:
             changes.append(f"{k}: {prev_rules.get(k)} -> {v}")
     for k in sorted(set(fn_new) | set(fn_prev)):
+        if k in fn_prev and k not in fn_new and _defined(k):
+            continue  # defined, but not run here (this qualification had no inputs that need it)
         if fn_new.get(k) != fn_prev.get(k):
             changes.append(f"function {k}: " + ("source changed" if k in fn_new and k in fn_prev else "added" if k in fn_new else "gone"))
     return changes
