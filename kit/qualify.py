@@ -174,6 +174,36 @@ def run_sglang_cachehit(eng, version, inputs_version, cachehit_dir=None):
     return report, outputs
 
 
+def run_chat(engine, version, src_dir, templates_dir, model_types):
+    """The chat step in its own process (transformers and tokenizers real, at the wheel's
+    pins): ({"templates/<file>": report}, {output name: file}, record)."""
+    import subprocess
+
+    from . import chat
+
+    p = chat.pins(src_dir, engine, version)
+    if set(p) != {"transformers", "tokenizers"}:
+        return {"templates": {"reproduced": 0, "total": 0, "differ": [],
+                              "skipped": f"the wheel pins {p or 'no'} exact transformers/tokenizers versions"}}, {}, None
+    env = dict(os.environ, KIT_CHAT_DEPS=chat.deps_dir(p))
+    cmd = [sys.executable, "-m", "kit.chat", engine, version, "--templates", templates_dir, "--json"]
+    for m in model_types:
+        cmd += ["--model-type", m]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    if r.returncode == 3:
+        raise EngineChanged(r.stderr.strip().split("ENGINE_CHANGED: ", 1)[-1])
+    if r.returncode != 0:
+        raise RuntimeError(f"kit.chat failed: {r.stderr[-2000:]}")
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    rel = os.path.relpath(templates_dir, VECTORS)
+    report = {f"{rel}/{f}": {"reproduced": 0, "total": 0, "differ": [], **v} for f, v in out["report"].items()}
+    files = {}
+    for f, doc in out["files"].items():
+        doc["kit"] = {**out["record"], "chat_libraries": out["versions"], "templates_from": rel}
+        files["chat-" + f] = doc
+    return report, files, out["record"]
+
+
 def compare(files, against_dir):
     """Per file: (reproduced, total, [(case, fields)]) against the files in `against_dir`."""
     report = {}
@@ -250,6 +280,9 @@ def main(argv=None):
     ap.add_argument("--inputs", help="the vector folder whose case inputs are run (default: the nearest known release's)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     ap.add_argument("--no-replays", action="store_true", help="skip the cache-hit replays")
+    ap.add_argument("--no-chat", action="store_true", help="skip the chat rendering / tokenizer step")
+    ap.add_argument("--model-type", action="append", default=[], metavar="MODEL=TYPE",
+                    help="chat step: config.json's model_type for a model folder without one")
     ap.add_argument("--cachehit", help="the folder of cache-hit files to replay (default testdata/vectors/cachehit)")
     ap.add_argument("--require", action="append", default=[], metavar="MODULE:QUALNAME",
                     help="also rely on this engine function (how the selftest checks the refusal)")
@@ -269,6 +302,7 @@ def main(argv=None):
             mod, _, qual = req.partition(":")
             eng.fn(mod, qual)
         replays, replay_files = {}, {}
+        chat_record = None
         if a.engine == "vllm":
             rules, files = run_vllm(eng, inputs_from, out)
             if not a.no_replays:
@@ -282,11 +316,20 @@ def main(argv=None):
                 base = os.path.basename(inputs_from)
                 inputs_version = "0.5.19" if base == "sglang" else base.split("-", 1)[-1]
                 replays, replay_files = run_sglang_cachehit(eng, a.version, inputs_version, a.cachehit)
+            if not a.no_chat:
+                own_t = os.path.join(inputs_from, "templates")
+                tdir = own_t if os.path.isdir(own_t) else os.path.join(VECTORS, "templates")
+                chat_report, chat_files, chat_record = run_chat("sglang", a.version, eng.src, tdir, a.model_type)
+                replays.update(chat_report)
+                replay_files.update(chat_files)
     except EngineChanged as e:
         print(f"KIT REFUSED ENGINE_CHANGED: {e}", file=sys.stderr)
         print("nothing written", file=sys.stderr)
         return 3
     header = eng.record()
+    if chat_record:  # the chat step's process: its engine functions and real libraries
+        header["chat_engine_functions_run"] = chat_record["engine_functions_run"]
+        header["chat_imported_versions"] = chat_record["imported_versions"]
     header["rules"] = rules
     header["inputs_from"] = os.path.relpath(inputs_from, ROOT)
     os.makedirs(out, exist_ok=True)
@@ -302,7 +345,7 @@ def main(argv=None):
         json.dump(header, fh, indent=1, sort_keys=True)
     report = compare(files, against)
     for f, r in replays.items():
-        report["cachehit/" + f] = r
+        report[f if f.startswith(("templates", "versions/")) else "cachehit/" + f] = r
     # The nearest release's rules and function sources, run through the same kit (cached).
     prev_rec = os.path.join(engine_mod.CACHE, "out", f"{a.engine}-{prev_v}", "kit-record.json")
     prev = json.load(open(prev_rec)) if prev_v and os.path.exists(prev_rec) else None
@@ -326,7 +369,7 @@ def main(argv=None):
             if r.get("skipped"):
                 print(f"  {f}: skipped ({r['skipped']})")
                 continue
-            src = "testdata/vectors" if f.startswith("cachehit/") else os.path.relpath(against, ROOT)
+            src = "testdata/vectors" if f.startswith(("cachehit/", "templates/", "versions/")) else os.path.relpath(against, ROOT)
             print(f"  {f}: {r['reproduced']}/{r['total']} cases of {src} reproduced"
                   + (f", {len(r['new_cases'])} new cases" if r.get("new_cases") else "")
                   + (f"; its engine_source_extracted: {r['engine_source_extracted']['same']}/"

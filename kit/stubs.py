@@ -143,7 +143,14 @@ def _setup_cpp_extension(m):
     m.get_default_build_root = cppext.get_default_build_root
 
 
-_SETUP = {"torch": _setup_torch, "torch.utils.cpp_extension": _setup_cpp_extension}
+def _setup_uvloop(m):
+    # SGLang's tokenizer_manager installs uvloop's policy at import: asyncio's own stands in.
+    import asyncio
+
+    m.EventLoopPolicy = asyncio.DefaultEventLoopPolicy
+
+
+_SETUP = {"torch": _setup_torch, "torch.utils.cpp_extension": _setup_cpp_extension, "uvloop": _setup_uvloop}
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
