@@ -127,8 +127,14 @@ class SglangChat:
         tm = self.manager(tok, doc["model"])
         tmpl = self.TM()
         tmpl.initialize_templates(tm, model_path=doc["model"])
-        chat = self.Chat(tm, tmpl)
-        comp = self.Completion(tm, tmpl)
+        try:
+            chat = self.Chat(tm, tmpl)
+            comp = self.Completion(tm, tmpl)
+        except Exception as e:  # e.g. 0.5.20+: the server config comes from the runtime context
+            raise EngineChanged(
+                "sglang.srt.entrypoints.openai.serving_chat:OpenAIServingChat.__init__: "
+                f"{err(e)} (the kit builds the serving objects over a tokenizer-manager stand-in; "
+                "use --no-chat to qualify the rest)") from e
         # The tokenizer manager's own text tokenization, on a manager holding this tokenizer.
         mgr = object.__new__(self.TokMgr)
         mgr.tokenizer = tok

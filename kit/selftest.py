@@ -30,13 +30,15 @@ from .engine import ROOT, CACHE
 
 PY = sys.executable
 SGLANG_REPLAYS = ["eagle", "eviction", "lora-salt", "shared-prefix"]
+SGLANG_CHAT_PROFILES = ["gemma2-9b-it-v1", "llama31-8b-instruct-v1", "qwen25-7b-instruct-v1", "qwen3-06b-default-v1",
+                        "r1-distill-qwen-7b-v1"]
 
 
 def mutated_sglang():
-    """The SGLang comparisons can fail: copies of the 0.5.19 event and eviction-replay files
-    with expected values changed (an event's medium, a payload byte, an endpoint-offset
-    example, a query's cached tokens, a replay batch's payload) must be reported as exactly
-    those differences."""
+    """The SGLang comparisons can fail: copies of the 0.5.19 event, eviction-replay and Qwen2.5
+    template files with expected values changed (an event's medium, a payload byte, an
+    endpoint-offset example, a query's cached tokens, a replay batch's payload, a chat case's
+    token id, an engine error's message) must be reported as exactly those differences."""
     import shutil
 
     base = os.path.join(CACHE, "selftest-mutated")
@@ -58,15 +60,26 @@ def mutated_sglang():
     e = [s for s in ch["steps"] if s["kind"] == "events"][10]
     e["payload_hex"] = e["payload_hex"][:-2] + "01"
     json.dump(ch, open(os.path.join(base, "cachehit", "sglang-0.5.19-eviction.json"), "w"))
+    os.makedirs(os.path.join(base, "sglang", "templates"))
+    t = json.load(open(os.path.join(v, "templates", "qwen25-7b-instruct-v1.json")))
+    tc = {c["id"]: c for c in t["cases"]}
+    tc["single_user"]["engine_token_ids"]["sglang"][3] += 1
+    e = next(c for c in t["cases"] if (c.get("engine_errors") or {}).get("sglang"))
+    e["engine_errors"]["sglang"] += "!"
+    json.dump(t, open(os.path.join(base, "sglang", "templates", "qwen25-7b-instruct-v1.json"), "w"))
     r = run(["sglang", "0.5.19", "--inputs", os.path.join(base, "sglang"), "--against", os.path.join(base, "sglang"),
              "--cachehit", os.path.join(base, "cachehit"), "--out", os.path.join(CACHE, "out", "selftest-mutated")])
     k = r["files"]["kv_events.json"]
     named = sorted(d[0] for d in k["differ"])
     c = r["files"].get("cachehit/sglang-0.5.19-eviction.json", {"reproduced": -1, "total": -1})
+    tr = next((x for f, x in r["files"].items() if f.endswith("/qwen25-7b-instruct-v1.json")), {"reproduced": -1, "total": -1, "differ": []})
+    tnamed = sorted(d[0] for d in tr["differ"])
     good = (k["reproduced"] == k["total"] - 3 and named == ["dp_rank_2", "endpoint_offset_examples[1]", "lifecycle_p16"]
-            and c["reproduced"] == c["total"] - 2 and c["total"] == 342)
+            and c["reproduced"] == c["total"] - 2 and c["total"] == 342
+            and tr["total"] == 39 and tr["reproduced"] == 37 and tnamed == sorted(["single_user", e["id"]]))
     print(f"sglang mutated copies: kv_events {k['reproduced']}/{k['total']} (differ: {', '.join(named)}), "
-          f"eviction replay {c['reproduced']}/{c['total']} -> {'caught' if good else 'NOT CAUGHT'}")
+          f"eviction replay {c['reproduced']}/{c['total']}, qwen25 chat {tr['reproduced']}/{tr['total']} "
+          f"(differ: {', '.join(tnamed)}) -> {'caught' if good else 'NOT CAUGHT'}")
     return good
 
 
@@ -97,13 +110,17 @@ def main():
             ok = False
     # SGLang 0.5.19 (`sglang/`): pages, partial tails, insert events, errors; the KV events
     # (cases and header examples); every cache-hit replay (the EAGLE deployment's included).
-    r = run(["sglang", "0.5.19"])
-    want_files = {"block_hashes.json", "kv_events.json"} | {f"cachehit/sglang-0.5.19-{x}.json" for x in SGLANG_REPLAYS}
+    r = run(["sglang", "0.5.19", "--model-type", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B=qwen2"])
+    want_files = ({"block_hashes.json", "kv_events.json"} | {f"cachehit/sglang-0.5.19-{x}.json" for x in SGLANG_REPLAYS}
+                  | {f"templates/{p}.json" for p in SGLANG_CHAT_PROFILES} | {"templates/exaone35-78b-instruct-v1.json"})
     if set(r["files"]) != want_files:
         ok = False
         print("sglang 0.5.19: files", sorted(r["files"]), "expected", sorted(want_files))
     for f, c in r["files"].items():
-        src = "testdata/vectors" if f.startswith("cachehit/") else r["compared_with"]
+        src = "testdata/vectors" if f.startswith(("cachehit/", "templates/")) else r["compared_with"]
+        if c.get("skipped") and f == "templates/exaone35-78b-instruct-v1.json":
+            print(f"sglang 0.5.19 {src}/{f}: skipped ({c['skipped']})")
+            continue
         line = f"sglang 0.5.19 {src}/{f}: {c['reproduced']}/{c['total']}"
         ex = c.get("engine_source_extracted")
         if ex:
@@ -140,7 +157,7 @@ def main():
     # SGLang 0.5.20, 0.5.22, 0.5.23 (`versions/`): block hashes and KV events (map encoding,
     # replay replies with the topic frame); 0.5.23 against 0.5.22: the wide-page rule appears.
     for v in ["0.5.20", "0.5.22", "0.5.23"]:
-        r = run(["sglang", v])
+        r = run(["sglang", v, "--no-chat"])
         if set(r["files"]) != {"block_hashes.json", "kv_events.json"}:
             ok = False
             print(f"sglang {v}: files", sorted(r["files"]))

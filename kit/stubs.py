@@ -25,6 +25,11 @@ class _DummyMeta(type):
     def __getitem__(cls, item):
         return _Dummy
 
+    def __iter__(cls):
+        # Iterating a stubbed name (e.g. a tuple of config classes) yields nothing; without
+        # this, __getitem__ would make it an endless sequence.
+        return iter(())
+
     def __or__(cls, other):
         return _Dummy
 
