@@ -29,8 +29,8 @@ STUBS = {
     "torch": "GPU tensors; the kit runs no model (dtype stand-ins with item sizes; "
     "torch.utils.cpp_extension.load builds the engine's own C++ with g++ + pybind11, kit/cppext.py)",
     "triton": "GPU kernels",
-    "transformers": "model/tokenizer loading (the chat step loads tokenizers separately)",
-    "tokenizers": "tokenizer library (not on the hashing path)",
+    "transformers": "model/tokenizer loading (real in the chat step's own process, kit/chat.py)",
+    "tokenizers": "tokenizer library (real in the chat step's own process, kit/chat.py)",
     "huggingface_hub": "downloads",
     "safetensors": "weights",
     "fastapi": "HTTP server",
