@@ -155,10 +155,13 @@ def main():
             ok = False
             print(f"  0.34.0 on 0.33.0's inputs differs in {f}: {c['differ'][:3]}")
     # SGLang 0.5.20, 0.5.22, 0.5.23 (`versions/`): block hashes and KV events (map encoding,
-    # replay replies with the topic frame); 0.5.23 against 0.5.22: the wide-page rule appears.
+    # replay replies with the topic frame); 0.5.22/0.5.23's LoRA/salt namespace cases against
+    # the kit's committed run (`testdata/vectors/kit/`); 0.5.23 against 0.5.22: the wide-page
+    # rule appears.
     for v in ["0.5.20", "0.5.22", "0.5.23"]:
         r = run(["sglang", v, "--no-chat"])
-        if set(r["files"]) != {"block_hashes.json", "kv_events.json"}:
+        want = {"block_hashes.json", "kv_events.json"} | ({f"sglang-{v}-namespaces.json"} if v != "0.5.20" else set())
+        if set(r["files"]) != want:
             ok = False
             print(f"sglang {v}: files", sorted(r["files"]))
         for f, c in r["files"].items():

@@ -169,4 +169,9 @@ def run_sglang(eng, inputs_from):
         files["kv_events.json"] = {"engine": "sglang", "engine_version": eng.version,
                                    "generator": "kit/qualify.py (RadixCache + SchedulerKvEventsPublisher + ZmqEventPublisher)",
                                    **header, "cases": cases}
+    from . import sglang_namespaces
+
+    ns = sglang_namespaces.run(eng)
+    if ns is not None:  # 0.5.22+: LoRA / salt namespaces of the published hashes (a new file)
+        files[f"sglang-{eng.version}-namespaces.json"] = ns
     return rules, files
