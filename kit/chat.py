@@ -93,6 +93,10 @@ def err(e):
 class SglangChat:
     def __init__(self, eng):
         self.eng = eng
+        import importlib.util
+
+        self.has_context = (importlib.util.find_spec("sglang.srt.runtime_context") is not None
+                            and hasattr(eng.module("sglang.srt.runtime_context"), "get_serving"))
         self.get_tokenizer = eng.fn("sglang.srt.utils.hf_transformers.tokenizer", "get_tokenizer", ["tokenizer_name"])
         self.TM = eng.fn("sglang.srt.parser.template_manager", "TemplateManager")
         eng.fn("sglang.srt.parser.template_manager", "TemplateManager.initialize_templates",
@@ -124,6 +128,13 @@ class SglangChat:
         if d is None:
             return None
         tok = self.get_tokenizer(d)
+        rc = self.eng.module("sglang.srt.runtime_context") if self.has_context else None
+        if rc is not None:
+            # 0.5.20+: the serving objects read the server configuration from the runtime
+            # context; the server's own defaults, published as the launcher publishes them.
+            SA = self.eng.fn("sglang.srt.server_args", "ServerArgs")  # (*args, **kwargs): model_path is a field
+            self.eng.fn("sglang.srt.runtime_context", "RuntimeContext.set_server_args", ["server_args"])
+            rc._CONTEXT.set_server_args(SA(model_path=d))
         tm = self.manager(tok, doc["model"])
         tmpl = self.TM()
         tmpl.initialize_templates(tm, model_path=doc["model"])
@@ -133,8 +144,8 @@ class SglangChat:
         except Exception as e:  # e.g. 0.5.20+: the server config comes from the runtime context
             raise EngineChanged(
                 "sglang.srt.entrypoints.openai.serving_chat:OpenAIServingChat.__init__: "
-                f"{err(e)} (the kit builds the serving objects over a tokenizer-manager stand-in; "
-                "use --no-chat to qualify the rest)") from e
+                f"{err(e)} (the kit builds the serving objects over a tokenizer-manager stand-in "
+                "and the server's default ServerArgs; use --no-chat to qualify the rest)") from e
         # The tokenizer manager's own text tokenization, on a manager holding this tokenizer.
         mgr = object.__new__(self.TokMgr)
         mgr.tokenizer = tok

@@ -30,6 +30,8 @@ from .engine import ROOT, CACHE
 
 PY = sys.executable
 SGLANG_REPLAYS = ["eagle", "eviction", "lora-salt", "shared-prefix"]
+# config.json's model_type of R1-Distill-Qwen (the project's model folder has tokenizer files only).
+R1_TYPE = "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B=qwen2"
 SGLANG_CHAT_PROFILES = ["gemma2-9b-it-v1", "llama31-8b-instruct-v1", "qwen25-7b-instruct-v1", "qwen3-06b-default-v1",
                         "r1-distill-qwen-7b-v1"]
 
@@ -110,7 +112,7 @@ def main():
             ok = False
     # SGLang 0.5.19 (`sglang/`): pages, partial tails, insert events, errors; the KV events
     # (cases and header examples); every cache-hit replay (the EAGLE deployment's included).
-    r = run(["sglang", "0.5.19", "--model-type", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B=qwen2"])
+    r = run(["sglang", "0.5.19", "--model-type", R1_TYPE])
     want_files = ({"block_hashes.json", "kv_events.json"} | {f"cachehit/sglang-0.5.19-{x}.json" for x in SGLANG_REPLAYS}
                   | {f"templates/{p}.json" for p in SGLANG_CHAT_PROFILES} | {"templates/exaone35-78b-instruct-v1.json"})
     if set(r["files"]) != want_files:
@@ -159,8 +161,11 @@ def main():
     # the kit's committed run (`testdata/vectors/kit/`); 0.5.23 against 0.5.22: the wide-page
     # rule appears.
     for v in ["0.5.20", "0.5.22", "0.5.23"]:
-        r = run(["sglang", v, "--no-chat"])
+        # 0.5.23 has its own template cases (`versions/sglang-0.5.23/templates/`): chat step on.
+        r = run(["sglang", v, *(["--model-type", R1_TYPE] if v == "0.5.23" else ["--no-chat"])])
         want = {"block_hashes.json", "kv_events.json"} | ({f"sglang-{v}-namespaces.json"} if v != "0.5.20" else set())
+        if v == "0.5.23":
+            want |= {f"versions/sglang-0.5.23/templates/{p}.json" for p in SGLANG_CHAT_PROFILES}
         if set(r["files"]) != want:
             ok = False
             print(f"sglang {v}: files", sorted(r["files"]))
