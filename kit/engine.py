@@ -197,4 +197,8 @@ class Engine:
             "bare_package_names_stubbed": bare.hits(),
             "bare_package_inits": bare.inits(),
             "engine_sources_built": __import__("kit.cppext", fromlist=["BUILT"]).BUILT,
+            # What the kit put in place of what the engine would get from torch or its launcher
+            # (torch.cat/empty/tensor on index lists, the runtime context's parallel state).
+            "kit_standins": getattr(self, "standins", []),
+            "imported_for_real_here": list(self.real),
         }

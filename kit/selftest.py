@@ -170,7 +170,8 @@ def main():
             ok = False
             print(f"sglang {v}: files", sorted(r["files"]))
         for f, c in r["files"].items():
-            src = "testdata/vectors/kit" if f.endswith("-namespaces.json") else r["compared_with"]
+            src = ("testdata/vectors/kit" if f.endswith("-namespaces.json") else
+                   "testdata/vectors" if f.startswith("versions/") else r["compared_with"])
             print(f"sglang {v} {src}/{f}: {c['reproduced']}/{c['total']}")
             if c["reproduced"] != c["total"] or c["total"] == 0:
                 ok = False
