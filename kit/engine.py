@@ -29,9 +29,8 @@ STUBS = {
     "torch": "GPU tensors; the kit runs no model (dtype stand-ins with item sizes; "
     "torch.utils.cpp_extension.load builds the engine's own C++ with g++ + pybind11, kit/cppext.py)",
     "triton": "GPU kernels",
-    "regex": "tokenizer pre-tokenisation (not on the hashing path)",
-    "transformers": "model/tokenizer loading (the chat step loads tokenizers separately)",
-    "tokenizers": "tokenizer library (not on the hashing path)",
+    "transformers": "model/tokenizer loading (real in the chat step's own process, kit/chat.py)",
+    "tokenizers": "tokenizer library (real in the chat step's own process, kit/chat.py)",
     "huggingface_hub": "downloads",
     "safetensors": "weights",
     "fastapi": "HTTP server",
@@ -72,6 +71,7 @@ STUBS = {
     "xgrammar": "grammar backend",
     "outlines": "grammar backend",
     "llguidance": "grammar backend",
+    "dill": "pickling of custom logit processors (SGLang's schedule_batch imports it; never called)",
     "zmq.asyncio_x": "placeholder",
 }
 
@@ -124,12 +124,13 @@ def sha256_file(path):
 class Engine:
     """One engine release's code, imported from its unpacked wheel."""
 
-    def __init__(self, engine, version, wheel=None):
+    def __init__(self, engine, version, wheel=None, real=()):
         self.engine = engine
         self.version = version
         self.src, self.wheel = unpack(engine, version, wheel)
         self.ran = {}  # "module:qualname" -> "sha256:<hex of source>"
-        stubs.install({k: v for k, v in STUBS.items() if not k.startswith(engine + ".") or True})
+        self.real = tuple(real)  # stubbed elsewhere, imported for real here (the chat step)
+        stubs.install({k: v for k, v in STUBS.items() if k not in self.real})
         bare.install(self.src, engine)
 
     def module(self, name):
@@ -172,14 +173,15 @@ class Engine:
             "wheel_sha256": sha256_file(self.wheel),
             "python": sys.version.split()[0],
         }
-        for name in ["cbor2", "msgspec", "xxhash", "zmq", "numpy", "pydantic", "packaging", "PIL", "urllib3", "psutil", "cloudpickle", "yaml", "openai"]:
+        for name in ["cbor2", "msgspec", "xxhash", "zmq", "numpy", "pydantic", "packaging", "PIL", "urllib3", "psutil",
+                     "cloudpickle", "yaml", "openai", "regex", "transformers", "tokenizers", "jinja2", "huggingface_hub"]:
             m = sys.modules.get(name)
             if m is not None and not isinstance(m, stubs._StubModule):
                 v = getattr(m, "__version__", None) or getattr(m, "VERSION", None)
                 if v is None:
                     try:
                         from importlib.metadata import version as _v
-                        v = _v({"zmq": "pyzmq", "PIL": "pillow", "yaml": "pyyaml"}.get(name, name))
+                        v = _v({"zmq": "pyzmq", "PIL": "pillow", "yaml": "pyyaml", "huggingface_hub": "huggingface-hub"}.get(name, name))
                     except Exception:
                         v = "?"
                 out[name] = str(v)
@@ -195,4 +197,8 @@ class Engine:
             "bare_package_names_stubbed": bare.hits(),
             "bare_package_inits": bare.inits(),
             "engine_sources_built": __import__("kit.cppext", fromlist=["BUILT"]).BUILT,
+            # What the kit put in place of what the engine would get from torch or its launcher
+            # (torch.cat/empty/tensor on index lists, the runtime context's parallel state).
+            "kit_standins": getattr(self, "standins", []),
+            "imported_for_real_here": list(self.real),
         }

@@ -116,14 +116,14 @@ def run_vllm(eng, inputs_from, out_dir):
     return rules, files
 
 
-def run_vllm_cachehit(eng, version, inputs_version, out_dir):
+def run_vllm_cachehit(eng, version, inputs_version, out_dir, cachehit_dir=None):
     """Replays the project's cache-hit files of `inputs_version` (deployment files aside: a
     replay with a `deployment` header needs the deployment's own setup) through the release's
     own KVCacheManager; returns ({file: report}, {output name: produced replay})."""
     from .vllm_cachehit import Replay
     from .vllm_hashes import VllmHasher
 
-    d = os.path.join(VECTORS, "cachehit")
+    d = cachehit_dir or os.path.join(VECTORS, "cachehit")
     rp = None
     report = {}
     outputs = {}
@@ -146,12 +146,83 @@ def run_vllm_cachehit(eng, version, inputs_version, out_dir):
     return report, outputs
 
 
+def run_sglang_cachehit(eng, version, inputs_version, cachehit_dir=None):
+    """Replays the project's `cachehit/sglang-<inputs_version>-*.json` files (the EAGLE
+    deployment's included: `deployment.radix_is_eagle`) through the release's own RadixCache and
+    scheduler request/allocation code; returns ({file: report}, {output name: produced replay})."""
+    from .sglang_cachehit import Replay, extracted_sources_match
+
+    d = cachehit_dir or os.path.join(VECTORS, "cachehit")
+    report, outputs = {}, {}
+    for f in sorted(os.listdir(d)):
+        if not f.startswith(f"sglang-{inputs_version}-") or not f.endswith(".json"):
+            continue
+        doc = json.load(open(os.path.join(d, f)))
+        dep = doc.get("deployment")
+        if dep is not None and set(dep) - {"speculative", "radix_is_eagle"}:
+            report[f] = {"reproduced": 0, "total": 0, "differ": [],
+                         "skipped": f"deployment {sorted(dep)} (the kit replays radix_is_eagle only)"}
+            continue
+        rp = Replay(eng)
+        ok, n, fails = rp.run(doc)
+        outdoc = {k: v for k, v in doc.items() if k != "steps"}
+        outdoc.update({"engine_version": eng.version, "generator": "kit/qualify.py (RadixCache replay)",
+                       "steps": rp.produced})
+        outputs["cachehit-" + f.replace(f"sglang-{inputs_version}-", f"sglang-{version}-")] = outdoc
+        report[f] = {"reproduced": ok, "total": n, "differ": [(x, []) for x in fails[:20]], "new_cases": [],
+                     "engine_source_extracted": extracted_sources_match(eng.src, doc.get("engine_source_extracted", {}))}
+    return report, outputs
+
+
+def run_chat(engine, version, src_dir, templates_dir, model_types):
+    """The chat step in its own process (transformers and tokenizers real, at the wheel's
+    pins): ({"templates/<file>": report}, {output name: file}, record)."""
+    import subprocess
+
+    from . import chat
+
+    p = chat.pins(src_dir, engine, version)
+    if set(p) != {"transformers", "tokenizers"}:
+        return {"templates": {"reproduced": 0, "total": 0, "differ": [],
+                              "skipped": f"the wheel pins {p or 'no'} exact transformers/tokenizers versions"}}, {}, None
+    env = dict(os.environ, KIT_CHAT_DEPS=chat.deps_dir(p))
+    cmd = [sys.executable, "-m", "kit.chat", engine, version, "--templates", templates_dir, "--json"]
+    for m in model_types:
+        cmd += ["--model-type", m]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    if r.returncode == 3:
+        raise EngineChanged(r.stderr.strip().split("ENGINE_CHANGED: ", 1)[-1])
+    if r.returncode != 0:
+        raise RuntimeError(f"kit.chat failed: {r.stderr[-2000:]}")
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    rel = os.path.relpath(templates_dir, VECTORS)
+    report = {f"{rel}/{f}": {"reproduced": 0, "total": 0, "differ": [], **v} for f, v in out["report"].items()}
+    files = {}
+    for f, doc in out["files"].items():
+        doc["kit"] = {**out["record"], "chat_libraries": out["versions"], "templates_from": rel}
+        files["chat-" + f] = doc
+    return report, files, out["record"]
+
+
 def compare(files, against_dir):
     """Per file: (reproduced, total, [(case, fields)]) against the files in `against_dir`."""
     report = {}
     for f, doc in files.items():
         p = os.path.join(against_dir, f)
+        if f.endswith("-namespaces.json") and os.path.exists(os.path.join(VECTORS, "kit", f)):
+            p = os.path.join(VECTORS, "kit", f)  # the kit's own committed run of this release
         if not os.path.exists(p):
+            if f.endswith("-namespaces.json"):  # new: no expected values; the kit's own checks
+                bad = [(c["name"], [k for k, v in c["expected"]["kit_checks"].items() if not v]) for c in doc["cases"]
+                       if not all(c["expected"]["kit_checks"].values())]
+                report[f] = {"reproduced": len(doc["cases"]) - len(bad), "total": len(doc["cases"]), "differ": bad,
+                             "new_cases": [], "new_file": "no expected values: the kit's consistency checks"}
+            continue
+        if f == "kv_events.json" and doc.get("engine") == "sglang":
+            from .sglang_events import compare as sglang_events_compare
+
+            ok, total, bad = sglang_events_compare(json.load(open(p)), doc)
+            report[f] = {"reproduced": ok, "total": total, "differ": bad, "new_cases": []}
             continue
         exp = {c["name"]: c for c in json.load(open(p))["cases"]}
         got = {c["name"]: c for c in doc["cases"]}
@@ -160,7 +231,7 @@ def compare(files, against_dir):
             if name not in got:
                 bad.append((name, ["(not computed)"]))
                 continue
-            if "expected" in c and doc.get("engine") == "sglang":
+            if "expected" in c and doc.get("engine") == "sglang" and f == "block_hashes.json":
                 from .sglang_hashes import compare_case
 
                 d = compare_case(c["expected"], got[name]["expected"])
@@ -179,12 +250,28 @@ def compare(files, against_dir):
     return report
 
 
+def _defined(key):
+    """Whether the release being qualified defines `module:qualname` (imported already)."""
+    import importlib
+
+    mod, _, qual = key.partition(":")
+    try:
+        obj = importlib.import_module(mod)
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+        return True
+    except Exception:
+        return False
+
+
 def rule_changes(engine, rules, prev_rules, fn_new, fn_prev):
     changes = []
     for k, v in rules.items():
         if prev_rules.get(k) != v:
             changes.append(f"{k}: {prev_rules.get(k)} -> {v}")
     for k in sorted(set(fn_new) | set(fn_prev)):
+        if k in fn_prev and k not in fn_new and _defined(k):
+            continue  # defined, but not run here (this qualification had no inputs that need it)
         if fn_new.get(k) != fn_prev.get(k):
             changes.append(f"function {k}: " + ("source changed" if k in fn_new and k in fn_prev else "added" if k in fn_new else "gone"))
     return changes
@@ -200,6 +287,10 @@ def main(argv=None):
     ap.add_argument("--inputs", help="the vector folder whose case inputs are run (default: the nearest known release's)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     ap.add_argument("--no-replays", action="store_true", help="skip the cache-hit replays")
+    ap.add_argument("--no-chat", action="store_true", help="skip the chat rendering / tokenizer step")
+    ap.add_argument("--model-type", action="append", default=[], metavar="MODEL=TYPE",
+                    help="chat step: config.json's model_type for a model folder without one")
+    ap.add_argument("--cachehit", help="the folder of cache-hit files to replay (default testdata/vectors/cachehit)")
     ap.add_argument("--require", action="append", default=[], metavar="MODULE:QUALNAME",
                     help="also rely on this engine function (how the selftest checks the refusal)")
     a = ap.parse_args(argv)
@@ -218,20 +309,34 @@ def main(argv=None):
             mod, _, qual = req.partition(":")
             eng.fn(mod, qual)
         replays, replay_files = {}, {}
+        chat_record = None
         if a.engine == "vllm":
             rules, files = run_vllm(eng, inputs_from, out)
             if not a.no_replays:
                 base = os.path.basename(inputs_from)
                 inputs_version = "0.31.0" if base == "vllm" else base.split("-", 1)[-1]
-                replays, replay_files = run_vllm_cachehit(eng, a.version, inputs_version, out)
+                replays, replay_files = run_vllm_cachehit(eng, a.version, inputs_version, out, a.cachehit)
         else:
             from .sglang_hashes import run_sglang
             rules, files = run_sglang(eng, inputs_from)
+            if not a.no_replays:
+                base = os.path.basename(inputs_from)
+                inputs_version = "0.5.19" if base == "sglang" else base.split("-", 1)[-1]
+                replays, replay_files = run_sglang_cachehit(eng, a.version, inputs_version, a.cachehit)
+            if not a.no_chat:
+                own_t = os.path.join(inputs_from, "templates")
+                tdir = own_t if os.path.isdir(own_t) else os.path.join(VECTORS, "templates")
+                chat_report, chat_files, chat_record = run_chat("sglang", a.version, eng.src, tdir, a.model_type)
+                replays.update(chat_report)
+                replay_files.update(chat_files)
     except EngineChanged as e:
         print(f"KIT REFUSED ENGINE_CHANGED: {e}", file=sys.stderr)
         print("nothing written", file=sys.stderr)
         return 3
     header = eng.record()
+    if chat_record:  # the chat step's process: its engine functions and real libraries
+        header["chat_engine_functions_run"] = chat_record["engine_functions_run"]
+        header["chat_imported_versions"] = chat_record["imported_versions"]
     header["rules"] = rules
     header["inputs_from"] = os.path.relpath(inputs_from, ROOT)
     os.makedirs(out, exist_ok=True)
@@ -247,7 +352,7 @@ def main(argv=None):
         json.dump(header, fh, indent=1, sort_keys=True)
     report = compare(files, against)
     for f, r in replays.items():
-        report["cachehit/" + f] = r
+        report[f if f.startswith(("templates", "versions/")) else "cachehit/" + f] = r
     # The nearest release's rules and function sources, run through the same kit (cached).
     prev_rec = os.path.join(engine_mod.CACHE, "out", f"{a.engine}-{prev_v}", "kit-record.json")
     prev = json.load(open(prev_rec)) if prev_v and os.path.exists(prev_rec) else None
@@ -271,9 +376,16 @@ def main(argv=None):
             if r.get("skipped"):
                 print(f"  {f}: skipped ({r['skipped']})")
                 continue
-            src = "testdata/vectors" if f.startswith("cachehit/") else os.path.relpath(against, ROOT)
+            src = ("testdata/vectors" if f.startswith(("cachehit/", "templates/", "versions/")) else
+                   "testdata/vectors/kit" if f.endswith("-namespaces.json") else os.path.relpath(against, ROOT))
+            if r.get("new_file"):
+                print(f"  {f}: new file, {r['reproduced']}/{r['total']} cases pass {r['new_file']}")
+                continue
             print(f"  {f}: {r['reproduced']}/{r['total']} cases of {src} reproduced"
-                  + (f", {len(r['new_cases'])} new cases" if r.get("new_cases") else ""))
+                  + (f", {len(r['new_cases'])} new cases" if r.get("new_cases") else "")
+                  + (f"; its engine_source_extracted: {r['engine_source_extracted']['same']}/"
+                     f"{r['engine_source_extracted']['total']} definitions the same in this wheel"
+                     if "engine_source_extracted" in r else ""))
             for name, d in r["differ"][:10]:
                 print(f"    differs: {name}: {', '.join(d)}")
         print(f"  rule changes vs {prev_v}:")

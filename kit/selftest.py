@@ -7,6 +7,11 @@
   schema-less decode) from its BlockPool and ZmqEventPublisher; every step of its cache-hit
   replays (`cachehit/vllm-<version>-*.json`: each endpoint's cached tokens at each query, each
   run's count, each event batch's bytes) from its KVCacheManager;
+* SGLang 0.5.19 (`sglang/`, `cachehit/sglang-0.5.19-*`): every block-hash case; every KV-event
+  case (frames, payload, decodes) and header example from its RadixCache and publisher; every
+  step of its four cache-hit replays (EAGLE included) from its RadixCache and scheduler code,
+  and each replay file's `engine_source_extracted` the same in the wheel; mutated copies of
+  the event and eviction files are caught, each changed value named;
 * run on 0.34.0 with 0.33.0's inputs, the rule changes it reports are exactly the ones code
   can see: the default block size 16 -> 64, int32 request token ids, frontend-supplied block
   hashes, the prompt-logprobs hit cap; the event module unchanged.
@@ -24,6 +29,60 @@ import time
 from .engine import ROOT, CACHE
 
 PY = sys.executable
+SGLANG_REPLAYS = ["eagle", "eviction", "lora-salt", "shared-prefix"]
+# config.json's model_type of R1-Distill-Qwen (the project's model folder has tokenizer files only).
+R1_TYPE = "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B=qwen2"
+SGLANG_CHAT_PROFILES = ["gemma2-9b-it-v1", "llama31-8b-instruct-v1", "qwen25-7b-instruct-v1", "qwen3-06b-default-v1",
+                        "r1-distill-qwen-7b-v1"]
+
+
+def mutated_sglang():
+    """The SGLang comparisons can fail: copies of the 0.5.19 event, eviction-replay and Qwen2.5
+    template files with expected values changed (an event's medium, a payload byte, an
+    endpoint-offset example, a query's cached tokens, a replay batch's payload, a chat case's
+    token id, an engine error's message) must be reported as exactly those differences."""
+    import shutil
+
+    base = os.path.join(CACHE, "selftest-mutated")
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(os.path.join(base, "sglang"))
+    os.makedirs(os.path.join(base, "cachehit"))
+    v = os.path.join(ROOT, "testdata", "vectors")
+    shutil.copy(os.path.join(v, "sglang", "block_hashes.json"), os.path.join(base, "sglang"))
+    ev = json.load(open(os.path.join(v, "sglang", "kv_events.json")))
+    cases = {c["name"]: c for c in ev["cases"]}
+    cases["lifecycle_p16"]["expected"]["batches"][1]["decoded"]["events"][0]["medium"] = "CPU_PINNED"
+    b = cases["dp_rank_2"]["expected"]["batches"][1]
+    b["payload_hex"] = b["payload_hex"][:-2] + "03"
+    ev["endpoint_offset_examples"][1]["result"] = "tcp://*:5559"
+    json.dump(ev, open(os.path.join(base, "sglang", "kv_events.json"), "w"))
+    ch = json.load(open(os.path.join(v, "cachehit", "sglang-0.5.19-eviction.json")))
+    q = next(s for s in ch["steps"] if s["kind"] == "query" and s["expected_cached_tokens"]["sglang-0"] > 0)
+    q["expected_cached_tokens"]["sglang-0"] += 16
+    e = [s for s in ch["steps"] if s["kind"] == "events"][10]
+    e["payload_hex"] = e["payload_hex"][:-2] + "01"
+    json.dump(ch, open(os.path.join(base, "cachehit", "sglang-0.5.19-eviction.json"), "w"))
+    os.makedirs(os.path.join(base, "sglang", "templates"))
+    t = json.load(open(os.path.join(v, "templates", "qwen25-7b-instruct-v1.json")))
+    tc = {c["id"]: c for c in t["cases"]}
+    tc["single_user"]["engine_token_ids"]["sglang"][3] += 1
+    e = next(c for c in t["cases"] if (c.get("engine_errors") or {}).get("sglang"))
+    e["engine_errors"]["sglang"] += "!"
+    json.dump(t, open(os.path.join(base, "sglang", "templates", "qwen25-7b-instruct-v1.json"), "w"))
+    r = run(["sglang", "0.5.19", "--inputs", os.path.join(base, "sglang"), "--against", os.path.join(base, "sglang"),
+             "--cachehit", os.path.join(base, "cachehit"), "--out", os.path.join(CACHE, "out", "selftest-mutated")])
+    k = r["files"]["kv_events.json"]
+    named = sorted(d[0] for d in k["differ"])
+    c = r["files"].get("cachehit/sglang-0.5.19-eviction.json", {"reproduced": -1, "total": -1})
+    tr = next((x for f, x in r["files"].items() if f.endswith("/qwen25-7b-instruct-v1.json")), {"reproduced": -1, "total": -1, "differ": []})
+    tnamed = sorted(d[0] for d in tr["differ"])
+    good = (k["reproduced"] == k["total"] - 3 and named == ["dp_rank_2", "endpoint_offset_examples[1]", "lifecycle_p16"]
+            and c["reproduced"] == c["total"] - 2 and c["total"] == 342
+            and tr["total"] == 39 and tr["reproduced"] == 37 and tnamed == sorted(["single_user", e["id"]]))
+    print(f"sglang mutated copies: kv_events {k['reproduced']}/{k['total']} (differ: {', '.join(named)}), "
+          f"eviction replay {c['reproduced']}/{c['total']}, qwen25 chat {tr['reproduced']}/{tr['total']} "
+          f"(differ: {', '.join(tnamed)}) -> {'caught' if good else 'NOT CAUGHT'}")
+    return good
 
 
 def run(args):
@@ -51,17 +110,31 @@ def main():
                     print("   differs:", d)
         if not r["files"]:
             ok = False
-    # SGLang 0.5.19 (`sglang/`): pages, partial tails, insert events, errors.
-    r = run(["sglang", "0.5.19"])
+    # SGLang 0.5.19 (`sglang/`): pages, partial tails, insert events, errors; the KV events
+    # (cases and header examples); every cache-hit replay (the EAGLE deployment's included).
+    r = run(["sglang", "0.5.19", "--model-type", R1_TYPE])
+    want_files = ({"block_hashes.json", "kv_events.json"} | {f"cachehit/sglang-0.5.19-{x}.json" for x in SGLANG_REPLAYS}
+                  | {f"templates/{p}.json" for p in SGLANG_CHAT_PROFILES} | {"templates/exaone35-78b-instruct-v1.json"})
+    if set(r["files"]) != want_files:
+        ok = False
+        print("sglang 0.5.19: files", sorted(r["files"]), "expected", sorted(want_files))
     for f, c in r["files"].items():
-        line = f"sglang 0.5.19 {r['compared_with']}/{f}: {c['reproduced']}/{c['total']}"
+        src = "testdata/vectors" if f.startswith(("cachehit/", "templates/")) else r["compared_with"]
+        if c.get("skipped") and f == "templates/exaone35-78b-instruct-v1.json":
+            print(f"sglang 0.5.19 {src}/{f}: skipped ({c['skipped']})")
+            continue
+        line = f"sglang 0.5.19 {src}/{f}: {c['reproduced']}/{c['total']}"
+        ex = c.get("engine_source_extracted")
+        if ex:
+            line += f" (engine_source_extracted {ex['same']}/{ex['total']} the same in the wheel)"
+            if ex["same"] != ex["total"]:
+                ok = False
         print(line)
-        if c["reproduced"] != c["total"]:
+        if c["reproduced"] != c["total"] or c["total"] == 0 or c.get("skipped"):
             ok = False
             for d in c["differ"][:5]:
                 print("   differs:", d)
-    if not r["files"]:
-        ok = False
+    ok = mutated_sglang() and ok
     # 0.34.0 qualified as a new release: 0.33.0's inputs, compared with 0.33.0's files.
     r = run(["vllm", "0.34.0", "--inputs", "testdata/vectors/versions/vllm-0.33.0",
              "--against", "testdata/vectors/versions/vllm-0.33.0",
@@ -83,13 +156,27 @@ def main():
         if c["reproduced"] != c["total"]:
             ok = False
             print(f"  0.34.0 on 0.33.0's inputs differs in {f}: {c['differ'][:3]}")
-    # SGLang 0.5.23 against 0.5.22: the wide-page rule appears.
-    r = run(["sglang", "0.5.22", "--no-replays"])
-    r = run(["sglang", "0.5.23"])
-    for f, c in r["files"].items():
-        print(f"sglang 0.5.23 {r['compared_with']}/{f}: {c['reproduced']}/{c['total']}")
-        if c["reproduced"] != c["total"]:
+    # SGLang 0.5.20, 0.5.22, 0.5.23 (`versions/`): block hashes and KV events (map encoding,
+    # replay replies with the topic frame); 0.5.22/0.5.23's LoRA/salt namespace cases against
+    # the kit's committed run (`testdata/vectors/kit/`); 0.5.23 against 0.5.22: the wide-page
+    # rule appears.
+    for v in ["0.5.20", "0.5.22", "0.5.23"]:
+        # 0.5.23 has its own template cases (`versions/sglang-0.5.23/templates/`): chat step on.
+        r = run(["sglang", v, *(["--model-type", R1_TYPE] if v == "0.5.23" else ["--no-chat"])])
+        want = {"block_hashes.json", "kv_events.json"} | ({f"sglang-{v}-namespaces.json"} if v != "0.5.20" else set())
+        if v == "0.5.23":
+            want |= {f"versions/sglang-0.5.23/templates/{p}.json" for p in SGLANG_CHAT_PROFILES}
+        if set(r["files"]) != want:
             ok = False
+            print(f"sglang {v}: files", sorted(r["files"]))
+        for f, c in r["files"].items():
+            src = ("testdata/vectors/kit" if f.endswith("-namespaces.json") else
+                   "testdata/vectors" if f.startswith("versions/") else r["compared_with"])
+            print(f"sglang {v} {src}/{f}: {c['reproduced']}/{c['total']}")
+            if c["reproduced"] != c["total"] or c["total"] == 0:
+                ok = False
+                for d in c["differ"][:5]:
+                    print("   differs:", d)
     if "wide_pages: False -> True" not in r["rule_changes"]:
         ok = False
         print("sglang 0.5.23: the wide-page rule change was not reported:", r["rule_changes"])

@@ -158,4 +158,20 @@ def run_sglang(eng, inputs_from):
                   "expected": h.case(c["inputs"])} for c in doc["cases"]]
         files["block_hashes.json"] = {"engine": "sglang", "engine_version": eng.version,
                                       "generator": "kit/qualify.py", "cases": cases}
+    src = os.path.join(inputs_from, "kv_events.json")
+    if os.path.exists(src):
+        from .sglang_events import SglangEvents
+
+        doc = json.load(open(src))
+        header, produced = SglangEvents(eng).run(doc)
+        cases = [{"name": c["name"], "description": c.get("description", ""), "inputs": c["inputs"], **produced[c["name"]]}
+                 for c in doc["cases"] if c["name"] in produced]
+        files["kv_events.json"] = {"engine": "sglang", "engine_version": eng.version,
+                                   "generator": "kit/qualify.py (RadixCache + SchedulerKvEventsPublisher + ZmqEventPublisher)",
+                                   **header, "cases": cases}
+    from . import sglang_namespaces
+
+    ns = sglang_namespaces.run(eng)
+    if ns is not None:  # 0.5.22+: LoRA / salt namespaces of the published hashes (a new file)
+        files[f"sglang-{eng.version}-namespaces.json"] = ns
     return rules, files

@@ -25,6 +25,11 @@ class _DummyMeta(type):
     def __getitem__(cls, item):
         return _Dummy
 
+    def __iter__(cls):
+        # Iterating a stubbed name (e.g. a tuple of config classes) yields nothing; without
+        # this, __getitem__ would make it an endless sequence.
+        return iter(())
+
     def __or__(cls, other):
         return _Dummy
 
@@ -143,7 +148,14 @@ def _setup_cpp_extension(m):
     m.get_default_build_root = cppext.get_default_build_root
 
 
-_SETUP = {"torch": _setup_torch, "torch.utils.cpp_extension": _setup_cpp_extension}
+def _setup_uvloop(m):
+    # SGLang's tokenizer_manager installs uvloop's policy at import: asyncio's own stands in.
+    import asyncio
+
+    m.EventLoopPolicy = asyncio.DefaultEventLoopPolicy
+
+
+_SETUP = {"torch": _setup_torch, "torch.utils.cpp_extension": _setup_cpp_extension, "uvloop": _setup_uvloop}
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
