@@ -29,7 +29,7 @@
 #define NONE_HASH_SEED "0"
 #define MAX_ENGINES 16
 /* Bounded waits: naps of 20 ms (a test turns a hang into a failure this way, never a time). */
-#define NAPS 1500
+#define NAPS 3000
 
 static void nap(void) {
   struct timespec ts = {0, 20 * 1000 * 1000};
@@ -146,6 +146,14 @@ int main(int argc, char **argv) {
   }
   if (!ready) {
     fprintf(stderr, "the engines' streams did not come in step\n");
+    for (size_t i = 0; i < engines; i++) {
+      kvexact_subscriber_counters c;
+      memset(&c, 0, sizeof c);
+      c.struct_size = sizeof c;
+      kvexact_subscriber_get_counters(subs[i], &c);
+      fprintf(stderr, "%s: received %" PRIu64 ", delivered %" PRIu64 ", refused %" PRIu64 ", lost %" PRIu64 "\n",
+              names[i], c.received, c.delivered, c.refused, c.lost);
+    }
     goto out;
   }
   printf("ready\n");
