@@ -254,3 +254,142 @@ fn the_subscriber_follows_an_engine_with_no_gateway_code() {
     assert_eq!(stream(ix), KVEXACT_STREAM_LOST);
     unsafe { kvexact_index_free(ix) };
 }
+
+/// A message lost on the PUB is asked for once from the engine's replay socket (the
+/// emulator's ROUTER, `Emulator::replay_endpoint`): the rank comes back in step with the
+/// lost batch's blocks, and the subscriber counts one replay, none failed.
+#[test]
+fn a_lost_message_is_replayed_from_the_engine() {
+    let reg = TempRegistry::copy_of(Path::new(REGISTRY)).unwrap();
+    let mut cfg = EmulatorConfig::from_registry(reg.root(), PROFILE, Engine::Vllm).unwrap();
+    cfg.prefix_cache = Some(4096);
+    let contract = cfg.contract.clone();
+    let (model, bs, encoder, seed) = (
+        cfg.model.clone(),
+        cfg.block_size,
+        cfg.encoder.clone(),
+        cfg.hash_seed.clone(),
+    );
+    let emu = Emulator::start(cfg).unwrap();
+    let http = HttpClient::new(emu.endpoint(), Duration::from_secs(5), 1 << 20);
+    let post = |path: &str, body: serde_json::Value| {
+        let r = http
+            .post_json(path, &serde_json::to_vec(&body).unwrap())
+            .unwrap();
+        assert_eq!(r.status, 200, "{path}");
+    };
+    let release = CString::new(contract.release_id()).unwrap();
+    let mut ix = null_mut();
+    let st = unsafe {
+        kvexact_index_new(
+            release.as_ptr(),
+            null(),
+            bs as u32,
+            null(),
+            &mut ix,
+            null_mut(),
+        )
+    };
+    assert_eq!(st, KVEXACT_OK);
+    let name = "replayed";
+    let e = kvexact_index_endpoint {
+        struct_size: std::mem::size_of::<kvexact_index_endpoint>() as u32,
+        dp_ranks: 1,
+        name: name.as_ptr(),
+        name_len: name.len(),
+        gpu_blocks: 4096,
+        other_blocks: 0,
+        lora_adapters: 0,
+        replay: 1,
+        starts_empty: 0,
+    };
+    let mut id = 0;
+    assert_eq!(
+        unsafe { kvexact_index_add_endpoint(ix, &e, &mut id, null_mut()) },
+        KVEXACT_OK
+    );
+    let publisher = CString::new(emu.events_endpoint().unwrap()).unwrap();
+    let replay = CString::new(emu.replay_endpoint().expect("a replay socket")).unwrap();
+    let (publishers, replays) = ([publisher.as_ptr()], [replay.as_ptr()]);
+    let o = kvexact_subscriber_options {
+        struct_size: std::mem::size_of::<kvexact_subscriber_options>() as u32,
+        endpoint: id,
+        publishers: publishers.as_ptr(),
+        replays: replays.as_ptr(),
+        n_ranks: 1,
+        topic: null(),
+        queue: 0,
+        replay_timeout_ms: 0,
+    };
+    let mut sub = null_mut();
+    assert_eq!(
+        unsafe { kvexact_subscriber_new(ix, &o, &mut sub, null_mut()) },
+        KVEXACT_OK
+    );
+    assert_eq!(
+        unsafe { kvexact_subscriber_start(sub, null_mut()) },
+        KVEXACT_OK
+    );
+    let mut synced = false;
+    for _ in 0..60 {
+        post("/reset_prefix_cache", serde_json::json!({}));
+        if eventually(1, || stream(ix) == KVEXACT_STREAM_IN_STEP) {
+            synced = true;
+            break;
+        }
+    }
+    assert!(synced, "in step after a reset: {:?}", counters(sub));
+
+    // The first completion's batch is kept for replay but never published; the second's,
+    // published, shows the gap.
+    let hasher = kvprobe::bridge::hasher(&contract, None, bs, seed.as_deref()).unwrap();
+    let long = prompt(120);
+    let ids = encoder.engine_completions(&long).unwrap();
+    let mut keys = vec![0u64; ids.len() / bs];
+    let n = hasher.block_hashes_u64(&ids, &mut keys).unwrap();
+    keys.truncate(n);
+    let full = (ids.len() - 1) / bs;
+    emu.drop_next_event_batch();
+    for p in [
+        long.clone(),
+        format!("Another request entirely. {}", prompt(40)),
+    ] {
+        post(
+            "/v1/completions",
+            serde_json::json!({ "model": model, "prompt": p, "max_tokens": 1 }),
+        );
+    }
+    let predict = || {
+        let mut out = [kvexact_index_prediction::default(); 4];
+        let mut k = 0;
+        let st = unsafe {
+            kvexact_index_predict(
+                ix,
+                keys.as_ptr(),
+                full,
+                ids.len(),
+                0,
+                out.as_mut_ptr(),
+                out.len(),
+                &mut k,
+                null_mut(),
+            )
+        };
+        assert_eq!(st, KVEXACT_OK);
+        out[0]
+    };
+    assert!(
+        eventually(30, || predict().tokens == (full * bs) as u64
+            && predict().status == KVEXACT_PREDICTION_CACHED),
+        "{:?} {:?}",
+        predict(),
+        counters(sub)
+    );
+    let c = counters(sub);
+    assert_eq!((c.replays, c.replay_failures), (1, 0), "{c:?}");
+    assert!(c.replayed >= 1, "{c:?}");
+    assert_eq!(stream(ix), KVEXACT_STREAM_IN_STEP);
+    assert_eq!(unsafe { kvexact_subscriber_stop(sub) }, KVEXACT_OK);
+    unsafe { kvexact_subscriber_free(sub) };
+    unsafe { kvexact_index_free(ix) };
+}
