@@ -91,28 +91,70 @@ fn dynamo_steps(steps: &[Step]) -> Vec<Vec<RouterEvent>> {
     steps.iter().map(|s| dynamo_events(s, &mut id)).collect()
 }
 
-/// Per engine, Dynamo's scores.
-fn dynamo_hits(s: OverlapScores, engines: usize) -> Vec<usize> {
-    let mut out = vec![0; engines];
-    for (w, n) in s.scores {
-        out[w.worker_id as usize * RANKS + w.dp_rank as usize] = n as usize;
-    }
-    out
+/// A Dynamo index's cycle in Dynamo's events, the steps staged, and the fleet's engines.
+struct Events {
+    cycle: Vec<Vec<RouterEvent>>,
+    staged: Vec<RouterEvent>,
+    engines: usize,
 }
 
-/// The staged steps' events, cloned (not timed: each apply consumes its events).
-fn staged(events: &[Vec<RouterEvent>], steps: Range<usize>) -> Vec<RouterEvent> {
-    steps
-        .flat_map(|i| events[i % events.len()].iter().cloned())
-        .collect()
+impl Events {
+    fn new(cycle: Vec<Vec<RouterEvent>>, fleet: &Fleet) -> Self {
+        Events {
+            cycle,
+            staged: Vec::new(),
+            engines: fleet.engines(),
+        }
+    }
+
+    /// The staged steps' events, cloned (not timed: each apply consumes its events).
+    fn stage(&mut self, steps: Range<usize>) {
+        let n = self.cycle.len();
+        self.staged = steps
+            .flat_map(|i| self.cycle[i % n].iter().cloned())
+            .collect();
+    }
+
+    fn take(&mut self) -> Vec<RouterEvent> {
+        std::mem::take(&mut self.staged)
+    }
+
+    /// Per engine, Dynamo's scores.
+    fn hits(&self, s: OverlapScores) -> Vec<usize> {
+        let mut out = vec![0; self.engines];
+        for (w, n) in s.scores {
+            out[w.worker_id as usize * RANKS + w.dp_rank as usize] = n as usize;
+        }
+        out
+    }
+
+    /// Hands the cycle's events to `apply`, over and over, until `stop` (read every 256
+    /// steps); returns the steps and blocks (stored + removed) handed.
+    fn flood(&self, stop: &AtomicBool, mut apply: impl FnMut(RouterEvent)) -> (u64, u64) {
+        let (mut steps, mut blocks) = (0u64, 0u64);
+        loop {
+            for s in &self.cycle {
+                for e in s {
+                    blocks += match &e.event.data {
+                        KvCacheEventData::Stored(d) => d.blocks.len(),
+                        KvCacheEventData::Removed(d) => d.block_hashes.len(),
+                        _ => 0,
+                    } as u64;
+                    apply(e.clone());
+                }
+                steps += 1;
+                if steps % 256 == 0 && stop.load(Ordering::Relaxed) {
+                    return (steps, blocks);
+                }
+            }
+        }
+    }
 }
 
 /// Dynamo's `RadixTree`.
 pub struct Dynamo {
     tree: RadixTree,
-    cycle: Vec<Vec<RouterEvent>>,
-    staged: Vec<RouterEvent>,
-    engines: usize,
+    ev: Events,
 }
 
 impl Dynamo {
@@ -123,9 +165,7 @@ impl Dynamo {
         }
         Dynamo {
             tree,
-            cycle: dynamo_steps(&fleet.cycle),
-            staged: Vec::new(),
-            engines: fleet.engines(),
+            ev: Events::new(dynamo_steps(&fleet.cycle), fleet),
         }
     }
 }
@@ -135,10 +175,10 @@ impl Subject for Dynamo {
         "dynamo"
     }
     fn stage(&mut self, _fleet: &Fleet, steps: Range<usize>) {
-        self.staged = staged(&self.cycle, steps);
+        self.ev.stage(steps);
     }
     fn apply_staged(&mut self) {
-        for e in self.staged.drain(..) {
+        for e in self.ev.take() {
             black_box(self.tree.apply_event(e)).expect("Dynamo applies the event");
         }
     }
@@ -146,10 +186,8 @@ impl Subject for Dynamo {
         black_box(self.tree.find_matches(std::mem::take(&mut q.local), false));
     }
     fn hits(&mut self, q: &Query) -> Vec<usize> {
-        dynamo_hits(
-            self.tree.find_matches(Prepared::new(q).local, false),
-            self.engines,
-        )
+        self.ev
+            .hits(self.tree.find_matches(Prepared::new(q).local, false))
     }
 }
 
@@ -158,9 +196,7 @@ pub struct DynamoConcurrent {
     tree: Arc<ConcurrentRadixTreeCompressed>,
     tx: flume::Sender<WorkerTask>,
     worker: Option<std::thread::JoinHandle<()>>,
-    cycle: Vec<Vec<RouterEvent>>,
-    staged: Vec<RouterEvent>,
-    engines: usize,
+    ev: Events,
 }
 
 impl DynamoConcurrent {
@@ -171,16 +207,13 @@ impl DynamoConcurrent {
         let worker = std::thread::spawn(move || {
             t.worker(rx, None).expect("Dynamo's worker loop ends");
         });
-        let mut d = DynamoConcurrent {
+        let d = DynamoConcurrent {
             tree,
             tx,
             worker: Some(worker),
-            cycle: Vec::new(),
-            staged: dynamo_steps(&fleet.fill).into_iter().flatten().collect(),
-            engines: fleet.engines(),
+            ev: Events::new(dynamo_steps(&fleet.cycle), fleet),
         };
-        d.apply_staged();
-        d.cycle = dynamo_steps(&fleet.cycle);
+        d.send(dynamo_steps(&fleet.fill).into_iter().flatten());
         d
     }
 
@@ -211,20 +244,21 @@ impl Subject for DynamoConcurrent {
         "dynamo_concurrent"
     }
     fn stage(&mut self, _fleet: &Fleet, steps: Range<usize>) {
-        self.staged = staged(&self.cycle, steps);
+        self.ev.stage(steps);
     }
     fn apply_staged(&mut self) {
-        let events = std::mem::take(&mut self.staged);
+        let events = self.ev.take();
         self.send(events);
     }
     fn predict(&mut self, q: &mut Prepared) {
         black_box(SyncIndexer::find_matches(&*self.tree, &q.local, false));
     }
     fn hits(&mut self, q: &Query) -> Vec<usize> {
-        dynamo_hits(
-            SyncIndexer::find_matches(&*self.tree, &Prepared::new(q).local, false),
-            self.engines,
-        )
+        self.ev.hits(SyncIndexer::find_matches(
+            &*self.tree,
+            &Prepared::new(q).local,
+            false,
+        ))
     }
     fn shared(&self) -> Option<&dyn Shared> {
         Some(self)
@@ -233,28 +267,12 @@ impl Subject for DynamoConcurrent {
 
 impl Shared for DynamoConcurrent {
     fn flood(&self, _fleet: &Fleet, stop: &AtomicBool) -> (u64, u64) {
-        let (mut steps, mut blocks) = (0u64, 0u64);
-        'out: loop {
-            for s in &self.cycle {
-                for e in s {
-                    blocks += match &e.event.data {
-                        KvCacheEventData::Stored(d) => d.blocks.len(),
-                        KvCacheEventData::Removed(d) => d.block_hashes.len(),
-                        _ => 0,
-                    } as u64;
-                    self.tx
-                        .send(WorkerTask::Event(e.clone()))
-                        .expect("the worker runs");
-                }
-                steps += 1;
-                if steps % 256 == 0 && stop.load(Ordering::Relaxed) {
-                    break 'out;
-                }
-            }
-        }
+        let r = self.ev.flood(stop, |e| {
+            self.tx.send(WorkerTask::Event(e)).expect("the worker runs")
+        });
         // Every step sent is applied before the flood returns.
         self.send([]);
-        (steps, blocks)
+        r
     }
     fn predict_shared(&self, q: &mut Prepared) {
         black_box(SyncIndexer::find_matches(&*self.tree, &q.local, false));
@@ -308,9 +326,7 @@ fn positional_steps(steps: &[Step], dyn_of: &mut HashMap<u64, u64>) -> Vec<Vec<R
 pub struct DynamoPositional {
     index: PositionalIndexer,
     blocks: Mutex<FxHashMap<WorkerWithDpRank, LevelIndex>>,
-    cycle: Vec<Vec<RouterEvent>>,
-    staged: Vec<RouterEvent>,
-    engines: usize,
+    ev: Events,
 }
 
 impl DynamoPositional {
@@ -330,9 +346,7 @@ impl DynamoPositional {
         DynamoPositional {
             index,
             blocks: Mutex::new(blocks),
-            cycle,
-            staged: Vec::new(),
-            engines: fleet.engines(),
+            ev: Events::new(cycle, fleet),
         }
     }
 }
@@ -342,11 +356,11 @@ impl Subject for DynamoPositional {
         "dynamo_positional"
     }
     fn stage(&mut self, _fleet: &Fleet, steps: Range<usize>) {
-        self.staged = staged(&self.cycle, steps);
+        self.ev.stage(steps);
     }
     fn apply_staged(&mut self) {
         let blocks = self.blocks.get_mut().expect("not poisoned");
-        for e in self.staged.drain(..) {
+        for e in self.ev.take() {
             black_box(self.index.apply_event(blocks, e, None)).expect("Dynamo applies the event");
         }
     }
@@ -354,10 +368,11 @@ impl Subject for DynamoPositional {
         black_box(SyncIndexer::find_matches(&self.index, &q.local, false));
     }
     fn hits(&mut self, q: &Query) -> Vec<usize> {
-        dynamo_hits(
-            SyncIndexer::find_matches(&self.index, &Prepared::new(q).local, false),
-            self.engines,
-        )
+        self.ev.hits(SyncIndexer::find_matches(
+            &self.index,
+            &Prepared::new(q).local,
+            false,
+        ))
     }
     fn shared(&self) -> Option<&dyn Shared> {
         Some(self)
@@ -366,26 +381,12 @@ impl Subject for DynamoPositional {
 
 impl Shared for DynamoPositional {
     fn flood(&self, _fleet: &Fleet, stop: &AtomicBool) -> (u64, u64) {
-        let blocks_of = &mut *self.blocks.lock().expect("not poisoned");
-        let (mut steps, mut blocks) = (0u64, 0u64);
-        loop {
-            for s in &self.cycle {
-                for e in s {
-                    blocks += match &e.event.data {
-                        KvCacheEventData::Stored(d) => d.blocks.len(),
-                        KvCacheEventData::Removed(d) => d.block_hashes.len(),
-                        _ => 0,
-                    } as u64;
-                    self.index
-                        .apply_event(blocks_of, e.clone(), None)
-                        .expect("Dynamo applies the event");
-                }
-                steps += 1;
-                if steps % 256 == 0 && stop.load(Ordering::Relaxed) {
-                    return (steps, blocks);
-                }
-            }
-        }
+        let blocks = &mut *self.blocks.lock().expect("not poisoned");
+        self.ev.flood(stop, |e| {
+            self.index
+                .apply_event(blocks, e, None)
+                .expect("Dynamo applies the event")
+        })
     }
     fn predict_shared(&self, q: &mut Prepared) {
         black_box(SyncIndexer::find_matches(&self.index, &q.local, false));
