@@ -352,3 +352,107 @@ fn c_example_prints_the_expected_keys() {
         .expect("read examples/encode_and_hash.out");
     assert_eq!(stdout, expected);
 }
+
+/// The C routing example (examples/c/route_subscribed.c) against two loopback emulators:
+/// kvexact's own subscribers follow both engines' ZMQ PUBs (no ZMQ code in the program); the
+/// engines are joined midway, so this test posts their prefix-cache resets until the program
+/// says every stream is in step; then it sends a chat request to the second engine and hands
+/// the program the same body: the program routes it there, with every full block cached.
+#[cfg(feature = "subscriber")]
+#[test]
+fn c_example_routes_through_the_subscriber() {
+    use kvexact_conformance::emulator::{Emulator, EmulatorConfig, TempRegistry};
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let reg = TempRegistry::copy_of(&repo_root().join("testdata/registry")).unwrap();
+    let start = || {
+        let mut cfg = EmulatorConfig::from_registry(
+            reg.root(),
+            "qwen3-06b-default-v1",
+            kvprobe::Engine::Vllm,
+        )
+        .unwrap();
+        cfg.prefix_cache = Some(4096);
+        Emulator::start(cfg).unwrap()
+    };
+    let (a, b) = (start(), start());
+    let (model, version) = {
+        let cfg = EmulatorConfig::from_registry(
+            reg.root(),
+            "qwen3-06b-default-v1",
+            kvprobe::Engine::Vllm,
+        )
+        .unwrap();
+        (cfg.model, cfg.version)
+    };
+    let http = |e: &Emulator| {
+        kvprobe::transport::HttpClient::new(e.endpoint(), Duration::from_secs(5), 1 << 20)
+    };
+    let lib = find_lib("libkvexact.a");
+    let exe = compile_source(
+        &repo_root().join("examples/c/route_subscribed.c"),
+        "route_subscribed",
+        &[
+            lib.to_str().expect("UTF-8 path"),
+            "-lpthread",
+            "-ldl",
+            "-lm",
+        ],
+        &["-pthread"],
+    );
+    let mut child = Command::new(&exe)
+        .arg(repo_root().join("testdata/registry"))
+        .arg(&model)
+        .arg(&version)
+        .arg(a.events_endpoint().unwrap())
+        .arg(b.events_endpoint().unwrap())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {}: {e}", exe.display()));
+    // Resets until the program is ready (each engine's next AllBlocksCleared puts it in step).
+    let done = Arc::new(AtomicBool::new(false));
+    let resets = {
+        let (d, ha, hb) = (done.clone(), http(&a), http(&b));
+        std::thread::spawn(move || {
+            while !d.load(Ordering::Relaxed) {
+                let _ = ha.post_json("/reset_prefix_cache", b"{}");
+                let _ = hb.post_json("/reset_prefix_cache", b"{}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read the program's output");
+    done.store(true, Ordering::Relaxed);
+    resets.join().unwrap();
+    assert_eq!(line, "ready\n", "the program's first line");
+    let body = serde_json::json!({
+        "model": model,
+        "messages": [
+            {"role": "system", "content": "You are a terse assistant. ".repeat(8)},
+            {"role": "user", "content": "Which replica already holds the KV cache for this conversation prefix?"}
+        ],
+        "max_tokens": 1
+    });
+    let body = serde_json::to_string(&body).unwrap();
+    let r = http(&b)
+        .post_json("/v1/chat/completions", body.as_bytes())
+        .unwrap();
+    assert_eq!(r.status, 200);
+    {
+        let mut stdin = child.stdin.take().expect("stdin");
+        writeln!(stdin, "{body}").unwrap();
+    } // closed: the program ends after this request
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    print!("{line}{rest}");
+    assert!(status.success(), "{status}:\n{rest}");
+    assert!(rest.contains("engine-a: 0 cached tokens"), "{rest}");
+    assert!(rest.ends_with("route: engine-b\n"), "{rest}");
+}

@@ -160,6 +160,22 @@ fn event(e: &mut Enc, schema: &EventSchema, b: &Batch, stored: bool) {
 
 /// Encodes every batch once.
 pub fn encode(schema: &EventSchema, batches: &[Batch]) -> Vec<Frames> {
+    batches
+        .iter()
+        .map(|b| message(schema, b.endpoint, b.seq, 0, std::slice::from_ref(b)))
+        .collect()
+}
+
+/// One message of `endpoint`'s rank `rank` numbered `seq` holding the events of every part in
+/// order (each part's removals, then its stored blocks): an engine step that served several
+/// requests. The parts' own `endpoint` and `seq` are not read.
+pub fn message(
+    schema: &EventSchema,
+    endpoint: usize,
+    seq: u64,
+    rank: u32,
+    parts: &[Batch],
+) -> Frames {
     assert!(
         matches!(
             schema.format(),
@@ -167,27 +183,27 @@ pub fn encode(schema: &EventSchema, batches: &[Batch]) -> Vec<Frames> {
         ),
         "a vLLM schema"
     );
-    batches
+    let mut e = Enc::default();
+    let n: usize = parts
         .iter()
-        .map(|b| {
-            let mut e = Enc::default();
-            let n = usize::from(!b.removed.is_empty()) + usize::from(!b.stored.is_empty());
-            e.array(3);
-            e.f64(1_764_000_000.0 + b.seq as f64 * 0.01);
-            e.array(n);
-            if !b.removed.is_empty() {
-                event(&mut e, schema, b, false);
-            }
-            if !b.stored.is_empty() {
-                event(&mut e, schema, b, true);
-            }
-            e.uint(0); // data-parallel rank
-            Frames {
-                endpoint: b.endpoint,
-                topic: b"kv-events".to_vec(),
-                seq: b.seq.to_be_bytes(),
-                payload: e.0,
-            }
-        })
-        .collect()
+        .map(|b| usize::from(!b.removed.is_empty()) + usize::from(!b.stored.is_empty()))
+        .sum();
+    e.array(3);
+    e.f64(1_764_000_000.0 + seq as f64 * 0.01);
+    e.array(n);
+    for b in parts {
+        if !b.removed.is_empty() {
+            event(&mut e, schema, b, false);
+        }
+        if !b.stored.is_empty() {
+            event(&mut e, schema, b, true);
+        }
+    }
+    e.uint(u64::from(rank)); // data-parallel rank
+    Frames {
+        endpoint,
+        topic: b"kv-events".to_vec(),
+        seq: seq.to_be_bytes(),
+        payload: e.0,
+    }
 }

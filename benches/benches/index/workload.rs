@@ -63,7 +63,7 @@ pub struct Block {
 }
 
 impl Block {
-    fn after(parent: Option<&Block>, content: u64) -> Block {
+    pub fn after(parent: Option<&Block>, content: u64) -> Block {
         let p = parent.map_or(0x6b76_6578_6163_7421, |b| b.chain);
         Block {
             chain: mix(p ^ content.rotate_left(17) ^ 0xA076_1D64_78BD_642F),
@@ -248,7 +248,7 @@ struct Conv {
     home: usize,
 }
 
-fn extend(blocks: &mut Vec<Block>, n: usize, rng: &mut Rng) {
+pub fn extend(blocks: &mut Vec<Block>, n: usize, rng: &mut Rng) {
     for _ in 0..n {
         let b = Block::after(blocks.last(), rng.next());
         blocks.push(b);

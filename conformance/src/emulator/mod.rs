@@ -16,6 +16,7 @@ pub mod mistral;
 pub mod msgpack;
 pub mod pool;
 pub mod registry;
+pub mod replay;
 pub mod workload;
 pub mod writer;
 
@@ -328,6 +329,8 @@ impl EmulatorConfig {
 pub struct Emulator {
     http_addr: String,
     zmq_addr: Option<String>,
+    /// The replay socket's address and the batches it serves (vLLM, SGLang).
+    replay: Option<(String, Arc<replay::Log>)>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -360,6 +363,7 @@ impl Emulator {
         let http_addr = listener.local_addr()?.to_string();
         let writer = EventWriter::new(cfg.writer_config())?;
         let mut threads = Vec::new();
+        let mut replay_log = None;
         let (publish, zmq_port) = if cfg.engine == Engine::Trtllm {
             (None, 0)
         } else {
@@ -367,9 +371,12 @@ impl Emulator {
             let (port_tx, port_rx) = mpsc::channel::<Result<u16, String>>();
             let st = stop.clone();
             let port = cfg.zmq_port;
+            let log = Arc::new(replay::Log::default());
+            let l = log.clone();
             threads.push(std::thread::spawn(move || {
-                publisher(port, rx, port_tx, st, deadline)
+                publisher(port, rx, port_tx, st, deadline, &l)
             }));
+            replay_log = Some(log);
             let port = port_rx
                 .recv_timeout(Duration::from_secs(10))
                 .map_err(|e| kvprobe::Error::Config(format!("ZMQ publisher did not start: {e}")))?
@@ -389,6 +396,27 @@ impl Emulator {
                 0,
             ))),
         };
+        let replay = match replay_log {
+            Some(log) => {
+                let framing = cfg.contract.events().map_or(
+                    kvhash::events::ReplayFraming::Topic,
+                    kvhash::events::EventSchema::replay,
+                );
+                let (port_tx, port_rx) = mpsc::channel::<Result<u16, String>>();
+                let (st, l) = (stop.clone(), log.clone());
+                threads.push(std::thread::spawn(move || {
+                    replay::serve(l, framing, 0, port_tx, st, deadline)
+                }));
+                let port = port_rx
+                    .recv_timeout(Duration::from_secs(10))
+                    .map_err(|e| {
+                        kvprobe::Error::Config(format!("replay socket did not start: {e}"))
+                    })?
+                    .map_err(kvprobe::Error::Config)?;
+                Some((format!("127.0.0.1:{port}"), log))
+            }
+            None => None,
+        };
         let shared = Arc::new(Shared {
             cfg,
             writer: Mutex::new(writer),
@@ -405,6 +433,7 @@ impl Emulator {
         Ok(Emulator {
             http_addr,
             zmq_addr,
+            replay,
             stop,
             threads,
         })
@@ -418,6 +447,20 @@ impl Emulator {
     /// The ZMQ event endpoint `127.0.0.1:port` (vLLM, SGLang).
     pub fn events_endpoint(&self) -> Option<&str> {
         self.zmq_addr.as_deref()
+    }
+
+    /// The replay socket `127.0.0.1:port` (a ROUTER answering a DEALER's `[empty, seq]` with
+    /// the kept batches from `seq` on; vLLM, SGLang).
+    pub fn replay_endpoint(&self) -> Option<&str> {
+        self.replay.as_ref().map(|(a, _)| a.as_str())
+    }
+
+    /// The next event batch is numbered and kept for replay but not published: a sequence
+    /// gap for every subscriber (vLLM, SGLang; nothing otherwise).
+    pub fn drop_next_event_batch(&self) {
+        if let Some((_, log)) = &self.replay {
+            log.drop_next();
+        }
     }
 
     /// Blocks until the lifetime is over (the standalone example).
@@ -443,6 +486,7 @@ fn publisher(
     port_tx: mpsc::Sender<Result<u16, String>>,
     stop: Arc<AtomicBool>,
     deadline: Instant,
+    log: &replay::Log,
 ) {
     use zeromq::{Socket, SocketSend};
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -475,10 +519,14 @@ fn publisher(
     while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
         match rx.recv_timeout(Duration::from_millis(20)) {
             Ok(payload) => {
+                let publish = log.record(seq, &payload);
                 let mut msg = zeromq::ZmqMessage::from(Vec::<u8>::new());
                 msg.push_back(seq.to_be_bytes().to_vec().into());
                 msg.push_back(payload.into());
                 seq += 1;
+                if !publish {
+                    continue;
+                }
                 let _ = rt.block_on(async {
                     tokio::time::timeout(Duration::from_secs(2), sock.send(msg)).await
                 });
