@@ -175,8 +175,7 @@ impl DeploymentRules {
         }
         for (i, r) in self.event_namespaces.iter().enumerate() {
             let f = format!("{field}.eventNamespaces[{i}]");
-            let known =
-                r.format == "default" || self.kv_events_formats.iter().any(|k| *k == r.format);
+            let known = r.format == "default" || self.kv_events_formats.contains(&r.format);
             if engine != Engine::Sglang
                 || !known
                 || !matches!(
