@@ -368,6 +368,9 @@ fn release_json(r: &Release) -> Value {
                 "vectors": c.vectors,
             })),
             "kv_events_formats": d.kv_events_formats,
+            "event_namespaces": d.event_namespaces.iter().map(|n| json!({
+                "format": n.format, "seed": n.seed, "vectors": n.vectors,
+            })).collect::<Vec<_>>(),
         })),
     })
 }

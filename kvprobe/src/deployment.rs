@@ -286,8 +286,9 @@ impl DeploymentKeys {
     }
 
     /// Whether a request naming an adapter is keyed apart from the base model in the
-    /// engine's events (vLLM: yes; SGLang and TensorRT-LLM releases with
-    /// `loraInHashes: false`: no, and their endpoints serving adapters predict `unknown`).
+    /// engine's events (vLLM, and SGLang event formats with a namespace: yes; other SGLang
+    /// formats and TensorRT-LLM, `loraInHashes: false`: no, and their endpoints serving
+    /// adapters predict `unknown`).
     pub fn adapters_in_keys(&self) -> bool {
         self.keying.adapters_in_keys
     }
@@ -301,7 +302,8 @@ impl DeploymentKeys {
 /// A resolved deployment as JSON, for logs and operators (`kvexact_deployment_json`):
 /// `release`, `engine`, `blockSize`, `hashAlgorithm`, `hashSeed`, `keyForm`, `hitOffset`,
 /// `keyFormVectors`, `adapters`, `adaptersInKeys`, `cacheSalt` (the release's salt rules, or
-/// null when salted requests are refused).
+/// null when salted requests are refused), `eventNamespace` (SGLang: `registered-lora`,
+/// `extra-key-and-salt`, or null).
 pub fn keying_json(k: &Keying) -> serde_json::Value {
     serde_json::json!({
         "release": k.release_id,
@@ -317,6 +319,7 @@ pub fn keying_json(k: &Keying) -> serde_json::Value {
         "cacheSalt": k.cache_salt.as_ref().map(|c| serde_json::json!({
             "empty": c.empty, "maxChars": c.max_chars, "forbidden": c.forbidden,
         })),
+        "eventNamespace": k.event_namespace.map(|n| n.as_str()),
     })
 }
 
@@ -465,5 +468,118 @@ mod tests {
             })
             .unwrap_err();
         assert_eq!(e.code(), "unknown_adapter");
+    }
+
+    #[test]
+    fn sglang_namespaced_formats_key_adapters_and_salts() {
+        use kvhash::sglang_namespace::{lora_id, namespace_seed, namespaced_u64};
+        let ids: Vec<u32> = (0..64).map(|i| 1000 + i * 7).collect();
+        let plain_pages = |salt: Option<&str>| {
+            let h = kvhash::sglang::SglangHasher::new(16)
+                .unwrap()
+                .with_rules(kvhash::sglang::SglangRules { wide_pages: true })
+                .with_cache_salt(salt);
+            let mut out = vec![0u64; 4];
+            h.block_hashes_u64(&ids, &mut out).unwrap();
+            out
+        };
+        let hashes = |k: &DeploymentKeys, keys: RequestKeys<'_>| {
+            let h = k.request_hasher(keys).unwrap();
+            let mut out = vec![0u64; 4];
+            h.block_hashes_u64(&ids, &mut out).unwrap();
+            out
+        };
+        let adapter = "loraAdapters: [{name: sql, path: /a/sql}]";
+        let id = lora_id("sql", "/a/sql");
+        // 0.5.23 default format: an adapter's pages under its id alone; a salt not namespaced.
+        let k = keys(
+            Engine::Sglang,
+            "0.5.23",
+            &format!("blockSize: 16\n{adapter}\n"),
+        )
+        .unwrap();
+        assert!(k.adapters_in_keys());
+        let seed = namespace_seed(Some(&id), None);
+        let want: Vec<u64> = plain_pages(Some("t"))
+            .iter()
+            .map(|&h| namespaced_u64(&seed, h))
+            .collect();
+        let got = hashes(
+            &k,
+            RequestKeys {
+                cache_salt: Some("t"),
+                adapter: Some("sql"),
+            },
+        );
+        assert_eq!(got, want);
+        assert_eq!(
+            hashes(
+                &k,
+                RequestKeys {
+                    cache_salt: Some("t"),
+                    adapter: None
+                }
+            ),
+            plain_pages(Some("t"))
+        );
+        // dynamo: adapter and salt both seed; a salt alone too.
+        let k = keys(
+            Engine::Sglang,
+            "0.5.22",
+            &format!("blockSize: 16\nkvEventsFormat: dynamo\n{adapter}\n"),
+        )
+        .unwrap();
+        let seed = namespace_seed(Some(&id), Some("t"));
+        let want: Vec<u64> = plain_pages(Some("t"))
+            .iter()
+            .map(|&h| namespaced_u64(&seed, h))
+            .collect();
+        let mut got = vec![0u64; 4];
+        k.request_hasher(RequestKeys {
+            cache_salt: Some("t"),
+            adapter: Some("sql"),
+        })
+        .unwrap()
+        .block_hashes_u64(&ids, &mut got)
+        .unwrap();
+        // 0.5.22 has no wide pages; these ids are narrow, so the pages are the same.
+        assert_eq!(got, want);
+        let salt_only = namespace_seed(None, Some("t"));
+        let want: Vec<u64> = plain_pages(Some("t"))
+            .iter()
+            .map(|&h| namespaced_u64(&salt_only, h))
+            .collect();
+        let mut got = vec![0u64; 4];
+        k.request_hasher(RequestKeys {
+            cache_salt: Some("t"),
+            adapter: None,
+        })
+        .unwrap()
+        .block_hashes_u64(&ids, &mut got)
+        .unwrap();
+        assert_eq!(got, want);
+        // 0.5.22's default format: nothing namespaced, adapters not told apart.
+        let k = keys(
+            Engine::Sglang,
+            "0.5.22",
+            &format!("blockSize: 16\n{adapter}\n"),
+        )
+        .unwrap();
+        assert!(!k.adapters_in_keys());
+        // An adapter without a path cannot be keyed under a namespace.
+        let e = keys(
+            Engine::Sglang,
+            "0.5.23",
+            "blockSize: 16\nloraAdapters: [{name: sql}]\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("loraAdapters"), "{e}");
+        // A body with its own extra_key is refused.
+        let k = keys(Engine::Sglang, "0.5.19", "blockSize: 16\n").unwrap();
+        let e = k
+            .body_keys(br#"{"model":"m","extra_key":"session-7","messages":[]}"#)
+            .unwrap_err();
+        assert_eq!(e.code(), "extra_key");
+        assert!(k.body_keys(br#"{"model":"m","extra_key":null}"#).is_ok());
     }
 }
