@@ -286,7 +286,8 @@ mod tests {
             (Engine::Vllm, "0.33.0", true),
             (Engine::Sglang, "0.5.19", true),
             (Engine::Sglang, "0.5.20", false),
-            (Engine::Sglang, "0.5.23", false),
+            // SGLang 0.5.23: non-empty salts keyed (its block-hash vectors' salted case).
+            (Engine::Sglang, "0.5.23", true),
         ] {
             let c = resolve(e, v).unwrap();
             let want = if salted { all.union(salt) } else { all };
