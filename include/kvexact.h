@@ -2693,9 +2693,12 @@ kvexact_status kvexact_hasher_new_for_deployment(const kvexact_deployment *deplo
  * Hashes `ids` (`n` token ids) as the deployment of `hasher` keys a request with `keys`
  * (NULL: a plain request): the salt as the release keys it (after the engine's own checks of
  * the value: vLLM refuses an empty salt, one over 128 characters or with `@`, `/`, `\` or
- * NUL), the adapter as the release keys it (vLLM's LoRA extra key; SGLang and TensorRT-LLM
- * publish no adapter in their keys: the hashes are the base model's, and the index answers
- * `unknown` for endpoints serving adapters). Full blocks only; writes at most `max_blocks`
+ * NUL), the adapter as the release keys it (vLLM's LoRA extra key; SGLang 0.5.23's default
+ * event format and the `dynamo` format of 0.5.22/0.5.23: the page hashes published under
+ * the namespace of the adapter's id, `uuid5(name, path)`, and the salt where the format
+ * takes it; SGLang 0.5.19–0.5.22's default format and TensorRT-LLM publish no adapter in
+ * their keys: the hashes are the base model's, and the index answers `unknown` for
+ * endpoints serving adapters). Full blocks only; writes at most `max_blocks`
  * hashes and their count to `*n_out`.
  *
  * Returns `KVEXACT_OK`; `KVEXACT_ERR_REQUEST` (code `"SALT_REJECTED"`: the engine answers such
