@@ -30,6 +30,7 @@ mod error;
 mod fxhash;
 mod merge_map;
 mod pretok;
+pub mod prompt_cache;
 mod runs;
 pub mod segment_cache;
 pub mod spm;
@@ -43,6 +44,7 @@ pub use error::Error;
 /// The old name of [`Error`], kept so that existing callers build unchanged; use [`Error`].
 #[doc(hidden)]
 pub use error::Error as KvTokenError;
+pub use prompt_cache::{PromptCache, PromptStats};
 pub use segment_cache::{SegmentCache, SegmentStats};
 pub use spm::SpmModel;
 pub use tekken::Tekkenizer;
