@@ -510,11 +510,14 @@ impl Encoder {
     }
 
     /// Enables a cross-request [`kvtoken::SegmentCache`] of about `capacity_bytes` for this
-    /// encoder's tokenizer (call before sharing the encoder). Ids are identical with or
-    /// without it; `0` disables it.
+    /// encoder's tokenizer, and a [`kvtoken::PromptCache`] of as many bytes (a chat prompt
+    /// that extends a recent one — the same conversation's next turn — takes over its ids
+    /// up to a cut proven safe and only the rest is encoded) (call before sharing the
+    /// encoder). Ids are identical with or without them; `0` disables both.
     pub fn enable_segment_cache(&mut self, capacity_bytes: usize) {
         if let Some(t) = &mut self.tokenizer {
             t.set_segment_cache(capacity_bytes);
+            t.set_prompt_cache(capacity_bytes);
         }
     }
 
@@ -522,6 +525,15 @@ impl Encoder {
     /// [`EncoderSpec::with_limits`] sets at construction), the render bound included.
     pub fn set_limits(&mut self, limits: InputLimits) {
         self.limits = limits;
+        // Prompt-cache entries carry the word bound they were encoded under; emptying it
+        // keeps what it holds simple to reason about.
+        if let Some(p) = self
+            .tokenizer
+            .as_ref()
+            .and_then(PinnedTokenizer::prompt_cache)
+        {
+            p.clear();
+        }
         if let Some(t) = self.template.take() {
             self.template = Some(t.with_max_output(limits.max_rendered_bytes));
         }
