@@ -524,11 +524,10 @@ typedef struct {
    * reused across requests: every earlier turn of a conversation is found instead of
    * re-encoded). 0 = the default, `KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES` (8 MiB); at most
    * `KVEXACT_SEGMENT_CACHE_MAX_BYTES` (4 GiB). The capacity bounds everything the cache
-   * holds: segment text, 4 bytes per id and 128 bytes of bookkeeping per segment. The
-   * encoder also keeps a prompt cache of the same capacity (recent prompts' ids: a
-   * conversation's next prompt takes over the previous one's up to a cut proven safe and
-   * only the rest is encoded), bounded the same way (text, 4 bytes per id, 16 per cut,
-   * 128 per prompt).
+   * holds: segment text, 4 bytes per id and 128 bytes of bookkeeping per segment. Half of
+   * it goes to the encoder's prompt cache (recent prompts' ids: a conversation's next
+   * prompt takes over the previous one's up to a cut proven safe and only the rest is
+   * encoded), bounded the same way (text, 4 bytes per id, 16 per cut, 128 per prompt).
    */
   uint64_t segment_cache_bytes;
   /**
@@ -811,8 +810,8 @@ typedef struct {
    */
   uint64_t entries;
   /**
-   * The capacity: bytes (the encoder's two caches together) or block entries (prefix
-   * cache).
+   * The capacity: bytes (the encoder's two caches together: `segment_cache_bytes`, half
+   * each) or block entries (prefix cache).
    */
   uint64_t capacity;
 } kvexact_cache_stats;

@@ -51,8 +51,8 @@ pub struct kvexact_cache_stats {
     pub bytes: u64,
     /// Entries held now (segments and prompts; block entries).
     pub entries: u64,
-    /// The capacity: bytes (the encoder's two caches together) or block entries (prefix
-    /// cache).
+    /// The capacity: bytes (the encoder's two caches together: `segment_cache_bytes`, half
+    /// each) or block entries (prefix cache).
     pub capacity: u64,
 }
 

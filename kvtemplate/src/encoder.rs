@@ -509,15 +509,17 @@ impl Encoder {
         self.limits
     }
 
-    /// Enables a cross-request [`kvtoken::SegmentCache`] of about `capacity_bytes` for this
-    /// encoder's tokenizer, and a [`kvtoken::PromptCache`] of as many bytes (a chat prompt
-    /// that extends a recent one — the same conversation's next turn — takes over its ids
-    /// up to a cut proven safe and only the rest is encoded) (call before sharing the
-    /// encoder). Ids are identical with or without them; `0` disables both.
+    /// Enables cross-request caches holding about `capacity_bytes` in all for this encoder's
+    /// tokenizer (call before sharing the encoder): half for a [`kvtoken::PromptCache`] (a
+    /// chat prompt that extends a recent one — the same conversation's next turn — takes over
+    /// its ids up to a cut proven safe and only the rest is encoded), the rest for a
+    /// [`kvtoken::SegmentCache`]. Ids are identical with or without them; `0` disables both.
     pub fn enable_segment_cache(&mut self, capacity_bytes: usize) {
         if let Some(t) = &mut self.tokenizer {
-            t.set_segment_cache(capacity_bytes);
-            t.set_prompt_cache(capacity_bytes);
+            let prompts =
+                capacity_bytes / 2 / kvtoken::prompt_cache::SETS * kvtoken::prompt_cache::SETS;
+            t.set_prompt_cache(prompts);
+            t.set_segment_cache(capacity_bytes - prompts);
         }
     }
 
