@@ -16,6 +16,11 @@
 //! checks itself against `tokenizers` on a few probe texts when built and falls back on any
 //! difference.
 //!
+//! Two bounded cross-request caches keep ids exact: [`SegmentCache`] (the ids of the text
+//! between added tokens) and [`PromptCache`] (a conversation's next prompt takes over the
+//! previous prompt's ids up to an added-token cut proven safe,
+//! [`FastEncoder::encode_limited_reusing`]).
+//!
 //! [`Tekkenizer`] is Mistral's tekken tokenizer (`tekken.json`, tiktoken-style ranks) on the
 //! same id-based BPE; [`SpmModel`] is a SentencePiece BPE `.model` (Mistral's v7 tokenizer).
 #![warn(missing_docs)]
