@@ -530,11 +530,15 @@ typedef struct {
    * reused across requests: every earlier turn of a conversation is found instead of
    * re-encoded). 0 = the default, `KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES` (8 MiB); at most
    * `KVEXACT_SEGMENT_CACHE_MAX_BYTES` (4 GiB). The capacity bounds everything the cache
-   * holds: segment text, 4 bytes per id and 128 bytes of bookkeeping per segment.
+   * holds: segment text, 4 bytes per id and 128 bytes of bookkeeping per segment. Half of
+   * it goes to the encoder's prompt cache (recent prompts' ids: a conversation's next
+   * prompt takes over the previous one's up to a cut proven safe and only the rest is
+   * encoded), bounded the same way (text, 4 bytes per id, 16 per cut, 128 per prompt).
    */
   uint64_t segment_cache_bytes;
   /**
-   * `KVEXACT_OPTION_NO_CACHE`: no segment cache (`segment_cache_bytes` must then be 0).
+   * `KVEXACT_OPTION_NO_CACHE`: no segment cache and no prompt cache
+   * (`segment_cache_bytes` must then be 0).
    * Other bits are `KVEXACT_ERR_INVALID_ARGUMENT`.
    */
   uint32_t flags;
@@ -770,7 +774,8 @@ typedef struct {
 } kvexact_route_result;
 
 /**
- * Counters of one cache (`kvexact_encoder_cache_stats`: the encoder's segment cache;
+ * Counters of one cache (`kvexact_encoder_cache_stats`: the encoder's segment and prompt
+ * caches, summed;
  * `kvexact_hasher_cache_stats`: the hasher's prefix-chain cache). Set `struct_size` to
  * `sizeof(kvexact_cache_stats)` before the call; the struct only ever grows at its end.
  * Counters count from the cache's creation (`*_cache_clear` keeps them).
@@ -785,8 +790,9 @@ typedef struct {
    */
   uint32_t enabled;
   /**
-   * Segment cache: segments (text between added tokens, at least 64 bytes) whose ids were
-   * found. Prefix cache: blocks whose hash was reused.
+   * Encoder: segments (text between added tokens) whose ids were found — in the segment
+   * cache (segments of at least 64 bytes) or taken over with a recent prompt's ids (every
+   * segment before the cut). Prefix cache: blocks whose hash was reused.
    */
   uint64_t hits;
   /**
@@ -796,20 +802,22 @@ typedef struct {
   uint64_t misses;
   /**
    * Entries dropped to stay within capacity (segment cache: a full shard is emptied;
-   * prefix cache: CLOCK eviction of one block entry).
+   * prompt cache: the oldest prompts of a set; prefix cache: CLOCK eviction of one block
+   * entry).
    */
   uint64_t evictions;
   /**
-   * Bytes held now (segment cache: text, ids and per-segment bookkeeping, as the capacity
-   * counts them; prefix cache: an estimate of the tables' and recent requests' heap bytes).
+   * Bytes held now (encoder: text, ids and bookkeeping of both caches, as their capacities
+   * count them; prefix cache: an estimate of the tables' and recent requests' heap bytes).
    */
   uint64_t bytes;
   /**
-   * Entries held now (segments; block entries).
+   * Entries held now (segments and prompts; block entries).
    */
   uint64_t entries;
   /**
-   * The capacity: bytes (segment cache) or block entries (prefix cache).
+   * The capacity: bytes (the encoder's two caches together: `segment_cache_bytes`, half
+   * each) or block entries (prefix cache).
    */
   uint64_t capacity;
 } kvexact_cache_stats;
@@ -3102,11 +3110,12 @@ kvexact_status kvexact_route_keys_batch(const kvexact_encoder *encoder,
                                         kvexact_error **err);
 
 /**
- * The counters of `encoder`'s segment cache (zero with `enabled = 0` when it has none, e.g.
- * built with `KVEXACT_OPTION_NO_CACHE`) written to `*stats`, whose `struct_size` the caller
- * sets. Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT` or `KVEXACT_ERR_INVALID_ARGUMENT`
- * (`struct_size` too small); `*stats` is written only on success. Locks each of the cache's
- * 16 shards in turn: for metrics, not for every request.
+ * The counters of `encoder`'s segment and prompt caches, summed (zero with `enabled = 0`
+ * when it has none, e.g. built with `KVEXACT_OPTION_NO_CACHE`) written to `*stats`, whose
+ * `struct_size` the caller sets. Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT` or
+ * `KVEXACT_ERR_INVALID_ARGUMENT` (`struct_size` too small); `*stats` is written only on
+ * success. Locks each of the caches' 16 shards and 16 sets in turn: for metrics, not for
+ * every request.
  *
  * # Safety
  * `encoder` is NULL or a live encoder; `stats` is NULL or valid for its `struct_size` bytes.
@@ -3125,8 +3134,8 @@ kvexact_status kvexact_encoder_cache_stats(const kvexact_encoder *encoder,
 kvexact_status kvexact_hasher_cache_stats(const kvexact_hasher *hasher, kvexact_cache_stats *stats);
 
 /**
- * Empties `encoder`'s segment cache (the counters are kept; nothing changes in any result).
- * A no-op for an encoder without one. Returns `KVEXACT_OK` or `KVEXACT_ERR_NULL_ARGUMENT`.
+ * Empties `encoder`'s segment and prompt caches (the counters are kept; nothing changes in
+ * any result). A no-op for an encoder without them. Returns `KVEXACT_OK` or `KVEXACT_ERR_NULL_ARGUMENT`.
  *
  * # Safety
  * `encoder` is NULL or a live encoder.

@@ -229,13 +229,13 @@ fn bench(c: &mut Criterion) {
         g.bench_function(format!("agent40_cached/{}", k.name), |b| {
             b.iter(|| {
                 // Fresh caches per conversation: only earlier turns warm them.
-                if let Some(seg) = k
-                    .cached_encoder
-                    .tokenizer()
-                    .ok()
-                    .and_then(|t| t.segment_cache())
-                {
-                    seg.clear();
+                if let Ok(t) = k.cached_encoder.tokenizer() {
+                    if let Some(seg) = t.segment_cache() {
+                        seg.clear();
+                    }
+                    if let Some(prompts) = t.prompt_cache() {
+                        prompts.clear();
+                    }
                 }
                 let p = Pipeline::new(k.cached_encoder.clone(), k.cold.hasher().clone())
                     .with_prefix_cache(Arc::new(PrefixCache::new(PREFIX_CACHE_BLOCKS)));

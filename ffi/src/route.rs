@@ -23,7 +23,8 @@ use crate::refusal::{kvexact_refusal, KVEXACT_REFUSAL_CACHE_SALT, KVEXACT_REFUSA
 use crate::status::{kvexact_status, KVEXACT_ERR_PANIC, KVEXACT_ERR_UNSUPPORTED, KVEXACT_OK};
 use kvtemplate::Refusal;
 
-/// Counters of one cache (`kvexact_encoder_cache_stats`: the encoder's segment cache;
+/// Counters of one cache (`kvexact_encoder_cache_stats`: the encoder's segment and prompt
+/// caches, summed;
 /// `kvexact_hasher_cache_stats`: the hasher's prefix-chain cache). Set `struct_size` to
 /// `sizeof(kvexact_cache_stats)` before the call; the struct only ever grows at its end.
 /// Counters count from the cache's creation (`*_cache_clear` keeps them).
@@ -34,21 +35,24 @@ pub struct kvexact_cache_stats {
     pub struct_size: u32,
     /// 1 when the handle has a cache, 0 when it has none (every other field is then 0).
     pub enabled: u32,
-    /// Segment cache: segments (text between added tokens, at least 64 bytes) whose ids were
-    /// found. Prefix cache: blocks whose hash was reused.
+    /// Encoder: segments (text between added tokens) whose ids were found — in the segment
+    /// cache (segments of at least 64 bytes) or taken over with a recent prompt's ids (every
+    /// segment before the cut). Prefix cache: blocks whose hash was reused.
     pub hits: u64,
     /// Segment cache: segments encoded and inserted. Prefix cache: blocks hashed (SGLang and
     /// TensorRT-LLM blocks, which are never cached, count here too).
     pub misses: u64,
     /// Entries dropped to stay within capacity (segment cache: a full shard is emptied;
-    /// prefix cache: CLOCK eviction of one block entry).
+    /// prompt cache: the oldest prompts of a set; prefix cache: CLOCK eviction of one block
+    /// entry).
     pub evictions: u64,
-    /// Bytes held now (segment cache: text, ids and per-segment bookkeeping, as the capacity
-    /// counts them; prefix cache: an estimate of the tables' and recent requests' heap bytes).
+    /// Bytes held now (encoder: text, ids and bookkeeping of both caches, as their capacities
+    /// count them; prefix cache: an estimate of the tables' and recent requests' heap bytes).
     pub bytes: u64,
-    /// Entries held now (segments; block entries).
+    /// Entries held now (segments and prompts; block entries).
     pub entries: u64,
-    /// The capacity: bytes (segment cache) or block entries (prefix cache).
+    /// The capacity: bytes (the encoder's two caches together: `segment_cache_bytes`, half
+    /// each) or block entries (prefix cache).
     pub capacity: u64,
 }
 
@@ -333,11 +337,12 @@ pub unsafe extern "C" fn kvexact_route_keys_batch(
     }
 }
 
-/// The counters of `encoder`'s segment cache (zero with `enabled = 0` when it has none, e.g.
-/// built with `KVEXACT_OPTION_NO_CACHE`) written to `*stats`, whose `struct_size` the caller
-/// sets. Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT` or `KVEXACT_ERR_INVALID_ARGUMENT`
-/// (`struct_size` too small); `*stats` is written only on success. Locks each of the cache's
-/// 16 shards in turn: for metrics, not for every request.
+/// The counters of `encoder`'s segment and prompt caches, summed (zero with `enabled = 0`
+/// when it has none, e.g. built with `KVEXACT_OPTION_NO_CACHE`) written to `*stats`, whose
+/// `struct_size` the caller sets. Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT` or
+/// `KVEXACT_ERR_INVALID_ARGUMENT` (`struct_size` too small); `*stats` is written only on
+/// success. Locks each of the caches' 16 shards and 16 sets in turn: for metrics, not for
+/// every request.
 ///
 /// # Safety
 /// `encoder` is NULL or a live encoder; `stats` is NULL or valid for its `struct_size` bytes.
@@ -349,7 +354,8 @@ pub unsafe extern "C" fn kvexact_encoder_cache_stats(
     boundary(|| {
         let enc = unsafe { arc_ref(encoder, "encoder") }?;
         let mut out = kvexact_cache_stats::default();
-        if let Some(c) = enc.encoder.tokenizer().ok().and_then(|t| t.segment_cache()) {
+        let tok = enc.encoder.tokenizer().ok();
+        if let Some(c) = tok.and_then(|t| t.segment_cache()) {
             let st = c.stats();
             out = kvexact_cache_stats {
                 struct_size: 0,
@@ -361,6 +367,15 @@ pub unsafe extern "C" fn kvexact_encoder_cache_stats(
                 entries: u64_of(c.len()),
                 capacity: u64_of(c.capacity_bytes()),
             };
+        }
+        if let Some(p) = tok.and_then(|t| t.prompt_cache()) {
+            let st = p.stats();
+            out.enabled = 1;
+            out.hits = out.hits.saturating_add(st.pieces_reused);
+            out.evictions = out.evictions.saturating_add(st.evicted);
+            out.bytes = out.bytes.saturating_add(u64_of(p.bytes_held()));
+            out.entries = out.entries.saturating_add(u64_of(p.len()));
+            out.capacity = out.capacity.saturating_add(u64_of(p.capacity_bytes()));
         }
         unsafe { versioned_out(stats, "stats", out) }?;
         Ok(KVEXACT_OK)
@@ -399,8 +414,8 @@ pub unsafe extern "C" fn kvexact_hasher_cache_stats(
     })
 }
 
-/// Empties `encoder`'s segment cache (the counters are kept; nothing changes in any result).
-/// A no-op for an encoder without one. Returns `KVEXACT_OK` or `KVEXACT_ERR_NULL_ARGUMENT`.
+/// Empties `encoder`'s segment and prompt caches (the counters are kept; nothing changes in
+/// any result). A no-op for an encoder without them. Returns `KVEXACT_OK` or `KVEXACT_ERR_NULL_ARGUMENT`.
 ///
 /// # Safety
 /// `encoder` is NULL or a live encoder.
@@ -410,8 +425,12 @@ pub unsafe extern "C" fn kvexact_encoder_cache_clear(
 ) -> kvexact_status {
     boundary(|| {
         let enc = unsafe { arc_ref(encoder, "encoder") }?;
-        if let Some(c) = enc.encoder.tokenizer().ok().and_then(|t| t.segment_cache()) {
+        let tok = enc.encoder.tokenizer().ok();
+        if let Some(c) = tok.and_then(|t| t.segment_cache()) {
             c.clear();
+        }
+        if let Some(p) = tok.and_then(|t| t.prompt_cache()) {
+            p.clear();
         }
         Ok(KVEXACT_OK)
     })

@@ -509,12 +509,17 @@ impl Encoder {
         self.limits
     }
 
-    /// Enables a cross-request [`kvtoken::SegmentCache`] of about `capacity_bytes` for this
-    /// encoder's tokenizer (call before sharing the encoder). Ids are identical with or
-    /// without it; `0` disables it.
+    /// Enables cross-request caches holding about `capacity_bytes` in all for this encoder's
+    /// tokenizer (call before sharing the encoder): half for a [`kvtoken::PromptCache`] (a
+    /// chat prompt that extends a recent one — the same conversation's next turn — takes over
+    /// its ids up to a cut proven safe and only the rest is encoded), the rest for a
+    /// [`kvtoken::SegmentCache`]. Ids are identical with or without them; `0` disables both.
     pub fn enable_segment_cache(&mut self, capacity_bytes: usize) {
         if let Some(t) = &mut self.tokenizer {
-            t.set_segment_cache(capacity_bytes);
+            let prompts =
+                capacity_bytes / 2 / kvtoken::prompt_cache::SETS * kvtoken::prompt_cache::SETS;
+            t.set_prompt_cache(prompts);
+            t.set_segment_cache(capacity_bytes - prompts);
         }
     }
 
@@ -522,6 +527,15 @@ impl Encoder {
     /// [`EncoderSpec::with_limits`] sets at construction), the render bound included.
     pub fn set_limits(&mut self, limits: InputLimits) {
         self.limits = limits;
+        // Prompt-cache entries carry the word bound they were encoded under; emptying it
+        // keeps what it holds simple to reason about.
+        if let Some(p) = self
+            .tokenizer
+            .as_ref()
+            .and_then(PinnedTokenizer::prompt_cache)
+        {
+            p.clear();
+        }
         if let Some(t) = self.template.take() {
             self.template = Some(t.with_max_output(limits.max_rendered_bytes));
         }

@@ -318,7 +318,18 @@ pub struct RawObject<'a>(pub Vec<(Cow<'a, str>, &'a RawValue)>);
 
 impl<'a> RawObject<'a> {
     /// Parses `bytes` as an object; `Ok(None)` when the document is valid JSON but not an object.
+    /// One pass over the body when it is an object; anything else is read the two-pass way
+    /// ([`RawObject::parse_twice`], the slow twin, held to it by a proptest).
     pub fn parse(bytes: &'a [u8]) -> Result<Option<RawObject<'a>>, serde_json::Error> {
+        match serde_json::from_slice::<RawObject<'a>>(bytes) {
+            Ok(top) => Ok(Some(top)),
+            Err(_) => Self::parse_twice(bytes),
+        }
+    }
+
+    /// The slow twin of [`RawObject::parse`]: the whole document read as one raw value, then,
+    /// when it is an object, its members.
+    pub fn parse_twice(bytes: &'a [u8]) -> Result<Option<RawObject<'a>>, serde_json::Error> {
         let raw: &'a RawValue = serde_json::from_slice(bytes)?;
         if !raw.get().starts_with('{') {
             return Ok(None);
@@ -344,6 +355,84 @@ impl<'a> RawObject<'a> {
             Some("false") => wanted,
             Some(_) => true,
         }
+    }
+}
+
+/// A chat request body's top level read in one pass: `messages` (its last member of that
+/// name) read as a value, every other member kept raw as [`RawObject`] keeps it — the body is
+/// not first skipped whole and then read again. Exactly what [`RawObject::parse`] and then
+/// reading its `messages` member with serde give ([`ChatBody::parse_twice`], the slow twin,
+/// is held to it by a proptest).
+#[derive(Debug, Default)]
+pub struct ChatBody<'a> {
+    /// Every top-level member except `messages`, raw.
+    pub top: RawObject<'a>,
+    /// The last `messages` member, read (`None`: no such member).
+    pub messages: Option<Json<'a>>,
+}
+
+/// Why a body is no chat body [`ChatBody::parse`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotChatBody {
+    /// Not JSON, a top level other than an object, or a `messages` member serde cannot read
+    /// as a [`Json`] value.
+    Unparseable,
+}
+
+impl<'a> ChatBody<'a> {
+    /// Reads `bytes` in one pass; on any failure, reads it the two-pass way
+    /// ([`ChatBody::parse_twice`]) so that the answer is always that one's.
+    pub fn parse(bytes: &'a [u8]) -> Result<ChatBody<'a>, NotChatBody> {
+        match serde_json::from_slice::<ChatBody<'a>>(bytes) {
+            Ok(b) => Ok(b),
+            Err(_) => Self::parse_twice(bytes),
+        }
+    }
+
+    /// The slow twin: [`RawObject::parse`], then the last `messages` member read with serde
+    /// from its raw text.
+    pub fn parse_twice(bytes: &'a [u8]) -> Result<ChatBody<'a>, NotChatBody> {
+        let Ok(Some(mut top)) = RawObject::parse_twice(bytes) else {
+            return Err(NotChatBody::Unparseable);
+        };
+        let messages = match top.get("messages") {
+            None => None,
+            Some(raw) => Some(
+                serde_json::from_str::<Json<'a>>(raw.get())
+                    .map_err(|_| NotChatBody::Unparseable)?,
+            ),
+        };
+        top.0.retain(|(k, _)| k != "messages");
+        Ok(ChatBody { top, messages })
+    }
+}
+
+impl<'de> Deserialize<'de> for ChatBody<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ChatBody<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut top = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                let mut messages = None;
+                while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
+                    if k == "messages" {
+                        messages = Some(map.next_value::<Json<'de>>()?);
+                    } else {
+                        let v: &'de RawValue = map.next_value()?;
+                        top.push((k, v));
+                    }
+                }
+                Ok(ChatBody {
+                    top: RawObject(top),
+                    messages,
+                })
+            }
+        }
+        d.deserialize_map(V)
     }
 }
 
@@ -671,6 +760,42 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
             let _ = parse(&bytes);
             let _ = RawObject::parse(&bytes);
+            let _ = ChatBody::parse(&bytes);
+        }
+
+        /// The one-pass chat body read equals the two-pass one (its slow twin) on objects
+        /// with and without (and with duplicated) `messages` members, on other documents, and
+        /// on bodies cut or spliced at any byte.
+        #[test]
+        fn chat_body_in_one_pass_equals_two_passes(
+            doc in arb_json(),
+            msgs in prop::collection::vec(arb_json(), 0..3),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut members: Vec<String> = msgs.iter().map(|m| format!("\"messages\":{m}")).collect();
+            members.push(format!("\"x\":{doc}"));
+            let body = format!("{{{}}}", members.join(","));
+            let bytes = body.as_bytes();
+            let at = cut.index(bytes.len() + 1);
+            for b in [bytes, &bytes[..at], doc.as_bytes()] {
+                let fast = ChatBody::parse(b);
+                let slow = ChatBody::parse_twice(b);
+                match (&fast, &slow) {
+                    (Ok(f), Ok(s)) => {
+                        prop_assert_eq!(&f.messages, &s.messages);
+                        let keys = |o: &RawObject<'_>| o.0.iter().map(|(k, v)| (k.to_string(), v.get().to_string())).collect::<Vec<_>>();
+                        prop_assert_eq!(keys(&f.top), keys(&s.top));
+                    }
+                    (Err(f), Err(s)) => prop_assert_eq!(f, s),
+                    _ => prop_assert!(false, "one pass {:?} vs two {:?} on {:?}", fast.is_ok(), slow.is_ok(), String::from_utf8_lossy(b)),
+                }
+                let keys = |o: &Option<RawObject<'_>>| o.as_ref().map(|o| o.0.iter().map(|(k, v)| (k.to_string(), v.get().to_string())).collect::<Vec<_>>());
+                match (RawObject::parse(b), RawObject::parse_twice(b)) {
+                    (Ok(f), Ok(s)) => prop_assert_eq!(keys(&f), keys(&s)),
+                    (Err(f), Err(s)) => prop_assert_eq!(f.to_string(), s.to_string()),
+                    (f, s) => prop_assert!(false, "raw one pass {:?} vs two {:?}", f.is_ok(), s.is_ok()),
+                }
+            }
         }
     }
 }

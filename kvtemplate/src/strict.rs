@@ -11,7 +11,7 @@ use crate::chat_rules::EmptyTools;
 use crate::encoder::{Encoder, EnginePrompt, Rendered, ScratchBuf};
 use crate::env::RenderFailure;
 use crate::error::Error;
-use crate::json::{map_value, Json, JsonObject, RawObject};
+use crate::json::{map_value, ChatBody, Json, JsonObject, RawObject};
 use crate::limits::{Limit, LimitHit};
 use crate::refusal::{Outcome, Refusal, RefusalSet};
 use crate::template_facts::{mentions_whole_word, ContentFormat};
@@ -332,13 +332,11 @@ impl Encoder {
             return Ok(too_large);
         }
         let unparseable = RefusalSet::EMPTY.with(Refusal::Unparseable);
-        let Ok(Some(top)) = RawObject::parse(body) else {
-            return Ok(unparseable);
-        };
-        let Some(raw_msgs) = top.get("messages") else {
-            return Ok(unparseable);
-        };
-        let Ok(msgs_json) = serde_json::from_str::<Json<'_>>(raw_msgs.get()) else {
+        let Ok(ChatBody {
+            top,
+            messages: Some(msgs_json),
+        }) = ChatBody::parse(body)
+        else {
             return Ok(unparseable);
         };
         let Some(messages) = parse_messages(&msgs_json) else {
@@ -395,13 +393,13 @@ impl Encoder {
         if let Some(hit) = LimitHit::check(Limit::BodyBytes, &self.limits, body.len()) {
             return Ok(too_large(scratch, hit));
         }
-        let Ok(Some(top)) = RawObject::parse(body) else {
-            return Ok(Outcome::Refused(Refusal::Unparseable));
-        };
-        let Some(raw_msgs) = top.get("messages") else {
-            return Ok(Outcome::Refused(Refusal::Unparseable));
-        };
-        let Ok(msgs_json) = serde_json::from_str::<Json<'_>>(raw_msgs.get()) else {
+        // One pass over the body: the top level raw, `messages` read (the refusal scan and
+        // the render share it).
+        let Ok(ChatBody {
+            top,
+            messages: Some(msgs_json),
+        }) = ChatBody::parse(body)
+        else {
             return Ok(Outcome::Refused(Refusal::Unparseable));
         };
         let Some(messages) = parse_messages(&msgs_json) else {

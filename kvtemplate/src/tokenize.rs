@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::limits::{InputLimits, Limit, LimitHit};
-use kvtoken::{EncodeLimits, FastEncoder, KvTokenError, SegmentCache};
+use kvtoken::{EncodeLimits, FastEncoder, KvTokenError, PromptCache, SegmentCache};
 use tokenizers::Tokenizer;
 
 /// A loaded tokenizer plus the BOS facts the engines' loaders derive.
@@ -19,6 +19,9 @@ pub struct PinnedTokenizer {
     tok: Arc<FastEncoder>,
     /// Cross-request cache of segment ids (text between added tokens), if enabled.
     segments: Option<SegmentCache>,
+    /// Cross-request cache of recent prompts' ids (a conversation's next prompt takes over
+    /// the previous one's up to a proven cut), if enabled.
+    prompts: Option<PromptCache>,
     /// BOS id for the SGLang `completionsBos` quirk (resolved at construction).
     bos_id: Option<u32>,
     /// SGLang encodes with special tokens on by default (`BOS + text` when it restores the
@@ -35,6 +38,7 @@ impl std::fmt::Debug for PinnedTokenizer {
             .field("sglang_bos", &self.sglang_bos)
             .field("path", self.tok.path())
             .field("segment_cache", &self.segments.is_some())
+            .field("prompt_cache", &self.prompts.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -110,6 +114,7 @@ impl PinnedTokenizer {
         let mut t = PinnedTokenizer {
             tok,
             segments: None,
+            prompts: None,
             bos_id,
             sglang_bos: completions_bos,
             sglang_chat_plain: false,
@@ -127,6 +132,18 @@ impl PinnedTokenizer {
     /// The segment cache, if enabled.
     pub fn segment_cache(&self) -> Option<&SegmentCache> {
         self.segments.as_ref()
+    }
+
+    /// Enables a cross-request prompt cache of about `capacity_bytes` ([`kvtoken::PromptCache`]:
+    /// the bounded encodes without special tokens take over a recent prompt's ids up to a cut
+    /// proven safe; ids are identical with or without it; `0` disables it).
+    pub fn set_prompt_cache(&mut self, capacity_bytes: usize) {
+        self.prompts = (capacity_bytes > 0).then(|| PromptCache::new(capacity_bytes));
+    }
+
+    /// The prompt cache, if enabled.
+    pub fn prompt_cache(&self) -> Option<&PromptCache> {
+        self.prompts.as_ref()
     }
 
     /// The encoder (fast path, or `tokenizers` on fallback).
@@ -251,13 +268,19 @@ impl PinnedTokenizer {
             max_word_bytes: limits.max_word_bytes,
             max_fallback_bytes: limits.max_fallback_bytes,
         };
-        let r = self.tok.encode_limited_cached(
-            text,
-            add_special_tokens,
-            &kl,
-            self.segments.as_ref(),
-            out,
-        );
+        let r = match &self.prompts {
+            Some(prompts) if !add_special_tokens => {
+                self.tok
+                    .encode_limited_reusing(text, &kl, self.segments.as_ref(), prompts, out)
+            }
+            _ => self.tok.encode_limited_cached(
+                text,
+                add_special_tokens,
+                &kl,
+                self.segments.as_ref(),
+                out,
+            ),
+        };
         match r {
             Ok(more) => Ok(Bounded::Ids { more }),
             Err(KvTokenError::WordTooLong { bytes, max }) => Ok(Bounded::Over(LimitHit {

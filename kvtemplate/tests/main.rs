@@ -16,6 +16,7 @@ mod lifts;
 mod loader;
 mod mistral;
 mod profile;
+mod prompt_reuse;
 mod python_values;
 mod refusals;
 mod renderer_hint;

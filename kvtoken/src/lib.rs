@@ -16,6 +16,11 @@
 //! checks itself against `tokenizers` on a few probe texts when built and falls back on any
 //! difference.
 //!
+//! Two bounded cross-request caches keep ids exact: [`SegmentCache`] (the ids of the text
+//! between added tokens) and [`PromptCache`] (a conversation's next prompt takes over the
+//! previous prompt's ids up to an added-token cut proven safe,
+//! [`FastEncoder::encode_limited_reusing`]).
+//!
 //! [`Tekkenizer`] is Mistral's tekken tokenizer (`tekken.json`, tiktoken-style ranks) on the
 //! same id-based BPE; [`SpmModel`] is a SentencePiece BPE `.model` (Mistral's v7 tokenizer).
 #![warn(missing_docs)]
@@ -30,6 +35,7 @@ mod error;
 mod fxhash;
 mod merge_map;
 mod pretok;
+pub mod prompt_cache;
 mod runs;
 pub mod segment_cache;
 pub mod spm;
@@ -43,6 +49,7 @@ pub use error::Error;
 /// The old name of [`Error`], kept so that existing callers build unchanged; use [`Error`].
 #[doc(hidden)]
 pub use error::Error as KvTokenError;
+pub use prompt_cache::{PromptCache, PromptStats};
 pub use segment_cache::{SegmentCache, SegmentStats};
 pub use spm::SpmModel;
 pub use tekken::Tekkenizer;

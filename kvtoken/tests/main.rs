@@ -12,6 +12,7 @@ mod differential;
 mod layering;
 mod limited;
 mod o200k;
+mod prompt_cache;
 mod segment_cache;
 mod spm;
 mod tables;

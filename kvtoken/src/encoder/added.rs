@@ -19,6 +19,9 @@ pub(super) struct AddedTokens {
     /// (gemma-2: `<`, `\n`, `\t`, `[`, and `▁`'s first byte): bit `b` set for each, and the
     /// longest added token's length (the same jump, to the next byte of the set).
     leads: Option<([u64; 4], usize)>,
+    /// The longest added token's length in bytes (0 without added tokens): no match can
+    /// span more bytes than this.
+    pub(super) longest: usize,
 }
 
 impl AddedTokens {
@@ -48,7 +51,12 @@ impl AddedTokens {
                     .map_err(|e| format!("added tokens: {e}"))?,
             )
         };
-        Ok(Self { ac, lead, leads })
+        Ok(Self {
+            ac,
+            lead,
+            leads,
+            longest,
+        })
     }
 
     /// The first added-token match of `text` at or after byte `from` (leftmost-longest,

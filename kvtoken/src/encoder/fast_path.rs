@@ -48,8 +48,9 @@ impl Tables {
 
 /// Everything the fast path needs: the configuration, the added tokens and the tables.
 pub(super) struct FastPath {
-    /// Identifies this encoder's word cache in a [`Scratch`].
-    uid: u64,
+    /// Identifies this encoder's word cache in a [`Scratch`] (and its entries in the
+    /// segment and prompt caches).
+    pub(super) uid: u64,
     /// The recognised configuration.
     pub(super) cfg: Recognised,
     /// The added tokens and how to find them.
@@ -117,6 +118,23 @@ impl FastPath {
         cache: Option<&SegmentCache>,
         out: &mut Vec<u32>,
     ) -> Result<(), Error> {
+        self.encode_cut(s, text, add_special_tokens, limits, cache, out, None)
+    }
+
+    /// [`encode`](Self::encode), noting in `cuts` (when given) each added-token match's end:
+    /// `(byte offset in text, out.len() after its id)` — where the pieces before it are done
+    /// and the scan goes on from that byte alone.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn encode_cut(
+        &self,
+        s: &mut Scratch,
+        text: &str,
+        add_special_tokens: bool,
+        limits: &EncodeLimits,
+        cache: Option<&SegmentCache>,
+        out: &mut Vec<u32>,
+        mut cuts: Option<&mut Vec<(usize, usize)>>,
+    ) -> Result<(), Error> {
         if add_special_tokens {
             out.extend_from_slice(&self.cfg.prefix);
         }
@@ -132,6 +150,9 @@ impl FastPath {
                 return Ok(());
             }
             out.push(id);
+            if let Some(c) = cuts.as_deref_mut() {
+                c.push((end, out.len()));
+            }
             last = end;
         }
         if out.len() >= limits.max_ids {

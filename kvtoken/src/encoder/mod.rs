@@ -26,6 +26,7 @@ use tokenizers::Tokenizer;
 use crate::bpe::BpeScratch;
 use crate::config::Flavor;
 use crate::error::Error;
+use crate::prompt_cache::{PromptCache, Reuse};
 use crate::segment_cache::SegmentCache;
 use byte_level::{ByteLevelScratch, PreScratch};
 use fast_path::FastPath;
@@ -377,6 +378,89 @@ impl FastEncoder {
         }
         let more = out.len() > limits.max_ids;
         out.truncate(limits.max_ids);
+        Ok(more)
+    }
+
+    /// [`encode_limited_cached`](Self::encode_limited_cached) without special tokens
+    /// (`add_special_tokens = false`), taking over the ids of a prompt in `prompts` up to the
+    /// last cut proven safe for `text` (see [`crate::prompt_cache`]) and encoding only the
+    /// rest; `text` is then stored for the next prompt when it was encoded completely.
+    /// Exactly the same ids and answer as without `prompts`. On the fallback path `prompts`
+    /// is not used.
+    pub fn encode_limited_reusing(
+        &self,
+        text: &str,
+        limits: &EncodeLimits,
+        cache: Option<&SegmentCache>,
+        prompts: &PromptCache,
+        out: &mut Vec<u32>,
+    ) -> Result<bool, Error> {
+        let Some(fast) = self
+            .fast
+            .as_ref()
+            .filter(|_| u32::try_from(text.len()).is_ok())
+        else {
+            return self.encode_limited_cached(text, false, limits, cache, out);
+        };
+        out.clear();
+        let word = limits.max_word_bytes;
+        let reuse = prompts.find(fast.uid, word, fast.added.longest, text);
+        let (from, taken) = match &reuse {
+            Some(r) => (r.bytes, r.entry.ids.get(..r.ids).unwrap_or_default()),
+            None => (0, &[][..]),
+        };
+        if taken.len() > limits.max_ids {
+            out.extend_from_slice(taken.get(..limits.max_ids).unwrap_or_default());
+            return Ok(true);
+        }
+        out.extend_from_slice(taken);
+        let mut cuts: Vec<(usize, usize)> = match &reuse {
+            Some(Reuse {
+                entry,
+                cut_index: Some(i),
+                ..
+            }) => entry.cuts.get(..=*i).unwrap_or_default().to_vec(),
+            Some(Reuse {
+                entry,
+                cut_index: None,
+                ..
+            }) => entry.cuts.to_vec(),
+            None => Vec::new(),
+        };
+        let rest = text.get(from..).unwrap_or_default();
+        // One id more than asked shows whether the encoding goes on.
+        let probe = EncodeLimits {
+            max_ids: (limits.max_ids - taken.len()).saturating_add(1),
+            ..*limits
+        };
+        let base = out.len();
+        let first_new_cut = cuts.len();
+        if !rest.is_empty() {
+            let mut tail = Vec::new();
+            with_scratch(|scratch| {
+                fast.encode_cut(
+                    scratch,
+                    rest,
+                    false,
+                    &probe,
+                    cache,
+                    &mut tail,
+                    Some(&mut cuts),
+                )
+            })?;
+            out.extend_from_slice(&tail);
+        }
+        let more = out.len() > limits.max_ids;
+        out.truncate(limits.max_ids);
+        if !more {
+            for c in cuts.iter_mut().skip(first_new_cut) {
+                *c = (c.0 + from, c.1 + base);
+            }
+            let replaces = reuse.as_ref().map(|r| &r.entry);
+            if reuse.as_ref().is_none_or(|r| r.cut_index.is_some()) {
+                prompts.insert(fast.uid, word, text, out, cuts, replaces);
+            }
+        }
         Ok(more)
     }
 
