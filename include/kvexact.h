@@ -3049,6 +3049,14 @@ int32_t kvexact_block_hashes_strided(const kvexact_hasher *hasher,
  * `refusal_out` may be NULL; when not NULL it is always written, as by
  * `kvexact_encode_chat`.
  *
+ * Request fields that key the engine's cache are read before anything is written: with a
+ * deployment's hasher (`kvexact_hasher_new_for_deployment`) the body's `cache_salt` and
+ * adapter are keyed (`kvexact_block_hashes_keyed`'s failures otherwise); with any other
+ * hasher a lifted `cache_salt` is `KVEXACT_ERR_UNSUPPORTED` (refusal `cache_salt`), and for
+ * SGLang a non-null `extra_key` or `lora_path` is `KVEXACT_ERR_UNSUPPORTED` (code
+ * `"ENGINE_CACHE_KEY"`, refusal none): SGLang keys its radix cache by them, so hashing the
+ * prompt alone would predict hits the engine does not have.
+ *
  * Thread safety: any number of threads may call it at once on one encoder and one hasher.
  *
  * Ownership: every buffer is borrowed for the call; the caller owns `*err`.

@@ -86,6 +86,22 @@ pub(crate) fn route_one(
             }
         }
         None => {
+            // SGLang keys its radix cache by a request's own `extra_key` and by the adapter
+            // `lora_path` selects: a plain hasher holds neither, so the prediction from its
+            // keys would be a hit the engine does not have.
+            if matches!(h.block_hasher(), kvhash::BlockHasher::Sglang(_)) {
+                if let Some(field) = sglang_cache_field(body) {
+                    return Err(Failure::with_code(
+                        KVEXACT_ERR_UNSUPPORTED,
+                        "ENGINE_CACHE_KEY",
+                        format!(
+                            "{field}: SGLang keys its radix cache by it, and this hasher does \
+                             not (a deployment's hasher keys a declared adapter's lora_path; \
+                             no hasher keys a request's own extra_key)"
+                        ),
+                    ));
+                }
+            }
             if enc.encoder.lifted().contains(Refusal::CacheSalt) && has_salt(body) {
                 // The encoder lets the salt through, but this hasher cannot key it: hashing
                 // the request unsalted would give keys no engine holds.
@@ -120,6 +136,17 @@ fn key_failure(
     request_keys_failure(e)
 }
 
+/// The first top-level field of an SGLang request body that keys the engine's radix cache
+/// beyond the prompt (`extra_key`, `lora_path`; non-null), if any.
+fn sglang_cache_field(body: &[u8]) -> Option<&'static str> {
+    let Ok(Some(top)) = kvtemplate::json::RawObject::parse(body) else {
+        return None;
+    };
+    ["extra_key", "lora_path"]
+        .into_iter()
+        .find(|k| top.present(k))
+}
+
 /// Whether the body's top level has a non-null `cache_salt`.
 fn has_salt(body: &[u8]) -> bool {
     matches!(kvtemplate::json::RawObject::parse(body), Ok(Some(top)) if top.present("cache_salt"))
@@ -151,6 +178,14 @@ fn has_salt(body: &[u8]) -> bool {
 ///
 /// `refusal_out` may be NULL; when not NULL it is always written, as by
 /// `kvexact_encode_chat`.
+///
+/// Request fields that key the engine's cache are read before anything is written: with a
+/// deployment's hasher (`kvexact_hasher_new_for_deployment`) the body's `cache_salt` and
+/// adapter are keyed (`kvexact_block_hashes_keyed`'s failures otherwise); with any other
+/// hasher a lifted `cache_salt` is `KVEXACT_ERR_UNSUPPORTED` (refusal `cache_salt`), and for
+/// SGLang a non-null `extra_key` or `lora_path` is `KVEXACT_ERR_UNSUPPORTED` (code
+/// `"ENGINE_CACHE_KEY"`, refusal none): SGLang keys its radix cache by them, so hashing the
+/// prompt alone would predict hits the engine does not have.
 ///
 /// Thread safety: any number of threads may call it at once on one encoder and one hasher.
 ///

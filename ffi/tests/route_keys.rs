@@ -743,3 +743,61 @@ fn counters_count_and_clearing_keeps_results() {
         kvexact_hasher_free(h);
     }
 }
+
+/// SGLang keys its radix cache by a request's own `extra_key` and by the adapter `lora_path`
+/// selects: with a hasher that is not a deployment's, such a body is refused before anything
+/// is written (`ENGINE_CACHE_KEY`), never hashed as the base model's prompt; a null field is
+/// absent, and other engines' hashers ignore the SGLang-only fields.
+#[test]
+fn sglang_cache_key_fields_are_refused_with_a_plain_hasher() {
+    let h = handles();
+    let enc = h.encoders[1].1 .0;
+    let sglang = h.hashers[2].1 .0;
+    let vllm = h.hashers[0].1 .0;
+    let msgs = [("system", PIECES[2]), ("user", PIECES[1])];
+    let plain = route(
+        enc,
+        sglang,
+        &chat_body("Qwen/Qwen3-0.6B", &msgs, ""),
+        4096,
+        256,
+    );
+    assert_eq!(plain.status, KVEXACT_OK);
+    for extra in [r#","extra_key":"session-7""#, r#","lora_path":"sql-lora""#] {
+        let body = chat_body("Qwen/Qwen3-0.6B", &msgs, extra);
+        let k = route(enc, sglang, &body, 4096, 256);
+        assert_eq!(k.status, KVEXACT_ERR_UNSUPPORTED, "{extra}");
+        assert_eq!(k.refusal, KVEXACT_REFUSAL_NONE, "{extra}");
+        let mut err = null_mut();
+        let (mut ni, mut nb) = (0usize, 0usize);
+        let mut ids = vec![0u32; 4096];
+        let mut hashes = vec![0u64; 256];
+        let st = unsafe {
+            kvexact_route_keys(
+                enc,
+                sglang,
+                body.as_ptr(),
+                body.len(),
+                NOW,
+                ids.as_mut_ptr(),
+                ids.len(),
+                hashes.as_mut_ptr(),
+                hashes.len(),
+                &mut ni,
+                &mut nb,
+                null_mut(),
+                &mut err,
+            )
+        };
+        assert_eq!(st, KVEXACT_ERR_UNSUPPORTED);
+        assert_eq!(take_err(err).1, "ENGINE_CACHE_KEY");
+        // The same body through a vLLM hasher: the fields are not vLLM's keys.
+        assert_eq!(route(enc, vllm, &body, 4096, 256).status, KVEXACT_OK);
+    }
+    let null = chat_body(
+        "Qwen/Qwen3-0.6B",
+        &msgs,
+        r#","extra_key":null,"lora_path":null"#,
+    );
+    assert_eq!(route(enc, sglang, &null, 4096, 256), plain);
+}
