@@ -86,11 +86,22 @@ pub(crate) fn route_one(
             }
         }
         None => {
-            // SGLang keys its radix cache by a request's own `extra_key` and by the adapter
-            // `lora_path` selects: a plain hasher holds neither, so the prediction from its
-            // keys would be a hit the engine does not have.
-            if matches!(h.block_hasher(), kvhash::BlockHasher::Sglang(_)) {
-                if let Some(field) = sglang_cache_field(body) {
+            let sglang = matches!(h.block_hasher(), kvhash::BlockHasher::Sglang(_));
+            let lifted_salt = enc.encoder.lifted().contains(Refusal::CacheSalt);
+            // One read of the body's top level, only where a check needs it.
+            let top = if sglang || lifted_salt {
+                kvtemplate::json::RawObject::parse(body).ok().flatten()
+            } else {
+                None
+            };
+            if let Some(top) = &top {
+                // SGLang keys its radix cache by a request's own `extra_key` and by the
+                // adapter `lora_path` selects: a plain hasher holds neither, so the prediction
+                // from its keys would be a hit the engine does not have.
+                let field = ["extra_key", "lora_path"]
+                    .into_iter()
+                    .find(|k| sglang && top.present(k));
+                if let Some(field) = field {
                     return Err(Failure::with_code(
                         KVEXACT_ERR_UNSUPPORTED,
                         "ENGINE_CACHE_KEY",
@@ -101,17 +112,17 @@ pub(crate) fn route_one(
                         ),
                     ));
                 }
-            }
-            if enc.encoder.lifted().contains(Refusal::CacheSalt) && has_salt(body) {
-                // The encoder lets the salt through, but this hasher cannot key it: hashing
-                // the request unsalted would give keys no engine holds.
-                *refusal = KVEXACT_REFUSAL_CACHE_SALT;
-                return Err(Failure::with_code(
-                    KVEXACT_ERR_UNSUPPORTED,
-                    "cache_salt",
-                    "cache_salt is lifted, but the hasher is not a deployment's \
-                     (kvexact_hasher_new_for_deployment): the salt cannot be keyed",
-                ));
+                if lifted_salt && top.present("cache_salt") {
+                    // The encoder lets the salt through, but this hasher cannot key it:
+                    // hashing the request unsalted would give keys no engine holds.
+                    *refusal = KVEXACT_REFUSAL_CACHE_SALT;
+                    return Err(Failure::with_code(
+                        KVEXACT_ERR_UNSUPPORTED,
+                        "cache_salt",
+                        "cache_salt is lifted, but the hasher is not a deployment's \
+                         (kvexact_hasher_new_for_deployment): the salt cannot be keyed",
+                    ));
+                }
             }
             None
         }
@@ -134,22 +145,6 @@ fn key_failure(
         *refusal = r;
     }
     request_keys_failure(e)
-}
-
-/// The first top-level field of an SGLang request body that keys the engine's radix cache
-/// beyond the prompt (`extra_key`, `lora_path`; non-null), if any.
-fn sglang_cache_field(body: &[u8]) -> Option<&'static str> {
-    let Ok(Some(top)) = kvtemplate::json::RawObject::parse(body) else {
-        return None;
-    };
-    ["extra_key", "lora_path"]
-        .into_iter()
-        .find(|k| top.present(k))
-}
-
-/// Whether the body's top level has a non-null `cache_salt`.
-fn has_salt(body: &[u8]) -> bool {
-    matches!(kvtemplate::json::RawObject::parse(body), Ok(Some(top)) if top.present("cache_salt"))
 }
 
 /// The gateway's hot path in one call: the strict refusal scan of the raw chat request

@@ -236,12 +236,12 @@ pub fn check_vllm_metrics(keys: &DeploymentKeys, text: &str) -> Vec<Mismatch> {
         return out;
     };
     let label = |name: &str| -> Option<&str> {
-        let at = labels.find(&format!("{name}=\""))?;
-        // A whole label name: at the start or after a comma.
-        if at > 0 && !labels[..at].ends_with(',') {
-            return None;
-        }
-        let rest = &labels[at + name.len() + 2..];
+        let key = format!("{name}=\"");
+        // A whole label name: at the start or after a comma (not the tail of another name).
+        let (at, _) = labels
+            .match_indices(&key)
+            .find(|(at, _)| *at == 0 || labels[..*at].ends_with(','))?;
+        let rest = &labels[at + key.len()..];
         rest.split_once('"').map(|(v, _)| v)
     };
     if let Some(b) = label("block_size") {
@@ -368,6 +368,9 @@ mod tests {
             check_vllm_metrics(&k, "vllm:num_requests_running 0\n"),
             vec![]
         );
+        // A label whose name ends in another's is not that label: the real one is read.
+        let suffixed = "vllm:cache_config_info{cpu_block_size=\"64\",block_size=\"16\"} 1.0\n";
+        assert_eq!(check_vllm_metrics(&k, suffixed)[0].option, "blockSize");
     }
 
     #[test]
