@@ -530,14 +530,17 @@ typedef struct {
    * reused across requests: every earlier turn of a conversation is found instead of
    * re-encoded). 0 = the default, `KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES` (8 MiB); at most
    * `KVEXACT_SEGMENT_CACHE_MAX_BYTES` (4 GiB). The capacity bounds everything the cache
-   * holds: segment text, 4 bytes per id and 128 bytes of bookkeeping per segment. Half of
-   * it goes to the encoder's prompt cache (recent prompts' ids: a conversation's next
-   * prompt takes over the previous one's up to a cut proven safe and only the rest is
-   * encoded), bounded the same way (text, 4 bytes per id, 16 per cut, 128 per prompt).
+   * holds: segment text, 4 bytes per id and 128 bytes of bookkeeping per segment. A quarter
+   * of it goes to the encoder's render cache when the chat template is proven to allow one
+   * (recent renders' per-message output: a conversation's next turn renders only its new
+   * messages; bounded by the messages' text and the output held), and half of the rest to
+   * its prompt cache (recent prompts' ids: a conversation's next prompt takes over the
+   * previous one's up to a cut proven safe and only the rest is encoded), bounded the same
+   * way (text, 4 bytes per id, 16 per cut, 128 per prompt).
    */
   uint64_t segment_cache_bytes;
   /**
-   * `KVEXACT_OPTION_NO_CACHE`: no segment cache and no prompt cache
+   * `KVEXACT_OPTION_NO_CACHE`: no segment, prompt or render cache
    * (`segment_cache_bytes` must then be 0).
    * Other bits are `KVEXACT_ERR_INVALID_ARGUMENT`.
    */
@@ -3118,12 +3121,13 @@ kvexact_status kvexact_route_keys_batch(const kvexact_encoder *encoder,
                                         kvexact_error **err);
 
 /**
- * The counters of `encoder`'s segment and prompt caches, summed (zero with `enabled = 0`
+ * The counters of `encoder`'s segment, prompt and render caches, summed (the render cache's
+ * hits are renders that reused a conversation's earlier render; zero with `enabled = 0`
  * when it has none, e.g. built with `KVEXACT_OPTION_NO_CACHE`) written to `*stats`, whose
  * `struct_size` the caller sets. Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT` or
  * `KVEXACT_ERR_INVALID_ARGUMENT` (`struct_size` too small); `*stats` is written only on
- * success. Locks each of the caches' 16 shards and 16 sets in turn: for metrics, not for
- * every request.
+ * success. Locks each of the caches' 16 shards and 16 sets (and the render cache) in turn: for
+ * metrics, not for every request.
  *
  * # Safety
  * `encoder` is NULL or a live encoder; `stats` is NULL or valid for its `struct_size` bytes.
@@ -3142,7 +3146,7 @@ kvexact_status kvexact_encoder_cache_stats(const kvexact_encoder *encoder,
 kvexact_status kvexact_hasher_cache_stats(const kvexact_hasher *hasher, kvexact_cache_stats *stats);
 
 /**
- * Empties `encoder`'s segment and prompt caches (the counters are kept; nothing changes in
+ * Empties `encoder`'s segment, prompt and render caches (the counters are kept; nothing changes in
  * any result). A no-op for an encoder without them. Returns `KVEXACT_OK` or `KVEXACT_ERR_NULL_ARGUMENT`.
  *
  * # Safety

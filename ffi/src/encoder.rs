@@ -97,12 +97,15 @@ pub struct kvexact_encoder_options {
     /// reused across requests: every earlier turn of a conversation is found instead of
     /// re-encoded). 0 = the default, `KVEXACT_SEGMENT_CACHE_DEFAULT_BYTES` (8 MiB); at most
     /// `KVEXACT_SEGMENT_CACHE_MAX_BYTES` (4 GiB). The capacity bounds everything the cache
-    /// holds: segment text, 4 bytes per id and 128 bytes of bookkeeping per segment. Half of
-    /// it goes to the encoder's prompt cache (recent prompts' ids: a conversation's next
-    /// prompt takes over the previous one's up to a cut proven safe and only the rest is
-    /// encoded), bounded the same way (text, 4 bytes per id, 16 per cut, 128 per prompt).
+    /// holds: segment text, 4 bytes per id and 128 bytes of bookkeeping per segment. A quarter
+    /// of it goes to the encoder's render cache when the chat template is proven to allow one
+    /// (recent renders' per-message output: a conversation's next turn renders only its new
+    /// messages; bounded by the messages' text and the output held), and half of the rest to
+    /// its prompt cache (recent prompts' ids: a conversation's next prompt takes over the
+    /// previous one's up to a cut proven safe and only the rest is encoded), bounded the same
+    /// way (text, 4 bytes per id, 16 per cut, 128 per prompt).
     pub segment_cache_bytes: u64,
-    /// `KVEXACT_OPTION_NO_CACHE`: no segment cache and no prompt cache
+    /// `KVEXACT_OPTION_NO_CACHE`: no segment, prompt or render cache
     /// (`segment_cache_bytes` must then be 0).
     /// Other bits are `KVEXACT_ERR_INVALID_ARGUMENT`.
     pub flags: u32,

@@ -367,12 +367,13 @@ pub unsafe extern "C" fn kvexact_route_keys_batch(
     }
 }
 
-/// The counters of `encoder`'s segment and prompt caches, summed (zero with `enabled = 0`
+/// The counters of `encoder`'s segment, prompt and render caches, summed (the render cache's
+/// hits are renders that reused a conversation's earlier render; zero with `enabled = 0`
 /// when it has none, e.g. built with `KVEXACT_OPTION_NO_CACHE`) written to `*stats`, whose
 /// `struct_size` the caller sets. Returns `KVEXACT_OK`, `KVEXACT_ERR_NULL_ARGUMENT` or
 /// `KVEXACT_ERR_INVALID_ARGUMENT` (`struct_size` too small); `*stats` is written only on
-/// success. Locks each of the caches' 16 shards and 16 sets in turn: for metrics, not for
-/// every request.
+/// success. Locks each of the caches' 16 shards and 16 sets (and the render cache) in turn: for
+/// metrics, not for every request.
 ///
 /// # Safety
 /// `encoder` is NULL or a live encoder; `stats` is NULL or valid for its `struct_size` bytes.
@@ -406,6 +407,14 @@ pub unsafe extern "C" fn kvexact_encoder_cache_stats(
             out.bytes = out.bytes.saturating_add(u64_of(p.bytes_held()));
             out.entries = out.entries.saturating_add(u64_of(p.len()));
             out.capacity = out.capacity.saturating_add(u64_of(p.capacity_bytes()));
+        }
+        if let Some(r) = enc.encoder.render_cache_stats().filter(|r| r.capacity > 0) {
+            out.enabled = 1;
+            out.hits = out.hits.saturating_add(r.hits);
+            out.misses = out.misses.saturating_add(r.misses);
+            out.bytes = out.bytes.saturating_add(r.bytes);
+            out.entries = out.entries.saturating_add(r.entries);
+            out.capacity = out.capacity.saturating_add(r.capacity);
         }
         unsafe { versioned_out(stats, "stats", out) }?;
         Ok(KVEXACT_OK)
@@ -444,7 +453,7 @@ pub unsafe extern "C" fn kvexact_hasher_cache_stats(
     })
 }
 
-/// Empties `encoder`'s segment and prompt caches (the counters are kept; nothing changes in
+/// Empties `encoder`'s segment, prompt and render caches (the counters are kept; nothing changes in
 /// any result). A no-op for an encoder without them. Returns `KVEXACT_OK` or `KVEXACT_ERR_NULL_ARGUMENT`.
 ///
 /// # Safety
@@ -462,6 +471,7 @@ pub unsafe extern "C" fn kvexact_encoder_cache_clear(
         if let Some(p) = tok.and_then(|t| t.prompt_cache()) {
             p.clear();
         }
+        enc.encoder.clear_render_cache();
         Ok(KVEXACT_OK)
     })
 }

@@ -9,6 +9,7 @@ use crate::json::{map_value, Json};
 use crate::limits::{InputLimits, LimitHit};
 use crate::pystr;
 use crate::refusal::RefusalSet;
+use crate::render_cache::RenderPath;
 use crate::template_facts::{ContentFormat, TemplateFacts};
 use crate::tokenize::{Bounded, PinnedTokenizer};
 use kvprofile_core::ClockPolicy;
@@ -272,6 +273,9 @@ pub struct Encoder {
     /// A Mistral checkpoint's encoder ([`EncoderSpec::mistral_tokenizer`]): chat and
     /// completions take it.
     pub(crate) mistral: Option<crate::mistral::MistralRoute>,
+    /// The template's split twin and render cache (`render_cache.rs`), or why the template
+    /// is always rendered whole.
+    pub(crate) render_reuse: Result<crate::render_cache::RenderReuse, String>,
 }
 
 const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
@@ -449,7 +453,12 @@ impl Encoder {
             }
             ChatRenderer::Jinja | ChatRenderer::Harmony(_) | ChatRenderer::Mistral(_) => None,
         };
+        let render_reuse = match &template {
+            Some(t) => crate::render_cache::RenderReuse::new(t),
+            None => Err("no chat template".to_string()),
+        };
         Ok(Encoder {
+            render_reuse,
             mistral,
             harmony,
             chat_unknown,
@@ -509,17 +518,50 @@ impl Encoder {
         self.limits
     }
 
-    /// Enables cross-request caches holding about `capacity_bytes` in all for this encoder's
-    /// tokenizer (call before sharing the encoder): half for a [`kvtoken::PromptCache`] (a
-    /// chat prompt that extends a recent one — the same conversation's next turn — takes over
-    /// its ids up to a cut proven safe and only the rest is encoded), the rest for a
-    /// [`kvtoken::SegmentCache`]. Ids are identical with or without them; `0` disables both.
+    /// Enables cross-request caches holding about `capacity_bytes` in all for this encoder
+    /// (call before sharing the encoder): a quarter for the render cache when the template is
+    /// proven to allow it ([`Encoder::render_reuse`]: a conversation's next turn renders only
+    /// its new messages), then of the rest half for a [`kvtoken::PromptCache`] (a chat prompt
+    /// that extends a recent one — the same conversation's next turn — takes over its ids up
+    /// to a cut proven safe and only the rest is encoded) and half for a
+    /// [`kvtoken::SegmentCache`]. Text and ids are identical with or without them; `0`
+    /// disables all three.
     pub fn enable_segment_cache(&mut self, capacity_bytes: usize) {
+        let render = match &self.render_reuse {
+            Ok(_) => capacity_bytes / 4,
+            Err(_) => 0,
+        };
+        if let Ok(r) = &mut self.render_reuse {
+            r.set_capacity(render);
+        }
+        let rest = capacity_bytes - render;
         if let Some(t) = &mut self.tokenizer {
-            let prompts =
-                capacity_bytes / 2 / kvtoken::prompt_cache::SETS * kvtoken::prompt_cache::SETS;
+            let prompts = rest / 2 / kvtoken::prompt_cache::SETS * kvtoken::prompt_cache::SETS;
             t.set_prompt_cache(prompts);
-            t.set_segment_cache(capacity_bytes - prompts);
+            t.set_segment_cache(rest - prompts);
+        }
+    }
+
+    /// Whether this encoder's template renders a conversation's earlier messages once
+    /// (`Ok((lookbehind, lookahead))`: the messages around its own each message's output may
+    /// read) or always renders the whole conversation (`Err`: why; see
+    /// docs/architecture.md, "Render reuse").
+    pub fn render_reuse(&self) -> Result<(usize, usize), &str> {
+        match &self.render_reuse {
+            Ok(r) => Ok(r.window()),
+            Err(why) => Err(why),
+        }
+    }
+
+    /// The render cache's counters (`None`: the template is always rendered whole).
+    pub fn render_cache_stats(&self) -> Option<crate::RenderCacheStats> {
+        self.render_reuse.as_ref().ok().map(|r| r.stats())
+    }
+
+    /// Empties the render cache (its counters are kept).
+    pub fn clear_render_cache(&self) {
+        if let Ok(r) = &self.render_reuse {
+            r.clear();
         }
     }
 
@@ -602,9 +644,9 @@ impl Encoder {
         raised: TemplateErrorClass,
     ) -> Result<String, Error> {
         let template = self.template()?;
-        let build = |msgs: Vec<Value>| -> Value {
+        // The context but `messages`, in the order the template has always been handed it.
+        let rest = || -> Vec<(Value, Value)> {
             let mut ctx: Vec<(Value, Value)> = vec![
-                (Value::from("messages"), Value::from(msgs)),
                 (
                     Value::from("tools"),
                     tools.clone().unwrap_or(Value::from(())),
@@ -624,10 +666,21 @@ impl Encoder {
                     }
                 }
             }
-            map_value(ctx)
+            ctx
         };
-        let render = |ctx: &Value| {
-            template.render(ctx, now_unix_ms).map_err(|f| match f {
+        let render = |msgs: &[Value]| {
+            let mut out = String::new();
+            crate::render_cache::render_messages(
+                template,
+                self.render_reuse.as_ref().ok(),
+                RenderPath::Engine,
+                msgs,
+                &rest(),
+                now_unix_ms,
+                &mut out,
+            )
+            .map(|()| out)
+            .map_err(|f| match f {
                 RenderFailure::Budget => Error::RenderBudget,
                 RenderFailure::TooLarge { max, at_least } => Error::InputTooLarge(LimitHit {
                     limit: crate::limits::Limit::RenderedBytes,
@@ -639,7 +692,7 @@ impl Encoder {
             })
         };
         if !continue_final_message {
-            return render(&build(messages));
+            return render(&messages);
         }
         // transformers: append a marker to the final message, render, cut at the marker.
         let (final_text, marked) = mark_final_message(&messages)?;
@@ -647,7 +700,7 @@ impl Encoder {
         if let Some(last) = msgs.last_mut() {
             *last = marked;
         }
-        let out = render(&build(msgs))?;
+        let out = render(&msgs)?;
         let tag = CONTINUE_TAG.trim_end();
         if !out.contains(pystr::strip(&final_text)) || !out.contains(tag) {
             return Err(Error::TemplateRender(

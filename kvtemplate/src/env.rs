@@ -74,6 +74,10 @@ thread_local! {
 pub struct ChatTemplate {
     env: Environment<'static>,
     source: String,
+    /// `source` as compiled, after kvexact's rewrites.
+    compiled: String,
+    clock: Option<ClockPolicy>,
+    fuel: Option<u64>,
     max_output: usize,
     /// The template may spell a float through a path minijinja formats
     /// ([`prints_floats_unchecked`]): a context holding a float Python spells otherwise is
@@ -121,6 +125,35 @@ impl ChatTemplate {
         clock: Option<ClockPolicy>,
         fuel: Option<u64>,
     ) -> Result<Self, String> {
+        let lines = normalize_newlines(source);
+        let raw = keep_newline_after_raw(&lines);
+        let literals = respell_string_literals(&raw)?;
+        let with_blocks = rewrite_generation_tags(&literals);
+        let with_loops = rewrite_for_loops(&with_blocks);
+        let (compiled, _) = rewrite_concats(&with_loops);
+        // What is still unchecked after the rewrites: a `~` chain left as it was, a filter
+        // outside the exact ones.
+        let floats_unchecked = prints_floats_unchecked(&compiled);
+        Self::from_compiled(
+            source,
+            compiled.into_owned(),
+            clock,
+            fuel,
+            floats_unchecked,
+            false,
+        )
+    }
+
+    /// The environment for `compiled` (a source after kvexact's rewrites); `marks`: with the
+    /// render-reuse marker filter (`render_split.rs`).
+    fn from_compiled(
+        source: &str,
+        compiled: String,
+        clock: Option<ClockPolicy>,
+        fuel: Option<u64>,
+        floats_unchecked: bool,
+        marks: bool,
+    ) -> Result<Self, String> {
         let mut env = Environment::new();
         let syntax = minijinja::syntax::SyntaxConfig::builder()
             .trim_blocks(true)
@@ -135,23 +168,40 @@ impl ChatTemplate {
         if clock == Some(ClockPolicy::UtcDate) {
             env.add_function("strftime_now", strftime_now);
         }
-        let lines = normalize_newlines(source);
-        let raw = keep_newline_after_raw(&lines);
-        let literals = respell_string_literals(&raw)?;
-        let with_blocks = rewrite_generation_tags(&literals);
-        let with_loops = rewrite_for_loops(&with_blocks);
-        let (compiled, _) = rewrite_concats(&with_loops);
-        // What is still unchecked after the rewrites: a `~` chain left as it was, a filter
-        // outside the exact ones.
-        let floats_unchecked = prints_floats_unchecked(&compiled);
-        env.add_template_owned(TEMPLATE_NAME, compiled.into_owned())
+        if marks {
+            env.add_filter(crate::render_split::MARK_FILTER, |_: Value| {
+                crate::render_split::MARK
+            });
+        }
+        env.add_template_owned(TEMPLATE_NAME, compiled.clone())
             .map_err(|e| e.to_string())?;
         Ok(ChatTemplate {
             env,
             source: source.to_string(),
+            compiled,
+            clock,
+            fuel,
             max_output: usize::MAX,
             floats_unchecked,
         })
+    }
+
+    /// The source as compiled (after kvexact's rewrites).
+    pub(crate) fn compiled_source(&self) -> &str {
+        &self.compiled
+    }
+
+    /// `split` (this template's compiled source split by `render_split.rs`) compiled in the
+    /// same environment, with the marker filter.
+    pub(crate) fn split_twin(&self, split: String) -> Result<ChatTemplate, String> {
+        Self::from_compiled(
+            &self.source,
+            split,
+            self.clock,
+            self.fuel,
+            self.floats_unchecked,
+            true,
+        )
     }
 
     /// This template with renders bounded to `max` bytes of output: a render that would
@@ -180,6 +230,17 @@ impl ChatTemplate {
         now_unix_ms: Option<i64>,
         out: &mut String,
     ) -> Result<(), RenderFailure> {
+        self.render_into_bounded(ctx, now_unix_ms, out, self.max_output)
+    }
+
+    /// [`ChatTemplate::render_into`] bounded to `max` bytes of output.
+    pub(crate) fn render_into_bounded(
+        &self,
+        ctx: &Value,
+        now_unix_ms: Option<i64>,
+        out: &mut String,
+        max: usize,
+    ) -> Result<(), RenderFailure> {
         out.clear();
         if self.floats_unchecked && pyrepr::holds_differing_float(ctx) {
             return Err(RenderFailure::Failed(
@@ -194,22 +255,19 @@ impl ChatTemplate {
             .get_template(TEMPLATE_NAME)
             .map_err(|e| RenderFailure::Failed(e.to_string()))?;
         NOW_MS.with(|c| c.set(now_unix_ms));
-        let res = if self.max_output == usize::MAX {
+        let res = if max == usize::MAX {
             tmpl.render(ctx.clone()).map(|s| *out = s)
         } else {
             // Reuse `out`'s allocation as the bounded sink.
             let mut sink = BoundedOutput {
                 buf: std::mem::take(out).into_bytes(),
-                max: self.max_output,
+                max,
                 over: None,
             };
             let r = tmpl.render_captured_to(ctx.clone(), &mut sink).map(drop);
             if let Some(at_least) = sink.over {
                 NOW_MS.with(|c| c.set(None));
-                return Err(RenderFailure::TooLarge {
-                    max: self.max_output,
-                    at_least,
-                });
+                return Err(RenderFailure::TooLarge { max, at_least });
             }
             match String::from_utf8(sink.buf) {
                 Ok(s) => *out = s,

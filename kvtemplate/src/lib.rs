@@ -67,6 +67,8 @@ mod pyrepr_table;
 mod pystr;
 mod pyvalue;
 mod refusal;
+mod render_cache;
+mod render_split;
 pub mod renderer_hint;
 mod strftime;
 mod strict;
@@ -97,6 +99,7 @@ pub use profile::{
     spec_from_profile, KvtemplateValidator, ParsedTokenizer,
 };
 pub use refusal::{Outcome, Refusal, RefusalSet, ResultClass, UnknownRefusal};
+pub use render_cache::RenderCacheStats;
 pub use strftime::parse_rfc3339;
 pub use strict::Encoded;
 pub use template_facts::ContentFormat;

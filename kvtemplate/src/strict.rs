@@ -450,8 +450,12 @@ impl Encoder {
             .iter()
             .map(|m| message_value(m.role, Value::from(m.content.joined().as_ref())))
             .collect();
-        match template.render_into(
-            &self.strict_context(base),
+        match crate::render_cache::render_messages(
+            template,
+            self.render_reuse.as_ref().ok(),
+            crate::render_cache::RenderPath::Strict,
+            &base,
+            &self.strict_rest(),
             Some(now_unix_ms),
             &mut scratch.rendered,
         ) {
@@ -752,8 +756,12 @@ impl Encoder {
     }
 
     fn strict_context(&self, messages: Vec<Value>) -> Value {
-        let mut ctx: Vec<(Value, Value)> = Vec::with_capacity(4 + self.strict_specials.len());
-        ctx.push((Value::from("messages"), Value::from(messages)));
+        crate::render_cache::context(&messages, &self.strict_rest())
+    }
+
+    /// The strict context but `messages`.
+    fn strict_rest(&self) -> Vec<(Value, Value)> {
+        let mut ctx: Vec<(Value, Value)> = Vec::with_capacity(3 + self.strict_specials.len());
         ctx.push((Value::from("tools"), Value::from(())));
         ctx.push((Value::from("documents"), Value::from(())));
         ctx.push((
@@ -761,7 +769,7 @@ impl Encoder {
             Value::from(self.add_generation_prompt),
         ));
         ctx.extend(self.strict_specials.iter().cloned());
-        map_value(ctx)
+        ctx
     }
 
     /// The §9.2 scan of the top-level keys. `renders_effort`: the renderer takes

@@ -19,4 +19,5 @@ mod profile;
 mod prompt_reuse;
 mod python_values;
 mod refusals;
+mod render_reuse;
 mod renderer_hint;
