@@ -159,7 +159,7 @@ class Engine:
                     f"{key}: parameters {names} in {self.engine} {self.version}; the kit calls it with {list(params)}"
                 )
         try:
-            src = inspect.getsource(obj)
+            src = inspect.getsource(obj.fget if isinstance(obj, property) else obj)
             self.ran[key] = "sha256:" + hashlib.sha256(src.encode()).hexdigest()
         except (OSError, TypeError):
             self.ran[key] = "sha256:(no source)"

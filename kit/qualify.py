@@ -117,10 +117,11 @@ def run_vllm(eng, inputs_from, out_dir):
 
 
 def run_vllm_cachehit(eng, version, inputs_version, out_dir, cachehit_dir=None):
-    """Replays the project's cache-hit files of `inputs_version` (deployment files aside: a
-    replay with a `deployment` header needs the deployment's own setup) through the release's
-    own KVCacheManager; returns ({file: report}, {output name: produced replay})."""
-    from .vllm_cachehit import Replay
+    """Replays the project's cache-hit files of `inputs_version` through the release's own
+    KVCacheManager, the speculative-decoding deployments (`specdec-*`, a `deployment` header)
+    with the deployment's own setup (`kit/vllm_cachehit.py`; a deployment the kit does not know
+    is skipped, loudly); returns ({file: report}, {output name: produced replay})."""
+    from .vllm_cachehit import Replay, unsupported
     from .vllm_hashes import VllmHasher
 
     d = cachehit_dir or os.path.join(VECTORS, "cachehit")
@@ -131,8 +132,10 @@ def run_vllm_cachehit(eng, version, inputs_version, out_dir, cachehit_dir=None):
         if not f.startswith(f"vllm-{inputs_version}-") or not f.endswith(".json"):
             continue
         doc = json.load(open(os.path.join(d, f)))
-        if "deployment" in doc:
-            report[f] = {"reproduced": 0, "total": 0, "differ": [], "skipped": "deployment header (not replayed by the kit)"}
+        why = unsupported(doc)
+        if why:
+            print(f"kit: SKIPPED cachehit/{f}: {why}", file=sys.stderr)
+            report[f] = {"reproduced": 0, "total": 0, "differ": [], "skipped": why}
             continue
         if rp is None:
             rp = Replay(eng, VllmHasher(eng))
@@ -141,8 +144,12 @@ def run_vllm_cachehit(eng, version, inputs_version, out_dir, cachehit_dir=None):
         outdoc.update({"engine_version": eng.version, "generator": "kit/qualify.py (KVCacheManager replay)",
                        "steps": rp.produced})
         name = f.replace(f"vllm-{inputs_version}-", f"vllm-{version}-")
-        outputs["cachehit-" + name] = outdoc
         report[f] = {"reproduced": ok, "total": n, "differ": [(x, []) for x in fails[:20]], "new_cases": []}
+        dr = rp.deployment_report
+        if dr:  # the deployment values the release derives from the speculative config
+            outdoc["deployment"] = {**doc["deployment"], **{k: v for k, v in dr["values"].items() if "." not in k}}
+            report[f]["deployment_derived"] = {"same": dr["same"], "total": dr["total"], "values": dr["values"]}
+        outputs["cachehit-" + name] = outdoc
     return report, outputs
 
 
@@ -385,7 +392,10 @@ def main(argv=None):
                   + (f", {len(r['new_cases'])} new cases" if r.get("new_cases") else "")
                   + (f"; its engine_source_extracted: {r['engine_source_extracted']['same']}/"
                      f"{r['engine_source_extracted']['total']} definitions the same in this wheel"
-                     if "engine_source_extracted" in r else ""))
+                     if "engine_source_extracted" in r else "")
+                  + (f"; its deployment as this release derives it from the speculative config: "
+                     f"{r['deployment_derived']['same']}/{r['deployment_derived']['total']} values the same"
+                     if "deployment_derived" in r else ""))
             for name, d in r["differ"][:10]:
                 print(f"    differs: {name}: {', '.join(d)}")
         print(f"  rule changes vs {prev_v}:")

@@ -6,7 +6,11 @@
   extra keys, serialized bytes, NONE_HASH); every case of `kv_events.json` (frames, payload,
   schema-less decode) from its BlockPool and ZmqEventPublisher; every step of its cache-hit
   replays (`cachehit/vllm-<version>-*.json`: each endpoint's cached tokens at each query, each
-  run's count, each event batch's bytes) from its KVCacheManager;
+  run's count, each event batch's bytes, seq and phase) from its KVCacheManager, the
+  speculative-decoding deployments (`specdec-l1`, `specdec-l3` of 0.33.0 and 0.34.0) included
+  and none skipped, each deployment as the release derives it the same as the header's; a
+  mutated copy of `vllm-0.33.0-specdec-l3.json` (one query's cached tokens, the header's
+  `num_lookahead_tokens`) is caught, those two named, and a copy with a KV connector is skipped;
 * SGLang 0.5.19 (`sglang/`, `cachehit/sglang-0.5.19-*`): every block-hash case; every KV-event
   case (frames, payload, decodes) and header example from its RadixCache and publisher; every
   step of its four cache-hit replays (EAGLE included) from its RadixCache and scheduler code,
@@ -29,6 +33,8 @@ import time
 from .engine import ROOT, CACHE
 
 PY = sys.executable
+# The vLLM speculative-decoding replays (a `deployment` header) each release must reproduce.
+VLLM_SPECDEC = {"0.33.0": ["specdec-l1", "specdec-l3"], "0.34.0": ["specdec-l1", "specdec-l3"]}
 SGLANG_REPLAYS = ["eagle", "eviction", "lora-salt", "shared-prefix"]
 # config.json's model_type of R1-Distill-Qwen (the project's model folder has tokenizer files only).
 R1_TYPE = "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B=qwen2"
@@ -85,6 +91,39 @@ def mutated_sglang():
     return good
 
 
+def mutated_vllm_specdec():
+    """The vLLM deployment replay can fail: a copy of `vllm-0.33.0-specdec-l3.json` with one
+    query's expected cached tokens changed must be reported as exactly that query differing."""
+    import shutil
+
+    base = os.path.join(CACHE, "selftest-mutated-vllm")
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(os.path.join(base, "cachehit"))
+    name = "vllm-0.33.0-specdec-l3.json"
+    ch = json.load(open(os.path.join(ROOT, "testdata", "vectors", "cachehit", name)))
+    q = [s for s in ch["steps"] if s["kind"] == "query" and s["expected_cached_tokens"]["vllm-1"] > 0][5]
+    q["expected_cached_tokens"]["vllm-1"] += 16
+    ch["deployment"]["num_lookahead_tokens"] += 1  # not what the release derives from the speculative config
+    json.dump(ch, open(os.path.join(base, "cachehit", name), "w"))
+    # A deployment the kit does not replay (a KV connector): skipped, with the reason.
+    ch["deployment"]["kv_transfer_config"] = {"kv_connector": "LMCacheConnectorV1"}
+    json.dump(ch, open(os.path.join(base, "cachehit", "vllm-0.33.0-specdec-kvconnector.json"), "w"))
+    r = run(["vllm", "0.33.0", "--cachehit", os.path.join(base, "cachehit"),
+             "--out", os.path.join(CACHE, "out", "selftest-mutated-vllm")])
+    sk = r["files"].get("cachehit/vllm-0.33.0-specdec-kvconnector.json", {})
+    skipped = "KV connector" in (sk.get("skipped") or "") and sk.get("total") == 0
+    print(f"vllm deployment with a KV connector: {'skipped (' + sk['skipped'] + ')' if skipped else 'NOT SKIPPED: ' + str(sk)}")
+    c = r["files"].get("cachehit/" + name, {"reproduced": -1, "total": -1, "differ": []})
+    named = [d[0].split(":")[0] for d in c["differ"]]
+    want = ["deployment.num_lookahead_tokens", f"q{q['id']}/vllm-1"]
+    dd = c.get("deployment_derived", {})
+    good = (c["total"] == 412 and c["reproduced"] == 410 and named == want and not c.get("skipped")
+            and dd.get("same") == dd.get("total", 0) - 1 and skipped)
+    print(f"vllm mutated copy: {name} {c['reproduced']}/{c['total']} (differ: {', '.join(named)}; "
+          f"mutated: {', '.join(want)}) -> {'caught' if good else 'NOT CAUGHT'}")
+    return good
+
+
 def run(args):
     p = subprocess.run([PY, "-m", "kit.qualify", *args, "--json"], cwd=ROOT, capture_output=True, text=True)
     if p.returncode != 0:
@@ -110,6 +149,22 @@ def main():
                     print("   differs:", d)
         if not r["files"]:
             ok = False
+        for x in VLLM_SPECDEC.get(v, []):
+            c = r["files"].get(f"cachehit/vllm-{v}-{x}.json")
+            if c is None or c.get("skipped") or c["total"] == 0:
+                ok = False
+                print(f"vllm {v}: cachehit/vllm-{v}-{x}.json not replayed: {c and c.get('skipped')}")
+            else:
+                dd = c.get("deployment_derived", {})
+                print(f"   deployment derived by {v} (speculative config -> {dd.get('values')}): "
+                      f"{dd.get('same')}/{dd.get('total')} as the header")
+                if not dd or dd["same"] != dd["total"]:
+                    ok = False
+        for f, c in r["files"].items():
+            if f.startswith("cachehit/") and c.get("skipped"):
+                ok = False
+                print(f"vllm {v} {f}: skipped ({c['skipped']})")
+    ok = mutated_vllm_specdec() and ok
     # SGLang 0.5.19 (`sglang/`): pages, partial tails, insert events, errors; the KV events
     # (cases and header examples); every cache-hit replay (the EAGLE deployment's included).
     r = run(["sglang", "0.5.19", "--model-type", R1_TYPE])
@@ -156,6 +211,13 @@ def main():
         if c["reproduced"] != c["total"]:
             ok = False
             print(f"  0.34.0 on 0.33.0's inputs differs in {f}: {c['differ'][:3]}")
+        elif f.startswith("cachehit/"):
+            print(f"  0.34.0 on 0.33.0's inputs: {f}: {c['reproduced']}/{c['total']}")
+    for x in VLLM_SPECDEC["0.33.0"]:
+        c = r["files"].get(f"cachehit/vllm-0.33.0-{x}.json")
+        if c is None or c.get("skipped") or c["total"] == 0:
+            ok = False
+            print(f"  0.34.0 on 0.33.0's inputs: cachehit/vllm-0.33.0-{x}.json not replayed")
     # SGLang 0.5.20, 0.5.22, 0.5.23 (`versions/`): block hashes and KV events (map encoding,
     # replay replies with the topic frame); 0.5.22/0.5.23's LoRA/salt namespace cases against
     # the kit's committed run (`testdata/vectors/kit/`); 0.5.23 against 0.5.22: the wide-page
