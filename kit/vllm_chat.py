@@ -38,13 +38,13 @@ import json
 import os
 import types
 
-from .engine import CACHE
+from .engine import CACHE, EngineChanged
 
 # Stubs this step adds to the kit's (kit/engine.py STUBS, which has `openai_harmony`, imported
 # by the chat path and used only for gpt_oss): none so far.
 EXTRA_STUBS = {}
 
-# The ModelConfig fields the render path reads (0.31.0-0.34.0; each run records the ones
+# The ModelConfig fields the render path reads (0.29.0-0.34.0; each run records the ones
 # read), with the API server's defaults for a text-only decoder model started with no options.
 # max_model_len is the one value the model's config would decide: a stand-in far above every
 # case's length (it only bounds the prompt).
@@ -60,6 +60,7 @@ MODEL_CONFIG_DEFAULTS = {
     "renderer_num_workers": 1,
     "supports_multimodal_inputs": False,
     "multimodal_config": None,
+    "is_multimodal_model": False,
     "is_encoder_decoder": False,
     "max_model_len": 131072,
 }
@@ -92,14 +93,25 @@ def model_dir(model, model_type, models):
     return o, d
 
 
+class StandInMissing(AttributeError):
+    """The engine read a field the kit's stand-in does not have."""
+
+
 class ReadLog(types.SimpleNamespace):
-    """A stand-in namespace that records which of its fields the engine read."""
+    """A stand-in namespace that records which of its fields the engine read (and says which
+    one it lacks)."""
 
     def __getattribute__(self, k):
         if not k.startswith("_"):
             if k != "kit_read":
                 object.__getattribute__(self, "__dict__").setdefault("_kit_read", set()).add(k)
-        return object.__getattribute__(self, k)
+        try:
+            return object.__getattribute__(self, k)
+        except AttributeError:
+            if k.startswith("__"):
+                raise
+            raise StandInMissing(f"the kit's {object.__getattribute__(self, '_kit_what')} stand-in has no field "
+                                 f"{k!r}") from None
 
     def kit_read(self):
         return sorted(self.__dict__.get("_kit_read", ()))
@@ -141,7 +153,7 @@ class VllmChat:
     def model_config(self, d, model, hf_config):
         fields = dict(MODEL_CONFIG_DEFAULTS, model=d, tokenizer=d, served_model_name=model, hf_config=hf_config,
                       hf_text_config=hf_config)
-        return ReadLog(**fields)
+        return ReadLog(_kit_what="ModelConfig", **fields)
 
     def profile(self, doc, model_type, models):
         d, src = model_dir(doc["model"], model_type, models)
@@ -154,10 +166,17 @@ class VllmChat:
             hf_config = types.SimpleNamespace(model_type=None)
             hf_from = f"none ({err(e)[:120]}): a namespace with model_type None"
         mc = self.model_config(d, doc["model"], hf_config)
-        vc = ReadLog(model_config=mc, parallel_config=types.SimpleNamespace(_api_process_rank=0, _api_process_count=1))
+        vc = ReadLog(_kit_what="VllmConfig", model_config=mc,
+                     parallel_config=types.SimpleNamespace(_api_process_rank=0, _api_process_count=1))
         # The server's own construction: tokenizer (cached_tokenizer_from_config -> get_tokenizer),
         # renderer mode (tokenizer_args_from_config), the registry's renderer class built over them.
-        renderer = self.renderer_from_config(vc)
+        try:
+            renderer = self.renderer_from_config(vc)
+        except StandInMissing as e:
+            raise EngineChanged(
+                f"vllm.renderers.registry:renderer_from_config: {e} in vllm {self.eng.version} (add the server's "
+                "default to kit/vllm_chat.py MODEL_CONFIG_DEFAULTS after reading what it does; --no-chat "
+                "qualifies the rest)") from e
         tok = self.cached_tokenizer(mc)  # the loaded tokenizer (lru cache: the one the renderer got)
         mode = self.tok_args(mc)[0]
         Renderer = type(renderer)
