@@ -4,7 +4,9 @@ tokenizers installed for real at the versions the release's wheel pins (its META
 `engine_token_ids[<engine>]`, or `engine_errors[<engine>]`).
 
 `python3 -m kit.chat sglang 0.5.19 [--templates DIR] [--json]` (kit.qualify runs it in its own
-process: the hashing runs keep transformers stubbed).
+process: the hashing runs keep transformers stubbed). vLLM (`python3 -m kit.chat vllm 0.31.0
+--model-type MODEL=TYPE ...`): kit/vllm_chat.py; vLLM pins ranges, so `stack` picks the
+versions (the template files' engine_truth for this release, else the ranges' lower bounds).
 
 SGLang (the path `engine_truth.engines.sglang` of the files names):
 * tokenizer: `sglang.srt.utils.hf_transformers.tokenizer.get_tokenizer(model_dir)` (its
@@ -53,6 +55,51 @@ def pins(src_dir, engine, version):
                     if spec.startswith(p) and "==" in spec:
                         out[p] = spec.split("==", 1)[1].split(";")[0].split(",")[0].strip()
     return out
+
+
+def ranges(src_dir, engine, version):
+    """{package: specifier} of the wheel's METADATA for transformers and tokenizers."""
+    import glob
+    import re
+
+    out = {}
+    for meta in glob.glob(os.path.join(src_dir, f"{engine}-{version}.dist-info", "METADATA")):
+        for line in open(meta):
+            if line.startswith("Requires-Dist:") and "extra ==" not in line:
+                spec = line.split(":", 1)[1].split(";")[0].strip()
+                m = re.match(r"(transformers|tokenizers)\s*(\S.*)?$", spec)
+                if m:
+                    out[m.group(1)] = (m.group(2) or "").replace(" ", "")
+    return out
+
+
+def stack(src_dir, engine, version, templates_dir):
+    """The transformers / tokenizers versions the chat step installs, and why:
+    1. the wheel's exact pins (`==`, SGLang);
+    2. else the versions the template files' `engine_truth.engines.<engine>` names for this
+       very release (vLLM 0.31.0 on `templates/`: 5.12.1 / 0.22.2);
+    3. else the lowest versions the wheel's ranges allow (their `>=` bounds: vLLM 0.33.0
+       5.16.1 / 0.23.2, 0.34.0 5.16.1 / 0.23.3; `versions/README.md` records the chat path
+       identical with the oldest and the newest stack in range)."""
+    import glob
+
+    p = pins(src_dir, engine, version)
+    if set(p) == {"transformers", "tokenizers"}:
+        return p, "the wheel's METADATA pins (==)"
+    for f in sorted(glob.glob(os.path.join(templates_dir, "*.json"))):
+        et = ((json.load(open(f)).get("engine_truth") or {}).get("engines") or {}).get(engine) or {}
+        if et.get("version") == version and et.get("transformers") and et.get("tokenizers"):
+            return ({"transformers": et["transformers"], "tokenizers": et["tokenizers"]},
+                    f"the template files' engine_truth.engines.{engine} (version {version})")
+    r = ranges(src_dir, engine, version)
+    low = {}
+    for k, spec in r.items():
+        for part in spec.split(","):
+            if part.startswith(">="):
+                low[k] = part[2:]
+    if set(low) == {"transformers", "tokenizers"}:
+        return low, f"the lowest versions the wheel's METADATA allows ({r})"
+    return None, f"the wheel names {r or 'no'} transformers/tokenizers versions the kit can pick from"
 
 
 def deps_dir(p):
@@ -196,9 +243,12 @@ def run(engine, version, templates_dir, model_types=None):
     from .engine import Engine
 
     eng = Engine(engine, version, real=REAL)
-    if engine != "sglang":
-        raise SystemExit("kit.chat: only SGLang's chat path is driven so far")
-    sc = SglangChat(eng)
+    if engine == "vllm":
+        from .vllm_chat import VllmChat
+
+        sc = VllmChat(eng)
+    else:
+        sc = SglangChat(eng)
     import glob
 
     files, report = {}, {}
@@ -209,7 +259,8 @@ def run(engine, version, templates_dir, model_types=None):
             report[name] = {"skipped": "tokenizer_available: false (render-only profile)"}
             continue
         mt = (model_types or {}).get(doc["model"])
-        p = sc.profile(doc, mt)
+        t_profile = time.time()
+        p = sc.profile(doc, mt, MODELS) if engine == "vllm" else sc.profile(doc, mt)
         if p is None:
             report[name] = {"skipped": f"no tokenizer files for {doc['model']}"}
             continue
@@ -228,11 +279,16 @@ def run(engine, version, templates_dir, model_types=None):
             else:
                 bad.append((c["id"], [got.get("error") or "token_ids", f"want {want_err or want_ids}",
                                       f"got {got.get('token_ids')}"]))
+        et = ((doc.get("engine_truth") or {}).get("engines") or {}).get(engine) or {}
         report[name] = {"reproduced": ok, "total": total, "differ": bad, "tokenizer_class": type(tok).__name__,
-                        "model_type_given": mt}
+                        "tokenizer_class_recorded": et.get("tokenizer_class"), "recorded_with": et.get("version"),
+                        "model_type_given": mt, "seconds": round(time.time() - t_profile, 1)}
         files[name] = {"profile": doc["profile"], "model": doc["model"], "engine": engine, "engine_version": version,
                        "cases": cases}
     versions = {p: __import__(p).__version__ for p in ("transformers", "tokenizers", "jinja2")}
+    if hasattr(sc, "finish"):
+        sc.finish()
+    eng.standins = getattr(sc, "standins", [])
     return eng, report, files, versions
 
 

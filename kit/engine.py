@@ -40,6 +40,8 @@ STUBS = {
     "numba": "JIT kernels",
     "einops": "tensor ops",
     "mistral_common": "Mistral tokenizer (chat step only)",
+    "openai_harmony": "GPT-OSS harmony encoding (vLLM's chat protocol and online renderer import it; "
+    "used only for model_type gpt_oss)",
     "blake3": "media hashing (not on the block-hash path)",
     "pybase64": "media decoding",
     "tiktoken": "tokenizer",

@@ -188,10 +188,9 @@ def run_chat(engine, version, src_dir, templates_dir, model_types):
 
     from . import chat
 
-    p = chat.pins(src_dir, engine, version)
-    if set(p) != {"transformers", "tokenizers"}:
-        return {"templates": {"reproduced": 0, "total": 0, "differ": [],
-                              "skipped": f"the wheel pins {p or 'no'} exact transformers/tokenizers versions"}}, {}, None
+    p, chosen_by = chat.stack(src_dir, engine, version, templates_dir)
+    if p is None:
+        return {"templates": {"reproduced": 0, "total": 0, "differ": [], "skipped": chosen_by}}, {}, None
     env = dict(os.environ, KIT_CHAT_DEPS=chat.deps_dir(p))
     cmd = [sys.executable, "-m", "kit.chat", engine, version, "--templates", templates_dir, "--json"]
     for m in model_types:
@@ -202,11 +201,15 @@ def run_chat(engine, version, src_dir, templates_dir, model_types):
     if r.returncode != 0:
         raise RuntimeError(f"kit.chat failed: {r.stderr[-2000:]}")
     out = json.loads(r.stdout.strip().splitlines()[-1])
+    out["record"]["chat_libraries"] = out["versions"]
+    out["record"]["chat_libraries_chosen_by"] = chosen_by
+    out["record"]["chat_seconds"] = out["seconds"]
     rel = os.path.relpath(templates_dir, VECTORS)
     report = {f"{rel}/{f}": {"reproduced": 0, "total": 0, "differ": [], **v} for f, v in out["report"].items()}
     files = {}
     for f, doc in out["files"].items():
-        doc["kit"] = {**out["record"], "chat_libraries": out["versions"], "templates_from": rel}
+        doc["kit"] = {**out["record"], "chat_libraries": out["versions"], "chat_libraries_chosen_by": chosen_by,
+                      "templates_from": rel}
         files["chat-" + f] = doc
     return report, files, out["record"]
 
@@ -323,6 +326,12 @@ def main(argv=None):
                 base = os.path.basename(inputs_from)
                 inputs_version = "0.31.0" if base == "vllm" else base.split("-", 1)[-1]
                 replays, replay_files = run_vllm_cachehit(eng, a.version, inputs_version, out, a.cachehit)
+            if not a.no_chat:  # chat rendering / tokenizer loading (kit/vllm_chat.py), own process
+                own_t = os.path.join(inputs_from, "templates")
+                tdir = own_t if os.path.isdir(own_t) else os.path.join(VECTORS, "templates")
+                chat_report, chat_files, chat_record = run_chat("vllm", a.version, eng.src, tdir, a.model_type)
+                replays.update(chat_report)
+                replay_files.update(chat_files)
         else:
             from .sglang_hashes import run_sglang
             rules, files = run_sglang(eng, inputs_from)
@@ -344,6 +353,11 @@ def main(argv=None):
     if chat_record:  # the chat step's process: its engine functions and real libraries
         header["chat_engine_functions_run"] = chat_record["engine_functions_run"]
         header["chat_imported_versions"] = chat_record["imported_versions"]
+        header["chat_libraries_chosen_by"] = chat_record["chat_libraries_chosen_by"]
+        header["chat_seconds"] = chat_record["chat_seconds"]
+        if chat_record.get("kit_standins"):  # vLLM: the model folder, ModelConfig and VllmConfig stand-ins
+            header["chat_kit_standins"] = chat_record["kit_standins"]
+            header["chat_stubs_added"] = [s for s in chat_record["stubs"] if s["module"] not in engine_mod.STUBS]
     header["rules"] = rules
     header["inputs_from"] = os.path.relpath(inputs_from, ROOT)
     os.makedirs(out, exist_ok=True)
@@ -368,6 +382,12 @@ def main(argv=None):
         if prev else ["(no known release below)" if not prev_v else
                       "(nearest release not run through the kit yet: run `python3 -m kit.qualify %s %s` first)" % (a.engine, prev_v)]
     )
+    if a.engine == "vllm" and prev and header.get("chat_engine_functions_run") and prev.get("chat_engine_functions_run"):
+        # Both runs had the chat step: its engine functions, compared the same way.
+        new_c, prev_c = header["chat_engine_functions_run"], prev["chat_engine_functions_run"]
+        changes += [f"function (chat step) {k}: " + ("source changed" if k in new_c and k in prev_c else
+                                                     "added" if k in new_c else "gone")
+                    for k in sorted(set(new_c) | set(prev_c)) if new_c.get(k) != prev_c.get(k)]
     elapsed = time.time() - t0
     result = {
         "engine": a.engine, "version": a.version, "nearest_known": prev_v,
@@ -395,7 +415,9 @@ def main(argv=None):
                      if "engine_source_extracted" in r else "")
                   + (f"; its deployment as this release derives it from the speculative config: "
                      f"{r['deployment_derived']['same']}/{r['deployment_derived']['total']} values the same"
-                     if "deployment_derived" in r else ""))
+                     if "deployment_derived" in r else "")
+                  + (f"; tokenizer {r['tokenizer_class']} (files: {r['tokenizer_class_recorded']} with "
+                     f"{a.engine} {r['recorded_with']})" if r.get("tokenizer_class_recorded") else ""))
             for name, d in r["differ"][:10]:
                 print(f"    differs: {name}: {', '.join(d)}")
         print(f"  rule changes vs {prev_v}:")
@@ -406,7 +428,7 @@ def main(argv=None):
         print(f"  vector files written to {os.path.relpath(out, ROOT)}")
         print("  draft catalog entry (review every line):")
         print(draft_entry(a.engine, a.version, rules, changes, prev_v))
-        print(f"  took {elapsed:.1f} s")
+        print(f"  took {elapsed:.1f} s" + (f" (chat step's process {header['chat_seconds']} s)" if chat_record else ""))
     return 0
 
 

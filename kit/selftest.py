@@ -11,6 +11,10 @@
   and none skipped, each deployment as the release derives it the same as the header's; a
   mutated copy of `vllm-0.33.0-specdec-l3.json` (one query's cached tokens, the header's
   `num_lookahead_tokens`) is caught, those two named, and a copy with a KV connector is skipped;
+  for 0.31.0 and 0.33.0 every template case of the five profiles with a tokenizer
+  (`templates/`: `engine_token_ids.vllm` or `engine_errors.vllm`) from its tokenizer loading,
+  renderer and OnlineRenderer (kit/vllm_chat.py), and a mutated copy of the Qwen2.5 file
+  caught, each changed value named;
 * SGLang 0.5.19 (`sglang/`, `cachehit/sglang-0.5.19-*`): every block-hash case; every KV-event
   case (frames, payload, decodes) and header example from its RadixCache and publisher; every
   step of its four cache-hit replays (EAGLE included) from its RadixCache and scheduler code,
@@ -40,6 +44,38 @@ SGLANG_REPLAYS = ["eagle", "eviction", "lora-salt", "shared-prefix"]
 R1_TYPE = "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B=qwen2"
 SGLANG_CHAT_PROFILES = ["gemma2-9b-it-v1", "llama31-8b-instruct-v1", "qwen25-7b-instruct-v1", "qwen3-06b-default-v1",
                         "r1-distill-qwen-7b-v1"]
+# vLLM's chat step: the model_type of each model's config.json on the hub (the stand-in model
+# folder's config.json; vLLM's ModelConfig loads it through its own get_config).
+VLLM_MODEL_TYPES = ["google/gemma-2-9b-it=gemma2", "meta-llama/Llama-3.1-8B-Instruct=llama",
+                    "Qwen/Qwen2.5-7B-Instruct=qwen2", "Qwen/Qwen3-0.6B=qwen3", R1_TYPE]
+VLLM_MT_ARGS = [x for m in VLLM_MODEL_TYPES for x in ("--model-type", m)]
+VLLM_CHAT = ["0.31.0", "0.33.0"]  # chat step on templates/ (0.34.0: run by hand, README)
+
+
+def mutated_vllm_chat():
+    """vLLM's chat comparison can fail: a copy of the Qwen2.5 template file with a chat case's
+    vLLM token id and an engine error message changed must be reported as exactly those."""
+    import shutil
+
+    base = os.path.join(CACHE, "selftest-mutated-vllm")
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(os.path.join(base, "vllm", "templates"))
+    v = os.path.join(ROOT, "testdata", "vectors")
+    t = json.load(open(os.path.join(v, "templates", "qwen25-7b-instruct-v1.json")))
+    tc = {c["id"]: c for c in t["cases"]}
+    tc["single_user"]["engine_token_ids"]["vllm"][3] += 1
+    e = next(c for c in t["cases"] if (c.get("engine_errors") or {}).get("vllm"))
+    e["engine_errors"]["vllm"] += "!"
+    json.dump(t, open(os.path.join(base, "vllm", "templates", "qwen25-7b-instruct-v1.json"), "w"))
+    r = run(["vllm", "0.31.0", "--inputs", os.path.join(base, "vllm"), "--against", os.path.join(base, "vllm"),
+             "--no-replays", *VLLM_MT_ARGS, "--out", os.path.join(CACHE, "out", "selftest-mutated-vllm")])
+    tr = next((x for f, x in r["files"].items() if f.endswith("/qwen25-7b-instruct-v1.json")),
+              {"reproduced": -1, "total": -1, "differ": []})
+    tnamed = sorted(d[0] for d in tr["differ"])
+    good = tr["total"] == 39 and tr["reproduced"] == 37 and tnamed == sorted(["single_user", e["id"]])
+    print(f"vllm mutated copy: qwen25 chat {tr['reproduced']}/{tr['total']} (differ: {', '.join(tnamed)}) -> "
+          f"{'caught' if good else 'NOT CAUGHT'}")
+    return good
 
 
 def mutated_sglang():
@@ -137,9 +173,18 @@ def main():
     ok = True
     totals = []
     for v in ["0.31.0", "0.33.0", "0.34.0"]:
-        r = run(["vllm", v])
+        r = run(["vllm", v, *(VLLM_MT_ARGS if v in VLLM_CHAT else ["--no-chat"])])
+        if v in VLLM_CHAT:  # chat rendering / tokenizer loading: every profile with a tokenizer
+            want_t = {f"templates/{p}.json" for p in SGLANG_CHAT_PROFILES}
+            got_t = {f for f, c in r["files"].items() if f.startswith("templates/") and not c.get("skipped")}
+            if got_t != want_t or any(r["files"][f]["total"] == 0 for f in got_t):
+                ok = False
+                print(f"vllm {v}: chat files", sorted(got_t), "expected", sorted(want_t))
         for f, c in r["files"].items():
-            src = "testdata/vectors" if f.startswith("cachehit/") else r["compared_with"]
+            if c.get("skipped") and f == "templates/exaone35-78b-instruct-v1.json":
+                print(f"vllm {v} testdata/vectors/{f}: skipped ({c['skipped']})")
+                continue
+            src = "testdata/vectors" if f.startswith(("cachehit/", "templates/")) else r["compared_with"]
             line = f"vllm {v} {src}/{f}: {c['reproduced']}/{c['total']}"
             print(line)
             totals.append(line)
@@ -190,10 +235,11 @@ def main():
             for d in c["differ"][:5]:
                 print("   differs:", d)
     ok = mutated_sglang() and ok
+    ok = mutated_vllm_chat() and ok
     # 0.34.0 qualified as a new release: 0.33.0's inputs, compared with 0.33.0's files.
     r = run(["vllm", "0.34.0", "--inputs", "testdata/vectors/versions/vllm-0.33.0",
              "--against", "testdata/vectors/versions/vllm-0.33.0",
-             "--out", os.path.join(CACHE, "out", "vllm-0.34.0-as-new")])
+             "--no-chat", "--out", os.path.join(CACHE, "out", "vllm-0.34.0-as-new")])
     seen = [c for c in r["rule_changes"] if not c.startswith("function ")]
     print("vllm 0.34.0 vs 0.33.0, rule changes:", json.dumps(seen, indent=1))
     want = {
