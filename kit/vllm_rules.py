@@ -1,7 +1,8 @@
 """The vLLM rules that are not hashes, each read by running (or, for a constant, reading) the
 release's own code: the default block size, the token-id width of a request, whether the
 frontend may supply block hashes, how prompt logprobs bound a prefix hit, what `tools: []`
-does, and the source of the event module. Absent functions mean the rule does not exist in
+does, the source of the event module, and the transformers / tokenizers versions the wheel
+declares. Absent functions mean the rule does not exist in
 the release (recorded as such), not an error."""
 
 import hashlib
@@ -64,6 +65,13 @@ def probe(eng):
     eng.fn("vllm.distributed.kv_events", "KVEventBatch")
     r["kv_events_source_sha256"] = hashlib.sha256(inspect.getsource(kv).encode()).hexdigest()
     r["block_stored_fields"] = list(kv.BlockStored.__struct_fields__)
+
+    # The chat libraries the release declares (its wheel's METADATA `Requires-Dist`): the
+    # tokenizer and template behaviour the chat path runs with.
+    from .chat import ranges
+
+    for pkg, spec in sorted(ranges(eng.src, "vllm", eng.version).items()):
+        r[f"requires_{pkg}"] = spec
     return r
 
 

@@ -18,7 +18,8 @@
 
 use crate::env::{ChatTemplate, RenderFailure};
 use crate::json::map_value;
-use crate::render_split::{BACK_VAR, FROM_VAR, MARK};
+use crate::pyvalue::{PyDict, PyList};
+use crate::render_split::{AT_VAR, MARK, N_VAR};
 use minijinja::value::{Value, ValueKind};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -46,6 +47,8 @@ struct Entry {
     rest: Vec<(Value, Value)>,
     messages: Vec<Value>,
     bodies: Vec<Arc<str>>,
+    /// [`size`] of `messages`, summed.
+    message_bytes: usize,
     bytes: usize,
     used: AtomicU64,
 }
@@ -106,6 +109,31 @@ pub(crate) fn context(messages: &[Value], rest: &[(Value, Value)]) -> Value {
 /// Strict equality of template values: the same kind, integer or float, text, items and key
 /// order (minijinja's `==` takes `1 == 1.0 == true`, which print differently).
 pub(crate) fn same(a: &Value, b: &Value) -> bool {
+    // kvexact's own containers (every request's values): compared directly.
+    match (
+        a.downcast_object_ref::<PyDict>(),
+        b.downcast_object_ref::<PyDict>(),
+    ) {
+        (Some(x), Some(y)) => {
+            return x.0.len() == y.0.len()
+                && x.0
+                    .iter()
+                    .zip(y.0.iter())
+                    .all(|((ka, va), (kb, vb))| same(ka, kb) && same(va, vb))
+        }
+        (None, None) => {}
+        _ => return false,
+    }
+    match (
+        a.downcast_object_ref::<PyList>(),
+        b.downcast_object_ref::<PyList>(),
+    ) {
+        (Some(x), Some(y)) => {
+            return x.0.len() == y.0.len() && x.0.iter().zip(&y.0).all(|(p, q)| same(p, q))
+        }
+        (None, None) => {}
+        _ => return false,
+    }
     if a.kind() != b.kind() {
         return false;
     }
@@ -136,6 +164,56 @@ pub(crate) fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// A request's messages as the render cache reads them: built into template values only
+/// where the render needs new ones, compared with a cached render's values without building.
+pub(crate) trait MessageSource {
+    /// How many messages.
+    fn count(&self) -> usize;
+    /// Message `i` as the template receives it.
+    fn build(&self, i: usize) -> Value;
+    /// Whether message `i` would build a value [`same`] as `cached`.
+    fn matches(&self, i: usize, cached: &Value) -> bool;
+}
+
+impl MessageSource for [Value] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn build(&self, i: usize) -> Value {
+        self.get(i).cloned().unwrap_or_default()
+    }
+
+    fn matches(&self, i: usize, cached: &Value) -> bool {
+        self.get(i).is_some_and(|v| same(v, cached))
+    }
+}
+
+/// Whether `v` is [`same`] as the strict path's message value `{"role": role, "content":
+/// content}` (a `PyDict` of two plain strings, in that order), without building it.
+pub(crate) fn same_role_content(v: &Value, role: &str, content: &str) -> bool {
+    fn plain(v: &Value) -> Option<&str> {
+        if v.kind() == ValueKind::String && !v.is_safe() {
+            v.as_str()
+        } else {
+            None
+        }
+    }
+    let Some(d) = v.downcast_object_ref::<PyDict>() else {
+        return false;
+    };
+    let mut it = d.0.iter();
+    match (it.next(), it.next(), it.next()) {
+        (Some((k1, v1)), Some((k2, v2)), None) => {
+            plain(k1) == Some("role")
+                && plain(k2) == Some("content")
+                && plain(v1) == Some(role)
+                && plain(v2) == Some(content)
+        }
+        _ => false,
+    }
+}
+
 fn same_pairs(a: &[(Value, Value)], b: &[(Value, Value)]) -> bool {
     a.len() == b.len()
         && a.iter()
@@ -143,32 +221,69 @@ fn same_pairs(a: &[(Value, Value)], b: &[(Value, Value)]) -> bool {
             .all(|((ka, va), (kb, vb))| same(ka, kb) && same(va, vb))
 }
 
-/// Feeds what [`same`] compares into `h`; returns the bytes of text seen.
-fn feed(v: &Value, h: &mut impl Hasher) -> usize {
+/// How many bytes of each string the lookup key takes (the key only narrows the search: a
+/// found entry is compared whole with [`same`]).
+const KEY_TEXT: usize = 64;
+
+/// Feeds a digest of what [`same`] compares into `h` (each string's length and first
+/// [`KEY_TEXT`] bytes).
+fn feed(v: &Value, h: &mut impl Hasher) {
+    if let Some(d) = v.downcast_object_ref::<PyDict>() {
+        d.0.iter().for_each(|(k, v)| {
+            feed(k, h);
+            feed(v, h);
+        });
+        return;
+    }
+    if let Some(l) = v.downcast_object_ref::<PyList>() {
+        l.0.iter().for_each(|v| feed(v, h));
+        return;
+    }
     (v.kind() as u8).hash(h);
     match v.kind() {
         ValueKind::String => {
             let s = v.as_str().unwrap_or("");
-            s.hash(h);
-            s.len()
+            s.len().hash(h);
+            s.as_bytes()[..s.len().min(KEY_TEXT)].hash(h);
         }
-        ValueKind::Number | ValueKind::Bool => {
-            v.to_string().hash(h);
-            8
+        ValueKind::Number | ValueKind::Bool => v.to_string().hash(h),
+        ValueKind::Seq | ValueKind::Map => {
+            if let Ok(it) = v.try_iter() {
+                for k in it {
+                    feed(&k, h);
+                    if v.kind() == ValueKind::Map {
+                        feed(&v.get_item(&k).unwrap_or_default(), h);
+                    }
+                }
+            }
         }
+        _ => {}
+    }
+}
+
+/// The bytes a value holds, about (its strings' lengths and a word per item).
+fn size(v: &Value) -> usize {
+    if let Some(d) = v.downcast_object_ref::<PyDict>() {
+        return 16 + d.0.iter().map(|(k, v)| size(k) + size(v)).sum::<usize>();
+    }
+    if let Some(l) = v.downcast_object_ref::<PyList>() {
+        return 16 + l.0.iter().map(size).sum::<usize>();
+    }
+    match v.kind() {
+        ValueKind::String => v.as_str().map_or(0, str::len) + 16,
         ValueKind::Seq | ValueKind::Map => {
             let mut n = 16;
             if let Ok(it) = v.try_iter() {
                 for k in it {
-                    n += feed(&k, h);
+                    n += size(&k);
                     if v.kind() == ValueKind::Map {
-                        n += feed(&v.get_item(&k).unwrap_or_default(), h);
+                        n += size(&v.get_item(&k).unwrap_or_default());
                     }
                 }
             }
             n
         }
-        _ => 8,
+        _ => 16,
     }
 }
 
@@ -181,37 +296,35 @@ fn key(path: RenderPath, count: usize, last: &Value) -> u64 {
 }
 
 impl RenderCache {
-    fn find(
+    fn find<M: MessageSource + ?Sized>(
         &self,
         path: RenderPath,
-        messages: &[Value],
+        messages: &M,
         rest: &[(Value, Value)],
     ) -> Option<Arc<Entry>> {
-        let n = messages.len();
-        let keys: Vec<(usize, u64)> = (1..=n)
-            .rev()
-            .take(PROBES)
-            .map(|j| (j, key(path, j, &messages[j - 1])))
-            .collect();
-        let found: Vec<Arc<Entry>> = {
+        // The longest cached render this request may extend: probed from all its messages
+        // down to all but PROBES of them (a key is computed only when probed).
+        let found = {
             let mut st = self.state.lock().ok()?;
             st.clock += 1;
             let now = st.clock;
-            let found: Vec<Arc<Entry>> = keys
-                .iter()
-                .filter_map(|(j, k)| st.map.get(k).filter(|e| e.messages.len() == *j).cloned())
-                .collect();
-            for e in &found {
-                e.used.store(now, Ordering::Relaxed);
-            }
+            let found = (1..=messages.count()).rev().take(PROBES).find_map(|j| {
+                st.map
+                    .get(&key(path, j, &messages.build(j - 1)))
+                    .filter(|e| e.messages.len() == j && e.path == path)
+                    .cloned()
+            })?;
+            found.used.store(now, Ordering::Relaxed);
             found
         };
-        // Compared outside the lock; the longest match wins (probes go longest first).
-        found.into_iter().find(|e| {
-            e.path == path
-                && same_pairs(&e.rest, rest)
-                && e.messages.iter().zip(messages).all(|(a, b)| same(a, b))
-        })
+        // Compared whole outside the lock.
+        (same_pairs(&found.rest, rest)
+            && found
+                .messages
+                .iter()
+                .enumerate()
+                .all(|(i, cached)| messages.matches(i, cached)))
+        .then_some(found)
     }
 
     fn insert(
@@ -220,15 +333,27 @@ impl RenderCache {
         messages: &[Value],
         rest: &[(Value, Value)],
         bodies: Vec<Arc<str>>,
-        replaces: Option<u64>,
+        replaces: Option<&Entry>,
     ) {
         let Some(last) = messages.last() else {
             return;
         };
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        let text: usize = messages.iter().map(|m| feed(m, &mut h)).sum::<usize>()
-            + rest.iter().map(|(_, v)| feed(v, &mut h)).sum::<usize>();
+        // The replaced entry's messages are this request's first ones (compared whole).
+        let (known, message_bytes) = match replaces {
+            Some(e) => (e.messages.len(), e.message_bytes),
+            None => (0, 0),
+        };
+        let message_bytes = message_bytes
+            + messages
+                .get(known..)
+                .unwrap_or(&[])
+                .iter()
+                .map(size)
+                .sum::<usize>();
+        let text = message_bytes + rest.iter().map(|(_, v)| size(v)).sum::<usize>();
         let bytes = text + bodies.iter().map(|b| b.len() + 32).sum::<usize>() + 128;
+        let replaces =
+            replaces.and_then(|e| e.messages.last().map(|l| key(e.path, e.messages.len(), l)));
         if bytes > self.capacity / 4 {
             return;
         }
@@ -264,6 +389,7 @@ impl RenderCache {
                 rest: rest.to_vec(),
                 messages: messages.to_vec(),
                 bodies,
+                message_bytes,
                 bytes,
                 used: AtomicU64::new(now),
             }),
@@ -330,31 +456,41 @@ impl RenderReuse {
     /// Renders `messages` under `rest` into `out` reusing a cached render of the same
     /// conversation, and caches this one. `None`: the caller renders in full (see the module
     /// doc); `max` is the full render's byte bound.
-    pub(crate) fn render(
+    pub(crate) fn render<M: MessageSource + ?Sized>(
         &self,
         path: RenderPath,
-        messages: &[Value],
+        source: &M,
         rest: &[(Value, Value)],
         now_unix_ms: Option<i64>,
         max: usize,
         out: &mut String,
     ) -> Option<()> {
-        let n = messages.len();
-        let hit = self.cache.find(path, messages, rest);
-        let (from, back, replaces) = match &hit {
+        let n = source.count();
+        let hit = self.cache.find(path, source, rest);
+        // The cached render's values for its messages (equal to this request's), new ones
+        // built for the rest.
+        let known = hit.as_ref().map_or(0, |e| e.messages.len());
+        let mut messages: Vec<Value> = Vec::with_capacity(n);
+        if let Some(e) = &hit {
+            messages.extend(e.messages.iter().cloned());
+        }
+        messages.extend((known..n).map(|i| source.build(i)));
+        let messages = &messages[..];
+        let (from, back) = match &hit {
             Some(e) => {
-                let p = e.messages.len();
-                let from = p.saturating_sub(self.lookahead);
-                let last = e.messages.last()?;
-                (from, self.lookbehind.min(from), Some(key(path, p, last)))
+                let from = e.messages.len().saturating_sub(self.lookahead);
+                (from, self.lookbehind.min(from))
             }
-            None => (0, 0, None),
+            None => (0, 0),
         };
         let rendered: Vec<usize> = (0..n).filter(|&i| i < back || i >= from).collect();
         let mut ctx: Vec<(Value, Value)> = Vec::with_capacity(rest.len() + 2);
         ctx.extend(rest.iter().cloned());
-        ctx.push((Value::from(FROM_VAR), Value::from(from)));
-        ctx.push((Value::from(BACK_VAR), Value::from(back)));
+        ctx.push((
+            Value::from(AT_VAR),
+            Value::from(rendered.iter().map(|&i| Value::from(i)).collect::<Vec<_>>()),
+        ));
+        ctx.push((Value::from(N_VAR), Value::from(n)));
         let marks = (rendered.len() + 1).saturating_mul(MARK.len());
         let mut split_out = String::new();
         let ok = self.template.render_into_bounded(
@@ -404,18 +540,19 @@ impl RenderReuse {
         } else {
             self.cache.misses.fetch_add(1, Ordering::Relaxed);
         }
-        self.cache.insert(path, messages, rest, bodies, replaces);
+        self.cache
+            .insert(path, messages, rest, bodies, hit.as_deref());
         Some(())
     }
 }
 
 /// Renders `messages` under `rest` with `template` into `out`: through `reuse` when it is
 /// on, else (or when it declines) in full.
-pub(crate) fn render_messages(
+pub(crate) fn render_messages<M: MessageSource + ?Sized>(
     template: &ChatTemplate,
     reuse: Option<&RenderReuse>,
     path: RenderPath,
-    messages: &[Value],
+    messages: &M,
     rest: &[(Value, Value)],
     now_unix_ms: Option<i64>,
     out: &mut String,
@@ -434,5 +571,50 @@ pub(crate) fn render_messages(
             return Ok(());
         }
     }
-    template.render_into(&context(messages, rest), now_unix_ms, out)
+    let all: Vec<Value> = (0..messages.count()).map(|i| messages.build(i)).collect();
+    template.render_into(&context(&all, rest), now_unix_ms, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn value(kind: u8, a: &str, b: &str) -> Value {
+        match kind {
+            0 => map_value([("role", Value::from(a)), ("content", Value::from(b))]),
+            1 => map_value([("content", Value::from(b)), ("role", Value::from(a))]),
+            2 => map_value([
+                ("role", Value::from(a)),
+                ("content", Value::from(b)),
+                ("name", Value::from(a)),
+            ]),
+            3 => map_value([
+                ("role", Value::from(a)),
+                ("content", Value::from_safe_string(b.into())),
+            ]),
+            4 => map_value([("role", Value::from(a)), ("content", Value::from(b.len()))]),
+            _ => Value::from(a),
+        }
+    }
+
+    proptest! {
+        /// The strict path's compare without building equals [`same`] on the built value.
+        #[test]
+        fn same_role_content_is_same(
+            kind in 0u8..6,
+            role in "(user|assistant|system|x)",
+            content in ".{0,6}",
+            r2 in "(user|assistant|system|x)",
+            c2 in ".{0,6}",
+            copy in 0u8..4,
+        ) {
+            // Mostly the same texts (the case that matters), else other ones.
+            let r2 = if copy & 1 == 0 { role.clone() } else { r2 };
+            let c2 = if copy & 2 == 0 { content.clone() } else { c2 };
+            let cached = value(kind, &r2, &c2);
+            let built = value(0, &role, &content);
+            prop_assert_eq!(same_role_content(&cached, &role, &content), same(&built, &cached));
+        }
+    }
 }

@@ -9,9 +9,8 @@
 //!
 //! * the loop variable, and `messages[loop.index0 ± c]` for a constant `c` (a window of the
 //!   messages around `i`: `lookahead` / `lookbehind` record the widest);
-//! * `loop.index0`, `loop.index`, `loop.first`, `loop.previtem`, `loop.cycle(…)`;
-//!   `loop.last` and `loop.nextitem` (lookahead 1); nothing else of `loop` (`length`,
-//!   `revindex`, `changed`, …: they depend on the whole list or on state);
+//! * `loop.index0`, `loop.index`, `loop.first`; `loop.last` (lookahead 1); nothing else of
+//!   `loop` (`length`, `revindex`, `changed`, `cycle`, `previtem`, …);
 //! * names nothing in the template assigns outside the loop: the render's context (every
 //!   part but `messages` is compared whole before a reuse), kvexact's own functions, filters,
 //!   tests and methods (pure) — never `strftime_now` (the clock);
@@ -28,19 +27,23 @@
 //! they are rendered again). A template that breaks any rule has no split and is always
 //! rendered whole.
 //!
-//! The split is the template's own (already rewritten) source with three insertions, placed
-//! so that whitespace control (`-`, `+`, trim_blocks, lstrip_blocks) acts on the same text as
-//! before: the loop's body wrapped in `{% if loop.index0 >= FROM or loop.index0 < BACK %}`,
-//! a marker emitted at the start of every iteration that runs and one after the loop.
+//! The split is the template's own (already rewritten) source with the message loop walking a
+//! list of message indices instead (`{% for i in AT %}{% set message = messages[i] %}`), each
+//! `loop.index0` / `index` / `first` / `last` of the loop written in terms of `i` and the
+//! message count, a marker emitted at the start of every iteration and one after the loop;
+//! the tags it writes carry the whitespace control of the tags they stand beside, so that
+//! `-`, `+`, trim_blocks and lstrip_blocks act on the same text as before.
 
 use crate::template_source::{tags, Tag};
 use minijinja::machinery::ast::{BinOpKind, CallArg, Expr, Stmt};
 use std::collections::HashSet;
 
-/// Context variable: the first iteration rendered again (those below it are reused).
-pub(crate) const FROM_VAR: &str = "__kvexact_render_from";
-/// Context variable: iterations below it are rendered too (their window may wrap).
-pub(crate) const BACK_VAR: &str = "__kvexact_render_back";
+/// Context variable: the message indices the split renders, in order.
+pub(crate) const AT_VAR: &str = "__kvexact_render_at";
+/// Context variable: the number of messages (`loop.last` is `i == n - 1`).
+pub(crate) const N_VAR: &str = "__kvexact_render_n";
+/// The split loop's variable: the message index.
+const I_VAR: &str = "__kvexact_render_i";
 /// The filter that emits [`MARK`].
 pub(crate) const MARK_FILTER: &str = "__kvexact_render_mark";
 /// Emitted at the start of every rendered iteration and after the loop. No proper prefix of
@@ -118,6 +121,7 @@ pub(crate) fn split(compiled: &str) -> Result<LoopSplit, String> {
         assigned: &assigned,
         outer_sets: &outer_sets,
         definite: HashSet::new(),
+        loop_uses: Vec::new(),
         lookahead: 0,
         lookbehind: 0,
     };
@@ -125,7 +129,7 @@ pub(crate) fn split(compiled: &str) -> Result<LoopSplit, String> {
         walk.stmt(s, Scope::Outer)?;
     }
     let span = f_span(&t.children[at]);
-    let source = splice(compiled, span)?;
+    let source = splice(compiled, span, target.id, &walk.loop_uses)?;
     Ok(LoopSplit {
         source,
         lookahead: walk.lookahead,
@@ -257,6 +261,8 @@ struct BodyWalk<'s, 'a> {
     /// Of those, the ones this iteration has certainly set at the point of the walk (on
     /// every path to it): a read of any other would see the previous iteration's value.
     definite: HashSet<&'a str>,
+    /// Each `loop.<attr>` of the message loop: its byte range and what the split writes there.
+    loop_uses: Vec<(usize, usize, String)>,
     lookahead: usize,
     lookbehind: usize,
 }
@@ -360,15 +366,22 @@ impl<'a> BodyWalk<'_, 'a> {
         }
     }
 
-    fn loop_attr(&mut self, attr: &str) -> Result<(), String> {
-        match attr {
-            "index0" | "index" | "first" | "previtem" => Ok(()),
-            "last" | "nextitem" => {
+    /// `loop.<attr>` of the message loop at `span`: recorded with the expression of the
+    /// message index the split writes in its place.
+    fn loop_attr(&mut self, attr: &str, span: minijinja::machinery::Span) -> Result<(), String> {
+        let with = match attr {
+            "index0" => I_VAR.to_string(),
+            "index" => format!("({I_VAR} + 1)"),
+            "first" => format!("({I_VAR} == 0)"),
+            "last" => {
                 self.lookahead = self.lookahead.max(1);
-                Ok(())
+                format!("({I_VAR} == {N_VAR} - 1)")
             }
-            other => Err(format!("reads `loop.{other}`")),
-        }
+            other => return Err(format!("reads `loop.{other}`")),
+        };
+        self.loop_uses
+            .push((span.start_offset as usize, span.end_offset as usize, with));
+        Ok(())
     }
 
     /// The offset from `loop.index0` of `loop.index0`, `loop.index` and either plus or minus
@@ -417,7 +430,7 @@ impl<'a> BodyWalk<'_, 'a> {
             Expr::Var(v) => self.name(v.id, scope),
             Expr::Const(_) => Ok(()),
             Expr::GetAttr(g) if scope == Scope::Outer && is_var(&g.expr, "loop") => {
-                self.loop_attr(g.name)
+                self.loop_attr(g.name, g.span())
             }
             Expr::GetAttr(g) => self.expr(&g.expr, scope),
             Expr::GetItem(g) if is_var(&g.expr, "messages") => {
@@ -432,7 +445,7 @@ impl<'a> BodyWalk<'_, 'a> {
                 } else {
                     self.lookbehind = self.lookbehind.max(far);
                 }
-                Ok(())
+                self.expr(&g.subscript_expr, scope)
             }
             Expr::GetItem(g) => {
                 self.expr(&g.expr, scope)?;
@@ -441,9 +454,7 @@ impl<'a> BodyWalk<'_, 'a> {
             Expr::Call(c) => {
                 match &c.expr {
                     Expr::GetAttr(g) if scope == Scope::Outer && is_var(&g.expr, "loop") => {
-                        if g.name != "cycle" {
-                            return Err(format!("calls `loop.{}`", g.name));
-                        }
+                        return Err(format!("calls `loop.{}`", g.name));
                     }
                     other => self.expr(other, scope)?,
                 }
@@ -512,8 +523,14 @@ fn control(source: &str, at: usize) -> &str {
     }
 }
 
-/// The split source: the loop whose `for` tag holds `span.0` wrapped and marked.
-fn splice(source: &str, span: (usize, usize)) -> Result<String, String> {
+/// The split source: the loop whose `for` tag holds `span.0` made to walk the indices
+/// [`AT_VAR`] lists, each `loop.<attr>` of `uses` written in terms of the index, and marked.
+fn splice(
+    source: &str,
+    span: (usize, usize),
+    target: &str,
+    uses: &[(usize, usize, String)],
+) -> Result<String, String> {
     let blocks: Vec<Tag> = tags(source).filter(|t| t.block).collect();
     let open = blocks
         .iter()
@@ -541,21 +558,31 @@ fn splice(source: &str, span: (usize, usize)) -> Result<String, String> {
         return Err("the message loop's `endfor` is not where the parser ends the loop".into());
     }
     // Tag extents: `{%` two bytes before `inner`, `%}` right after it.
-    let o_end = o.inner.end + 2;
-    let c_start = c.inner.start - 2;
-    let c_end = c.inner.end + 2;
+    let (o_start, o_end) = (o.inner.start - 2, o.inner.end + 2);
+    let (c_start, c_end) = (c.inner.start - 2, c.inner.end + 2);
+    let o_lead = control(source, o.inner.start);
     let o_trail = control(source, o.inner.end.saturating_sub(1));
-    let c_lead = control(source, c.inner.start);
     let c_trail = control(source, c.inner.end.saturating_sub(1));
     let mut out = String::with_capacity(source.len() + 256);
-    out.push_str(&source[..o_end]);
+    out.push_str(&source[..o_start]);
     out.push_str(&format!(
-        "{{% if loop.index0 >= {FROM_VAR} or loop.index0 < {BACK_VAR} %}}\
+        "{{%{o_lead} for {I_VAR} in {AT_VAR} %}}{{% set {target} = messages[{I_VAR}] %}}\
          {{% filter {MARK_FILTER} %}}{{% endfilter {o_trail}%}}"
     ));
-    out.push_str(&source[o_end..c_start]);
-    out.push_str(&format!("{{%{c_lead} endif %}}"));
-    out.push_str(&source[c_start..c_end]);
+    let mut at = o_end;
+    let mut uses: Vec<&(usize, usize, String)> = uses.iter().collect();
+    uses.sort_by_key(|u| u.0);
+    for (from, to, with) in uses {
+        let text = source.get(*from..*to).unwrap_or("");
+        let plain: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        if *from < at || *to > c_start || !plain.starts_with("loop.") {
+            return Err(format!("`loop` read at an unexpected place ({text:?})"));
+        }
+        out.push_str(&source[at..*from]);
+        out.push_str(with);
+        at = *to;
+    }
+    out.push_str(&source[at..c_end]);
     out.push_str(&format!(
         "{{% filter {MARK_FILTER} %}}{{% endfilter {c_trail}%}}"
     ));

@@ -446,15 +446,11 @@ impl Encoder {
         if !scan.used.is_empty() {
             return self.prepare_lifted(body, now_unix_ms, scratch);
         }
-        let base: Vec<Value> = messages
-            .iter()
-            .map(|m| message_value(m.role, Value::from(m.content.joined().as_ref())))
-            .collect();
         match crate::render_cache::render_messages(
             template,
             self.render_reuse.as_ref().ok(),
             crate::render_cache::RenderPath::Strict,
-            &base,
+            &StrictValues(messages),
             &self.strict_rest(),
             Some(now_unix_ms),
             &mut scratch.rendered,
@@ -894,6 +890,28 @@ impl Encoder {
 
 fn message_value(role: &str, content: Value) -> Value {
     map_value([("role", Value::from(role)), ("content", content)])
+}
+
+/// The strict render's messages (`role` and the joined `content`), built only where the render
+/// cache needs them.
+struct StrictValues<'m, 'a, 'j>(&'m [StrictMessage<'a, 'j>]);
+
+impl crate::render_cache::MessageSource for StrictValues<'_, '_, '_> {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+
+    fn build(&self, i: usize) -> Value {
+        self.0.get(i).map_or_else(Value::default, |m| {
+            message_value(m.role, Value::from(m.content.joined().as_ref()))
+        })
+    }
+
+    fn matches(&self, i: usize, cached: &Value) -> bool {
+        self.0.get(i).is_some_and(|m| {
+            crate::render_cache::same_role_content(cached, m.role, &m.content.joined())
+        })
+    }
 }
 
 /// Copies the capped ids into the caller's buffer (`ids` holds at most `out.len()`).

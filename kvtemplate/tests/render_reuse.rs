@@ -31,7 +31,7 @@ const SPLITTABLE: &[&str] = &[
     "{%- if messages[0].role == 'system' %}SYS:{{ messages[0].content }}\n{% endif -%}\n{%- for message in messages -%}\n    {{- message.role }}: {{ message.content }}\n  {%- if not loop.last %} | {% endif -%}\n{%- endfor -%}\n{{- '\\nEND' }}",
     "HEAD\n{%+ for m in messages +%}\n  [{{ loop.index }}]{{ m.content }}\n  {% endfor %}\nFOOT",
     "{% for message in messages %}\n{% if loop.index0 > 0 and messages[loop.index0 - 1].role == message.role %}{{ raise_exception('roles must alternate') }}{% endif %}\n{% if message.role == 'tool' and (loop.index0 == 0 or messages[loop.index0 - 1].role != 'tool') %}<tools>{% endif %}\n{{ message.content }}\n{% if message.role == 'tool' and (loop.last or messages[loop.index0 + 1].role != 'tool') %}</tools>{% endif %}\n{% endfor %}",
-    "{% for message in messages %}{% for part in message.content.split(' ') %}{% set w = part | upper %}{{ w }}{% if not loop.last %}_{% endif %}{% endfor %}{{ loop.cycle('.', '!') }}{% if loop.first %}^{% endif %}{% endfor %}",
+    "{% for message in messages %}{% for part in message.content.split(' ') %}{% set w = part | upper %}{{ w }}{% if not loop.last %}_{% endif %}{% endfor %}{{ '.' if loop.index % 2 else '!' }}{% if loop.first %}^{% endif %}{% endfor %}",
     "{%- for message in messages %}\n{{ messages[loop.index0 + 2].content if (loop.index0 + 2) < 99 else '' }}|{{ message.content | trim }}\n{%- endfor %}",
     "{% for m in messages %}{% if m.role == 'assistant' %}{% set r = 'model' %}{% else %}{% set r = m.role %}{% endif %}{% set n = r | length %}<{{ r }}:{{ n }}>{{ m.content }}{% endfor %}",
 ];
@@ -51,6 +51,8 @@ const WHOLE: &[(&str, &str)] = &[
     ("{% for m in messages %}{{ messages[-1].content }}{% endfor %}", "messages"),
     ("{% for m in messages if m.role != 'system' %}{{ m.content }}{% endfor %}", "filter"),
     ("{% for m in messages %}{{ loop.changed(m.role) }}{% endfor %}", "loop.changed"),
+    ("{% for m in messages %}{{ loop.cycle('a', 'b') }}{% endfor %}", "loop.cycle"),
+    ("{% for m in messages %}{{ loop.previtem }}{% endfor %}", "loop.previtem"),
     ("{% macro f(x) %}{{ x }}{% endmacro %}{% for m in messages %}{{ f(m.content) }}{% endfor %}", "`f`"),
     ("{{ messages | length }}", "0 top-level loops"),
 ];
@@ -319,4 +321,61 @@ fn a_message_holding_the_marker_renders_whole() {
         render(&cold, &msgs, true, None)
     );
     assert_eq!(warm.render_cache_stats().unwrap().fallbacks, 1);
+}
+
+/// The strict path (no lifted codes: `role` and `content` only) of the split shipped
+/// templates, with and without caches.
+fn strict_pairs() -> &'static Vec<(&'static str, Encoder, Encoder)> {
+    static P: OnceLock<Vec<(&'static str, Encoder, Encoder)>> = OnceLock::new();
+    P.get_or_init(|| {
+        [(QWEN25, Engine::Vllm), (GEMMA2, Engine::Sglang)]
+            .into_iter()
+            .map(|(slug, engine)| {
+                let mut warm = encoder(slug, engine);
+                warm.enable_segment_cache(1 << 20);
+                (slug, warm, encoder(slug, engine))
+            })
+            .collect()
+    })
+}
+
+fn strict_render(enc: &Encoder, body: &[u8]) -> Result<(String, String), String> {
+    let mut scratch = kvtemplate::ScratchBuf::new();
+    enc.render_chat(body, NOW, &mut scratch)
+        .map(|o| (format!("{o:?}"), scratch.rendered().to_string()))
+        .map_err(|e| e.to_string())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Conversations that grow, go back and get edited, with text parts and nulls among the
+    /// contents: the strict render with caches equals the one without, outcome and text.
+    #[test]
+    fn strict_renders_equal_full_renders(
+        steps in proptest::collection::vec(step(), 1..16),
+        parts in proptest::bool::ANY,
+    ) {
+        for (slug, warm, cold) in strict_pairs() {
+            let mut conv: Vec<serde_json::Value> = Vec::new();
+            for s in &steps {
+                match s {
+                    Step::Append(m) => for (r, c) in m {
+                        let role = if *r == "tool" { "user" } else { r };
+                        let content = if parts && c.len() % 3 == 0 {
+                            serde_json::json!([{"type": "text", "text": c}, {"type": "text", "text": "x"}])
+                        } else {
+                            serde_json::json!(c)
+                        };
+                        conv.push(serde_json::json!({"role": role, "content": content}));
+                    },
+                    Step::Truncate(n) => { let n = (*n).max(1).min(conv.len()); conv.truncate(n) }
+                    Step::Edit(i, t) if !conv.is_empty() => { let n = conv.len(); conv[i % n]["content"] = serde_json::json!(t) }
+                    _ => {}
+                }
+                let body = serde_json::to_vec(&serde_json::json!({"model": "m", "messages": conv})).expect("json");
+                prop_assert_eq!(strict_render(warm, &body), strict_render(cold, &body), "{}", slug);
+            }
+        }
+    }
 }
