@@ -5,18 +5,15 @@
 //! cost of serializing on top of SHA-256. `raw_sha256_vllm_bytes_4096_chained` hashes the
 //! same messages one after the other with a data dependency, as a chain must.
 //!
-//! What bounds `vllm_sha256_cbor_4096` against `raw_sha256_vllm_bytes_4096` (goal ≥ 0.8×):
-//! the SHA-256 compressions themselves (two per 16-id block: ~100 message bytes padded to
-//! 128) are ~58–65 % of the chain's time (`perf record`, cpu-clock); the rest is writing each
-//! block's CBOR (16 ids, the parent, the null, the padding) and the chain's bookkeeping.
-//! The data dependency costs nothing here (`_chained` = unchained on SHA-NI: throughput-,
-//! not latency-bound), so the CBOR work is not hidden behind the compressions but adds to
-//! them: the ratio is about 1 / (1 + CBOR time / SHA time). On the 2-core machine, quiet:
-//! 0.75–0.85× over seven runs, median 0.81×; while other builds run, 0.65–0.76× (the load
-//! slows the chain more than the raw loop). Tried without gain: the message's blocks
-//! compressed in one call from a copy (a store-forwarding stall on the copy: 0.61×), block
-//! k + 1's ids encoded into a second buffer ahead of block k's compression (0.67× vs 0.69×),
-//! a fixed-size zero fill for the padding instead of a `memset` call (no measurable change).
+//! What bounds `vllm_sha256_cbor_4096` against `raw_sha256_vllm_bytes_4096` (goal ≥ 0.8×,
+//! 0.90–0.92× on the Intel Xeon host of 2026-12-07, benches/README.md): the SHA-256
+//! compressions (two per 16-id block: ~100 message bytes padded to 128) take as long in the
+//! chain as in the raw loop (`perf record`: ~78 % of the chain's time); the rest is writing
+//! each block's CBOR (16 ids, the parent, the null, the padding) and the chain's bookkeeping,
+//! against the raw loop's own streaming-buffer work. The chain's stores are ordered so that
+//! SHA-256's 16-byte message loads, which cannot forward from the narrower stores that wrote
+//! the message, wait only for the parent's stores (`PlainSha256Cbor::hash_run`): before that
+//! order, every block waited for the retirement of the next block's id writing (0.79×).
 //!
 //! `vllm_agent40_uncached` / `vllm_agent40_cached`: the 40 requests of a growing agent
 //! conversation (request k is a prefix of request k+1; Qwen2.5 per-turn token counts of

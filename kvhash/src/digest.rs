@@ -151,12 +151,18 @@ pub(crate) fn pad_in_place(buf: &mut [u8], at: usize, msg_len: usize) -> Option<
 
 /// Compresses the whole 64-byte blocks of `blocks` into `state` (a trailing partial block,
 /// which callers never pass, would be ignored).
+///
+/// All of them in one `compress256` call: each call loads and shuffles the state in and out
+/// and checks the CPU's features, which a block-by-block loop paid on every block (a short
+/// vLLM block's message is two compression blocks). `block_buffer`'s eager buffer is only the
+/// safe view of the bytes as whole blocks here: with nothing buffered it hands every whole
+/// block to the closure at once, straight from `blocks`, and keeps none.
 #[inline]
 pub(crate) fn compress_blocks(state: &mut [u32; 8], blocks: &[u8]) {
-    use sha2::digest::generic_array::GenericArray;
-    for b in blocks.chunks_exact(64) {
-        sha2::compress256(state, std::slice::from_ref(GenericArray::from_slice(b)));
-    }
+    use sha2::digest::block_buffer::EagerBuffer;
+    use sha2::digest::consts::U64;
+    let whole = blocks.len() / 64 * 64;
+    EagerBuffer::<U64>::default().digest_blocks(&blocks[..whole], |b| sha2::compress256(state, b));
 }
 
 /// The digest bytes of a final SHA-256 state (big-endian words).

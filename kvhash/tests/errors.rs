@@ -109,3 +109,24 @@ fn one_shot_stops_when_out_is_full() {
     assert_eq!(h.block_hashes_u64(&ids, &mut few).unwrap(), 3);
     assert_eq!(few, all[..3]);
 }
+
+/// A chain whose block end positions pass `u64::MAX` hashes the blocks that fit and then
+/// refuses, on the plain `sha256_cbor` path's runs as on the per-block path.
+#[test]
+fn vllm_position_overflow_mid_run() {
+    for bs in [1usize, 16, 24, 64] {
+        let h = VllmHasher::new(HashAlgo::Sha256Cbor, bs, Some("0")).unwrap();
+        let position = (u64::MAX / bs as u64 - 2) * bs as u64;
+        let ids: Vec<u32> = (0..4 * bs as u32).collect();
+        let mut chain = VllmChain::resume(&h, h.none_hash(), position).unwrap();
+        let mut n = 0;
+        let r = chain.extend(&ids, |_| n += 1);
+        assert!(matches!(r, Err(Error::PositionOverflow)), "{bs}: {r:?}");
+        assert_eq!(n, 2, "{bs}");
+        assert_eq!(chain.position(), position + 2 * bs as u64);
+        // The same two digests as a chain fed block by block.
+        let mut one = VllmChain::resume(&h, h.none_hash(), position).unwrap();
+        one.extend(&ids[..2 * bs], |_| {}).unwrap();
+        assert_eq!(one.parent(), chain.parent());
+    }
+}

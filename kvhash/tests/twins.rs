@@ -3,14 +3,16 @@
 //! * vLLM hand-written CBOR == ciborium for random ids and extra keys, in every extra-key
 //!   form (K1, K2, K3) and with look-ahead tokens;
 //! * vLLM hand-written pickle == a naive tree pickler with a memo table (same forms);
+//! * the plain `sha256_cbor` chain (the pipelined run) == SHA-256 of ciborium's bytes, from
+//!   any parent and position, fed in random pieces;
 //! * incremental hashing (random split points) == one shot, for every engine.
 
 use ciborium::Value as Cbor;
 use kvhash::sglang::{KeyMode, SglangHasher};
 use kvhash::trtllm::{MmItem, SaltVariant, TrtllmHasher};
 use kvhash::vllm::{
-    ExtraKeyForm, HashAlgo, LoraKey, MmFeature, NoneHashRule, PromptEmbeds, VllmExtras, VllmHasher,
-    VllmRules,
+    ExtraKeyForm, HashAlgo, LoraKey, MmFeature, NoneHashRule, PromptEmbeds, VllmChain, VllmExtras,
+    VllmHasher, VllmRules,
 };
 use kvhash::Digest;
 use proptest::prelude::*;
@@ -502,6 +504,49 @@ proptest! {
             h.block_hashes_u64(&ids32, &mut ints).unwrap();
             let w: Vec<u64> = want.iter().map(Digest::last8_be).collect();
             prop_assert_eq!(ints, w);
+        }
+    }
+
+    /// The plain `sha256_cbor` path's pipelined run (two buffers, block `k + 1` prepared
+    /// while block `k` is digested) from a random parent and position, fed in random pieces
+    /// (so that runs of whole blocks, a pending partial block and single blocks alternate),
+    /// as `u32` and as `u64` ids, against SHA-256 of ciborium's bytes block by block.
+    #[test]
+    fn vllm_plain_sha256_cbor_run_from_any_parent(
+        block in 1usize..70,
+        ids in proptest::collection::vec(prop_oneof![boundary_token(), token()], 0..400),
+        parent in any::<[u8; 32]>(),
+        start in 0u64..1_000,
+        cuts in proptest::collection::vec(0usize..150, 0..6),
+    ) {
+        use sha2::Digest as _;
+        let h = VllmHasher::new(HashAlgo::Sha256Cbor, block, Some("0")).unwrap();
+        let position = start * block as u64;
+        let mut p = Digest::sha256(parent);
+        let mut want = Vec::new();
+        for b in ids.chunks_exact(block) {
+            let bytes = cbor_block(&p, b, &[], ExtraKeyForm::K3, &[]);
+            p = Digest::sha256(sha2::Sha256::digest(&bytes).into());
+            want.push(p);
+        }
+        let mut chain = VllmChain::resume(&h, Digest::sha256(parent), position).unwrap();
+        let mut got = Vec::new();
+        let mut rest = &ids[..];
+        for cut in &cuts {
+            let (a, b) = rest.split_at((*cut).min(rest.len()));
+            chain.extend(a, |d| got.push(d)).unwrap();
+            rest = b;
+        }
+        chain.extend(rest, |d| got.push(d)).unwrap();
+        prop_assert_eq!(&got, &want);
+        prop_assert_eq!(chain.parent(), want.last().copied().unwrap_or(Digest::sha256(parent)));
+        prop_assert_eq!(chain.position(), position + (want.len() * block) as u64);
+        if ids.iter().all(|t| *t <= u32::MAX as u64) {
+            let ids32: Vec<u32> = ids.iter().map(|t| *t as u32).collect();
+            let mut chain = VllmChain::resume(&h, Digest::sha256(parent), position).unwrap();
+            let mut got32 = Vec::new();
+            chain.extend(&ids32, |d| got32.push(d)).unwrap();
+            prop_assert_eq!(&got32, &want);
         }
     }
 

@@ -703,6 +703,9 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
             sink(self.parent);
             rest = tail;
         }
+        if let Some(f) = fast.as_mut() {
+            rest = self.extend_plain(f, rest, &mut sink);
+        }
         let mut blocks = rest.chunks_exact(bs);
         for block in &mut blocks {
             self.hash_block(&mut fast, block, &[])?;
@@ -711,6 +714,32 @@ impl<H: Borrow<VllmHasher>> VllmChain<H> {
         self.pending
             .extend(blocks.remainder().iter().map(|t| t.to_u64()));
         Ok(())
+    }
+
+    /// The whole blocks of `tokens` on the plain `sha256_cbor` buffer `fast`, in its own
+    /// loop (the parent stays a local array from one block to the next); returns the tokens
+    /// it left: a partial block, and the rest from a block it could not take or whose end
+    /// position would overflow (the caller's per-block path hashes or refuses those).
+    fn extend_plain<'t, T: TokenId>(
+        &mut self,
+        fast: &mut cbor::PlainSha256Cbor,
+        tokens: &'t [T],
+        sink: &mut impl FnMut(Digest),
+    ) -> &'t [T] {
+        let bs = fast.block_size();
+        let Ok(parent) = <&[u8; 32]>::try_from(self.parent.as_bytes()) else {
+            return tokens;
+        };
+        // Blocks whose end positions fit in a u64.
+        let room = (u64::MAX - self.position) / bs as u64;
+        let n = (tokens.len() / bs).min(usize::try_from(room).unwrap_or(usize::MAX));
+        let (done, last) = fast.hash_run(parent, &tokens[..n * bs], |d| sink(Digest::sha256(d)));
+        if done > 0 {
+            self.parent = Digest::sha256(last);
+            // `done ≤ room`: no overflow.
+            self.position += (done * bs) as u64;
+        }
+        &tokens[done * bs..]
     }
 
     /// [`VllmChain::extend`] with `L > 0` look-ahead tokens: a block is hashed once the `L`
