@@ -61,6 +61,8 @@ pub(crate) struct Entry {
     pub(crate) cuts: Box<[(usize, usize)]>,
     /// When it was stored (larger is newer).
     stamp: u64,
+    /// [`head_hash`] of the head it is filed under.
+    filed: u64,
 }
 
 impl Entry {
@@ -80,6 +82,29 @@ pub(crate) struct Reuse {
     /// Index of the cut in the stored prompt's cuts (its cuts up to and including it carry
     /// over to the new text); `None` when the new text is the stored text itself.
     pub(crate) cut_index: Option<usize>,
+}
+
+/// A hash of `head` (the first bytes of a text) for filing: four FxHash lanes over 32-byte
+/// stripes, so that a long head is not hashed as one serial chain of multiplies. It only
+/// spreads entries over the sets: candidates are compared byte for byte.
+fn head_hash(encoder: u64, head: &[u8]) -> u64 {
+    let mut lanes = [FxHasher::default(); 4];
+    let mut stripes = head.chunks_exact(32);
+    for stripe in &mut stripes {
+        for (lane, w) in lanes.iter_mut().zip(stripe.chunks_exact(8)) {
+            lane.write_u64(u64::from_le_bytes(
+                <[u8; 8]>::try_from(w).unwrap_or_default(),
+            ));
+        }
+    }
+    let mut h = FxHasher::default();
+    h.write_u64(encoder);
+    for lane in lanes {
+        h.write_u64(lane.finish());
+    }
+    h.write(stripes.remainder());
+    h.write_usize(head.len());
+    h.finish()
 }
 
 /// The lengths of `text`'s start its entries may be filed under, longest first.
@@ -215,13 +240,16 @@ impl PromptCache {
         }
     }
 
-    /// The set of the entries filed under `text`'s first `len` bytes.
-    fn set(&self, encoder: u64, text: &str, len: usize) -> Option<&Mutex<Set>> {
-        let head = text.as_bytes().get(..len).unwrap_or(text.as_bytes());
-        let mut h = FxHasher::default();
-        h.write_u64(encoder);
-        h.write(head);
-        let k = h.finish();
+    /// The [`head_hash`] of `text`'s first `len` bytes.
+    fn filed(encoder: u64, text: &str, len: usize) -> u64 {
+        head_hash(
+            encoder,
+            text.as_bytes().get(..len).unwrap_or(text.as_bytes()),
+        )
+    }
+
+    /// The set of the entries filed under a head of hash `k`.
+    fn set(&self, k: u64) -> Option<&Mutex<Set>> {
         self.sets.get(((k ^ (k >> 29) ^ (k >> 47)) as usize) % SETS)
     }
 
@@ -237,7 +265,7 @@ impl PromptCache {
     ) -> Option<Reuse> {
         let mut candidates: Vec<Arc<Entry>> = Vec::new();
         for len in key_lengths(text) {
-            let Some(Ok(set)) = self.set(encoder, text, len).map(Mutex::lock) else {
+            let Some(Ok(set)) = self.set(Self::filed(encoder, text, len)).map(Mutex::lock) else {
                 continue;
             };
             candidates.extend(
@@ -296,8 +324,7 @@ impl PromptCache {
 
     /// Drops `old` from the set it is filed in.
     fn remove(&self, old: &Arc<Entry>) {
-        let len = key_lengths(&old.text).next().unwrap_or(0);
-        let Some(Ok(mut set)) = self.set(old.encoder, &old.text, len).map(Mutex::lock) else {
+        let Some(Ok(mut set)) = self.set(old.filed).map(Mutex::lock) else {
             return;
         };
         if let Some(i) = set.entries.iter().position(|e| Arc::ptr_eq(e, old)) {
@@ -317,6 +344,8 @@ impl PromptCache {
         cuts: Vec<(usize, usize)>,
         replaces: Option<&Arc<Entry>>,
     ) {
+        let len = key_lengths(text).next().unwrap_or(0);
+        let filed = Self::filed(encoder, text, len);
         let entry = Entry {
             encoder,
             max_word_bytes,
@@ -324,13 +353,13 @@ impl PromptCache {
             ids: ids.into(),
             cuts: cuts.into_boxed_slice(),
             stamp: self.stamp.fetch_add(1, Ordering::Relaxed),
+            filed,
         };
         let cost = entry.cost();
         if cost > self.per_set {
             return;
         }
-        let len = key_lengths(text).next().unwrap_or(0);
-        let Some(set) = self.set(encoder, text, len) else {
+        let Some(set) = self.set(filed) else {
             return;
         };
         if let Some(old) = replaces {
