@@ -113,8 +113,11 @@ pub(crate) fn split(compiled: &str) -> Result<LoopSplit, String> {
     for s in &f.body {
         collect_outer_sets(s, &mut outer_sets);
     }
-    if outer_sets.contains(target.id) || outer_sets.contains("loop") {
-        return Err("the message loop assigns its own item or `loop`".into());
+    if ["loop", "messages", target.id]
+        .iter()
+        .any(|n| outer_sets.contains(n))
+    {
+        return Err("the message loop assigns its own item, `loop` or `messages`".into());
     }
     let mut walk = BodyWalk {
         target: target.id,
@@ -251,6 +254,8 @@ enum Scope {
     Outer,
     /// Inside a loop nested in it (`loop` is that loop; its frame ends with it).
     Inner,
+    /// A nested loop's `if` filter (which loop `loop` names there is not relied on: refused).
+    Filter,
 }
 
 struct BodyWalk<'s, 'a> {
@@ -261,8 +266,9 @@ struct BodyWalk<'s, 'a> {
     /// Of those, the ones this iteration has certainly set at the point of the walk (on
     /// every path to it): a read of any other would see the previous iteration's value.
     definite: HashSet<&'a str>,
-    /// Each `loop.<attr>` of the message loop: its byte range and what the split writes there.
-    loop_uses: Vec<(usize, usize, String)>,
+    /// Each `loop.<attr>` of the message loop: its byte range, its text (white space aside)
+    /// and what the split writes there.
+    loop_uses: Vec<(usize, usize, String, String)>,
     lookahead: usize,
     lookbehind: usize,
 }
@@ -291,7 +297,7 @@ impl<'a> BodyWalk<'_, 'a> {
                 }
                 self.expr(&f.iter, scope)?;
                 if let Some(e) = &f.filter_expr {
-                    self.expr(e, Scope::Inner)?;
+                    self.expr(e, Scope::Filter)?;
                 }
                 self.stmts(&f.body, Scope::Inner)?;
                 self.stmts(&f.else_body, Scope::Inner)
@@ -334,6 +340,9 @@ impl<'a> BodyWalk<'_, 'a> {
             _ => return Err("`set` of an attribute or item in the message loop".into()),
         };
         for n in names {
+            if n == "messages" || n == "loop" {
+                return Err(format!("the message loop assigns `{n}`"));
+            }
             match scope {
                 Scope::Outer => {
                     self.definite.insert(n);
@@ -343,7 +352,7 @@ impl<'a> BodyWalk<'_, 'a> {
                         "`{n}` is set both in the message loop and in a loop nested in it"
                     ))
                 }
-                Scope::Inner => {}
+                Scope::Inner | Scope::Filter => {}
             }
         }
         Ok(())
@@ -352,6 +361,9 @@ impl<'a> BodyWalk<'_, 'a> {
     fn name(&mut self, id: &str, scope: Scope) -> Result<(), String> {
         match id {
             "loop" if scope == Scope::Outer => Err("reads the message loop's `loop` whole".into()),
+            "loop" if scope == Scope::Filter => {
+                Err("reads `loop` in a nested loop's filter".into())
+            }
             "messages" => Err("reads `messages` other than at the loop's index".into()),
             "strftime_now" => Err("reads the clock in the message loop".into()),
             _ if id == self.target => Ok(()),
@@ -379,8 +391,12 @@ impl<'a> BodyWalk<'_, 'a> {
             }
             other => return Err(format!("reads `loop.{other}`")),
         };
-        self.loop_uses
-            .push((span.start_offset as usize, span.end_offset as usize, with));
+        self.loop_uses.push((
+            span.start_offset as usize,
+            span.end_offset as usize,
+            format!("loop.{attr}"),
+            with,
+        ));
         Ok(())
     }
 
@@ -529,7 +545,7 @@ fn splice(
     source: &str,
     span: (usize, usize),
     target: &str,
-    uses: &[(usize, usize, String)],
+    uses: &[(usize, usize, String, String)],
 ) -> Result<String, String> {
     let blocks: Vec<Tag> = tags(source).filter(|t| t.block).collect();
     let open = blocks
@@ -570,12 +586,12 @@ fn splice(
          {{% filter {MARK_FILTER} %}}{{% endfilter {o_trail}%}}"
     ));
     let mut at = o_end;
-    let mut uses: Vec<&(usize, usize, String)> = uses.iter().collect();
+    let mut uses: Vec<&(usize, usize, String, String)> = uses.iter().collect();
     uses.sort_by_key(|u| u.0);
-    for (from, to, with) in uses {
+    for (from, to, expect, with) in uses {
         let text = source.get(*from..*to).unwrap_or("");
         let plain: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-        if *from < at || *to > c_start || !plain.starts_with("loop.") {
+        if *from < at || *to > c_start || plain != *expect {
             return Err(format!("`loop` read at an unexpected place ({text:?})"));
         }
         out.push_str(&source[at..*from]);

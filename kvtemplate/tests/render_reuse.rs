@@ -53,6 +53,8 @@ const WHOLE: &[(&str, &str)] = &[
     ("{% for m in messages %}{{ loop.changed(m.role) }}{% endfor %}", "loop.changed"),
     ("{% for m in messages %}{{ loop.cycle('a', 'b') }}{% endfor %}", "loop.cycle"),
     ("{% for m in messages %}{{ loop.previtem }}{% endfor %}", "loop.previtem"),
+    ("{% for m in messages %}{% set messages = [] %}{{ m.content }}{% endfor %}", "`messages`"),
+    ("{% for m in messages %}{% for p in [1, 2] if loop.index0 > 0 %}{{ p }}{% endfor %}{% endfor %}", "nested loop's filter"),
     ("{% macro f(x) %}{{ x }}{% endmacro %}{% for m in messages %}{{ f(m.content) }}{% endfor %}", "`f`"),
     ("{{ messages | length }}", "0 top-level loops"),
 ];
