@@ -60,7 +60,7 @@ struct State {
     clock: u64,
 }
 
-/// Counters of a [`RenderCache`].
+/// Counters of an encoder's render cache ([`crate::Encoder::render_cache_stats`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RenderCacheStats {
     /// Renders that reused a cached render's iterations.
