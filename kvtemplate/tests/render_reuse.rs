@@ -381,3 +381,42 @@ proptest! {
         }
     }
 }
+
+/// Thirty conversations sharing a system prompt, turns interleaved, through a cache a few
+/// entries large: entries are evicted and re-made all along, and every render equals the full
+/// one.
+#[test]
+fn an_evicting_cache_renders_what_the_full_render_does() {
+    for src in [SPLITTABLE[0], SPLITTABLE[3]] {
+        let mut warm = render_only(src);
+        warm.enable_segment_cache(32 << 10);
+        let cold = render_only(src);
+        let mut convs: Vec<Vec<(&str, String)>> =
+            vec![vec![("system", "You are terse.".to_string())]; 30];
+        for turn in 0..12 {
+            for (c, conv) in convs.iter_mut().enumerate() {
+                let role = if (turn + c) % 5 == 4 {
+                    "tool"
+                } else if turn % 2 == 0 {
+                    "user"
+                } else {
+                    "assistant"
+                };
+                conv.push((
+                    role,
+                    format!(
+                        "conversation {c} turn {turn} {}",
+                        "x".repeat((c * 7 + turn * 13) % 90)
+                    ),
+                ));
+                assert_eq!(
+                    render(&warm, conv, true, None),
+                    render(&cold, conv, true, None),
+                    "{src} {c} {turn}"
+                );
+            }
+        }
+        let st = warm.render_cache_stats().expect("split");
+        assert!(st.hits > 0 && st.bytes <= st.capacity, "{st:?}");
+    }
+}
