@@ -68,13 +68,7 @@ pub(crate) fn split(compiled: &str) -> Result<LoopSplit, String> {
     if compiled.contains("__kvexact_render") {
         return Err("the template names kvexact's render-reuse variables".into());
     }
-    let syntax = minijinja::syntax::SyntaxConfig::builder()
-        .trim_blocks(true)
-        .lstrip_blocks(true)
-        .keep_trailing_newline(false)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let ast = minijinja::machinery::parse(compiled, "chat_template", syntax)
+    let ast = minijinja::machinery::parse(compiled, "chat_template", crate::env::syntax()?)
         .map_err(|e| e.to_string())?;
     let Stmt::Template(t) = &ast else {
         return Err("not a template".into());
