@@ -68,17 +68,6 @@ thread_local! {
     static NOW_MS: Cell<Option<i64>> = const { Cell::new(None) };
 }
 
-/// The syntax transformers compiles chat templates with: trim_blocks, lstrip_blocks, the
-/// trailing newline dropped.
-pub(crate) fn syntax() -> Result<minijinja::syntax::SyntaxConfig, String> {
-    minijinja::syntax::SyntaxConfig::builder()
-        .trim_blocks(true)
-        .lstrip_blocks(true)
-        .keep_trailing_newline(false)
-        .build()
-        .map_err(|e| e.to_string())
-}
-
 /// A compiled chat template in an HF-equivalent environment. `Send + Sync`; compile once,
 /// render from many threads.
 #[derive(Debug)]
@@ -166,7 +155,7 @@ impl ChatTemplate {
         marks: bool,
     ) -> Result<Self, String> {
         let mut env = Environment::new();
-        env.set_syntax(syntax()?);
+        env.set_syntax(crate::template_source::syntax()?);
         env.set_fuel(fuel);
         crate::pyfilters::install(&mut env);
         env.add_function("raise_exception", raise_exception);

@@ -68,8 +68,9 @@ pub(crate) fn split(compiled: &str) -> Result<LoopSplit, String> {
     if compiled.contains("__kvexact_render") {
         return Err("the template names kvexact's render-reuse variables".into());
     }
-    let ast = minijinja::machinery::parse(compiled, "chat_template", crate::env::syntax()?)
-        .map_err(|e| e.to_string())?;
+    let ast =
+        minijinja::machinery::parse(compiled, "chat_template", crate::template_source::syntax()?)
+            .map_err(|e| e.to_string())?;
     let Stmt::Template(t) = &ast else {
         return Err("not a template".into());
     };

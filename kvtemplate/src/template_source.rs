@@ -134,6 +134,17 @@ pub(crate) fn rewrite_generation_tags(source: &str) -> Cow<'_, str> {
     }
 }
 
+/// The syntax transformers compiles chat templates with: trim_blocks, lstrip_blocks, the
+/// trailing newline dropped.
+pub(crate) fn syntax() -> Result<minijinja::syntax::SyntaxConfig, String> {
+    minijinja::syntax::SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .keep_trailing_newline(false)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
 /// The function every `for` loop's iterable is handed to ([`rewrite_for_loops`]; installed by
 /// `pyfilters.rs`).
 pub(crate) const LOOP_ITERABLE: &str = "__kvexact_loop_iterable";
