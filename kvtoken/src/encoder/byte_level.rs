@@ -387,7 +387,7 @@ impl ByteLevel {
     }
 
     /// BPE of one part of a cut word (always merged: no vocabulary short cut), through
-    /// `cache`'s direct-mapped slots only: the parts of a long word are mostly unique (random
+    /// `cache`'s set-associative table only: the parts of a long word are mostly unique (random
     /// letters cut into parts of tens of bytes), so they are not worth a hash-map entry.
     #[inline]
     fn encode_part(

@@ -1,5 +1,5 @@
 //! The ids of recently seen words, per encoder, kept in a [`Scratch`](super::Scratch): a
-//! direct-mapped table for short words with few ids (nearly every word of chat text) and
+//! two-way set-associative table for short words with few ids (nearly every word of chat text) and
 //! hash maps for the rest. Exact by construction: a key holds every byte of its word.
 
 use std::collections::HashMap;
@@ -24,12 +24,12 @@ const CACHE_MAX_WORDS: usize = 1 << 16;
 /// A scratch keeps the caches of at most this many encoders (the oldest goes first).
 const CACHE_MAX_ENCODERS: usize = 8;
 
-/// Slots of a [`WordCache`]'s direct-mapped table (a power of two; 32 bytes each).
-const SHORT_SLOTS: usize = 1 << 13;
-/// Most ids a direct-mapped slot holds.
+/// Sets of a [`WordCache`]'s table (a power of two; two 32-byte slots each, one cache line).
+const SHORT_SETS: usize = 1 << 12;
+/// Most ids a slot of the table holds.
 pub(super) const SLOT_IDS: usize = 3;
 
-/// One slot of the direct-mapped table: a word of up to 15 bytes packed with its length
+/// One slot of the table: a word of up to 15 bytes packed with its length
 /// ([`pack_short`]; 0, which no word of at least one byte packs to, marks an empty slot)
 /// and its ids.
 #[derive(Clone, Copy, Default)]
@@ -39,19 +39,26 @@ struct ShortSlot {
     len: u32,
 }
 
+/// One set of the table: the word inserted last in it first, the one before second (a word
+/// evicted from its slot by one other word is still found: two words of chat text that share
+/// a set do not take turns evicting each other).
+#[derive(Clone, Copy, Default)]
+#[repr(align(64))]
+struct ShortSet([ShortSlot; 2]);
+
 /// The ids of recently seen words, for one encoder (`uid`).
 ///
 /// Words of up to 15 bytes with at most [`SLOT_IDS`] ids (nearly all words of chat text) live
-/// in a direct-mapped table of [`SHORT_SLOTS`] slots (256 KiB): one multiply picks the slot,
-/// one 128-bit compare of the packed word decides, a newer word evicts an older one. It
-/// cannot return the ids of another word: the packed key holds every byte of the word and
-/// its length, and a slot is only ever written as a whole with the key and the ids the
-/// encoder computed for that key. Other words go to the hash maps.
+/// in a two-way set-associative table of [`SHORT_SETS`] sets (256 KiB): one multiply picks
+/// the set, at most two 128-bit compares of the packed word decide, a newer word evicts the
+/// older of the set's two. It cannot return the ids of another word: the packed key holds
+/// every byte of the word and its length, and a slot is only ever written as a whole with the
+/// key and the ids the encoder computed for that key. Other words go to the hash maps.
 pub(crate) struct WordCache {
     /// The encoder whose words these are.
     pub(super) uid: u64,
-    /// The direct-mapped table ([`SHORT_SLOTS`] slots).
-    slots: Vec<ShortSlot>,
+    /// The set-associative table ([`SHORT_SETS`] sets).
+    sets: Vec<ShortSet>,
     /// Words of up to 15 bytes with more ids, packed into one integer (no memcmp).
     short: HashMap<u128, (u32, u32), BuildHasherDefault<FxHasher>>,
     /// Longer words.
@@ -105,12 +112,12 @@ fn pack_short(word: &[u8]) -> Option<u128> {
     Some(u128::from(lo) | (u128::from(hi) << 64) | ((n as u128) << 120))
 }
 
-/// The slot of a packed word.
+/// The set of a packed word.
 #[inline]
-fn slot_of(key: u128) -> usize {
+fn set_of(key: u128) -> usize {
     let h =
         ((key as u64) ^ ((key >> 64) as u64).rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (h >> 32) as usize & (SHORT_SLOTS - 1)
+    (h >> 32) as usize & (SHORT_SETS - 1)
 }
 
 impl WordCache {
@@ -118,7 +125,7 @@ impl WordCache {
     pub(super) fn new(uid: u64) -> Self {
         Self {
             uid,
-            slots: vec![ShortSlot::default(); SHORT_SLOTS],
+            sets: vec![ShortSet::default(); SHORT_SETS],
             short: HashMap::default(),
             long: BytesMap::default(),
             ids: Vec::new(),
@@ -138,8 +145,13 @@ impl WordCache {
     pub(crate) fn get(&self, word: &[u8]) -> Option<&[u32]> {
         let &(at, len) = match pack_short(word) {
             Some(key) => {
-                if let Some(slot) = self.slots.get(slot_of(key)).filter(|s| s.key == key) {
-                    return slot.ids.get(..slot.len as usize);
+                if let Some(ShortSet([a, b])) = self.sets.get(set_of(key)) {
+                    if a.key == key {
+                        return a.ids.get(..a.len as usize);
+                    }
+                    if b.key == key {
+                        return b.ids.get(..b.len as usize);
+                    }
                 }
                 self.short.get(&key)?
             }
@@ -148,28 +160,32 @@ impl WordCache {
         self.ids.get(at as usize..(at as usize + len as usize))
     }
 
-    /// [`insert`](Self::insert) into the direct-mapped slots only: nothing for a word of
+    /// [`insert`](Self::insert) into the set-associative table only: nothing for a word of
     /// 16 bytes or more or more than [`SLOT_IDS`] ids.
     pub(super) fn insert_slot(&mut self, word: &[u8], ids: &[u32]) {
         if ids.len() <= SLOT_IDS {
             if let Some(key) = pack_short(word) {
                 self.insert(word, ids);
-                debug_assert!(self.slots.get(slot_of(key)).is_some_and(|s| s.key == key));
+                debug_assert!(self
+                    .sets
+                    .get(set_of(key))
+                    .is_some_and(|s| s.0[0].key == key));
             }
         }
     }
 
-    /// Caches `ids` as `word`'s: in its direct-mapped slot when it has one (evicting the
-    /// word there), else in a hash map (all maps emptied first when they are full).
+    /// Caches `ids` as `word`'s: first in its set when it has one (the set's older word is
+    /// evicted), else in a hash map (all maps emptied first when they are full).
     pub(crate) fn insert(&mut self, word: &[u8], ids: &[u32]) {
         let key = pack_short(word);
         if let Some(key) = key.filter(|_| ids.len() <= SLOT_IDS) {
-            if let Some(slot) = self.slots.get_mut(slot_of(key)) {
+            if let Some(ShortSet([a, b])) = self.sets.get_mut(set_of(key)) {
                 let mut inline = [0; SLOT_IDS];
                 if let Some(dst) = inline.get_mut(..ids.len()) {
                     dst.copy_from_slice(ids);
                 }
-                *slot = ShortSlot {
+                *b = *a;
+                *a = ShortSlot {
                     key,
                     ids: inline,
                     len: ids.len() as u32,
@@ -196,7 +212,7 @@ impl WordCache {
 pub(super) enum Cached {
     /// Words of at most this many bytes, in the slots or the hash maps.
     UpTo(usize),
-    /// Words of under 16 bytes with at most [`SLOT_IDS`] ids, in the direct-mapped slots.
+    /// Words of under 16 bytes with at most [`SLOT_IDS`] ids, in the set-associative table.
     SlotsOnly,
 }
 
@@ -230,7 +246,7 @@ pub(super) fn cache_of(caches: &mut Vec<WordCache>, uid: u64) -> &mut WordCache 
 
 #[cfg(test)]
 mod tests {
-    use super::{pack_short, WordCache};
+    use super::{pack_short, set_of, WordCache};
     use std::collections::HashMap;
 
     /// The word-level `pack_short` equals packing byte by byte (the slow, obvious twin).
@@ -284,6 +300,26 @@ mod tests {
             c.insert(&word, &ids);
             model.insert(word, ids);
         }
+    }
+
+    /// Two words of one set are both found after both were inserted (a chat text's words
+    /// that share a set do not evict each other each turn); a third evicts the older.
+    #[test]
+    fn two_words_of_one_set_are_both_kept() {
+        let words: Vec<String> = (0..100_000).map(|i| format!("w{i}")).collect();
+        let key = |w: &String| set_of(pack_short(w.as_bytes()).expect("short"));
+        let first = key(&words[0]);
+        let same: Vec<&String> = words.iter().filter(|w| key(w) == first).take(3).collect();
+        assert_eq!(same.len(), 3, "three words of one set");
+        let mut c = WordCache::new(1);
+        c.insert(same[0].as_bytes(), &[1]);
+        c.insert(same[1].as_bytes(), &[2, 3]);
+        assert_eq!(c.get(same[0].as_bytes()), Some(&[1][..]));
+        assert_eq!(c.get(same[1].as_bytes()), Some(&[2, 3][..]));
+        c.insert(same[2].as_bytes(), &[4]);
+        assert_eq!(c.get(same[0].as_bytes()), None);
+        assert_eq!(c.get(same[1].as_bytes()), Some(&[2, 3][..]));
+        assert_eq!(c.get(same[2].as_bytes()), Some(&[4][..]));
     }
 
     #[test]
