@@ -193,7 +193,9 @@ impl<'a> Json<'a> {
 pub fn map_value<K: Into<minijinja::Value>>(
     pairs: impl IntoIterator<Item = (K, minijinja::Value)>,
 ) -> minijinja::Value {
-    let mut m: indexmap::IndexMap<minijinja::Value, minijinja::Value> = indexmap::IndexMap::new();
+    let pairs = pairs.into_iter();
+    let mut m: indexmap::IndexMap<minijinja::Value, minijinja::Value> =
+        indexmap::IndexMap::with_capacity(pairs.size_hint().0);
     for (k, v) in pairs {
         m.insert(k.into(), v);
     }

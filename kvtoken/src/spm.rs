@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crate::bpe::merge;
-use crate::encoder::{extend_short, CACHE_MAX_WORD};
+use crate::encoder::CACHE_MAX_WORD;
 use crate::error::Error;
 use crate::merge_map::{Merge, MergeMap};
 
@@ -575,8 +575,7 @@ impl SpmModel {
                     }
                     if word.len() > CACHE_MAX_WORD {
                         self.encode_part(word, &mut buf, scratch, out);
-                    } else if let Some(ids) = cache.get(word.as_bytes()) {
-                        extend_short(out, ids);
+                    } else if cache.append(word.as_bytes(), out) {
                     } else {
                         let first = out.len();
                         self.encode_part(word, &mut buf, scratch, out);

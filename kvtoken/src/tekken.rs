@@ -25,7 +25,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::bpe::{merge, BpeScratch};
-use crate::encoder::{extend_short, next_uid, with_word_cache, WordCache, CACHE_MAX_WORD};
+use crate::encoder::{next_uid, with_word_cache, WordCache, CACHE_MAX_WORD};
 use crate::error::Error;
 use crate::fxhash::BytesMap;
 use crate::merge_map::{Merge, MergeMap};
@@ -477,8 +477,7 @@ impl Tekkenizer {
         if bytes.len() > CACHE_MAX_WORD {
             return self.encode_piece(bytes, bpe, out);
         }
-        if let Some(ids) = cache.get(bytes) {
-            extend_short(out, ids);
+        if cache.append(bytes, out) {
             return;
         }
         let first = out.len();

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 use unicode_normalization_alignments::{is_nfc_quick, IsNormalized, UnicodeNormalization};
 
-use super::word_cache::{extend_short, Cached, WordCache, CACHE_MAX_WORD};
+use super::word_cache::{Cached, WordCache, CACHE_MAX_WORD};
 use super::EncodeLimits;
 use crate::bpe::{self, BpeScratch};
 use crate::bytelevel::ByteLevel as ByteChars;
@@ -296,8 +296,7 @@ impl ByteLevel {
             Cached::SlotsOnly => word.len() < 16,
         };
         if cacheable {
-            if let Some(ids) = cache.get(word) {
-                extend_short(out, ids);
+            if cache.append(word, out) {
                 return;
             }
         }

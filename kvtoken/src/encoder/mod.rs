@@ -31,7 +31,7 @@ use crate::segment_cache::SegmentCache;
 use byte_level::{ByteLevelScratch, PreScratch};
 use fast_path::FastPath;
 use sentencepiece::SpmScratch;
-pub(crate) use word_cache::{extend_short, next_uid, WordCache, CACHE_MAX_WORD};
+pub(crate) use word_cache::{next_uid, WordCache, CACHE_MAX_WORD};
 
 /// Which path an encoder takes.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use std::hash::BuildHasherDefault;
 
 use serde_json::Value;
 
-use super::word_cache::{extend_short, WordCache, CACHE_MAX_WORD};
+use super::word_cache::{WordCache, CACHE_MAX_WORD};
 use super::EncodeLimits;
 use crate::bpe::{self, BpeScratch};
 use crate::error::Error;
@@ -276,8 +276,7 @@ impl SpmTables {
     ) {
         let cacheable = word.len() <= CACHE_MAX_WORD;
         if cacheable {
-            if let Some(ids) = cache.get(word.as_bytes()) {
-                extend_short(out, ids);
+            if cache.append(word.as_bytes(), out) {
                 return;
             }
         }

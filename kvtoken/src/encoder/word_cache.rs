@@ -140,8 +140,8 @@ impl WordCache {
             .get_or_insert_with(|| Box::new(WordCache::new(uid)))
     }
 
-    /// The ids cached for `word`.
-    #[inline]
+    /// The ids cached for `word` (the tests' view; the encoders [`append`](Self::append)).
+    #[cfg(test)]
     pub(crate) fn get(&self, word: &[u8]) -> Option<&[u32]> {
         let &(at, len) = match pack_short(word) {
             Some(key) => {
@@ -158,6 +158,48 @@ impl WordCache {
             None => self.long.get(word)?,
         };
         self.ids.get(at as usize..(at as usize + len as usize))
+    }
+
+    /// Appends the ids cached for `word` to `out`; whether it was cached. A word of the table
+    /// is appended without a branch on its id count (its slot's three ids are written, then
+    /// `out` is cut back to its own count): that count is known only when the slot arrives
+    /// from memory, and a mispredicted branch on it would wait for the load and then flush.
+    #[inline]
+    pub(crate) fn append(&self, word: &[u8], out: &mut Vec<u32>) -> bool {
+        let &(at, len) = match pack_short(word) {
+            Some(key) => {
+                if let Some(ShortSet([a, b])) = self.sets.get(set_of(key)) {
+                    let slot = if a.key == key {
+                        Some(a)
+                    } else if b.key == key {
+                        Some(b)
+                    } else {
+                        None
+                    };
+                    if let Some(slot) = slot {
+                        let keep = out.len() + slot.len as usize;
+                        out.extend_from_slice(&slot.ids);
+                        out.truncate(keep);
+                        return true;
+                    }
+                }
+                match self.short.get(&key) {
+                    Some(entry) => entry,
+                    None => return false,
+                }
+            }
+            None => match self.long.get(word) {
+                Some(entry) => entry,
+                None => return false,
+            },
+        };
+        match self.ids.get(at as usize..(at as usize + len as usize)) {
+            Some(ids) => {
+                out.extend_from_slice(ids);
+                true
+            }
+            None => false,
+        }
     }
 
     /// [`insert`](Self::insert) into the set-associative table only: nothing for a word of
@@ -214,18 +256,6 @@ pub(super) enum Cached {
     UpTo(usize),
     /// Words of under 16 bytes with at most [`SLOT_IDS`] ids, in the set-associative table.
     SlotsOnly,
-}
-
-/// `out.extend_from_slice(ids)`, without a `memcpy` call for the one to three ids of a
-/// cached word.
-#[inline]
-pub(crate) fn extend_short(out: &mut Vec<u32>, ids: &[u32]) {
-    match *ids {
-        [a] => out.push(a),
-        [a, b] => out.extend([a, b]),
-        [a, b, c] => out.extend([a, b, c]),
-        _ => out.extend_from_slice(ids),
-    }
 }
 
 /// The cache of encoder `uid` among a scratch's `caches`, made (evicting the oldest beyond
@@ -294,8 +324,12 @@ mod tests {
                 .collect();
             if let Some(ids) = c.get(&word) {
                 assert_eq!(Some(&ids.to_vec()), model.get(&word), "{word:?}");
+                let mut out = vec![7];
+                assert!(c.append(&word, &mut out));
+                assert_eq!(out[1..], ids[..], "{word:?}");
                 continue;
             }
+            assert!(!c.append(&word, &mut Vec::new()));
             let ids: Vec<u32> = (0..(x >> 40) % 6).map(|k| i + k as u32).collect();
             c.insert(&word, &ids);
             model.insert(word, ids);
