@@ -295,10 +295,8 @@ impl ByteLevel {
             Cached::UpTo(max) => word.len() <= max,
             Cached::SlotsOnly => word.len() < 16,
         };
-        if cacheable {
-            if cache.append(word, out) {
-                return;
-            }
+        if cacheable && cache.append(word, out) {
+            return;
         }
         let first = out.len();
         encode(cache, out);

@@ -275,10 +275,8 @@ impl SpmTables {
         out: &mut Vec<u32>,
     ) {
         let cacheable = word.len() <= CACHE_MAX_WORD;
-        if cacheable {
-            if cache.append(word.as_bytes(), out) {
-                return;
-            }
+        if cacheable && cache.append(word.as_bytes(), out) {
+            return;
         }
         let first = out.len();
         syms.clear();
