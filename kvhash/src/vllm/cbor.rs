@@ -414,10 +414,12 @@ impl PlainSha256Cbor {
     /// were digested (fewer than `out.len()` where one is not transcodable: the caller hashes
     /// it and the rest the slow way) and the input bytes they took.
     ///
-    /// Software-pipelined over `self` and `other` (built for the same block size): block
-    /// `k + 1` is transcoded into one buffer before block `k`'s SHA-256 runs on the other, so
-    /// the two serial chains (reading variable-width ids; the compression of the previous
-    /// digest) overlap.
+    /// Software-pipelined over `self` and `other` (built for the same block size) in
+    /// [`PlainSha256Cbor::hash_run`]'s store order: block `k + 1`'s ids, null and padding are
+    /// in one buffer before block `k`'s SHA-256 runs on the other; right after that digest
+    /// comes block `k + 1`'s parent store, and only then block `k + 2`'s transcoding (into
+    /// the buffer block `k` has left), so block `k + 1`'s loads wait for the parent's stores
+    /// alone.
     pub(crate) fn hash_msgpack_chain(
         &mut self,
         other: &mut PlainSha256Cbor,
@@ -429,34 +431,48 @@ impl PlainSha256Cbor {
             return (0, 0);
         }
         let (mut a, mut b) = (self, other);
-        let Some((mut pos, first)) = a.transcode(raw) else {
+        let Some((mut total, first)) = a.transcode_padded(raw) else {
             return (0, 0);
         };
-        let mut parent = *parent;
-        // Input bytes of the blocks digested, and of those plus the one transcoded next.
-        let (mut used, mut next) = (0usize, first);
+        a.set_parent(parent);
         let blocks = out.len();
+        // Block k + 1, transcoded and padded (its padded length and input bytes).
+        let mut ahead = match raw.get(first..) {
+            Some(rest) if blocks > 1 => b.transcode_padded(rest),
+            _ => None,
+        };
+        // Input bytes of the blocks digested, and of those plus block k.
+        let (mut used, mut next) = (0usize, first);
         for (k, slot) in out.iter_mut().enumerate() {
-            let ahead = match raw.get(next..) {
-                Some(rest) if k + 1 < blocks => b.transcode(rest),
-                _ => None,
-            };
-            let Some(d) = a.finish(&parent, pos) else {
+            let Some(d) = a.digest(total) else {
                 return (k, used);
             };
-            *slot = crate::Digest::sha256(d);
-            parent = d;
-            used = next;
-            match ahead {
-                Some((p, n)) => {
-                    std::mem::swap(&mut a, &mut b);
-                    pos = p;
-                    next += n;
-                }
-                None => return (k + 1, used),
+            if ahead.is_some() {
+                b.set_parent(&d);
             }
+            *slot = crate::Digest::sha256(d);
+            used = next;
+            let Some((t, n)) = ahead else {
+                return (k + 1, used);
+            };
+            // `a` is free again: block k + 2 goes there.
+            next += n;
+            ahead = match raw.get(next..) {
+                Some(rest) if k + 2 < blocks => a.transcode_padded(rest),
+                _ => None,
+            };
+            std::mem::swap(&mut a, &mut b);
+            total = t;
         }
         (blocks, used)
+    }
+
+    /// [`transcode`](Self::transcode) and [`pad`](Self::pad): the padded length and the input
+    /// bytes the block took.
+    #[inline]
+    fn transcode_padded(&mut self, raw: &[u8]) -> Option<(usize, usize)> {
+        let (pos, used) = self.transcode(raw)?;
+        Some((self.pad(pos)?, used))
     }
 
     /// [`transcode_ids`] of the block at the start of `raw`, which may end right after

@@ -46,6 +46,15 @@ struct ShortSlot {
 #[repr(align(64))]
 struct ShortSet([ShortSlot; 2]);
 
+/// Where a cached word's ids are: a slot of the table (its first `len` ids), or the hash
+/// maps' id list.
+enum Found<'a> {
+    /// A slot of the set-associative table.
+    Slot(&'a ShortSlot),
+    /// The ids of a hash-map entry.
+    Ids(&'a [u32]),
+}
+
 /// The ids of recently seen words, for one encoder (`uid`).
 ///
 /// Words of up to 15 bytes with at most [`SLOT_IDS`] ids (nearly all words of chat text) live
@@ -140,24 +149,35 @@ impl WordCache {
             .get_or_insert_with(|| Box::new(WordCache::new(uid)))
     }
 
-    /// The ids cached for `word` (the tests' view; the encoders [`append`](Self::append)).
-    #[cfg(test)]
-    pub(crate) fn get(&self, word: &[u8]) -> Option<&[u32]> {
+    /// Where `word`'s ids are cached, if they are.
+    #[inline]
+    fn find(&self, word: &[u8]) -> Option<Found<'_>> {
         let &(at, len) = match pack_short(word) {
             Some(key) => {
                 if let Some(ShortSet([a, b])) = self.sets.get(set_of(key)) {
                     if a.key == key {
-                        return a.ids.get(..a.len as usize);
+                        return Some(Found::Slot(a));
                     }
                     if b.key == key {
-                        return b.ids.get(..b.len as usize);
+                        return Some(Found::Slot(b));
                     }
                 }
                 self.short.get(&key)?
             }
             None => self.long.get(word)?,
         };
-        self.ids.get(at as usize..(at as usize + len as usize))
+        self.ids
+            .get(at as usize..(at as usize + len as usize))
+            .map(Found::Ids)
+    }
+
+    /// The ids cached for `word` (the tests' view; the encoders [`append`](Self::append)).
+    #[cfg(test)]
+    pub(crate) fn get(&self, word: &[u8]) -> Option<&[u32]> {
+        match self.find(word)? {
+            Found::Slot(slot) => slot.ids.get(..slot.len as usize),
+            Found::Ids(ids) => Some(ids),
+        }
     }
 
     /// Appends the ids cached for `word` to `out`; whether it was cached. A word of the table
@@ -166,35 +186,14 @@ impl WordCache {
     /// from memory, and a mispredicted branch on it would wait for the load and then flush.
     #[inline]
     pub(crate) fn append(&self, word: &[u8], out: &mut Vec<u32>) -> bool {
-        let &(at, len) = match pack_short(word) {
-            Some(key) => {
-                if let Some(ShortSet([a, b])) = self.sets.get(set_of(key)) {
-                    let slot = if a.key == key {
-                        Some(a)
-                    } else if b.key == key {
-                        Some(b)
-                    } else {
-                        None
-                    };
-                    if let Some(slot) = slot {
-                        let keep = out.len() + slot.len as usize;
-                        out.extend_from_slice(&slot.ids);
-                        out.truncate(keep);
-                        return true;
-                    }
-                }
-                match self.short.get(&key) {
-                    Some(entry) => entry,
-                    None => return false,
-                }
+        match self.find(word) {
+            Some(Found::Slot(slot)) => {
+                let keep = out.len() + slot.len as usize;
+                out.extend_from_slice(&slot.ids);
+                out.truncate(keep);
+                true
             }
-            None => match self.long.get(word) {
-                Some(entry) => entry,
-                None => return false,
-            },
-        };
-        match self.ids.get(at as usize..(at as usize + len as usize)) {
-            Some(ids) => {
+            Some(Found::Ids(ids)) => {
                 out.extend_from_slice(ids);
                 true
             }
